@@ -1,0 +1,49 @@
+"""One place that reads the environment: every knob is an `ARENA_` variable or a constructor argument."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "DEFAULT_DATABASE_URL"]
+
+DEFAULT_DATABASE_URL = "sqlite:///arena.db"
+
+
+class Settings(BaseSettings):
+    """Arena settings; read from `ARENA_*` environment variables (and a `.env` file if present)."""
+
+    model_config = SettingsConfigDict(env_prefix="ARENA_", env_file=".env", extra="ignore")
+
+    database_url: str = Field(DEFAULT_DATABASE_URL, description="SQLAlchemy URL; SQLite file by default.")
+    redis_url: str | None = Field(None, description="Redis for shared rate limits across workers.")
+    secret_key: str = Field(
+        default_factory=lambda: secrets.token_urlsafe(32),
+        description="Signs sessions and battle tokens. Set it for more than one worker or across restarts.",
+    )
+    admin_token: str | None = Field(None, description="Bearer token for the admin API; admin is off if unset.")
+    snapshot_dir: str = Field("snapshots", description="Where published snapshots are stored.")
+
+    # Pairing
+    pairing_policy: Literal["uniform", "balanced", "active"] = "balanced"
+    pairing_balance_power: float = Field(1.0, ge=0.0, description="Balanced policy: weight ~ 1/(n+1)^power.")
+
+    # Live Elo
+    elo_k: float = Field(4.0, gt=0.0)
+    elo_initial: float = 1000.0
+
+    # Sessions, tokens and limits
+    battle_token_ttl_seconds: int = Field(3600, gt=0)
+    session_cookie_secure: bool = False
+    invite_only: bool = False
+    rate_limit_per_minute: int = Field(60, ge=1, description="Votes per annotator per minute.")
+    rate_limit_per_address_per_minute: int = Field(300, ge=1)
+    daily_vote_cap: int | None = Field(None, ge=1)
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    # Durability: group commit window for votes (0 = commit each vote on its own).
+    group_commit_max_wait_ms: float = Field(2.0, ge=0.0)
+    group_commit_max_batch: int = Field(256, ge=1)

@@ -1,0 +1,139 @@
+"""The tables. One file, so the whole data model reads at a glance.
+
+Times are naive UTC datetimes (SQLite has no time zones; PostgreSQL `timestamp without time zone`), so
+that the same row exports identically from both stores.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "Annotator",
+    "Battle",
+    "LiveRating",
+    "Model",
+    "Output",
+    "Prompt",
+    "Snapshot",
+    "Vote",
+    "utcnow",
+]
+
+WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
+
+
+def utcnow() -> datetime:
+    """Naive UTC now, the one time convention of the store."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class ModelBase(SQLModel):
+    name: str = Field(index=True, unique=True, max_length=200)
+    organisation: str | None = Field(default=None, max_length=200)
+    licence: str | None = Field(default=None, max_length=100)
+    active: bool = True
+
+
+class Model(ModelBase, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class PromptBase(SQLModel):
+    external_id: str | None = Field(default=None, index=True, unique=True, max_length=200)
+    text: str
+    # A multi-turn prompt keeps the whole user side of the conversation as [{role, content}, ...].
+    conversation: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
+    category: str | None = Field(default=None, index=True, max_length=100)
+    language: str | None = Field(default=None, index=True, max_length=50)
+    source: str | None = Field(default=None, max_length=200)
+
+
+class Prompt(PromptBase, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Output(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("prompt_id", "model_id", name="uq_output_prompt_model"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    prompt_id: int = Field(foreign_key="prompt.id", index=True)
+    model_id: int = Field(foreign_key="model.id", index=True)
+    text: str
+    # For multi-turn battles the full conversation (user and assistant turns) as [{role, content}, ...].
+    conversation: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Annotator(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    # "anonymous" (cookie session), "invited" (invite link), or "import" (a judge named in a battles file).
+    kind: str = Field(default="anonymous", max_length=20)
+    label: str | None = Field(default=None, index=True, max_length=200)
+    token_hash: str | None = Field(default=None, unique=True, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow)
+    flagged: bool = Field(default=False, index=True)
+    flag_reason: str | None = None
+
+
+class Battle(SQLModel, table=True):
+    """A pair shown to an annotator. `model_a` is the left side, `model_b` the right."""
+
+    __table_args__ = (Index("ix_battle_models", "model_a_id", "model_b_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    prompt_id: int | None = Field(default=None, foreign_key="prompt.id", index=True)
+    output_a_id: int | None = Field(default=None, foreign_key="output.id")
+    output_b_id: int | None = Field(default=None, foreign_key="output.id")
+    model_a_id: int = Field(foreign_key="model.id")
+    model_b_id: int = Field(foreign_key="model.id")
+    annotator_id: int | None = Field(default=None, foreign_key="annotator.id", index=True)
+    issued_at: datetime = Field(default_factory=utcnow)
+    # Probability with which the pairing policy chose this (unordered) pair; None for imported battles.
+    pair_probability: float | None = None
+    # "site" for battles issued here, "import" for battles read from a file.
+    source: str = Field(default="site", max_length=20)
+    # Idempotent imports: a stable key per imported row (content hash + occurrence), unique when set.
+    import_key: str | None = Field(default=None, unique=True, max_length=80)
+    # Extra Chatbot Arena fields kept for faithful export (turn, anony, language, ...).
+    extra: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
+class Vote(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    battle_id: int = Field(foreign_key="battle.id", unique=True)
+    winner: str = Field(max_length=20)
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    seconds_to_vote: float | None = None
+    client_hash: str | None = Field(default=None, max_length=64)
+    idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
+
+
+class LiveRating(SQLModel, table=True):
+    """Online Elo; always equal to replaying all counted votes in commit (vote id) order."""
+
+    model_id: int = Field(foreign_key="model.id", primary_key=True)
+    rating: float
+    games: int = 0
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Snapshot(SQLModel, table=True):
+    """A published leaderboard. Rows are inserted once and never updated or deleted."""
+
+    id: str = Field(primary_key=True, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow)
+    method: str = Field(max_length=50)
+    parameters: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    slice: str = Field(default="all", index=True, max_length=200)
+    n_votes: int
+    votes_sha256: str = Field(max_length=64)
+    # {filename: sha256}
+    files: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON))
+    path: str
