@@ -24,7 +24,9 @@ class Settings(BaseSettings):
         default_factory=lambda: secrets.token_urlsafe(32),
         description="Signs sessions and battle tokens. Set it for more than one worker or across restarts.",
     )
-    admin_token: str | None = Field(None, description="Bearer token for the admin API; admin is off if unset.")
+    admin_token: str | None = Field(
+        None, description="Bearer token for the admin API; admin is off if unset."
+    )
     snapshot_dir: str = Field("snapshots", description="Where published snapshots are stored.")
 
     # Pairing

@@ -11,8 +11,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN: dict[str, set[str]] = {
     "leaderboard": {
-        "votes", "arena", "fastapi", "starlette", "sqlmodel", "sqlalchemy", "alembic", "psycopg",
-        "jinja2", "uvicorn", "redis", "httpx", "typer",
+        "votes",
+        "arena",
+        "fastapi",
+        "starlette",
+        "sqlmodel",
+        "sqlalchemy",
+        "alembic",
+        "psycopg",
+        "jinja2",
+        "uvicorn",
+        "redis",
+        "httpx",
+        "typer",
     },
     "votes": {"arena", "fastapi", "starlette", "jinja2", "uvicorn", "redis"},
     "arena": set(),
@@ -34,9 +45,7 @@ def imported_roots(path: Path) -> set[str]:
 def test_import_direction(package: str) -> None:
     files = sorted((ROOT / package).rglob("*.py"))
     assert files, f"package {package} has no modules"
-    offenders = {
-        str(f.relative_to(ROOT)): sorted(imported_roots(f) & FORBIDDEN[package]) for f in files
-    }
+    offenders = {str(f.relative_to(ROOT)): sorted(imported_roots(f) & FORBIDDEN[package]) for f in files}
     offenders = {k: v for k, v in offenders.items() if v}
     assert not offenders, f"forbidden imports: {offenders}"
 

@@ -1,7 +1,7 @@
 """The tables. One file, so the whole data model reads at a glance.
 
-Times are naive UTC datetimes (SQLite has no time zones; PostgreSQL `timestamp without time zone`), so
-that the same row exports identically from both stores.
+Times are aware UTC datetimes (SQLModel stores them as UTC on both stores and hands them back in UTC), so
+the same row exports identically from SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 
 
 def utcnow() -> datetime:
-    """Naive UTC now, the one time convention of the store."""
-    return datetime.now(UTC).replace(tzinfo=None)
+    """Aware UTC now, the one time convention of the store."""
+    return datetime.now(UTC)
 
 
 class ModelBase(SQLModel):

@@ -1,0 +1,72 @@
+"""Shared fixtures: a fresh database per test on SQLite and on PostgreSQL.
+
+PostgreSQL tests get a database of their own (created from the `test` database and dropped after), so
+no test sees another's rows. Under `CI=true` a PostgreSQL that cannot be reached fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlmodel import SQLModel
+
+import votes.models  # noqa: F401  (registers the tables)
+from votes.db import make_engine
+
+PG_ADMIN_URL = os.environ.get("ARENA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def _pg_admin() -> Engine | None:
+    engine = make_engine(PG_ADMIN_URL)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:  # noqa: BLE001 - any connection failure means "not reachable"
+        engine.dispose()
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL at {PG_ADMIN_URL} is not reachable under CI: {exc}")
+        return None
+    return engine
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """URL of a fresh, empty PostgreSQL database, dropped after the test."""
+    admin = _pg_admin()
+    if admin is None:
+        pytest.skip("PostgreSQL is not reachable (set CI=true to make this a failure)")
+    name = f"arena_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = admin.url.set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    """A fresh, empty database URL on each backend (a file SQLite, so WAL and locking are real)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/arena.db"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """An engine on a fresh database of each backend with the schema created."""
+    eng = make_engine(db_url)
+    SQLModel.metadata.create_all(eng)
+    try:
+        yield eng
+    finally:
+        eng.dispose()

@@ -1,0 +1,84 @@
+"""Engines from a URL: embedded SQLite (durable, WAL) by default, PostgreSQL (psycopg 3) in production.
+
+SQLite gets `BEGIN IMMEDIATE` for every transaction, so a writer takes the database lock at the start
+instead of failing with SQLITE_BUSY half-way through; with WAL readers never wait for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.pool import StaticPool
+from sqlmodel import Session, create_engine
+
+__all__ = ["make_engine", "is_sqlite", "session_scope", "normalise_url"]
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def normalise_url(url: str) -> str:
+    """Accept `postgresql://` and `postgres://` and use the psycopg 3 driver for them."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def is_sqlite(engine_or_url: Engine | str) -> bool:
+    url = engine_or_url.url if isinstance(engine_or_url, Engine) else make_url(engine_or_url)
+    return url.get_backend_name() == "sqlite"
+
+
+def make_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Engine:
+    """Create an engine with the store's durability settings.
+
+    SQLite: WAL journal, ``synchronous=FULL`` (a commit is on disk before it returns), a busy timeout,
+    foreign keys on, and ``BEGIN IMMEDIATE`` transactions. An in-memory URL shares one connection
+    (``StaticPool``) so that every session sees the same database.
+    PostgreSQL: psycopg 3, pre-ping, and a small pool.
+    """
+    url = normalise_url(url)
+    if is_sqlite(url):
+        parsed = make_url(url)
+        memory = parsed.database in (None, "", ":memory:")
+        kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+        if memory:
+            kwargs["poolclass"] = StaticPool
+        engine = create_engine(url, echo=echo, **kwargs)
+        _configure_sqlite(engine, memory=memory)
+        return engine
+    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size)
+
+
+def _configure_sqlite(engine: Engine, *, memory: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, decide where transactions begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        if not memory:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """A session whose transaction commits on success and rolls back on any error."""
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
