@@ -101,6 +101,8 @@ class Battle(SQLModel, table=True):
     source: str = Field(default="site", max_length=20)
     # Idempotent imports: a stable key per imported row (content hash + occurrence), unique when set.
     import_key: str | None = Field(default=None, unique=True, max_length=80)
+    # Site battles: the id of the signed battle token, unique, so a token can be used for one vote only.
+    token_id: str | None = Field(default=None, unique=True, max_length=64)
     # Extra Chatbot Arena fields kept for faithful export (turn, anony, language, ...).
     extra: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
@@ -113,6 +115,9 @@ class Vote(SQLModel, table=True):
     seconds_to_vote: float | None = None
     client_hash: str | None = Field(default=None, max_length=64)
     idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
+    # Live Elo of both sides just before and after this vote ({"a_before", "a_after", "b_before",
+    # "b_after"}), so a reveal or a retried submission shows exactly the first answer. None for imports.
+    live_elo: dict[str, float] | None = Field(default=None, sa_column=Column(JSON))
 
 
 class LiveRating(SQLModel, table=True):
