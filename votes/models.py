@@ -103,7 +103,10 @@ class Battle(SQLModel, table=True):
     import_key: str | None = Field(default=None, unique=True, max_length=80)
     # Site battles: the id of the signed battle token, unique, so a token can be used for one vote only.
     token_id: str | None = Field(default=None, unique=True, max_length=64)
-    # Extra Chatbot Arena fields kept for faithful export (turn, anony, language, ...).
+    # Language of the conversation when the battle says so (Chatbot Arena `language`); fits filter on it,
+    # falling back to the prompt's language.
+    language: str | None = Field(default=None, index=True, max_length=50)
+    # Extra Chatbot Arena fields kept for faithful export (turn, anony, ...).
     extra: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
