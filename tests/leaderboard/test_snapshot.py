@@ -1,0 +1,160 @@
+"""Snapshot folders: columns, round trip, byte-identical data files, a stable zip, a checked manifest."""
+
+from __future__ import annotations
+
+import json
+import stat
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from leaderboard.data import aggregate_battles
+from leaderboard.snapshot import (
+    COLUMNS,
+    DATA_FILES,
+    METADATA_FILE,
+    PLOT_FILES,
+    ZIP_FILE,
+    counts_sha256,
+    freeze_snapshot,
+    pairwise_matrices,
+    read_snapshot,
+    slice_label,
+    write_snapshot,
+)
+from tests.leaderboard.snapshot_helpers import handmade_leaderboard, simulated_counts
+
+RATING_TOL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    first = tmp_path_factory.mktemp("a")
+    second = tmp_path_factory.mktemp("b")
+    write_snapshot(first, board, counts, created_at=datetime(2026, 1, 1, tzinfo=UTC), category="coding")
+    write_snapshot(second, board, counts, created_at=datetime(2026, 2, 1, tzinfo=UTC), category="coding")
+    return first, second
+
+
+def test_files_and_columns(written: tuple[Path, Path]) -> None:
+    folder, _ = written
+    for name in (*DATA_FILES, *PLOT_FILES, METADATA_FILE, ZIP_FILE):
+        assert (folder / name).stat().st_size > 0, name
+    table = pd.read_csv(folder / "leaderboard.csv")
+    assert tuple(table.columns) == COLUMNS
+    assert list(table["rating"]) == sorted(table["rating"], reverse=True)
+    assert list(table["rank"]) == sorted(table["rank"])
+    parquet = pd.read_parquet(folder / "leaderboard.parquet")
+    pd.testing.assert_frame_equal(parquet, table, check_dtype=False)
+    payload = json.loads((folder / "leaderboard.json").read_text())
+    assert [row["model"] for row in payload["models"]] == list(table["model"])
+    assert payload["parameters_fitted"]["position_advantage"]["value"] == 12.5
+
+
+def test_metadata(written: tuple[Path, Path]) -> None:
+    folder, _ = written
+    meta = json.loads((folder / METADATA_FILE).read_text())
+    for key in (
+        "id",
+        "created_at",
+        "n_votes",
+        "votes_sha256",
+        "method",
+        "parameters",
+        "seed",
+        "package_version",
+        "parameters_fitted",
+        "files",
+    ):
+        assert key in meta, key
+    assert meta["created_at"].startswith("2026-01-01")
+    assert meta["slice"] == "category=coding" == slice_label(category="coding")
+    assert meta["seed"] == 1
+    assert meta["n_votes"] == 3000
+    assert set(meta["files"]) == set(DATA_FILES) | set(PLOT_FILES)
+
+
+def test_same_input_gives_identical_bytes(written: tuple[Path, Path]) -> None:
+    first, second = written
+    for name in (*DATA_FILES, *PLOT_FILES):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    meta_a = json.loads((first / METADATA_FILE).read_text())
+    meta_b = json.loads((second / METADATA_FILE).read_text())
+    assert meta_a["id"] != meta_b["id"]
+    assert {k: v for k, v in meta_a.items() if k not in ("id", "created_at")} == {
+        k: v for k, v in meta_b.items() if k not in ("id", "created_at")
+    }
+
+
+def test_different_input_changes_bytes(tmp_path: Path) -> None:
+    counts = simulated_counts(seed=8)
+    write_snapshot(tmp_path, handmade_leaderboard(counts), counts, plots=False)
+    other = simulated_counts(seed=7)
+    assert counts_sha256(counts) != counts_sha256(other)
+
+
+def test_zip_holds_everything_and_is_stable(written: tuple[Path, Path]) -> None:
+    folder, _ = written
+    with zipfile.ZipFile(folder / ZIP_FILE) as archive:
+        names = set(archive.namelist())
+        assert names == {*DATA_FILES, *PLOT_FILES, METADATA_FILE}
+        assert archive.read("leaderboard.csv") == (folder / "leaderboard.csv").read_bytes()
+        assert {info.date_time for info in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+
+
+def test_round_trip(written: tuple[Path, Path]) -> None:
+    folder, _ = written
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    data = read_snapshot(folder)
+    order = board.order()
+    assert data.leaderboard.models == tuple(board.models[i] for i in order)
+    np.testing.assert_allclose(data.leaderboard.rating, board.rating[order], atol=RATING_TOL)
+    np.testing.assert_allclose(data.leaderboard.ci_low, board.ci_low[order], atol=RATING_TOL)
+    np.testing.assert_array_equal(data.leaderboard.rank_ub, board.rank_ub[order])
+    assert data.leaderboard.parameters_fitted == board.parameters_fitted
+    assert data.matrices.models == data.leaderboard.models
+    np.testing.assert_array_equal(data.matrices.n_battles, data.matrices.n_battles.T)
+
+
+def test_manifest_detects_tampering(tmp_path: Path) -> None:
+    counts = simulated_counts()
+    write_snapshot(tmp_path, handmade_leaderboard(counts), counts, plots=False)
+    with open(tmp_path / "leaderboard.csv", "a", encoding="utf-8") as handle:
+        handle.write("x\n")
+    with pytest.raises(ValueError, match="does not match"):
+        read_snapshot(tmp_path)
+
+
+def test_freeze_makes_files_read_only(tmp_path: Path) -> None:
+    counts = simulated_counts()
+    folder = tmp_path / "snap"
+    write_snapshot(folder, handmade_leaderboard(counts), counts, plots=False)
+    freeze_snapshot(folder)
+    for path in folder.iterdir():
+        assert not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), path
+    assert not folder.stat().st_mode & stat.S_IWUSR
+
+
+def test_pairwise_matrices_by_hand() -> None:
+    counts = aggregate_battles(
+        ["a", "a", "b", "a", "c"],
+        ["b", "b", "a", "c", "a"],
+        ["model_a", "tie", "model_a", "model_b", "model_a"],
+    )
+    board = handmade_leaderboard(counts)
+    m = pairwise_matrices(counts, board)
+    i = {name: k for k, name in enumerate(m.models)}
+    # a vs b: a won 1, tie 1, b won 1 -> 1.5 / 3
+    assert m.n_battles[i["a"], i["b"]] == 3
+    assert m.observed[i["a"], i["b"]] == pytest.approx(0.5)
+    # a vs c: c won both
+    assert m.observed[i["c"], i["a"]] == pytest.approx(1.0)
+    assert np.isnan(m.observed[i["b"], i["c"]])
+    np.testing.assert_allclose(m.predicted + m.predicted.T, np.where(np.eye(3) == 1, np.nan, 1.0))
