@@ -1,0 +1,78 @@
+"""Identity-leak detector: on hand-made sentences and on the real Vicuna-80 answers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from votes.leaks import LeakDetector, model_aliases
+
+CATALOG = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-catalog.jsonl.gz"
+
+
+def test_aliases_cover_name_maker_and_family() -> None:
+    assert {"gpt4", "OpenAI", "ChatGPT", "GPT-4"} <= set(model_aliases("gpt4"))
+    assert {"vicuna-13b", "Vicuna", "LMSYS"} <= set(model_aliases("vicuna-13b"))
+    assert "Acme Labs" in model_aliases("widget-7b", "Acme Labs")
+    # No family guessed from letters inside a word.
+    assert "OpenAI" not in model_aliases("foo1-chat")
+
+
+@pytest.mark.parametrize(
+    ("model", "text", "alias", "self_reference"),
+    [
+        ("gpt35", "As an AI language model developed by OpenAI, I cannot do that.", "OpenAI", True),
+        ("gpt4", "I'm ChatGPT, a large language model.", "ChatGPT", True),
+        ("gpt4", "Compared with gpt 4, older models...", "gpt 4", False),
+        ("claude", "Hello! I AM CLAUDE.", "CLAUDE", True),
+        ("llama-2-70b-chat", "I was trained by Meta AI.", "Meta AI", True),
+        ("widget-7b", "Built by Acme Labs with care.", "Acme Labs", True),
+    ],
+)
+def test_finds_self_naming(model: str, text: str, alias: str, self_reference: bool) -> None:
+    detector = LeakDetector({"widget-7b": "Acme Labs"})
+    found = detector.find(model, text)
+    assert [f.alias for f in found][:1] == [alias]
+    assert found[0].self_reference is self_reference
+    assert text[found[0].start : found[0].end] == alias
+    assert detector.leaks(model, text)
+
+
+@pytest.mark.parametrize(
+    ("model", "text"),
+    [
+        ("claude", "Claudette and claudius went out."),  # whole words only
+        ("gpt4", "As an AI language model, I cannot."),  # a tell, but no name
+        ("gpt4", "Use Google Maps or ask Claude."),  # other makers' names do not identify this model
+        ("bard", "Googleplex is a word; googled too."),
+        ("vicuna-13b", "The vicunas of the Andes."),
+    ],
+)
+def test_ignores_near_misses(model: str, text: str) -> None:
+    assert not LeakDetector({}).leaks(model, text)
+
+
+@pytest.mark.skipif(not CATALOG.exists(), reason="shared data folder absent")
+def test_real_answers() -> None:
+    rows = [json.loads(line) for line in gzip.open(CATALOG, "rt", encoding="utf-8")]
+    assert len(rows) == 400
+    detector = LeakDetector({row["model"]: None for row in rows})
+    leaking = sorted(
+        (row["model"], row["prompt_id"]) for row in rows if detector.leaks(row["model"], row["output"])
+    )
+    # Read by hand: Claude calls itself "Sir Claude" and "created by Anthropic" in role-play answers and
+    # names a dish after itself; Bard cites "Google Books". The GPT answers say "As an AI language model"
+    # without a name, so they do not count.
+    assert leaking == [
+        ("bard", "vicuna-48"),
+        ("claude", "vicuna-21"),
+        ("claude", "vicuna-24"),
+        ("claude", "vicuna-27"),
+    ]
+    anthropic = detector.find(
+        "claude", next(r["output"] for r in rows if r["prompt_id"] == "vicuna-24" and r["model"] == "claude")
+    )
+    assert [(f.alias, f.self_reference) for f in anthropic] == [("Anthropic", True)]
