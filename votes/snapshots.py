@@ -1,0 +1,156 @@
+"""Published snapshots in the store: insert and read, never change.
+
+There is deliberately no update or delete function here, and the database refuses both on its own:
+triggers on the ``snapshot`` table raise on UPDATE and DELETE (and TRUNCATE on PostgreSQL), so not even
+a hand-written SQL statement or a future bug can rewrite what researchers have already cited. The
+triggers are created with the table (``create_all``) and by :func:`ensure_snapshot_guards` (also run by
+the Alembic revision), idempotently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Table, event
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import Session, SQLModel, col, select
+
+from leaderboard.snapshot import SnapshotManifest
+from votes.models import Snapshot
+
+__all__ = [
+    "IMMUTABLE_MESSAGE",
+    "ensure_snapshot_guards",
+    "get_snapshot",
+    "insert_snapshot",
+    "latest_snapshot",
+    "list_slices",
+    "list_snapshots",
+    "snapshot_manifest",
+]
+
+IMMUTABLE_MESSAGE = "published snapshots are immutable"
+
+SQLITE_GUARDS: tuple[str, ...] = (
+    "CREATE TRIGGER IF NOT EXISTS snapshot_no_update BEFORE UPDATE ON snapshot "
+    f"BEGIN SELECT RAISE(ABORT, '{IMMUTABLE_MESSAGE}'); END",
+    "CREATE TRIGGER IF NOT EXISTS snapshot_no_delete BEFORE DELETE ON snapshot "
+    f"BEGIN SELECT RAISE(ABORT, '{IMMUTABLE_MESSAGE}'); END",
+)
+POSTGRES_GUARDS: tuple[str, ...] = (
+    "CREATE OR REPLACE FUNCTION arena_snapshot_immutable() RETURNS trigger LANGUAGE plpgsql AS "
+    f"$$ BEGIN RAISE EXCEPTION '{IMMUTABLE_MESSAGE}' USING ERRCODE = 'restrict_violation'; END $$",
+    "CREATE OR REPLACE TRIGGER snapshot_no_update_delete BEFORE UPDATE OR DELETE ON snapshot "
+    "FOR EACH ROW EXECUTE FUNCTION arena_snapshot_immutable()",
+    "CREATE OR REPLACE TRIGGER snapshot_no_truncate BEFORE TRUNCATE ON snapshot "
+    "FOR EACH STATEMENT EXECUTE FUNCTION arena_snapshot_immutable()",
+)
+
+
+def ensure_snapshot_guards(bind: Engine | Connection) -> None:
+    """Create the UPDATE/DELETE-refusing triggers on ``snapshot`` if they are missing (idempotent)."""
+    if isinstance(bind, Engine):
+        with bind.begin() as conn:
+            ensure_snapshot_guards(conn)
+        return
+    dialect = bind.dialect.name
+    statements = SQLITE_GUARDS if dialect == "sqlite" else POSTGRES_GUARDS if dialect == "postgresql" else ()
+    if not statements:
+        raise NotImplementedError(f"no snapshot guard for the {dialect} dialect")
+    for statement in statements:
+        bind.exec_driver_sql(statement)
+
+
+def _guard_new_table(_table: Table, connection: Connection, **_kw: Any) -> None:
+    ensure_snapshot_guards(connection)
+
+
+# The guards follow the table wherever metadata.create_all() makes it.
+event.listen(SQLModel.metadata.tables["snapshot"], "after_create", _guard_new_table)
+
+
+def insert_snapshot(*, session: Session, manifest: SnapshotManifest) -> Snapshot:
+    """Record a written snapshot folder as a published snapshot row (insert only; flushes, no commit)."""
+    meta = manifest.metadata
+    row = Snapshot(
+        id=manifest.id,
+        created_at=datetime.fromisoformat(str(meta["created_at"])),
+        method=str(meta["method"]),
+        parameters={
+            "parameters": meta.get("parameters", {}),
+            "parameters_fitted": meta.get("parameters_fitted", {}),
+            "interval": meta.get("interval"),
+            "seed": meta.get("seed"),
+            "category": meta.get("category"),
+            "language": meta.get("language"),
+            "filters": meta.get("filters", {}),
+            "package_version": meta.get("package_version"),
+            "n_models": meta.get("n_models"),
+        },
+        slice=str(meta.get("slice", "all")),
+        n_votes=int(round(float(meta["n_votes"]))),
+        votes_sha256=str(meta["votes_sha256"]),
+        files=dict(manifest.files),
+        path=str(Path(manifest.path).resolve()),
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def get_snapshot(*, session: Session, snapshot_id: str) -> Snapshot | None:
+    return session.get(Snapshot, snapshot_id)
+
+
+def latest_snapshot(*, session: Session, slice: str = "all") -> Snapshot | None:  # noqa: A002
+    """The newest published snapshot of a slice (``all``, ``category=coding``, ...)."""
+    statement = (
+        select(Snapshot)
+        .where(Snapshot.slice == slice)
+        .order_by(col(Snapshot.created_at).desc(), col(Snapshot.id).desc())
+        .limit(1)
+    )
+    return session.exec(statement).first()
+
+
+def list_snapshots(
+    *,
+    session: Session,
+    slice: str | None = None,  # noqa: A002
+    method: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> Sequence[Snapshot]:
+    """Published snapshots, newest first, optionally for one slice or method."""
+    statement = select(Snapshot)
+    if slice is not None:
+        statement = statement.where(Snapshot.slice == slice)
+    if method is not None:
+        statement = statement.where(Snapshot.method == method)
+    statement = statement.order_by(col(Snapshot.created_at).desc(), col(Snapshot.id).desc()).offset(offset)
+    if limit is not None:
+        statement = statement.limit(limit)
+    return session.exec(statement).all()
+
+
+def list_slices(*, session: Session) -> list[str]:
+    """Slices that have at least one published snapshot, ``all`` first."""
+    found = set(session.exec(select(Snapshot.slice).distinct()).all())
+    return sorted(found, key=lambda s: (s != "all", s))
+
+
+def snapshot_manifest(row: Snapshot) -> dict[str, Any]:
+    """A JSON-ready description of a snapshot row: identity, input digest, method and file sha256s."""
+    return {
+        "id": row.id,
+        "created_at": row.created_at.isoformat(),
+        "slice": row.slice,
+        "method": row.method,
+        "n_votes": row.n_votes,
+        "votes_sha256": row.votes_sha256,
+        "parameters": row.parameters,
+        "files": dict(sorted(row.files.items())),
+    }
