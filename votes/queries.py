@@ -1,0 +1,280 @@
+"""What the fits and exports read from the store, aggregated in SQL where it pays.
+
+:func:`load_pair_counts` runs ``GROUP BY model_a, model_b, winner`` in the database, so its cost follows
+the number of model pairs, not the number of votes. :func:`votes_sha256` hashes the canonical exported
+rows, so the hash of the votes behind a snapshot can be checked against an export file
+(``sha256sum votes.jsonl``) or recomputed from one (:func:`votes.records.rows_sha256`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+
+from leaderboard.data import PairCounts, aggregate_codes, parse_outcome
+from votes.records import rows_sha256
+from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
+
+__all__ = [
+    "VoteArrays",
+    "VoteFilter",
+    "iter_catalog_rows",
+    "iter_vote_rows",
+    "load_battles",
+    "load_pair_counts",
+    "votes_sha256",
+]
+
+_STREAM = 2000
+
+
+@dataclass(frozen=True)
+class VoteFilter:
+    """Which votes a fit or export uses; ``since <= created_at < until`` for the vote times.
+
+    ``language`` matches the battle's own language, or the prompt's when the battle has none.
+    """
+
+    category: str | None = None
+    language: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    exclude_flagged: bool = False
+
+
+@dataclass(frozen=True)
+class VoteArrays:
+    """Votes as arrays in vote-id (commit) order; ``model_a``/``model_b`` index into ``models``."""
+
+    models: tuple[str, ...]
+    vote_id: npt.NDArray[np.int64]
+    model_a: npt.NDArray[np.int64]
+    model_b: npt.NDArray[np.int64]
+    outcome: npt.NDArray[np.int8]
+    tstamp: npt.NDArray[np.float64]
+
+    @property
+    def n_votes(self) -> int:
+        return int(self.vote_id.shape[0])
+
+
+def _connection(db: Session | Connection) -> Connection:
+    return db.connection() if isinstance(db, Session) else db
+
+
+def _filtered(stmt: Select[Any], filters: VoteFilter | None) -> Select[Any]:
+    """Apply a filter to a statement that already joins Vote and Battle."""
+    f = filters or VoteFilter()
+    if f.category is not None or f.language is not None:
+        stmt = stmt.outerjoin(prompt_t, battle_t.c.prompt_id == prompt_t.c.id)
+    if f.category is not None:
+        stmt = stmt.where(prompt_t.c.category == f.category)
+    if f.language is not None:
+        stmt = stmt.where(
+            or_(
+                battle_t.c.language == f.language,
+                and_(battle_t.c.language.is_(None), prompt_t.c.language == f.language),
+            )
+        )
+    if f.since is not None:
+        stmt = stmt.where(vote_t.c.created_at >= f.since)
+    if f.until is not None:
+        stmt = stmt.where(vote_t.c.created_at < f.until)
+    if f.exclude_flagged:
+        flagged = select(annotator_t.c.id).where(annotator_t.c.flagged.is_(True))
+        stmt = stmt.where(or_(battle_t.c.annotator_id.is_(None), battle_t.c.annotator_id.not_in(flagged)))
+    return stmt
+
+
+def _filter_kwargs(
+    filters: VoteFilter | None,
+    category: str | None,
+    language: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    exclude_flagged: bool,
+) -> VoteFilter:
+    if filters is not None:
+        return filters
+    return VoteFilter(category, language, since, until, exclude_flagged)
+
+
+def _model_names(conn: Connection, ids: set[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    stmt = select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(sorted(ids)))
+    return {int(i): str(n) for i, n in conn.execute(stmt).tuples()}
+
+
+def load_battles(
+    db: Session | Connection,
+    *,
+    category: str | None = None,
+    language: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    exclude_flagged: bool = False,
+    filters: VoteFilter | None = None,
+) -> VoteArrays:
+    """Every selected vote as arrays, in vote-id order (for Elo replays, time weights, held-out splits).
+
+    Models are the ones that appear in the selection, sorted by name.
+    """
+    conn = _connection(db)
+    f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
+    stmt = _filtered(
+        select(
+            vote_t.c.id, battle_t.c.model_a_id, battle_t.c.model_b_id, vote_t.c.winner, vote_t.c.created_at
+        )
+        .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
+        .order_by(vote_t.c.id),
+        f,
+    )
+    rows = conn.execute(stmt).all()
+    names = _model_names(conn, {r[1] for r in rows} | {r[2] for r in rows})
+    models = tuple(sorted(names.values()))
+    position = {model_id: models.index(name) for model_id, name in names.items()}
+    codes = {w: int(parse_outcome(w)) for w in {r[3] for r in rows}}
+    n = len(rows)
+    return VoteArrays(
+        models=models,
+        vote_id=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+        model_a=np.fromiter((position[r[1]] for r in rows), dtype=np.int64, count=n),
+        model_b=np.fromiter((position[r[2]] for r in rows), dtype=np.int64, count=n),
+        outcome=np.fromiter((codes[r[3]] for r in rows), dtype=np.int8, count=n),
+        tstamp=np.fromiter((r[4].timestamp() for r in rows), dtype=np.float64, count=n),
+    )
+
+
+def load_pair_counts(
+    db: Session | Connection,
+    *,
+    category: str | None = None,
+    language: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    exclude_flagged: bool = False,
+    filters: VoteFilter | None = None,
+) -> PairCounts:
+    """Selected votes aggregated in SQL by (model_a, model_b, winner): one row per cell, not per vote."""
+    conn = _connection(db)
+    f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
+    stmt = _filtered(
+        select(battle_t.c.model_a_id, battle_t.c.model_b_id, vote_t.c.winner, func.count())
+        .select_from(vote_t)
+        .join(battle_t, vote_t.c.battle_id == battle_t.c.id),
+        f,
+    ).group_by(battle_t.c.model_a_id, battle_t.c.model_b_id, vote_t.c.winner)
+    rows = conn.execute(stmt).all()
+    names = _model_names(conn, {r[0] for r in rows} | {r[1] for r in rows})
+    models = tuple(sorted(names.values()))
+    position = {model_id: models.index(name) for model_id, name in names.items()}
+    n = len(rows)
+    return aggregate_codes(
+        np.fromiter((position[r[0]] for r in rows), dtype=np.int64, count=n),
+        np.fromiter((position[r[1]] for r in rows), dtype=np.int64, count=n),
+        np.fromiter((parse_outcome(r[2]) for r in rows), dtype=np.int8, count=n),
+        models=models,
+        weight=np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
+    )
+
+
+def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) -> Iterator[dict[str, Any]]:
+    """Votes as canonical Chatbot Arena rows, in vote-id order (the export and hash format).
+
+    ``judge`` is the annotator's label (an imported judge) or ``annotator-<id>`` for site annotators;
+    ``tstamp`` is the vote time in seconds since the epoch.
+    """
+    conn = _connection(db)
+    model_a, model_b = model_t.alias("model_a"), model_t.alias("model_b")
+    output_a, output_b = output_t.alias("output_a"), output_t.alias("output_b")
+    prompt = prompt_t.alias("prompt")
+    stmt = _filtered(
+        select(
+            vote_t.c.winner,
+            vote_t.c.created_at,
+            model_a.c.name,
+            model_b.c.name,
+            annotator_t.c.id,
+            annotator_t.c.label,
+            prompt.c.external_id,
+            output_a.c.conversation,
+            output_b.c.conversation,
+            battle_t.c.extra,
+            battle_t.c.language,
+            battle_t.c.source,
+        )
+        .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
+        .join(model_a, battle_t.c.model_a_id == model_a.c.id)
+        .join(model_b, battle_t.c.model_b_id == model_b.c.id)
+        .outerjoin(annotator_t, battle_t.c.annotator_id == annotator_t.c.id)
+        .outerjoin(prompt, battle_t.c.prompt_id == prompt.c.id)
+        .outerjoin(output_a, battle_t.c.output_a_id == output_a.c.id)
+        .outerjoin(output_b, battle_t.c.output_b_id == output_b.c.id)
+        .order_by(vote_t.c.id),
+        filters,
+    )
+    result = conn.execution_options(yield_per=_STREAM).execute(stmt)
+    for winner, created_at, name_a, name_b, ann_id, label, qid, conv_a, conv_b, extra, lang, source in result:
+        extra = extra or {}
+        judge = label if label is not None else (f"annotator-{ann_id}" if ann_id is not None else None)
+        yield {
+            "question_id": qid if qid is not None else extra.get("question_id"),
+            "model_a": name_a,
+            "model_b": name_b,
+            "winner": winner,
+            "judge": judge,
+            "conversation_a": conv_a,
+            "conversation_b": conv_b,
+            "turn": extra.get("turn"),
+            "anony": extra.get("anony", True if source == "site" else None),
+            "language": lang,
+            "tstamp": created_at.timestamp(),
+        }
+
+
+def iter_catalog_rows(db: Session | Connection) -> Iterator[dict[str, Any]]:
+    """Prompts and outputs as canonical catalog rows: prompt-id order, then output-id order.
+
+    A prompt without outputs is one row with ``model`` and ``output`` left empty.
+    """
+    conn = _connection(db)
+    stmt = (
+        select(
+            prompt_t.c.id,
+            prompt_t.c.external_id,
+            prompt_t.c.text,
+            prompt_t.c.conversation,
+            prompt_t.c.category,
+            prompt_t.c.language,
+            model_t.c.name,
+            output_t.c.text,
+        )
+        .outerjoin(output_t, output_t.c.prompt_id == prompt_t.c.id)
+        .outerjoin(model_t, output_t.c.model_id == model_t.c.id)
+        .order_by(prompt_t.c.id, output_t.c.id)
+    )
+    for pid, ext, text, conversation, category, language, model, output in conn.execution_options(
+        yield_per=_STREAM
+    ).execute(stmt):
+        yield {
+            "prompt_id": ext if ext is not None else f"prompt-{pid}",
+            "prompt": conversation if conversation is not None else text,
+            "category": category,
+            "language": language,
+            "model": model,
+            "output": output,
+        }
+
+
+def votes_sha256(db: Session | Connection, filters: VoteFilter | None = None) -> str:
+    """sha256 of the selected votes' canonical JSONL export (equal to ``sha256sum`` of that file)."""
+    return rows_sha256(iter_vote_rows(db, filters))

@@ -1,0 +1,625 @@
+"""Interchange files without a database: reading, validating and writing catalog and battle rows.
+
+Two schemas travel in and out of Arena:
+
+- the *catalog*: one model output per row (``prompt_id``, ``prompt``, ``category``, ``language``,
+  ``model``, ``output``); ``prompt`` is a string or a list of ``{role, content}`` messages;
+- *battles* in the Chatbot Arena format (``question_id``, ``model_a``, ``model_b``, ``winner``, ``judge``,
+  ``conversation_a``, ``conversation_b``, ``turn``, ``anony``, ``language``, ``tstamp``).
+
+Both can be JSONL, a JSON array, CSV or Parquet, optionally gzipped. Validation happens here, row by row,
+before anything touches a database, and every problem is reported with the file, the line or row, and the
+reason. The writers are deterministic (fixed column order, fixed number formatting), which is what makes
+export -> import -> export byte-identical.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from votes.models import WINNERS
+
+__all__ = [
+    "BATTLE_COLUMNS",
+    "CATALOG_COLUMNS",
+    "FORMATS",
+    "BattleRecord",
+    "CatalogRecord",
+    "FileFormat",
+    "InputError",
+    "Kind",
+    "Message",
+    "canonical_json",
+    "detect_format",
+    "detect_kind",
+    "parse_battles",
+    "parse_catalog",
+    "read_rows",
+    "rows_sha256",
+    "write_rows",
+]
+
+FileFormat = Literal["jsonl", "json", "csv", "parquet"]
+Kind = Literal["catalog", "battles"]
+FORMATS: tuple[FileFormat, ...] = ("jsonl", "json", "csv", "parquet")
+
+BATTLE_COLUMNS = (
+    "question_id",
+    "model_a",
+    "model_b",
+    "winner",
+    "judge",
+    "conversation_a",
+    "conversation_b",
+    "turn",
+    "anony",
+    "language",
+    "tstamp",
+)
+CATALOG_COLUMNS = ("prompt_id", "prompt", "category", "language", "model", "output")
+_REQUIRED: dict[Kind, tuple[str, ...]] = {
+    "battles": ("model_a", "model_b", "winner"),
+    "catalog": ("prompt_id", "prompt"),
+}
+NAME_MAX = 200
+SHORT_MAX = 100
+
+Message = dict[str, str]
+
+
+class InputError(ValueError):
+    """A file that cannot be imported: names the file, the line or row, and the reason."""
+
+    def __init__(self, file: str | Path, where: str | None, reason: str) -> None:
+        self.file = str(file)
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{self.file}: {where}: {reason}" if where else f"{self.file}: {reason}")
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def _open_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise InputError(path, None, f"not a valid gzip file ({exc})") from None
+    return data
+
+
+def detect_format(path: Path, data: bytes | None = None) -> FileFormat:
+    """The file format from the extension (``.jsonl``, ``.ndjson``, ``.json``, ``.csv``, ``.parquet``,
+    each optionally ``.gz``), else from the content."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    ext = suffixes[-1] if suffixes else ""
+    by_ext: dict[str, FileFormat] = {
+        ".jsonl": "jsonl",
+        ".ndjson": "jsonl",
+        ".json": "json",
+        ".csv": "csv",
+        ".parquet": "parquet",
+        ".pq": "parquet",
+    }
+    if ext in by_ext:
+        fmt = by_ext[ext]
+        if fmt != "json" or data is None:
+            return fmt
+    if data is None:
+        data = _open_bytes(path)
+    if data[:4] == b"PAR1":
+        return "parquet"
+    head = data[:4096].lstrip()
+    if head.startswith(b"["):
+        return "json"
+    if head.startswith(b"{"):
+        return "jsonl"
+    return "csv"
+
+
+def read_rows(
+    path: Path, fmt: FileFormat | None = None
+) -> tuple[FileFormat, list[tuple[str, dict[str, Any]]]]:
+    """Read every row of a file as ``(location, mapping)`` pairs, location being e.g. ``"line 7"``.
+
+    CSV cells are strings (empty cells are missing values); the parsers below convert them.
+    """
+    if not path.is_file():
+        raise InputError(path, None, "no such file")
+    if fmt is None and path.suffix.lower() == ".parquet":
+        fmt = "parquet"
+    if fmt == "parquet":
+        return fmt, _read_parquet(path)
+    data = _open_bytes(path)
+    fmt = fmt or detect_format(path, data)
+    if fmt == "parquet":
+        return fmt, _read_parquet(path, data)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if fmt == "jsonl":
+        return fmt, _read_jsonl(path, text)
+    if fmt == "json":
+        return fmt, _read_json(path, text)
+    return fmt, _read_csv(path, text)
+
+
+def _read_jsonl(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
+    rows: list[tuple[str, dict[str, Any]]] = []
+    loads = json.loads
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"line {number}"
+        try:
+            value = loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, where, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(value, dict):
+            raise InputError(path, where, f"expected a JSON object, got {_type_name(value)}")
+        rows.append((where, value))
+    return rows
+
+
+def _read_json(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            path, f"line {exc.lineno}", f"invalid JSON ({exc.msg} at column {exc.colno})"
+        ) from None
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        raise InputError(path, None, f"expected a JSON array of objects, got {_type_name(value)}")
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for number, item in enumerate(value, start=1):
+        where = f"item {number}"
+        if not isinstance(item, dict):
+            raise InputError(path, where, f"expected a JSON object, got {_type_name(item)}")
+        rows.append((where, item))
+    return rows
+
+
+def _read_csv(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        return []
+    except csv.Error as exc:
+        raise InputError(path, "line 1", f"invalid CSV ({exc})") from None
+    if len(set(header)) != len(header):
+        raise InputError(path, "line 1", "duplicate column names in the header")
+    rows: list[tuple[str, dict[str, Any]]] = []
+    width = len(header)
+    try:
+        for cells in reader:
+            where = f"line {reader.line_num}"
+            if not cells:
+                continue
+            if len(cells) != width:
+                raise InputError(path, where, f"expected {width} cells like the header, found {len(cells)}")
+            rows.append((where, {k: v for k, v in zip(header, cells, strict=True) if v != ""}))
+    except csv.Error as exc:
+        raise InputError(path, f"line {reader.line_num}", f"invalid CSV ({exc})") from None
+    return rows
+
+
+def _read_parquet(path: Path, data: bytes | None = None) -> list[tuple[str, dict[str, Any]]]:
+    try:
+        source: Any = pa.BufferReader(data) if data is not None else str(path)
+        table = pq.read_table(source)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(path, None, f"not a readable Parquet file ({exc})") from None
+    records = table.to_pylist()
+    return [(f"row {i}", {k: v for k, v in rec.items() if v is not None}) for i, rec in enumerate(records, 1)]
+
+
+def detect_kind(path: Path, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> Kind:
+    """Battles have ``model_a``; a catalog has ``prompt_id``."""
+    for _, row in rows[:50]:
+        if "model_a" in row or "winner" in row:
+            return "battles"
+        if "prompt_id" in row or "output" in row:
+            return "catalog"
+    raise InputError(path, None, "cannot tell whether this is a catalog or battles (no model_a or prompt_id)")
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+
+@dataclass(frozen=True, slots=True)
+class BattleRecord:
+    """One validated battle row; ``where`` says where it came from for error messages."""
+
+    where: str
+    model_a: str
+    model_b: str
+    winner: str
+    question_id: str | None = None
+    judge: str | None = None
+    conversation_a: tuple[Message, ...] | None = None
+    conversation_b: tuple[Message, ...] | None = None
+    turn: int | None = None
+    anony: bool | None = None
+    language: str | None = None
+    tstamp: float | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The canonical export row (the Chatbot Arena columns in a fixed order)."""
+        return {
+            "question_id": self.question_id,
+            "model_a": self.model_a,
+            "model_b": self.model_b,
+            "winner": self.winner,
+            "judge": self.judge,
+            "conversation_a": None if self.conversation_a is None else [dict(m) for m in self.conversation_a],
+            "conversation_b": None if self.conversation_b is None else [dict(m) for m in self.conversation_b],
+            "turn": self.turn,
+            "anony": self.anony,
+            "language": self.language,
+            "tstamp": self.tstamp,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRecord:
+    """One validated catalog row: a prompt and, unless both are None, one model's output."""
+
+    where: str
+    prompt_id: str
+    prompt: str | tuple[Message, ...]
+    category: str | None = None
+    language: str | None = None
+    model: str | None = None
+    output: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "prompt_id": self.prompt_id,
+            "prompt": self.prompt if isinstance(self.prompt, str) else [dict(m) for m in self.prompt],
+            "category": self.category,
+            "language": self.language,
+            "model": self.model,
+            "output": self.output,
+        }
+
+
+class _Row:
+    """Typed field access on one raw row; CSV rows hold strings that are converted on the way."""
+
+    def __init__(self, path: Path, where: str, raw: Mapping[str, Any], *, text_cells: bool) -> None:
+        self.path, self.where, self.raw, self.text_cells = path, where, raw, text_cells
+
+    def fail(self, reason: str) -> InputError:
+        return InputError(self.path, self.where, reason)
+
+    def string(self, key: str, *, required: bool = False, max_length: int = NAME_MAX) -> str | None:
+        value = self.raw.get(key)
+        if value is None:
+            if required:
+                raise self.fail(f"missing field {key!r}")
+            return None
+        if not isinstance(value, str):
+            raise self.fail(f"{key!r} must be a string, got {_type_name(value)}")
+        if value == "":
+            if required:
+                raise self.fail(f"{key!r} must not be empty")
+            return None
+        if len(value) > max_length:
+            raise self.fail(f"{key!r} is longer than {max_length} characters")
+        return value
+
+    def identifier(self, key: str, *, required: bool = False) -> str | None:
+        value = self.raw.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return self.string(key, required=required)
+
+    def text(self, key: str, *, required: bool = False) -> str | None:
+        return self.string(key, required=required, max_length=10_000_000)
+
+    def integer(self, key: str) -> int | None:
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        if self.text_cells and isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                raise self.fail(f"{key!r} must be an integer, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(f"{key!r} must be an integer, got {_type_name(value)}")
+        return value
+
+    def boolean(self, key: str) -> bool | None:
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        if self.text_cells and isinstance(value, str):
+            lowered = value.strip().lower()
+            if lowered in ("true", "1"):
+                return True
+            if lowered in ("false", "0"):
+                return False
+            raise self.fail(f"{key!r} must be true or false, got {value!r}")
+        if not isinstance(value, bool):
+            raise self.fail(f"{key!r} must be true or false, got {_type_name(value)}")
+        return value
+
+    def number(self, key: str) -> float | None:
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        if self.text_cells and isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise self.fail(f"{key!r} must be a number, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(f"{key!r} must be a number, got {_type_name(value)}")
+        result = float(value)
+        if not math.isfinite(result):
+            raise self.fail(f"{key!r} must be a finite number")
+        return result
+
+    def messages(self, key: str, *, required: bool = False, text_allowed: bool = False) -> Any:
+        """A conversation ``[{role, content}, ...]`` (JSON-encoded in CSV and Parquet string cells)."""
+        value = self.raw.get(key)
+        if value is None:
+            if required:
+                raise self.fail(f"missing field {key!r}")
+            return None
+        if isinstance(value, str):
+            if text_allowed and not _looks_like_conversation(value):
+                if value == "":
+                    raise self.fail(f"{key!r} must not be empty")
+                return value
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise self.fail(f"{key!r} is not valid JSON ({exc.msg})") from None
+        if not isinstance(value, list) or not value:
+            raise self.fail(f"{key!r} must be a non-empty list of {{role, content}} messages")
+        out: list[Message] = []
+        for i, message in enumerate(value):
+            if not isinstance(message, dict):
+                raise self.fail(f"{key!r} message {i} must be an object with role and content")
+            role, content = message.get("role"), message.get("content")
+            if not isinstance(role, str) or not role or not isinstance(content, str):
+                raise self.fail(f"{key!r} message {i} needs a string 'role' and a string 'content'")
+            out.append({"role": role, "content": content})
+        return tuple(out)
+
+
+def _looks_like_conversation(value: str) -> bool:
+    return value.lstrip().startswith("[{")
+
+
+def _user_turns(conversation: Sequence[Message]) -> list[str]:
+    return [m["content"] for m in conversation if m["role"] == "user"]
+
+
+def _text_cells(fmt: FileFormat) -> bool:
+    return fmt == "csv"
+
+
+def _check_columns(
+    path: Path, fmt: FileFormat, rows: Sequence[tuple[str, Mapping[str, Any]]], kind: Kind
+) -> None:
+    """CSV and Parquet have a header: report a missing column once, for the whole file."""
+    if fmt not in ("csv", "parquet") or not rows:
+        return
+    seen: set[str] = set()
+    for _, row in rows:
+        seen.update(row)
+    missing = [c for c in _REQUIRED[kind] if c not in seen]
+    if missing:
+        raise InputError(path, None, f"missing column {missing[0]!r}")
+
+
+def parse_battles(
+    path: Path, fmt: FileFormat, rows: Iterable[tuple[str, Mapping[str, Any]]]
+) -> list[BattleRecord]:
+    """Validate battle rows; the first problem raises :class:`InputError` naming its row."""
+    rows = list(rows)
+    _check_columns(path, fmt, rows, "battles")
+    text_cells = _text_cells(fmt)
+    records: list[BattleRecord] = []
+    for where, raw in rows:
+        r = _Row(path, where, raw, text_cells=text_cells)
+        model_a = cast(str, r.string("model_a", required=True))
+        model_b = cast(str, r.string("model_b", required=True))
+        winner = raw.get("winner")
+        if winner is None:
+            raise r.fail("missing field 'winner'")
+        if winner not in WINNERS:
+            allowed = ", ".join(repr(w) for w in WINNERS)
+            raise r.fail(f"unknown winner {winner!r}; expected one of {allowed}")
+        if model_a == model_b:
+            raise r.fail(f"model {model_a!r} cannot battle itself")
+        conv_a = r.messages("conversation_a")
+        conv_b = r.messages("conversation_b")
+        if (conv_a is None) != (conv_b is None):
+            raise r.fail("conversation_a and conversation_b must be given together")
+        if conv_a is not None:
+            users = _user_turns(conv_a)
+            if not users:
+                raise r.fail("conversation_a has no user message")
+            if users != _user_turns(conv_b):
+                raise r.fail("conversation_a and conversation_b ask different user messages")
+        records.append(
+            BattleRecord(
+                where=where,
+                model_a=model_a,
+                model_b=model_b,
+                winner=cast(str, winner),
+                question_id=r.identifier("question_id"),
+                judge=r.string("judge"),
+                conversation_a=conv_a,
+                conversation_b=conv_b,
+                turn=r.integer("turn"),
+                anony=r.boolean("anony"),
+                language=r.string("language", max_length=50),
+                tstamp=r.number("tstamp"),
+            )
+        )
+    return records
+
+
+def parse_catalog(
+    path: Path, fmt: FileFormat, rows: Iterable[tuple[str, Mapping[str, Any]]]
+) -> list[CatalogRecord]:
+    """Validate catalog rows, including that repeated prompts and outputs agree within the file."""
+    rows = list(rows)
+    _check_columns(path, fmt, rows, "catalog")
+    text_cells = fmt in ("csv", "parquet")
+    records: list[CatalogRecord] = []
+    prompts: dict[str, CatalogRecord] = {}
+    outputs: dict[tuple[str, str], str] = {}
+    for where, raw in rows:
+        r = _Row(path, where, raw, text_cells=fmt == "csv")
+        prompt_id = cast(str, r.identifier("prompt_id", required=True))
+        if isinstance(raw.get("prompt"), str) and not text_cells:
+            # In JSON a string prompt is text, even when it looks like JSON.
+            prompt: str | tuple[Message, ...] = cast(str, r.text("prompt", required=True))
+        else:
+            prompt = r.messages("prompt", required=True, text_allowed=True)
+        model = r.string("model")
+        output = r.text("output")
+        if (model is None) != (output is None):
+            raise r.fail("'model' and 'output' must be given together (or both left out for a bare prompt)")
+        record = CatalogRecord(
+            where=where,
+            prompt_id=prompt_id,
+            prompt=prompt,
+            category=r.string("category", max_length=SHORT_MAX),
+            language=r.string("language", max_length=50),
+            model=model,
+            output=output,
+        )
+        first = prompts.setdefault(prompt_id, record)
+        if (first.prompt, first.category, first.language) != (
+            record.prompt,
+            record.category,
+            record.language,
+        ):
+            raise r.fail(f"prompt {prompt_id!r} differs from its first appearance ({first.where})")
+        if model is not None and output is not None:
+            previous = outputs.setdefault((prompt_id, model), output)
+            if previous != output:
+                raise r.fail(f"a second, different output of model {model!r} for prompt {prompt_id!r}")
+        records.append(record)
+    return records
+
+
+# --------------------------------------------------------------------------------------------- writing
+
+
+def canonical_json(row: Mapping[str, Any]) -> str:
+    """One JSONL line, the same on every platform: keys in schema order, UTF-8, shortest float repr."""
+    return json.dumps(row, ensure_ascii=False, allow_nan=False)
+
+
+def rows_sha256(rows: Iterable[Mapping[str, Any]], *, kind: Kind = "battles") -> str:
+    """sha256 of the rows' canonical JSONL export, computed without writing the file."""
+    columns = BATTLE_COLUMNS if kind == "battles" else CATALOG_COLUMNS
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(canonical_json({c: row[c] for c in columns}).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+_CONVERSATION = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+_PARQUET_SCHEMAS: dict[Kind, pa.Schema] = {
+    "battles": pa.schema(
+        [
+            ("question_id", pa.string()),
+            ("model_a", pa.string()),
+            ("model_b", pa.string()),
+            ("winner", pa.string()),
+            ("judge", pa.string()),
+            ("conversation_a", _CONVERSATION),
+            ("conversation_b", _CONVERSATION),
+            ("turn", pa.int64()),
+            ("anony", pa.bool_()),
+            ("language", pa.string()),
+            ("tstamp", pa.float64()),
+        ]
+    ),
+    # A conversation prompt is stored JSON-encoded in the string column (read back by the same rule).
+    "catalog": pa.schema([(c, pa.string()) for c in CATALOG_COLUMNS]),
+}
+
+
+def write_rows(rows: Iterable[Mapping[str, Any]], out: Path, *, kind: Kind, fmt: FileFormat) -> int:
+    """Write canonical rows (in the given order) deterministically; returns the number of rows."""
+    columns = BATTLE_COLUMNS if kind == "battles" else CATALOG_COLUMNS
+    count = 0
+    if fmt in ("jsonl", "json"):
+        with out.open("w", encoding="utf-8", newline="\n") as fh:
+            if fmt == "json":
+                fh.write("[\n")
+            for row in rows:
+                if fmt == "json" and count:
+                    fh.write(",\n")
+                fh.write(canonical_json({c: row[c] for c in columns}))
+                if fmt == "jsonl":
+                    fh.write("\n")
+                count += 1
+            if fmt == "json":
+                fh.write("\n]\n" if count else "]\n")
+        return count
+    if fmt == "csv":
+        with out.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(columns)
+            for row in rows:
+                writer.writerow([_csv_cell(row[c]) for c in columns])
+                count += 1
+        return count
+    materialised = [{c: row[c] for c in columns} for row in rows]
+    if kind == "catalog":
+        for row in materialised:
+            if isinstance(row["prompt"], list):
+                row["prompt"] = json.dumps(row["prompt"], ensure_ascii=False)
+    table = pa.Table.from_pylist(materialised, schema=_PARQUET_SCHEMAS[kind])
+    pq.write_table(table, str(out), compression="zstd", write_statistics=False)
+    return len(materialised)
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, int | float) else type(value).__name__
+    )

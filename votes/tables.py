@@ -1,0 +1,17 @@
+"""Core `Table` handles of the SQLModel tables, for bulk SQL (typed columns via ``.c``)."""
+
+from __future__ import annotations
+
+from sqlmodel import SQLModel
+
+import votes.models  # noqa: F401  (registers the tables)
+
+__all__ = ["annotator_t", "battle_t", "liverating_t", "model_t", "output_t", "prompt_t", "vote_t"]
+
+annotator_t = SQLModel.metadata.tables["annotator"]
+battle_t = SQLModel.metadata.tables["battle"]
+liverating_t = SQLModel.metadata.tables["liverating"]
+model_t = SQLModel.metadata.tables["model"]
+output_t = SQLModel.metadata.tables["output"]
+prompt_t = SQLModel.metadata.tables["prompt"]
+vote_t = SQLModel.metadata.tables["vote"]
