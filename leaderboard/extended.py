@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 from scipy import optimize, stats
+from scipy.sparse import csgraph
 
 from leaderboard.data import Outcome, PairCounts
 
@@ -78,6 +79,8 @@ class FitSpec:
         means stronger shrinkage; None for none
     half_life : time-decay half-life in the units of ``PairCounts.time`` (seconds); None for equal weights
     both_bad : count ``tie (bothbad)`` votes as ties, or exclude them
+    nu_fixed : with ``ties="davidson"``, hold the tie propensity at this value instead of fitting it
+        (``nu_fixed -> 0`` is the plain Bradley-Terry limit)
     """
 
     position: Position = "none"
@@ -85,6 +88,7 @@ class FitSpec:
     prior_sd: float | None = None
     half_life: float | None = None
     both_bad: BothBad = "tie"
+    nu_fixed: float | None = None
 
     def __post_init__(self) -> None:
         if self.position not in ("none", "common", "per-model"):
@@ -97,6 +101,8 @@ class FitSpec:
             raise ValueError("prior_sd must be positive")
         if self.half_life is not None and not self.half_life > 0:
             raise ValueError("half_life must be positive")
+        if self.nu_fixed is not None and (self.ties != "davidson" or not self.nu_fixed > 0):
+            raise ValueError("nu_fixed needs ties='davidson' and a positive value")
 
 
 @dataclass(frozen=True)
@@ -158,18 +164,20 @@ def make_cells(
         raise ValueError("features must have one row per cell")
     if len(feature_names) != n_features:
         feature_names = tuple(f"x{k}" for k in range(n_features))
-    weight = np.ones(counts.n_cells)
+    # ``count`` may hold summed vote weights; the bootstrap resamples votes, the fit uses their weights.
+    votes = np.asarray(counts.vote_counts, dtype=np.float64)
+    weight = np.divide(counts.count, votes, out=np.ones(counts.n_cells), where=votes > 0)
     if spec.half_life is not None:
         if counts.time is None:
             raise ValueError("time weights need PairCounts with a time per cell")
         ref = float(np.max(counts.time)) if now is None else float(now)
-        weight = 0.5 ** ((ref - counts.time) / spec.half_life)
+        weight = weight * 0.5 ** ((ref - counts.time) / spec.half_life)
     return Cells(
         models=counts.models,
         left=counts.model_a[keep].astype(np.int64),
         right=counts.model_b[keep].astype(np.int64),
         outcome=outcome[keep],
-        count=counts.count[keep].astype(np.float64),
+        count=votes[keep],
         weight=weight[keep],
         features=feats[keep],
         feature_names=tuple(feature_names),
@@ -250,6 +258,7 @@ class _Objective:
             cells.outcome == Outcome.MODEL_B, 1.0, 0.0
         )
         self.is_tie = (cells.outcome == Outcome.TIE).astype(np.float64)
+        self.theta_fixed = None if spec.nu_fixed is None else math.log(spec.nu_fixed)
         self.set_count(cells.count)
         n = layout.n_models
         if spec.prior_sd is not None:
@@ -268,8 +277,8 @@ class _Objective:
     def _probs(self, x: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
         h = 0.5 * (self.X @ x[: self.layout.n_linear])
         pair = np.logaddexp(h, -h)
-        if self.layout.has_nu:
-            theta = x[-1]
+        theta = x[-1] if self.layout.has_nu else self.theta_fixed
+        if theta is not None:
             log_d = np.logaddexp(pair, theta)
             pt = np.exp(theta - log_d)
         else:
@@ -280,7 +289,8 @@ class _Objective:
         return h, log_d, pw, pl, pt
 
     def _loglik_rows(self, x: FloatArray, h: FloatArray, log_d: FloatArray) -> FloatArray:
-        tie_term = x[-1] if self.layout.has_nu else 0.0
+        theta = x[-1] if self.layout.has_nu else self.theta_fixed
+        tie_term = 0.0 if theta is None else theta
         rows: FloatArray = self.sign * h + self.is_tie * tie_term - log_d
         return rows
 
@@ -384,7 +394,7 @@ def _layout(cells: Cells, spec: FitSpec) -> _Layout:
     return _Layout(
         n_models=cells.n_models,
         n_position=n_position,
-        has_nu=spec.ties == "davidson",
+        has_nu=spec.ties == "davidson" and spec.nu_fixed is None,
         n_features=cells.features.shape[1],
     )
 
@@ -392,8 +402,14 @@ def _layout(cells: Cells, spec: FitSpec) -> _Layout:
 def _check_data(cells: Cells, spec: FitSpec) -> None:
     if cells.n_models < 2:
         raise ValueError("need at least two models")
-    if spec.ties == "davidson" and not np.any((cells.outcome == Outcome.TIE) & (cells.count > 0)):
+    if (
+        spec.ties == "davidson"
+        and spec.nu_fixed is None
+        and not np.any((cells.outcome == Outcome.TIE) & (cells.count > 0))
+    ):
         raise ValueError("Davidson ties need at least one tie; with none the tie propensity is 0 (use bt)")
+    if spec.prior_sd is None:
+        _check_strongly_connected(cells)
     seen = np.bincount(
         np.concatenate([cells.left[cells.count > 0], cells.right[cells.count > 0]]),
         minlength=cells.n_models,
@@ -401,6 +417,27 @@ def _check_data(cells: Cells, spec: FitSpec) -> None:
     if np.any(seen == 0):
         missing = [cells.models[i] for i in np.flatnonzero(seen == 0)]
         raise ValueError(f"models without votes: {missing}")
+
+
+def _check_strongly_connected(cells: Cells) -> None:
+    """Zermelo's condition: the MLE is finite only if every model has beaten (or tied) and been beaten by
+    (or tied) some chain of others, i.e. the "beat or tied" graph is strongly connected."""
+    live = cells.count > 0
+    win = live & (cells.outcome == Outcome.MODEL_A)
+    loss = live & (cells.outcome == Outcome.MODEL_B)
+    tie = live & (cells.outcome == Outcome.TIE)
+    src = np.concatenate([cells.left[win | tie], cells.right[loss | tie]])
+    dst = np.concatenate([cells.right[win | tie], cells.left[loss | tie]])
+    n = cells.n_models
+    graph = sp.csr_matrix((np.ones(src.shape[0]), (src, dst)), shape=(n, n))
+    n_parts, labels = csgraph.connected_components(graph, directed=True, connection="strong")
+    if n_parts > 1:
+        sizes = np.bincount(labels)
+        small = [cells.models[i] for i in np.flatnonzero(sizes[labels] == sizes.min())]
+        raise ConvergenceError(
+            f"no finite maximum-likelihood ratings: the models split into {n_parts} groups where one never"
+            f" beats or ties the other (e.g. {small[:5]}); add votes or a prior (prior_sd)"
+        )
 
 
 def _minimise(objective: _Objective, x0: FloatArray, *, tol: float, max_iter: int) -> optimize.OptimizeResult:
@@ -435,7 +472,7 @@ def _finish(
         rating=rating,
         beta=beta,
         position=x[layout.position_slice].copy(),
-        theta=float(x[-1]) if layout.has_nu else None,
+        theta=float(x[-1]) if layout.has_nu else objective.theta_fixed,
         gamma=x[layout.feature_slice].copy(),
         feature_names=cells.feature_names,
         tie_rate=tie_rate,
