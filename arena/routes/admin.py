@@ -1,0 +1,117 @@
+"""Admin API behind a bearer token from settings (``ARENA_ADMIN_TOKEN``); off when the token is unset."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, File, Header, HTTPException, Request, UploadFile
+from pydantic import BaseModel, Field
+
+from arena.routes.deps import StateDep
+from arena.security import hash_secret, verify_admin_token
+from votes.db import session_scope
+from votes.io import import_file
+from votes.ratings import rebuild_live_ratings
+from votes.records import InputError
+from votes.store import create_annotator, flag_annotator
+
+MAX_IMPORT_BYTES = 512 * 1024 * 1024
+
+
+def require_admin(state: StateDep, authorization: Annotated[str | None, Header()] = None) -> None:
+    if not state.settings.admin_token:
+        raise HTTPException(403, "The admin API is disabled: set ARENA_ADMIN_TOKEN to enable it.")
+    if not verify_admin_token(state.settings.admin_token, authorization):
+        raise HTTPException(
+            401, "Admin token required (Authorization: Bearer ...).", {"WWW-Authenticate": "Bearer"}
+        )
+
+
+router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+
+
+class FlagIn(BaseModel):
+    flagged: bool = True
+    reason: str | None = Field(None, max_length=500)
+
+
+class FlagOut(BaseModel):
+    annotator_id: int
+    flagged: bool
+    models_rerated: int
+
+
+class InviteIn(BaseModel):
+    label: str | None = Field(None, max_length=200)
+
+
+class InviteOut(BaseModel):
+    annotator_id: int
+    url: str
+
+
+@router.post("/annotators/{annotator_id}/flag", response_model=FlagOut)
+def admin_flag(state: StateDep, annotator_id: int, body: FlagIn) -> FlagOut:
+    """Flag (or clear) an annotator; live ratings are rebuilt so flagged votes stop counting at once."""
+    with session_scope(state.engine) as db:
+        if not flag_annotator(
+            session=db, annotator_id=annotator_id, reason=body.reason, flagged=body.flagged
+        ):
+            raise HTTPException(404, f"No annotator {annotator_id}.")
+        standings = rebuild_live_ratings(db.connection(), config=state.elo)
+    state.pairing.refresh(force=True)
+    return FlagOut(annotator_id=annotator_id, flagged=body.flagged, models_rerated=len(standings.models))
+
+
+@router.post("/invites", response_model=InviteOut)
+def admin_invite(request: Request, state: StateDep, body: InviteIn) -> InviteOut:
+    """Create an invited annotator; the link is shown once (only its hash is stored)."""
+    token = secrets.token_urlsafe(24)
+    with session_scope(state.engine) as db:
+        annotator = create_annotator(
+            session=db, kind="invited", label=body.label, token_hash=hash_secret(token)
+        )
+        assert annotator.id is not None
+        annotator_id = annotator.id
+    return InviteOut(annotator_id=annotator_id, url=str(request.url_for("accept_invite", token=token)))
+
+
+@router.post("/import")
+def admin_import(state: StateDep, file: Annotated[UploadFile, File()]) -> dict[str, Any]:
+    """Import a catalog or battles file (format from the file name); all or nothing."""
+    name = Path(file.filename or "upload.jsonl").name
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        size = 0
+        with path.open("wb") as out:
+            while chunk := file.file.read(1 << 20):
+                size += len(chunk)
+                if size > MAX_IMPORT_BYTES:
+                    raise HTTPException(413, "File too large for the admin upload; use `arena import`.")
+                out.write(chunk)
+        try:
+            report = import_file(state.engine, path, elo_config=state.elo)
+        except InputError as exc:
+            raise HTTPException(400, str(exc)) from None
+    state.pairing.refresh(force=True)
+    return dataclasses.asdict(report)
+
+
+@router.post("/publish")
+def admin_publish() -> dict[str, Any]:
+    """Publish a leaderboard snapshot (needs the snapshot publisher of the published-leaderboard work)."""
+    raise HTTPException(
+        501, "Publishing from the web is not available yet: run `arena publish` on the server instead."
+    )
+
+
+@router.post("/live-ratings/rebuild")
+def admin_rebuild(state: StateDep) -> dict[str, int]:
+    """Recompute the live ratings from the vote log (a replay of the counted votes)."""
+    with session_scope(state.engine) as db:
+        standings = rebuild_live_ratings(db.connection(), config=state.elo)
+    return {"models": len(standings.models)}

@@ -1,0 +1,95 @@
+"""Shared route plumbing: the app state, DB sessions, the annotator session, CSRF and rate limits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from sqlmodel import Session
+
+from arena.app import ArenaState
+from arena.security import SESSION_COOKIE, SessionData, client_address
+from votes.db import session_scope
+from votes.store import create_annotator
+
+__all__ = [
+    "RateLimited",
+    "SessionDep",
+    "StateDep",
+    "check_rate_limits",
+    "get_session",
+    "get_state",
+    "request_address",
+    "require_session",
+    "session_or_new",
+]
+
+
+def get_state(request: Request) -> ArenaState:
+    state: ArenaState = request.app.state.arena
+    return state
+
+
+StateDep = Annotated[ArenaState, Depends(get_state)]
+
+
+def get_session(state: StateDep) -> Iterator[Session]:
+    with Session(state.engine, expire_on_commit=False) as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+class RateLimited(Exception):
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"Too many requests; try again in {max(1, round(retry_after))} s.")
+        self.retry_after = max(1, round(retry_after))
+
+
+class NeedsInvite(Exception):
+    """Invite-only site and no session."""
+
+
+def request_address(request: Request, state: ArenaState) -> str:
+    peer = request.client.host if request.client else None
+    return client_address(peer, request.headers.get("x-forwarded-for"), state.settings.trusted_proxies)
+
+
+def session_or_new(request: Request, state: ArenaState) -> SessionData:
+    """The annotator session from the cookie, or a new anonymous annotator (cookie set on the response)."""
+    data = state.signer.read_session(request.cookies.get(SESSION_COOKIE))
+    if data is not None:
+        return data
+    if state.settings.invite_only:
+        raise NeedsInvite()
+    with session_scope(state.engine) as session:
+        annotator = create_annotator(session=session)
+        assert annotator.id is not None
+        annotator_id = annotator.id
+    data, cookie = state.signer.new_session(annotator_id)
+    request.state.set_session = cookie
+    return data
+
+
+def require_session(request: Request, state: ArenaState) -> SessionData:
+    """State-changing calls need an existing session (a new one could not carry a valid CSRF token)."""
+    data = state.signer.read_session(request.cookies.get(SESSION_COOKIE))
+    if data is None:
+        raise HTTPException(
+            403, "No annotator session: load a battle first (GET /vote or /api/battles/next)."
+        )
+    return data
+
+
+def check_rate_limits(state: ArenaState, *, address: str, annotator_id: int | None, voting: bool) -> None:
+    """Per-address limit on every battle and vote request; per-annotator and daily limits on votes."""
+    s = state.settings
+    retry = state.limiter.hit(f"addr:{address}", limit=s.rate_limit_per_address_per_minute, window_s=60)
+    if retry is None and voting and annotator_id is not None:
+        retry = state.limiter.hit(f"ann:{annotator_id}", limit=s.rate_limit_per_minute, window_s=60)
+        if retry is None and s.daily_vote_cap is not None:
+            retry = state.limiter.hit(f"day:{annotator_id}", limit=s.daily_vote_cap, window_s=86_400)
+    if retry is not None:
+        raise RateLimited(retry)

@@ -1,0 +1,286 @@
+"""Sessions, battle tokens, CSRF, rate limits, admin tokens and security headers.
+
+Battle tokens are *encrypted* as well as signed (Fernet: AES-CBC + HMAC-SHA256, with a timestamp), because
+the token carries the model ids of both sides: a signed-only token would be readable base64, and after a
+few reveals an annotator could map ids to names and vote un-blind.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from cryptography.fernet import Fernet, InvalidToken
+from itsdangerous import BadSignature, URLSafeSerializer
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from votes.store import IssuedBattle
+
+__all__ = [
+    "BattleTokenError",
+    "BattleTokens",
+    "InMemoryRateLimiter",
+    "RateLimiter",
+    "RedisRateLimiter",
+    "SecurityHeadersMiddleware",
+    "SessionData",
+    "Signer",
+    "client_address",
+    "hash_secret",
+    "verify_admin_token",
+]
+
+SESSION_COOKIE = "arena_session"
+CSRF_HEADER = "X-CSRF-Token"
+CSRF_FIELD = "csrf_token"
+
+
+def hash_secret(value: str) -> str:
+    """sha256 hex of a secret (invite tokens are stored only as this)."""
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _derive_key(secret: str, purpose: str) -> bytes:
+    return hmac.new(secret.encode(), purpose.encode(), hashlib.sha256).digest()
+
+
+# --------------------------------------------------------------------------------------------------
+# Sessions and CSRF
+
+
+@dataclass(frozen=True)
+class SessionData:
+    annotator_id: int
+    nonce: str
+
+
+class Signer:
+    """Signs the session cookie and derives the session's CSRF token (a synchroniser token, no storage)."""
+
+    def __init__(self, secret: str) -> None:
+        self._session = URLSafeSerializer(secret, salt="arena-session")
+        self._csrf_key = _derive_key(secret, "arena-csrf")
+        self._client_key = _derive_key(secret, "arena-client")
+
+    def new_session(self, annotator_id: int) -> tuple[SessionData, str]:
+        data = SessionData(annotator_id=annotator_id, nonce=secrets.token_urlsafe(16))
+        return data, self._session.dumps({"a": annotator_id, "n": data.nonce})
+
+    def read_session(self, cookie: str | None) -> SessionData | None:
+        if not cookie:
+            return None
+        try:
+            payload = self._session.loads(cookie)
+            return SessionData(annotator_id=int(payload["a"]), nonce=str(payload["n"]))
+        except (BadSignature, KeyError, TypeError, ValueError):
+            return None
+
+    def csrf_token(self, session: SessionData) -> str:
+        return hmac.new(self._csrf_key, session.nonce.encode(), hashlib.sha256).hexdigest()
+
+    def check_csrf(self, session: SessionData, token: str | None) -> bool:
+        return bool(token) and hmac.compare_digest(self.csrf_token(session), token or "")
+
+    def client_hash(self, address: str, user_agent: str) -> str:
+        """A keyed fingerprint of the client, stored with the vote instead of the address itself."""
+        msg = f"{address}\n{user_agent}".encode()
+        return hmac.new(self._client_key, msg, hashlib.sha256).hexdigest()[:32]
+
+
+# --------------------------------------------------------------------------------------------------
+# Battle tokens
+
+
+class BattleTokenError(Exception):
+    """A battle token that cannot be used; ``reason`` is forged, expired or foreign."""
+
+    MESSAGES = {
+        "forged": "This battle token is not valid (it was altered or not issued by this site).",
+        "expired": "This battle has expired; here is a fresh one.",
+        "foreign": "This battle was issued to another session and cannot be voted on here.",
+    }
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(self.MESSAGES[reason])
+        self.reason = reason
+
+
+class BattleTokens:
+    """Encrypt an :class:`IssuedBattle` into an opaque, expiring token bound to the annotator session."""
+
+    def __init__(self, secret: str, *, ttl_seconds: int, clock: Callable[[], float] = time.time) -> None:
+        key = base64.urlsafe_b64encode(_derive_key(secret, "arena-battle-token"))
+        self._fernet = Fernet(key)
+        self.ttl_seconds = ttl_seconds
+        self._clock = clock
+
+    def issue(self, battle: IssuedBattle) -> str:
+        payload = {
+            "t": battle.token_id,
+            "s": battle.annotator_id,
+            "p": battle.prompt_id,
+            "oa": battle.output_a_id,
+            "ob": battle.output_b_id,
+            "ma": battle.model_a_id,
+            "mb": battle.model_b_id,
+            "pp": battle.pair_probability,
+            "i": battle.issued_at.timestamp(),
+        }
+        data = json.dumps(payload, separators=(",", ":")).encode()
+        return self._fernet.encrypt_at_time(data, int(self._clock())).decode()
+
+    def read(self, token: str, *, annotator_id: int) -> IssuedBattle:
+        """Decrypt and check a token; raises :class:`BattleTokenError` (nothing is changed)."""
+        try:
+            raw = token.encode("ascii")
+            data = self._fernet.decrypt(raw)
+            issued = self._fernet.extract_timestamp(raw)
+            payload = json.loads(data)
+        except (InvalidToken, UnicodeEncodeError, ValueError):
+            raise BattleTokenError("forged") from None
+        if self._clock() - issued > self.ttl_seconds:
+            raise BattleTokenError("expired")
+        if int(payload["s"]) != annotator_id:
+            raise BattleTokenError("foreign")
+        return IssuedBattle(
+            token_id=str(payload["t"]),
+            annotator_id=int(payload["s"]),
+            prompt_id=int(payload["p"]),
+            output_a_id=int(payload["oa"]),
+            output_b_id=int(payload["ob"]),
+            model_a_id=int(payload["ma"]),
+            model_b_id=int(payload["mb"]),
+            issued_at=datetime.fromtimestamp(float(payload["i"]), tz=UTC),
+            pair_probability=None if payload["pp"] is None else float(payload["pp"]),
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Rate limits: fixed windows, per key
+
+
+class RateLimiter(Protocol):
+    def hit(self, key: str, *, limit: int, window_s: int) -> float | None:
+        """Count one event; None if allowed, else the seconds until the window resets."""
+        ...
+
+
+class InMemoryRateLimiter:
+    """Per-process fixed-window counters (the default for a single worker)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._counts: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+
+    def hit(self, key: str, *, limit: int, window_s: int) -> float | None:
+        now = self._clock()
+        window = int(now // window_s)
+        with self._lock:
+            if len(self._counts) > 100_000:  # forget old windows
+                self._counts = {k: v for k, v in self._counts.items() if k[1] >= window}
+            n = self._counts.get((key, window), 0) + 1
+            self._counts[(key, window)] = n
+        if n > limit:
+            return (window + 1) * window_s - now
+        return None
+
+
+class RedisRateLimiter:
+    """Fixed-window counters in Redis (``INCR`` + ``EXPIRE``), shared by every worker."""
+
+    def __init__(self, url: str, clock: Callable[[], float] = time.time, prefix: str = "arena:rl:") -> None:
+        import redis
+
+        self._redis = redis.Redis.from_url(url, socket_timeout=2.0)
+        self._clock = clock
+        self._prefix = prefix
+
+    def hit(self, key: str, *, limit: int, window_s: int) -> float | None:
+        now = self._clock()
+        window = int(now // window_s)
+        name = f"{self._prefix}{key}:{window_s}:{window}"
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incr(name)
+            pipe.expire(name, window_s + 1)
+            n, _ = pipe.execute()
+        if int(n) > limit:
+            return (window + 1) * window_s - now
+        return None
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# Admin, client address, headers
+
+
+def verify_admin_token(expected: str | None, authorization: str | None) -> bool:
+    """True for ``Authorization: Bearer <admin_token>``; always False when no admin token is configured."""
+    if not expected or not authorization:
+        return False
+    scheme, _, token = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected.encode())
+
+
+def client_address(peer: str | None, forwarded_for: str | None, trusted_proxies: list[str]) -> str:
+    """The client's address; ``X-Forwarded-For`` is believed only when the peer is a trusted proxy."""
+    address = peer or "unknown"
+    if not forwarded_for or not trusted_proxies:
+        return address
+    try:
+        networks = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
+        hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
+        # Walk from the nearest hop outwards while the hop is one of our proxies.
+        while hops and any(ipaddress.ip_address(address) in n for n in networks):
+            address = hops.pop()
+    except ValueError:
+        return peer or "unknown"
+    return address
+
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"permissions-policy", b"camera=(), microphone=(), geolocation=(), interest-cohort=()"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+
+
+class SecurityHeadersMiddleware:
+    """Pure ASGI middleware adding the security headers to every HTTP response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                headers.extend((k, v) for k, v in SECURITY_HEADERS if k not in present)
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

@@ -1,0 +1,600 @@
+"""Writing votes with their live Elo update, and the queries the voting site needs.
+
+A battle is issued without touching the database: everything about it travels in a signed battle token
+(see ``arena.security``) and is written, together with its vote, in one transaction. The token's id is
+unique on ``battle.token_id``, so a token buys exactly one vote.
+
+Live ratings equal a replay of all votes in vote-id order because every transaction that inserts votes
+first locks the ``LiveRating`` rows of the models involved, in model-id order (``SELECT ... FOR UPDATE``
+on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` takes the whole-database write lock). Votes are inserted after
+the locks are held, so two transactions that touch a common model are ordered the same way by their vote
+ids and by their Elo updates, and votes on disjoint models commute.
+
+``GroupCommitWriter`` is the durable fast path: one thread takes the votes that arrived together and
+writes them (each with its Elo update, in order) in one transaction, one fsync; each caller is answered only
+after that commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy import func, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from leaderboard.data import parse_outcome
+from leaderboard.elo import EloConfig, replay_elo, update_elo
+from votes.models import Annotator, Battle, LiveRating, Model, Output, Prompt, Vote, utcnow
+from votes.ratings import counted_votes_condition
+
+__all__ = [
+    "AlreadyVotedError",
+    "BattleView",
+    "CatalogRow",
+    "GroupCommitWriter",
+    "IssuedBattle",
+    "Standing",
+    "VoteError",
+    "VoteRequest",
+    "VoteResult",
+    "annotator_seen_pairs",
+    "count_annotator_votes",
+    "create_annotator",
+    "find_annotator_by_token_hash",
+    "flag_annotator",
+    "get_battle_view",
+    "get_outputs",
+    "issue_battle",
+    "live_standings",
+    "load_pairing_catalog",
+    "pair_vote_counts",
+    "record_vote",
+    "record_votes",
+    "replay_live_ratings",
+]
+
+log = logging.getLogger(__name__)
+
+
+class VoteError(Exception):
+    """A vote that cannot be recorded; the message is meant for the annotator."""
+
+
+class AlreadyVotedError(VoteError):
+    """The battle already has a (different) vote: a battle token buys exactly one vote."""
+
+    def __init__(self, battle_id: int) -> None:
+        super().__init__("This battle has already been voted on; a battle takes one vote only.")
+        self.battle_id = battle_id
+
+
+@dataclass(frozen=True)
+class IssuedBattle:
+    """Everything about an issued battle; it lives in the signed token until its vote writes it."""
+
+    token_id: str
+    annotator_id: int
+    prompt_id: int
+    output_a_id: int
+    output_b_id: int
+    model_a_id: int
+    model_b_id: int
+    issued_at: datetime
+    pair_probability: float | None
+
+
+@dataclass(frozen=True)
+class VoteRequest:
+    battle: IssuedBattle
+    winner: str
+    client_hash: str | None = None
+    # Scoped to the annotator by the caller, so two annotators can never collide on a key.
+    idempotency_key: str | None = None
+    voted_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class VoteResult:
+    """The answer to a vote: the names revealed and each side's live rating before and after."""
+
+    vote_id: int
+    battle_id: int
+    winner: str
+    model_a: str
+    model_b: str
+    rating_a_before: float
+    rating_a_after: float
+    rating_b_before: float
+    rating_b_after: float
+    # True when this answer repeats an earlier vote (a retry), which recorded nothing new.
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class Standing:
+    model: str
+    rating: float
+    games: int
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CatalogRow:
+    prompt_id: int
+    output_id: int
+    model_id: int
+
+
+@dataclass(frozen=True)
+class BattleView:
+    """A recorded battle as the reveal page shows it."""
+
+    battle_id: int
+    annotator_id: int | None
+    prompt: Prompt
+    output_a: Output | None
+    output_b: Output | None
+    model_a: str
+    model_b: str
+    result: VoteResult | None
+
+
+def issue_battle(
+    *,
+    token_id: str,
+    annotator_id: int,
+    prompt_id: int,
+    output_a: CatalogRow,
+    output_b: CatalogRow,
+    pair_probability: float | None,
+    issued_at: datetime | None = None,
+) -> IssuedBattle:
+    """Describe a battle for a token; writes nothing (the vote writes the battle row)."""
+    if output_a.model_id == output_b.model_id:
+        raise ValueError("a battle needs two different models")
+    if not (output_a.prompt_id == output_b.prompt_id == prompt_id):
+        raise ValueError("both answers must belong to the battle's prompt")
+    return IssuedBattle(
+        token_id=token_id,
+        annotator_id=annotator_id,
+        prompt_id=prompt_id,
+        output_a_id=output_a.output_id,
+        output_b_id=output_b.output_id,
+        model_a_id=output_a.model_id,
+        model_b_id=output_b.model_id,
+        issued_at=issued_at or utcnow(),
+        pair_probability=pair_probability,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Recording votes
+
+
+def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: float) -> None:
+    """Create missing LiveRating rows (in model-id order) so that every involved row can be locked."""
+    rows = [{"model_id": m, "rating": initial, "games": 0, "updated_at": utcnow()} for m in model_ids]
+    if not rows:
+        return
+    bind = session.get_bind()
+    if bind.dialect.name == "postgresql":
+        stmt = pg_insert(LiveRating).values(rows).on_conflict_do_nothing(index_elements=["model_id"])
+    else:
+        stmt = sqlite_insert(LiveRating).values(rows).on_conflict_do_nothing(index_elements=["model_id"])
+    session.execute(stmt)
+
+
+def _lock_live_ratings(session: Session, model_ids: Sequence[int]) -> dict[int, tuple[float, int]]:
+    stmt = (
+        select(LiveRating.model_id, LiveRating.rating, LiveRating.games)
+        .where(col(LiveRating.model_id).in_(model_ids))
+        .order_by(col(LiveRating.model_id))
+        .with_for_update()
+    )
+    return {m: (r, g) for m, r, g in session.exec(stmt).all()}
+
+
+def _existing_result(session: Session, battle: Battle, vote: Vote, names: dict[int, str]) -> VoteResult:
+    elo = vote.live_elo or {}
+    assert battle.id is not None and vote.id is not None
+    return VoteResult(
+        vote_id=vote.id,
+        battle_id=battle.id,
+        winner=vote.winner,
+        model_a=names.get(battle.model_a_id) or _model_name(session, battle.model_a_id),
+        model_b=names.get(battle.model_b_id) or _model_name(session, battle.model_b_id),
+        rating_a_before=float(elo.get("a_before", float("nan"))),
+        rating_a_after=float(elo.get("a_after", float("nan"))),
+        rating_b_before=float(elo.get("b_before", float("nan"))),
+        rating_b_after=float(elo.get("b_after", float("nan"))),
+        replayed=True,
+    )
+
+
+def _model_name(session: Session, model_id: int) -> str:
+    model = session.get(Model, model_id)
+    return model.name if model else f"model #{model_id}"
+
+
+def _find_previous(
+    session: Session, request: VoteRequest, names: dict[int, str]
+) -> VoteResult | VoteError | None:
+    """An earlier vote for this token or idempotency key: its result, or a refusal if it disagrees."""
+    stmt = select(Battle, Vote).join(Vote, col(Vote.battle_id) == col(Battle.id))
+    row = None
+    if request.idempotency_key is not None:
+        row = session.exec(stmt.where(Vote.idempotency_key == request.idempotency_key)).first()
+    if row is None:
+        row = session.exec(stmt.where(Battle.token_id == request.battle.token_id)).first()
+    if row is None:
+        return None
+    battle, vote = row
+    if battle.token_id == request.battle.token_id and vote.winner != request.winner:
+        assert battle.id is not None
+        return AlreadyVotedError(battle.id)
+    return _existing_result(session, battle, vote, names)
+
+
+def record_votes(
+    *, session: Session, requests: Sequence[VoteRequest], config: EloConfig
+) -> list[VoteResult | VoteError]:
+    """Write votes (and their battles) with their live Elo updates, in order, in the session's transaction.
+
+    The caller commits. A retry (same token and winner, or same idempotency key) is answered with the
+    first vote's result and writes nothing; the same token with another winner is refused.
+    """
+    for r in requests:
+        parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
+    model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
+    _ensure_live_rows(session, model_ids, config.initial)
+    ratings = _lock_live_ratings(session, model_ids)
+    names = dict(session.exec(select(Model.id, Model.name).where(col(Model.id).in_(model_ids))).all())
+    annotator_ids = sorted({r.battle.annotator_id for r in requests})
+    flagged = set(
+        session.exec(
+            select(Annotator.id).where(col(Annotator.id).in_(annotator_ids), col(Annotator.flagged))
+        ).all()
+    )
+    results: list[VoteResult | VoteError] = []
+    touched: set[int] = set()
+    for request in requests:
+        previous = _find_previous(session, request, names)
+        if previous is not None:
+            results.append(previous)
+            continue
+        b = request.battle
+        (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
+        counted = b.annotator_id not in flagged  # a flagged annotator's votes are kept but do not count
+        new_a, new_b = (
+            update_elo(ra, rb, parse_outcome(request.winner), config=config, games_a=ga, games_b=gb)
+            if counted
+            else (ra, rb)
+        )
+        voted_at = request.voted_at or utcnow()
+        battle = Battle(
+            prompt_id=b.prompt_id,
+            output_a_id=b.output_a_id,
+            output_b_id=b.output_b_id,
+            model_a_id=b.model_a_id,
+            model_b_id=b.model_b_id,
+            annotator_id=b.annotator_id,
+            issued_at=b.issued_at,
+            pair_probability=b.pair_probability,
+            source="site",
+            token_id=b.token_id,
+        )
+        try:
+            with session.begin_nested():
+                session.add(battle)
+                session.flush()
+                assert battle.id is not None
+                vote = Vote(
+                    battle_id=battle.id,
+                    winner=request.winner,
+                    created_at=voted_at,
+                    seconds_to_vote=max(0.0, (voted_at - b.issued_at).total_seconds()),
+                    client_hash=request.client_hash,
+                    idempotency_key=request.idempotency_key,
+                    live_elo={"a_before": ra, "a_after": new_a, "b_before": rb, "b_after": new_b},
+                )
+                session.add(vote)
+                session.flush()
+        except IntegrityError:
+            # Another worker wrote this token or key first (PostgreSQL waited for its commit).
+            session.expunge_all()
+            previous = _find_previous(session, request, names)
+            results.append(previous or VoteError("The vote could not be recorded; please try again."))
+            continue
+        assert vote.id is not None
+        if counted:
+            ratings[b.model_a_id] = (new_a, ga + 1)
+            ratings[b.model_b_id] = (new_b, gb + 1)
+            touched.update((b.model_a_id, b.model_b_id))
+        results.append(
+            VoteResult(
+                vote_id=vote.id,
+                battle_id=battle.id,
+                winner=request.winner,
+                model_a=names[b.model_a_id],
+                model_b=names[b.model_b_id],
+                rating_a_before=ra,
+                rating_a_after=new_a,
+                rating_b_before=rb,
+                rating_b_after=new_b,
+            )
+        )
+    now = utcnow()
+    for model_id in sorted(touched):
+        rating, games = ratings[model_id]
+        session.execute(
+            update(LiveRating)
+            .where(col(LiveRating.model_id) == model_id)
+            .values(rating=rating, games=games, updated_at=now)
+        )
+    session.expunge_all()
+    return results
+
+
+def record_vote(*, session: Session, request: VoteRequest, config: EloConfig) -> VoteResult:
+    """One vote in the session's transaction (the caller commits); raises :class:`VoteError`."""
+    (result,) = record_votes(session=session, requests=[request], config=config)
+    if isinstance(result, VoteError):
+        raise result
+    return result
+
+
+@dataclass
+class _Pending:
+    request: VoteRequest
+    future: Future[VoteResult] = field(default_factory=Future)
+
+
+class GroupCommitWriter:
+    """One writer thread; votes that arrive together share one durable commit.
+
+    ``submit`` returns a future resolved only after the transaction holding the vote has committed.
+    The batch waits at most ``max_wait_ms`` for company after its first vote and holds at most
+    ``max_batch`` votes. A failed batch is retried vote by vote, so one bad vote fails only itself.
+    """
+
+    def __init__(
+        self, engine: Engine, *, config: EloConfig, max_wait_ms: float = 2.0, max_batch: int = 256
+    ) -> None:
+        self.engine = engine
+        self.config = config
+        self.max_wait_s = max_wait_ms / 1000.0
+        self.max_batch = max_batch
+        self._queue: queue.Queue[_Pending | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self.n_batches = 0
+        self.n_votes = 0
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="arena-vote-writer", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Finish the votes already queued, then stop the thread."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def submit(self, request: VoteRequest) -> Future[VoteResult]:
+        if self._thread is None:
+            raise RuntimeError("the vote writer is not running")
+        pending = _Pending(request)
+        self._queue.put(pending)
+        return pending.future
+
+    def _collect(self, first: _Pending) -> tuple[list[_Pending], bool]:
+        batch = [first]
+        deadline = time.monotonic() + self.max_wait_s
+        while len(batch) < self.max_batch:
+            try:
+                timeout = deadline - time.monotonic()
+                item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                return batch, True
+            batch.append(item)
+        return batch, False
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                break
+            batch, stopping = self._collect(first)
+            try:
+                self._write(batch)
+            except Exception:  # noqa: BLE001 - retry one by one so a bad vote fails only itself
+                log.exception("vote batch of %d failed; retrying one by one", len(batch))
+                for pending in batch:
+                    try:
+                        self._write([pending])
+                    except Exception as exc:  # noqa: BLE001 - handed to the waiting request
+                        if not pending.future.done():
+                            pending.future.set_exception(exc)
+
+    def _write(self, batch: list[_Pending]) -> None:
+        with Session(self.engine, expire_on_commit=False) as session:
+            results = record_votes(session=session, requests=[p.request for p in batch], config=self.config)
+            session.commit()
+        self.n_batches += 1
+        self.n_votes += len(batch)
+        for pending, result in zip(batch, results, strict=True):
+            if isinstance(result, VoteError):
+                pending.future.set_exception(result)
+            else:
+                pending.future.set_result(result)
+
+
+# --------------------------------------------------------------------------------------------------
+# Live standings and replay
+
+
+def live_standings(*, session: Session) -> list[Standing]:
+    """Online Elo of every active or rated model, best first; unrated models show the initial rating."""
+    stmt = (
+        select(Model.name, Model.active, LiveRating.rating, LiveRating.games, LiveRating.updated_at)
+        .join(LiveRating, col(LiveRating.model_id) == col(Model.id), isouter=True)
+        .order_by(col(Model.name))
+    )
+    rated: list[Standing] = []
+    unrated: list[Standing] = []
+    for name, active, rating, games, updated_at in session.exec(stmt).all():
+        if rating is not None:
+            rated.append(Standing(model=name, rating=float(rating), games=int(games), updated_at=updated_at))
+        elif active:
+            unrated.append(Standing(model=name, rating=float("nan"), games=0, updated_at=None))
+    return sorted(rated, key=lambda s: (-s.rating, s.model)) + unrated
+
+
+def _votes_in_commit_order(session: Session) -> tuple[list[str], list[str], list[str]]:
+    a_model = Model.__table__.alias("ma")  # type: ignore[attr-defined]
+    b_model = Model.__table__.alias("mb")  # type: ignore[attr-defined]
+    stmt = (
+        select(a_model.c.name, b_model.c.name, Vote.winner)
+        .select_from(Vote)
+        .join(Battle, col(Battle.id) == col(Vote.battle_id))
+        .join(a_model, a_model.c.id == col(Battle.model_a_id))
+        .join(b_model, b_model.c.id == col(Battle.model_b_id))
+        .outerjoin(Annotator, col(Annotator.id) == col(Battle.annotator_id))
+        .where(counted_votes_condition())  # type: ignore[arg-type]
+        .order_by(col(Vote.id))
+    )
+    rows = session.execute(stmt).all()
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+def replay_live_ratings(*, session: Session, config: EloConfig) -> dict[str, tuple[float, int]]:
+    """Replay every counted vote (annotator not flagged) in vote-id (commit) order: {model: (rating, games)} for models with votes."""
+    model_a, model_b, winner = _votes_in_commit_order(session)
+    if not winner:
+        return {}
+    standings = replay_elo(model_a, model_b, [parse_outcome(w) for w in winner], config=config)
+    return {m: (float(standings.rating[i]), int(standings.games[i])) for i, m in enumerate(standings.models)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Pairing inputs, annotators, reveal
+
+
+def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
+    """Every (prompt, output, model) of an active model; the pairing policy picks from these."""
+    stmt = (
+        select(Output.prompt_id, Output.id, Output.model_id)
+        .join(Model, col(Model.id) == col(Output.model_id))
+        .where(col(Model.active))
+        .order_by(col(Output.prompt_id), col(Output.model_id))
+    )
+    return [CatalogRow(prompt_id=p, output_id=o, model_id=m) for p, o, m in session.exec(stmt).all()]
+
+
+def pair_vote_counts(*, session: Session) -> dict[tuple[int, int], int]:
+    """Votes per unordered model pair (lower id first), aggregated in SQL."""
+    stmt = (
+        select(Battle.model_a_id, Battle.model_b_id, func.count(col(Vote.id)))
+        .join(Vote, col(Vote.battle_id) == col(Battle.id))
+        .group_by(col(Battle.model_a_id), col(Battle.model_b_id))
+    )
+    counts: dict[tuple[int, int], int] = {}
+    for a, b, n in session.exec(stmt).all():
+        key = (min(a, b), max(a, b))
+        counts[key] = counts.get(key, 0) + int(n)
+    return counts
+
+
+def annotator_seen_pairs(*, session: Session, annotator_id: int) -> set[tuple[int, int, int]]:
+    """(prompt, lower model id, higher model id) of every battle this annotator has voted on."""
+    stmt = select(Battle.prompt_id, Battle.model_a_id, Battle.model_b_id).where(
+        Battle.annotator_id == annotator_id
+    )
+    return {(p, min(a, b), max(a, b)) for p, a, b in session.exec(stmt).all() if p is not None}
+
+
+def create_annotator(
+    *, session: Session, kind: str = "anonymous", label: str | None = None, token_hash: str | None = None
+) -> Annotator:
+    annotator = Annotator(kind=kind, label=label, token_hash=token_hash)
+    session.add(annotator)
+    session.flush()
+    return annotator
+
+
+def find_annotator_by_token_hash(*, session: Session, token_hash: str) -> Annotator | None:
+    return session.exec(select(Annotator).where(Annotator.token_hash == token_hash)).first()
+
+
+def flag_annotator(*, session: Session, annotator_id: int, reason: str | None, flagged: bool = True) -> bool:
+    """Mark (or clear) an annotator as flagged; False when there is no such annotator."""
+    annotator = session.get(Annotator, annotator_id)
+    if annotator is None:
+        return False
+    annotator.flagged = flagged
+    annotator.flag_reason = reason if flagged else None
+    session.add(annotator)
+    session.flush()
+    return True
+
+
+def count_annotator_votes(*, session: Session, annotator_id: int) -> int:
+    stmt = (
+        select(func.count(col(Vote.id)))
+        .join(Battle, col(Battle.id) == col(Vote.battle_id))
+        .where(Battle.annotator_id == annotator_id)
+    )
+    return int(session.exec(stmt).one())
+
+
+def get_battle_view(*, session: Session, battle_id: int) -> BattleView | None:
+    battle = session.get(Battle, battle_id)
+    if battle is None or battle.prompt_id is None:
+        return None
+    prompt = session.get(Prompt, battle.prompt_id)
+    if prompt is None:
+        return None
+    vote = session.exec(select(Vote).where(Vote.battle_id == battle_id)).first()
+    names = dict(
+        session.exec(
+            select(Model.id, Model.name).where(col(Model.id).in_([battle.model_a_id, battle.model_b_id]))
+        ).all()
+    )
+    result = None
+    if vote is not None:
+        result = _existing_result(session, battle, vote, names)
+        result = VoteResult(**{**result.__dict__, "replayed": False})
+    return BattleView(
+        battle_id=battle_id,
+        annotator_id=battle.annotator_id,
+        prompt=prompt,
+        output_a=session.get(Output, battle.output_a_id) if battle.output_a_id else None,
+        output_b=session.get(Output, battle.output_b_id) if battle.output_b_id else None,
+        model_a=names[battle.model_a_id],
+        model_b=names[battle.model_b_id],
+        result=result,
+    )
+
+
+def get_outputs(*, session: Session, ids: Iterable[int]) -> dict[int, Output]:
+    return {o.id: o for o in session.exec(select(Output).where(col(Output.id).in_(list(ids)))).all() if o.id}
+
+
+def to_utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; the store's convention is aware UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
