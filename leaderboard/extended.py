@@ -35,16 +35,21 @@ from scipy import optimize, stats
 from scipy.sparse import csgraph
 
 from leaderboard.data import Outcome, PairCounts
+from leaderboard.result import Leaderboard
 
 __all__ = [
     "ELO_PER_NAT",
     "Cells",
+    "METHODS",
     "ConvergenceError",
     "ExtendedFit",
     "FitSpec",
+    "both_bad_rates",
     "bootstrap_extended",
+    "compute_extended",
     "fit_extended",
     "make_cells",
+    "multinomial_resampler",
     "predict_proba",
     "sandwich_extended",
 ]
@@ -702,4 +707,190 @@ def bootstrap_extended(
         rating_high=np.percentile(ratings, hi_q, axis=0),
         extra=extra,
         rounds=ratings,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Leaderboards
+
+#: Method names and what they fit (``bt`` here is the same likelihood as :mod:`leaderboard.bt`).
+METHODS: dict[str, FitSpec] = {
+    "bt": FitSpec(),
+    "bt-position": FitSpec(position="common"),
+    "davidson": FitSpec(ties="davidson"),
+    "davidson-position": FitSpec(position="common", ties="davidson"),
+}
+
+
+def multinomial_resampler(random_state: int | None, *, block_size: int = 64) -> _Resampler:
+    """Bootstrap draws: resampling N votes with replacement is one multinomial draw over the cells.
+
+    Draws come in blocks of ``block_size`` rounds from one seeded generator, so the same seed gives the
+    same rounds.
+    """
+
+    def draw(count: FloatArray, n_rounds: int) -> Iterable[FloatArray]:
+        rng = np.random.default_rng(random_state)
+        votes = np.round(count).astype(np.int64)
+        if not np.allclose(votes, count):
+            raise ValueError("the bootstrap needs whole vote numbers per cell")
+        total = int(votes.sum())
+        p = votes / total
+        done = 0
+        while done < n_rounds:
+            size = min(block_size, n_rounds - done)
+            yield from rng.multinomial(total, p, size=size).astype(np.float64)
+            done += size
+
+    return draw
+
+
+def both_bad_rates(counts: PairCounts) -> FloatArray:
+    """Per model, the share of its votes that were ``tie (bothbad)``: an absolute quality signal."""
+    votes = counts.vote_counts
+    n = counts.n_models
+    battles = np.bincount(counts.model_a, votes, n) + np.bincount(counts.model_b, votes, n)
+    bad = counts.outcome == Outcome.BOTHBAD
+    n_bad = np.bincount(counts.model_a[bad], votes[bad], n) + np.bincount(counts.model_b[bad], votes[bad], n)
+    rates: FloatArray = np.divide(n_bad, battles, out=np.zeros(n), where=battles > 0)
+    return rates
+
+
+def compute_extended(
+    counts: PairCounts,
+    *,
+    method: str = "davidson-position",
+    n_rounds: int = 1000,
+    level: float = 0.95,
+    interval: Literal["bootstrap", "sandwich"] = "bootstrap",
+    anchor: tuple[str, float] | None = None,
+    random_state: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+    half_life: float | None = None,
+    now: float | None = None,
+    prior: float | None = None,
+    both_bad: BothBad = "tie",
+    per_model_position: bool = False,
+    features: FloatArray | None = None,
+    feature_names: tuple[str, ...] = (),
+) -> Leaderboard:
+    """Fit an extended method and build a :class:`~leaderboard.result.Leaderboard`.
+
+    Parameters
+    ----------
+    counts : PairCounts
+        Aggregated votes (with ``time`` per cell for ``half_life``; one cell per battle with ``features``
+        for style control).
+    method : ``bt``, ``bt-position``, ``davidson`` or ``davidson-position``
+    n_rounds, level, interval, random_state, progress :
+        Bootstrap rounds (multinomial over cells, refit warm-started) or sandwich intervals.
+    anchor : (model, rating), optional
+        Shift ratings so this model has this rating; default mean 1000.
+    half_life : time-decay half-life, in the units of ``counts.time``
+    now : reference time of the decay (default: latest cell)
+    prior : prior standard deviation of ratings around their mean, in Elo points (None: no prior)
+    both_bad : ``tie`` (default) or ``exclude``
+    per_model_position : one left-side advantage per model instead of a common one
+    features, feature_names : style covariates per cell (left minus right), see :mod:`leaderboard.style`
+
+    Returns
+    -------
+    Leaderboard
+        ``parameters_fitted`` holds the position advantage (Elo), the tie propensity, the style
+        coefficients (Elo per unit covariate) and per-model both-bad rates, each with its interval.
+    """
+    from leaderboard.bootstrap import rank_intervals, rank_upper_bound, ranks_of
+
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {sorted(METHODS)}")
+    spec = replace(
+        METHODS[method],
+        half_life=half_life,
+        prior_sd=prior,
+        both_bad=both_bad,
+        position="per-model"
+        if per_model_position and METHODS[method].position != "none"
+        else METHODS[method].position,
+    )
+    cells = make_cells(counts, spec, features=features, feature_names=feature_names, now=now)
+    fit = fit_extended(cells, spec)
+    anchor_index = None if anchor is None else counts.models.index(anchor[0])
+    anchor_rating = 1000.0 if anchor is None else float(anchor[1])
+    if interval == "bootstrap":
+
+        def counted(count: FloatArray, n: int) -> Iterable[FloatArray]:
+            for r, draw in enumerate(multinomial_resampler(random_state)(count, n)):
+                yield draw
+                if progress is not None:
+                    progress(r + 1, n)
+
+        iv = bootstrap_extended(
+            cells,
+            fit,
+            resample=counted,
+            n_rounds=n_rounds,
+            level=level,
+            anchor=anchor_index,
+            anchor_rating=anchor_rating,
+        )
+        assert iv.rounds is not None
+        rank_low, rank_high = rank_intervals(ranks_of(iv.rounds), level)
+    elif interval == "sandwich":
+        iv = sandwich_extended(cells, fit, level=level, anchor=anchor_index, anchor_rating=anchor_rating)
+        # without rounds, the rank range is read from interval overlaps
+        rank_low = rank_upper_bound(iv.rating_low, iv.rating_high)
+        rank_high = counts.n_models - (iv.rating_low[:, None] > iv.rating_high[None, :]).sum(axis=1)
+    else:
+        raise ValueError("interval must be 'bootstrap' or 'sandwich'")
+    votes = counts.vote_counts
+    n = counts.n_models
+    battles = (
+        np.bincount(counts.model_a, counts.count, n) + np.bincount(counts.model_b, counts.count, n)
+    ).astype(np.float64)
+    score_a = np.select(
+        [counts.outcome == Outcome.MODEL_A, counts.outcome == Outcome.MODEL_B], [1.0, 0.0], default=0.5
+    )
+    points = np.bincount(counts.model_a, counts.count * score_a, n) + np.bincount(
+        counts.model_b, counts.count * (1 - score_a), n
+    )
+    fitted = {k: {"value": v, "ci_low": lo, "ci_high": hi} for k, (v, lo, hi) in iv.extra.items()}
+    rates = both_bad_rates(counts)
+    if np.any(counts.outcome == Outcome.BOTHBAD):
+        z = float(stats.norm.ppf(0.5 + level / 2))
+        per_model = np.bincount(counts.model_a, votes, n) + np.bincount(counts.model_b, votes, n)
+        for name, rate, m in zip(counts.models, rates, per_model, strict=True):
+            # Wilson score interval for a proportion
+            centre = (rate + z * z / (2 * m)) / (1 + z * z / m)
+            half = z * math.sqrt(rate * (1 - rate) / m + z * z / (4 * m * m)) / (1 + z * z / m)
+            fitted[f"both_bad_rate:{name}"] = {
+                "value": float(rate),
+                "ci_low": centre - half,
+                "ci_high": centre + half,
+            }
+    return Leaderboard(
+        models=counts.models,
+        rating=iv.rating,
+        ci_low=iv.rating_low,
+        ci_high=iv.rating_high,
+        rank=ranks_of(iv.rating)[0],
+        rank_low=np.asarray(rank_low, dtype=np.int64),
+        rank_high=np.asarray(rank_high, dtype=np.int64),
+        rank_ub=rank_upper_bound(iv.rating_low, iv.rating_high),
+        battles=battles,
+        win_rate=np.divide(points, battles, out=np.zeros(n), where=battles > 0),
+        method=method,
+        parameters={
+            "level": level,
+            "n_rounds": n_rounds if interval == "bootstrap" else 0,
+            "random_state": random_state,
+            "anchor": None if anchor is None else [anchor[0], anchor[1]],
+            "half_life": half_life,
+            "prior": prior,
+            "both_bad": both_bad,
+            "per_model_position": per_model_position,
+            "style": list(feature_names),
+        },
+        parameters_fitted=fitted,
+        interval=interval,
+        n_votes=float(votes.sum()),
     )
