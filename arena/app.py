@@ -36,7 +36,7 @@ from votes.db import make_engine
 from votes.models import LiveRating, Output, Prompt
 from votes.store import GroupCommitWriter, annotator_seen_pairs, load_pairing_catalog, pair_vote_counts
 
-__all__ = ["ArenaState", "PairingService", "create_app", "template_dirs"]
+__all__ = ["ArenaState", "PairingService", "create_app", "create_app_from_env", "template_dirs"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATIC_DIR = PACKAGE_DIR / "static"
@@ -271,3 +271,8 @@ def create_app(
     except ImportError:
         pass
     return app
+
+
+def create_app_from_env() -> FastAPI:
+    """uvicorn factory (``arena.app:create_app_from_env``): settings from the ``ARENA_*`` environment."""
+    return create_app(Settings())

@@ -101,12 +101,35 @@ def admin_import(state: StateDep, file: Annotated[UploadFile, File()]) -> dict[s
     return dataclasses.asdict(report)
 
 
+class PublishIn(BaseModel):
+    category: str | None = Field(None, max_length=100)
+    language: str | None = Field(None, max_length=50)
+    method: str = Field("bt", max_length=50)
+    n_rounds: int = Field(1000, ge=0, le=100_000)
+    seed: int = 0
+    exclude_flagged: bool = True
+
+
 @router.post("/publish")
-def admin_publish() -> dict[str, Any]:
-    """Publish a leaderboard snapshot (needs the snapshot publisher of the published-leaderboard work)."""
-    raise HTTPException(
-        501, "Publishing from the web is not available yet: run `arena publish` on the server instead."
-    )
+def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
+    """Fit and publish an immutable leaderboard snapshot from the votes in the database."""
+    try:  # the publisher belongs to the published-leaderboard work; the site runs without it
+        from arena.publishing import FitOptions, publish_snapshot
+    except ImportError as exc:
+        raise HTTPException(501, f"Publishing is not available in this installation ({exc}).") from None
+    options = FitOptions(method=body.method, n_rounds=body.n_rounds, random_state=body.seed)
+    try:
+        row = publish_snapshot(
+            state.engine,
+            snapshot_dir=state.settings.snapshot_dir,
+            options=options,
+            category=body.category,
+            language=body.language,
+            exclude_flagged=body.exclude_flagged,
+        )
+    except ValueError as exc:
+        raise HTTPException(400, f"Cannot publish: {exc}") from None
+    return {"id": row.id, "n_votes": row.n_votes, "votes_sha256": row.votes_sha256, "slice": row.slice}
 
 
 @router.post("/live-ratings/rebuild")

@@ -1,0 +1,81 @@
+"""`arena serve`: run the voting site with uvicorn (optionally with demo data and several workers)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+import uvicorn
+from sqlmodel import Session, SQLModel, select
+
+from arena.settings import Settings
+from votes.db import make_engine
+from votes.models import Model
+
+__all__ = ["prepare_database", "register", "serve"]
+
+
+def prepare_database(database_url: str, *, demo: bool, demo_votes: int, seed: int) -> str:
+    """Bring the schema up to date; with ``demo``, load demo data into an empty database. Says what it did."""
+    try:
+        from votes.migrations import upgrade_database  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        upgrade_database = None
+    engine = make_engine(database_url)
+    try:
+        if upgrade_database is not None:
+            upgrade_database(database_url)
+        else:
+            SQLModel.metadata.create_all(engine)
+        if not demo:
+            return "schema ready"
+        with Session(engine) as session:
+            if session.exec(select(Model.id).limit(1)).first() is not None:
+                return "database not empty: demo data not loaded"
+        from votes.demo import load_demo  # type: ignore[import-not-found,unused-ignore]
+
+        load_demo(engine, n_votes=demo_votes, seed=seed)
+        return f"demo data loaded ({demo_votes} votes, seed {seed})"
+    finally:
+        engine.dispose()
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    database_url: Annotated[
+        str | None, typer.Option(help="SQLAlchemy URL (default: ARENA_DATABASE_URL or sqlite:///arena.db).")
+    ] = None,
+    demo: Annotated[
+        bool, typer.Option(help="Load demo models, prompts and votes into an empty database.")
+    ] = False,
+    demo_votes: Annotated[int, typer.Option(help="Votes to simulate for --demo.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Seed for --demo data.")] = 0,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes (use PostgreSQL for more than 1).")
+    ] = 1,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Run the voting site."""
+    if database_url:
+        os.environ["ARENA_DATABASE_URL"] = database_url
+    # Workers must share one secret, or a token signed by one is refused by another.
+    os.environ.setdefault("ARENA_SECRET_KEY", Settings().secret_key)
+    settings = Settings()
+    if workers > 1 and settings.database_url.startswith("sqlite") and not settings.redis_url:
+        typer.echo("note: several workers on SQLite share the database lock; rate limits are per worker.")
+    typer.echo(prepare_database(settings.database_url, demo=demo, demo_votes=demo_votes, seed=seed))
+    uvicorn.run(
+        "arena.app:create_app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        proxy_headers=False,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
