@@ -40,7 +40,9 @@ __all__ = [
     "PairwiseMatrices",
     "SnapshotData",
     "SnapshotManifest",
+    "SnapshotDiff",
     "counts_sha256",
+    "diff_snapshots",
     "file_sha256",
     "freeze_snapshot",
     "leaderboard_table",
@@ -484,3 +486,52 @@ def read_snapshot(folder: Path | str, *, verify: bool = True) -> SnapshotData:
         models=tuple(names), n_battles=n_battles, observed=observed, predicted=predicted
     )
     return SnapshotData(path=root, metadata=meta, table=table, leaderboard=board, matrices=matrices)
+
+
+@dataclass(frozen=True)
+class SnapshotDiff:
+    """How snapshot ``b`` differs from snapshot ``a``.
+
+    Attributes
+    ----------
+    table : one row per model on either board: rating_a, rating_b, rating_change, rank_a, rank_b,
+        rank_change (positive = moved up), sorted by b's rating then name
+    added, dropped : models only on b, only on a
+    votes_changed : the input votes differ (their sha256)
+    method_changed : the method or its parameters differ
+    """
+
+    a_id: str
+    b_id: str
+    table: pd.DataFrame
+    added: tuple[str, ...]
+    dropped: tuple[str, ...]
+    votes_changed: bool
+    method_changed: bool
+    changes: dict[str, tuple[Any, Any]]
+
+
+def diff_snapshots(a: SnapshotData, b: SnapshotData) -> SnapshotDiff:
+    """Compare two snapshots: rating and rank changes, new and dropped models, changed input or method."""
+    left = a.table.set_index("model")[["rating", "rank"]]
+    right = b.table.set_index("model")[["rating", "rank"]]
+    joined = left.merge(right, how="outer", left_index=True, right_index=True, suffixes=("_a", "_b"))
+    joined["rating_change"] = _round(joined["rating_b"] - joined["rating_a"])
+    joined["rank_change"] = joined["rank_a"] - joined["rank_b"]
+    joined = joined.reset_index().rename(columns={"index": "model"})
+    joined = joined.sort_values(["rating_b", "model"], ascending=[False, True], na_position="last")
+    joined = joined[["model", "rating_a", "rating_b", "rating_change", "rank_a", "rank_b", "rank_change"]]
+    keys = ("votes_sha256", "n_votes", "method", "interval", "parameters", "slice", "package_version")
+    changes = {
+        k: (a.metadata.get(k), b.metadata.get(k)) for k in keys if a.metadata.get(k) != b.metadata.get(k)
+    }
+    return SnapshotDiff(
+        a_id=str(a.metadata.get("id")),
+        b_id=str(b.metadata.get("id")),
+        table=joined.reset_index(drop=True),
+        added=tuple(sorted(set(right.index) - set(left.index))),
+        dropped=tuple(sorted(set(left.index) - set(right.index))),
+        votes_changed=a.metadata.get("votes_sha256") != b.metadata.get("votes_sha256"),
+        method_changed=any(k in changes for k in ("method", "interval", "parameters")),
+        changes=changes,
+    )

@@ -20,6 +20,7 @@ from leaderboard.snapshot import (
     PLOT_FILES,
     ZIP_FILE,
     counts_sha256,
+    diff_snapshots,
     freeze_snapshot,
     pairwise_matrices,
     read_snapshot,
@@ -158,3 +159,21 @@ def test_pairwise_matrices_by_hand() -> None:
     assert m.observed[i["c"], i["a"]] == pytest.approx(1.0)
     assert np.isnan(m.observed[i["b"], i["c"]])
     np.testing.assert_allclose(m.predicted + m.predicted.T, np.where(np.eye(3) == 1, np.nan, 1.0))
+
+
+def test_diff_reports_changes(tmp_path: Path) -> None:
+    old_counts = simulated_counts(n_models=5, seed=1)
+    new_counts = aggregate_battles(
+        ["model-000", "model-009", "model-009"], ["model-009", "model-001", "model-002"], ["tie"] * 3
+    )
+    write_snapshot(tmp_path / "a", handmade_leaderboard(old_counts), old_counts, plots=False)
+    write_snapshot(tmp_path / "b", handmade_leaderboard(new_counts), new_counts, plots=False)
+    diff = diff_snapshots(read_snapshot(tmp_path / "a"), read_snapshot(tmp_path / "b"))
+    assert diff.added == ("model-009",)
+    assert diff.dropped == ("model-003", "model-004")
+    assert diff.votes_changed and not diff.method_changed
+    row = diff.table.set_index("model").loc["model-000"]
+    assert row["rating_change"] == pytest.approx(row["rating_b"] - row["rating_a"], abs=RATING_TOL)
+    same = diff_snapshots(read_snapshot(tmp_path / "a"), read_snapshot(tmp_path / "a"))
+    assert not same.votes_changed and not same.added and not same.dropped
+    assert (same.table["rating_change"] == 0).all()
