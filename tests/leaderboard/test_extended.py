@@ -122,10 +122,10 @@ def _sklearn_bt(counts: PairCounts) -> np.ndarray:
     for a, b, o, c in zip(counts.model_a, counts.model_b, counts.outcome, counts.count, strict=True):
         x = np.zeros(n)
         x[a], x[b] = np.log(10), -np.log(10)
-        if o == Outcome.MODEL_A:
-            rows.append(x), ys.append(1), ws.append(2 * c)
-        elif o == Outcome.MODEL_B:
-            rows.append(x), ys.append(0), ws.append(2 * c)
+        if o in (Outcome.MODEL_A, Outcome.MODEL_B):
+            rows.append(x)
+            ys.append(1 if o == Outcome.MODEL_A else 0)
+            ws.append(2 * c)
         else:
             rows += [x, x]
             ys += [1, 0]

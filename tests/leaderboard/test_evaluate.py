@@ -1,0 +1,112 @@
+"""Model comparison: scoring rules, splits, and that the matching method wins on simulated data."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from leaderboard.data import parse_outcome
+from leaderboard.evaluate import (
+    Battles,
+    default_methods,
+    evaluate_methods,
+    score_forecasts,
+    simulate_battles,
+    split_battles,
+)
+
+TRUE = np.array([1150.0, 1080.0, 1030.0, 1000.0, 960.0, 920.0])
+BATTLES_FILE = (
+    Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
+)
+
+
+def _table(rows: list) -> dict[str, object]:  # type: ignore[type-arg]
+    return {r.method: r for r in rows}
+
+
+def test_scores_of_known_forecasts() -> None:
+    outcome = np.array([0, 1, 2, 3])
+    perfect = np.array([[1.0, 0, 0], [0, 0, 1.0], [0, 1.0, 0], [0, 1.0, 0]])
+    s = score_forecasts(perfect, outcome)
+    assert s["log_loss"] == pytest.approx(0.0, abs=1e-12)
+    assert s["brier"] == pytest.approx(0.0)
+    assert s["accuracy"] == 1.0
+    uniform = np.full((4, 3), 1 / 3)
+    s = score_forecasts(uniform, outcome)
+    assert s["log_loss"] == pytest.approx(math.log(3))
+    assert s["brier"] == pytest.approx(2 / 3)
+
+
+def test_splits_are_seeded_and_time_split_tests_the_newest() -> None:
+    sim = simulate_battles(1000, TRUE, nu=0.3, random_state=0)
+    a, b = split_battles(sim, how="random", test_fraction=0.25, random_state=3)
+    c, d = split_battles(sim, how="random", test_fraction=0.25, random_state=3)
+    np.testing.assert_array_equal(b.left, d.left)
+    assert len(a) == 750 and len(b) == 250
+    train, test = split_battles(sim, how="time", test_fraction=0.25)
+    assert train.times().max() <= test.times().min()
+
+
+def test_davidson_position_wins_when_data_have_position_bias_and_ties() -> None:
+    sim = simulate_battles(20_000, TRUE, position_elo=50.0, nu=0.6, random_state=21)
+    train, test = split_battles(sim, how="random", test_fraction=0.3, random_state=1)
+    # no drift here, so no time-weighted row (with a long half-life it is the same model plus noise)
+    methods = default_methods(half_life=None, prior_sd=200.0, style=False)
+    table = _table(evaluate_methods(train, test, methods=methods))
+    best_loss = min(table.values(), key=lambda r: r.log_loss).method  # type: ignore[attr-defined]
+    best_aic = min(table.values(), key=lambda r: r.aic).method  # type: ignore[attr-defined]
+    assert best_aic == "davidson-position"
+    assert best_loss in ("davidson-position", "davidson-position+prior")
+    dp = table["davidson-position"]
+    assert dp.log_loss < table["bt"].log_loss < table["elo"].log_loss + 0.01  # type: ignore[attr-defined]
+    assert abs(dp.parameters_fitted["position_advantage_elo"] - 50.0) < 15  # type: ignore[attr-defined]
+    assert abs(dp.parameters_fitted["tie_propensity_nu"] - 0.6) < 0.08  # type: ignore[attr-defined]
+
+
+def test_time_weighted_method_wins_on_a_time_split_with_drift() -> None:
+    after = TRUE.copy()
+    after[5], after[0] = 1250.0, 900.0
+    sim = simulate_battles(
+        20_000, TRUE, position_elo=40.0, nu=0.5, change_at=0.55, ratings_after=after, random_state=8
+    )
+    train, test = split_battles(sim, how="time", test_fraction=0.2)
+    rows = evaluate_methods(train, test, half_life=0.1)
+    best = min(rows, key=lambda r: r.log_loss)
+    assert best.method == "davidson-position+time"
+
+
+def test_style_rows_win_when_style_moves_votes() -> None:
+    sim = simulate_battles(
+        12_000, TRUE, position_elo=30.0, nu=0.4, n_features=2, style_elo=np.array([80.0, 0.0]), random_state=6
+    )
+    train, test = split_battles(sim, how="random", test_fraction=0.3, random_state=2)
+    table = _table(evaluate_methods(train, test))
+    best = min(table.values(), key=lambda r: r.log_loss).method  # type: ignore[attr-defined]
+    assert best == "davidson-position+style"
+    coef = table["davidson-position+style"].parameters_fitted  # type: ignore[attr-defined]
+    assert abs(coef["style_x0_elo"] - 80.0) < 20 and abs(coef["style_x1_elo"]) < 20
+
+
+@pytest.mark.skipif(not BATTLES_FILE.exists(), reason="shared data folder absent")
+def test_real_llm_judge_battles_show_first_position_bias() -> None:
+    import pandas as pd
+
+    frame = pd.read_json(BATTLES_FILE, lines=True)
+    models = tuple(sorted(set(frame.model_a) | set(frame.model_b)))
+    index = {m: i for i, m in enumerate(models)}
+    battles = Battles(
+        models=models,
+        left=frame.model_a.map(index).to_numpy(np.int64),
+        right=frame.model_b.map(index).to_numpy(np.int64),
+        outcome=np.array([parse_outcome(w) for w in frame.winner], dtype=np.int64),
+    )
+    train, test = split_battles(battles, how="random", test_fraction=0.2, random_state=0)
+    table = _table(evaluate_methods(train, test))
+    dp = table["davidson-position"]
+    assert dp.log_loss < table["bt"].log_loss  # type: ignore[attr-defined]
+    assert dp.aic < table["davidson"].aic - 50  # type: ignore[attr-defined]
+    assert dp.parameters_fitted["position_advantage_elo"] > 40  # type: ignore[attr-defined]
