@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+import markupsafe
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -111,13 +112,14 @@ class PairingService:
         self, session: Session, table: type[Prompt] | type[Output], kind: str, key: int
     ) -> Prompt | Output:
         hit = self._texts.get((kind, key))
-        if hit is None:
-            row = session.get(table, key)
-            if row is None:
-                raise LookupError(f"{kind} {key} not found")
-            session.expunge(row)
-            self._texts[(kind, key)] = hit = row
-        return hit
+        if hit is not None:
+            return hit
+        row: Prompt | Output | None = session.get(table, key)  # type: ignore[assignment]
+        if row is None:
+            raise LookupError(f"{kind} {key} not found")
+        session.expunge(row)
+        self._texts[(kind, key)] = row
+        return row
 
 
 @dataclass
@@ -166,7 +168,7 @@ class SessionCookieMiddleware:
 def _make_templates() -> Jinja2Templates:
     loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(p)) for p in template_dirs()])
     env = jinja2.Environment(loader=loader, autoescape=True, auto_reload=False)
-    env.filters["markdown"] = lambda text: jinja2.utils.markupsafe.Markup(render_markdown(text or ""))
+    env.filters["markdown"] = lambda text: markupsafe.Markup(render_markdown(text or ""))
     env.filters["rating"] = lambda value: "—" if value != value else f"{value:.1f}"  # NaN: unrated
     env.filters["signed"] = lambda value: f"{value:+.1f}"
     return Jinja2Templates(env=env)
@@ -208,7 +210,7 @@ def create_app(
     clock: Callable[[], float] = time.time,
     seed: int | None = None,
 ) -> FastAPI:
-    """Build the site. ``engine``, ``clock`` and ``seed`` are for tests; by default they come from settings."""
+    """Build the site; ``engine``, ``clock`` and ``seed`` are for tests (by default: from settings)."""
     from arena.routes import admin, api, pages
 
     own_engine = engine is None
@@ -265,7 +267,7 @@ def create_app(
     app.include_router(api.router)
     app.include_router(admin.router)
     try:  # the published snapshot pages (issue 5) when present
-        from arena.routes import snapshots
+        from arena.routes import snapshots  # type: ignore[attr-defined,unused-ignore]
 
         app.include_router(snapshots.router)
     except ImportError:

@@ -1,7 +1,8 @@
 """Model outputs and prompts as sanitised Markdown: markdown-it-py with raw HTML off, then nh3.
 
 Raw HTML in an answer is shown as text, never rendered; nh3 (ammonia) then keeps only an allow-list of tags
-and attributes and only http(s)/mailto links (no style attributes: the CSP forbids inline styles), so even a renderer bug cannot smuggle in a script.
+and attributes and only http(s)/mailto links (no style attributes: the CSP forbids inline styles), so even
+a renderer bug cannot smuggle in a script.
 """
 
 from __future__ import annotations

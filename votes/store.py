@@ -188,11 +188,8 @@ def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: float
     if not rows:
         return
     bind = session.get_bind()
-    if bind.dialect.name == "postgresql":
-        stmt = pg_insert(LiveRating).values(rows).on_conflict_do_nothing(index_elements=["model_id"])
-    else:
-        stmt = sqlite_insert(LiveRating).values(rows).on_conflict_do_nothing(index_elements=["model_id"])
-    session.execute(stmt)
+    insert = pg_insert if bind.dialect.name == "postgresql" else sqlite_insert
+    session.execute(insert(LiveRating).values(rows).on_conflict_do_nothing(index_elements=["model_id"]))
 
 
 def _lock_live_ratings(session: Session, model_ids: Sequence[int]) -> dict[int, tuple[float, int]]:
@@ -220,6 +217,11 @@ def _existing_result(session: Session, battle: Battle, vote: Vote, names: dict[i
         rating_b_after=float(elo.get("b_after", float("nan"))),
         replayed=True,
     )
+
+
+def _model_names(session: Session, model_ids: Sequence[int]) -> dict[int, str]:
+    stmt = select(Model.id, Model.name).where(col(Model.id).in_(model_ids))
+    return {int(m): n for m, n in session.exec(stmt).all() if m is not None}
 
 
 def _model_name(session: Session, model_id: int) -> str:
@@ -259,7 +261,7 @@ def record_votes(
     model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
     _ensure_live_rows(session, model_ids, config.initial)
     ratings = _lock_live_ratings(session, model_ids)
-    names = dict(session.exec(select(Model.id, Model.name).where(col(Model.id).in_(model_ids))).all())
+    names = _model_names(session, model_ids)
     annotator_ids = sorted({r.battle.annotator_id for r in requests})
     flagged = set(
         session.exec(
@@ -451,13 +453,14 @@ class GroupCommitWriter:
 def live_standings(*, session: Session) -> list[Standing]:
     """Online Elo of every active or rated model, best first; unrated models show the initial rating."""
     stmt = (
-        select(Model.name, Model.active, LiveRating.rating, LiveRating.games, LiveRating.updated_at)
+        select(Model.name, Model.active, LiveRating.rating, LiveRating.games)
+        .add_columns(col(LiveRating.updated_at))
         .join(LiveRating, col(LiveRating.model_id) == col(Model.id), isouter=True)
         .order_by(col(Model.name))
     )
     rated: list[Standing] = []
     unrated: list[Standing] = []
-    for name, active, rating, games, updated_at in session.exec(stmt).all():
+    for name, active, rating, games, updated_at in session.execute(stmt).all():
         if rating is not None:
             rated.append(Standing(model=name, rating=float(rating), games=int(games), updated_at=updated_at))
         elif active:
@@ -475,7 +478,7 @@ def _votes_in_commit_order(session: Session) -> tuple[list[str], list[str], list
         .join(a_model, a_model.c.id == col(Battle.model_a_id))
         .join(b_model, b_model.c.id == col(Battle.model_b_id))
         .outerjoin(Annotator, col(Annotator.id) == col(Battle.annotator_id))
-        .where(counted_votes_condition())  # type: ignore[arg-type]
+        .where(counted_votes_condition())
         .order_by(col(Vote.id))
     )
     rows = session.execute(stmt).all()
@@ -483,7 +486,7 @@ def _votes_in_commit_order(session: Session) -> tuple[list[str], list[str], list
 
 
 def replay_live_ratings(*, session: Session, config: EloConfig) -> dict[str, tuple[float, int]]:
-    """Replay every counted vote (annotator not flagged) in vote-id (commit) order: {model: (rating, games)} for models with votes."""
+    """Replay the counted votes (annotator not flagged) in vote-id order: {model: (rating, games)}."""
     model_a, model_b, winner = _votes_in_commit_order(session)
     if not winner:
         return {}
@@ -503,7 +506,11 @@ def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
         .where(col(Model.active))
         .order_by(col(Output.prompt_id), col(Output.model_id))
     )
-    return [CatalogRow(prompt_id=p, output_id=o, model_id=m) for p, o, m in session.exec(stmt).all()]
+    return [
+        CatalogRow(prompt_id=p, output_id=o, model_id=m)
+        for p, o, m in session.exec(stmt).all()
+        if o is not None
+    ]
 
 
 def pair_vote_counts(*, session: Session) -> dict[tuple[int, int], int]:
@@ -570,11 +577,7 @@ def get_battle_view(*, session: Session, battle_id: int) -> BattleView | None:
     if prompt is None:
         return None
     vote = session.exec(select(Vote).where(Vote.battle_id == battle_id)).first()
-    names = dict(
-        session.exec(
-            select(Model.id, Model.name).where(col(Model.id).in_([battle.model_a_id, battle.model_b_id]))
-        ).all()
-    )
+    names = _model_names(session, [battle.model_a_id, battle.model_b_id])
     result = None
     if vote is not None:
         result = _existing_result(session, battle, vote, names)

@@ -19,7 +19,7 @@ __all__ = ["prepare_database", "register", "serve"]
 def prepare_database(database_url: str, *, demo: bool, demo_votes: int, seed: int) -> str:
     """Bring the schema up to date; with ``demo``, load demo data into an empty database. Says what it did."""
     try:
-        from votes.migrations import upgrade_database  # type: ignore[import-not-found,unused-ignore]
+        from votes.migrations import upgrade_database  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         upgrade_database = None
     engine = make_engine(database_url)
@@ -33,7 +33,7 @@ def prepare_database(database_url: str, *, demo: bool, demo_votes: int, seed: in
         with Session(engine) as session:
             if session.exec(select(Model.id).limit(1)).first() is not None:
                 return "database not empty: demo data not loaded"
-        from votes.demo import load_demo  # type: ignore[import-not-found,unused-ignore]
+        from votes.demo import load_demo  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
         load_demo(engine, n_votes=demo_votes, seed=seed)
         return f"demo data loaded ({demo_votes} votes, seed {seed})"

@@ -67,7 +67,7 @@ def make_client(seeded: Engine, db_url: str) -> Iterator[AppFactory]:
 
     def factory(clock: Callable[[], float] | None = None, **overrides: object) -> TestClient:
         kwargs = {"clock": clock} if clock else {}
-        app = create_app(make_settings(db_url, **overrides), engine=seeded, seed=1, **kwargs)  # type: ignore[arg-type]
+        app = create_app(make_settings(db_url, **overrides), engine=seeded, seed=1, **kwargs)
         client = TestClient(app, base_url="http://testserver")
         client.__enter__()
         clients.append(client)

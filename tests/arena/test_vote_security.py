@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
@@ -182,7 +183,7 @@ def test_rate_limit_per_address(make_client: AppFactory) -> None:
 
 
 def test_admin_refuses_without_token(client: TestClient) -> None:
-    calls = [
+    calls: list[tuple[str, str, dict[str, Any]]] = [
         ("post", "/api/admin/annotators/1/flag", {"json": {"reason": "x"}}),
         ("post", "/api/admin/invites", {"json": {}}),
         ("post", "/api/admin/publish", {"json": {}}),

@@ -95,7 +95,12 @@ def test_vote_reveal_leaderboard(server: tuple[str, Engine], browser: object, ja
     context = browser.new_context(java_script_enabled=javascript, viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
     page = context.new_page()
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def on_dialog(dialog: object) -> None:
+        dialogs.append(dialog.message)  # type: ignore[attr-defined]
+        dialog.dismiss()  # type: ignore[attr-defined]
+
+    page.on("dialog", on_dialog)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
 
