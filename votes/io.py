@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
 from leaderboard.elo import EloConfig
@@ -124,6 +124,16 @@ def import_file(
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
+
+def _without_null_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop the columns that are None in every row: executemany then binds (and type-processes) less."""
+    if not rows:
+        return rows
+    keep = [k for k in rows[0] if any(row[k] is not None for row in rows)]
+    if len(keep) == len(rows[0]):
+        return rows
+    return [{k: row[k] for k in keep} for row in rows]
 
 
 def _chunks(items: Sequence[T], size: int = _CHUNK) -> Iterator[Sequence[T]]:
@@ -380,12 +390,17 @@ def import_battle_records(
                 "live_elo": None,
             }
         )
-    result = conn.execute(
-        insert(battle_t).returning(battle_t.c.id, sort_by_parameter_order=True), battle_rows
+    # Plain executemany (RETURNING would make SQLite insert row by row); the new ids are then read back
+    # by import key, which is unique, so rows written concurrently by the site cannot be confused.
+    before = conn.scalar(select(func.coalesce(func.max(battle_t.c.id), 0)))
+    conn.execute(insert(battle_t), _without_null_columns(battle_rows))
+    stmt = select(battle_t.c.import_key, battle_t.c.id).where(
+        battle_t.c.id > before, battle_t.c.import_key.is_not(None)
     )
-    for vote, (battle_id,) in zip(vote_rows, result.tuples(), strict=True):
-        vote["battle_id"] = battle_id
-    conn.execute(insert(vote_t), vote_rows)
+    battle_ids = {str(k): int(i) for k, i in conn.execute(stmt).tuples()}
+    for vote, battle in zip(vote_rows, battle_rows, strict=True):
+        vote["battle_id"] = battle_ids[battle["import_key"]]
+    conn.execute(insert(vote_t), _without_null_columns(vote_rows))
     added.rows = len(new)
     rebuild_live_ratings(conn, config=elo_config)
     return added

@@ -1,0 +1,62 @@
+"""Alembic environment: the schema is `SQLModel.metadata` from votes.models; engines come from votes.db.
+
+Run through :func:`votes.migrate.upgrade_database` or ``arena db upgrade``. A caller may hand in an open
+connection as ``config.attributes["connection"]``.
+"""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy.engine import Connection
+from sqlmodel import SQLModel
+
+import votes.models  # noqa: F401  (registers the tables)
+from votes.db import make_engine
+
+config = context.config
+target_metadata = SQLModel.metadata
+
+
+def _configure(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",  # SQLite alters tables by copying them
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_offline() -> None:
+    context.configure(
+        url=config.get_main_option("sqlalchemy.url"),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_as_batch=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _configure(connection)
+        return
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise RuntimeError("no database URL: set sqlalchemy.url or pass a connection")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            _configure(conn)
+            conn.commit()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()
