@@ -35,6 +35,7 @@ from arena.settings import Settings
 from leaderboard.elo import EloConfig
 from votes.db import make_engine
 from votes.models import LiveRating, Output, Prompt
+from votes.review import LeakScanner
 from votes.store import GroupCommitWriter, annotator_seen_pairs, load_pairing_catalog, pair_vote_counts
 
 __all__ = ["ArenaState", "PairingService", "create_app", "create_app_from_env", "template_dirs"]
@@ -65,12 +66,16 @@ class PairingService:
         self._counts: dict[tuple[int, int], int] = {}
         self._ratings: dict[int, float] = {}
         self._texts: dict[tuple[str, int], Prompt | Output] = {}
+        # Answers that name their own model or maker are kept out of battles (votes.leaks).
+        self.leaks = LeakScanner()
 
     def refresh(self, *, force: bool = False) -> None:
         if not force and time.monotonic() - self._loaded_at < self.ttl_s:
             return
         with Session(self.engine) as session:
-            catalog = PairingCatalog.from_rows(load_pairing_catalog(session=session))
+            leaking = self.leaks.leaking_output_ids(session.connection())
+            rows = [r for r in load_pairing_catalog(session=session) if r.output_id not in leaking]
+            catalog = PairingCatalog.from_rows(rows)
             counts = pair_vote_counts(session=session)
             ratings = dict(session.exec(select(LiveRating.model_id, LiveRating.rating)).all())
         with self._lock:
@@ -211,7 +216,7 @@ def create_app(
     seed: int | None = None,
 ) -> FastAPI:
     """Build the site; ``engine``, ``clock`` and ``seed`` are for tests (by default: from settings)."""
-    from arena.routes import admin, api, pages
+    from arena.routes import admin, api, pages, review
 
     own_engine = engine is None
     engine = engine or make_engine(settings.database_url)
@@ -266,6 +271,7 @@ def create_app(
     app.include_router(pages.router)
     app.include_router(api.router)
     app.include_router(admin.router)
+    app.include_router(review.router)
     try:  # the published snapshot pages (issue 5) when present
         from arena.routes import snapshots  # type: ignore[attr-defined,unused-ignore]
 

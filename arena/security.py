@@ -244,7 +244,9 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted_proxies:
         hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
         # Walk from the nearest hop outwards while the hop is one of our proxies.
         while hops and any(ipaddress.ip_address(address) in n for n in networks):
-            address = hops.pop()
+            hop = hops.pop()
+            ipaddress.ip_address(hop)  # a hop that is not an address ends the walk (ValueError below)
+            address = hop
     except ValueError:
         return peer or "unknown"
     return address

@@ -1,0 +1,118 @@
+"""`arena annotators` and `arena leaks`: who votes oddly, and which answers sign themselves."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from arena.settings import Settings
+from leaderboard.annotators import FlagRule
+from leaderboard.elo import EloConfig
+from votes.db import make_engine
+from votes.review import find_leaks, review_annotators
+
+__all__ = ["annotators", "leaks", "register"]
+
+DatabaseOption = Annotated[
+    str | None, typer.Option(help="SQLAlchemy URL (default: ARENA_DATABASE_URL or sqlite:///arena.db).")
+]
+
+
+def _clean(value: object) -> object:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def annotators(
+    database_url: DatabaseOption = None,
+    apply: Annotated[
+        bool, typer.Option(help="Flag the suspicious annotators (their votes stop counting).")
+    ] = False,
+    alpha: Annotated[float, typer.Option(help="False discovery rate per test (Benjamini-Hochberg).")] = 0.01,
+    min_votes: Annotated[int, typer.Option(help="Annotators with fewer votes are never flagged.")] = 20,
+    min_median_seconds: Annotated[float, typer.Option(help="Flag a median time per vote below this.")] = 2.0,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="List every annotator, not only suspicious/flagged.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per annotator.")] = False,
+) -> None:
+    """Per-annotator statistics against the current fit; list (with --apply, flag) the outliers."""
+    settings = Settings()
+    engine = make_engine(database_url or settings.database_url)
+    try:
+        rule = FlagRule(alpha=alpha, min_votes=min_votes, min_median_seconds=min_median_seconds)
+        rows = review_annotators(
+            engine,
+            rule=rule,
+            apply=apply,
+            elo_config=EloConfig(k=settings.elo_k, initial=settings.elo_initial),
+        )
+    finally:
+        engine.dispose()
+    shown = rows if show_all else [r for r in rows if r.suspicious or r.flagged]
+    if as_json:
+        for r in shown:
+            typer.echo(json.dumps({k: _clean(v) for k, v in dataclasses.asdict(r).items()}))
+        return
+    table = Table(title=f"Annotators ({len(shown)} of {len(rows)} shown)")
+    for column in ("id", "kind", "votes", "left", "median s", "agree q", "favours", "flagged", "reason"):
+        table.add_column(column)
+    for r in shown:
+        table.add_row(
+            str(r.annotator_id),
+            r.kind,
+            str(r.n_votes),
+            f"{r.left_share:.2f}",
+            f"{r.median_seconds:.1f}",
+            f"{r.agreement_q:.1e}",
+            f"{r.favourite or '-'} (q={r.favouritism_q:.1e})",
+            "yes" if r.flagged else "no",
+            r.flag_reason or r.reason or "",
+        )
+    Console().print(table)
+    n_new = sum(1 for r in rows if r.suspicious and r.flag_reason and r.flag_reason.startswith("auto: "))
+    if apply:
+        typer.echo(f"{n_new} annotator(s) flagged by this review; live ratings rebuilt.")
+    elif any(r.suspicious and not r.flagged for r in rows):
+        typer.echo("Run again with --apply to flag the suspicious annotators.")
+
+
+def leaks(
+    database_url: DatabaseOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per leaking output.")] = False,
+) -> None:
+    """Outputs that name their own model or maker: kept out of battles, listed here for review."""
+    engine = make_engine(database_url or Settings().database_url)
+    try:
+        with engine.connect() as conn:
+            rows = find_leaks(conn)
+    finally:
+        engine.dispose()
+    if as_json:
+        for r in rows:
+            typer.echo(json.dumps(dataclasses.asdict(r)))
+        return
+    table = Table(title=f"Identity leaks: {len(rows)} output(s)")
+    for column in ("output", "prompt", "model", "names", "self", "votes", "excerpt"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(
+            str(r.output_id),
+            r.prompt or "",
+            r.model,
+            ", ".join(r.aliases),
+            "yes" if r.self_reference else "",
+            str(r.n_votes),
+            r.excerpt,
+        )
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("annotators")(annotators)
+    app.command("leaks")(leaks)

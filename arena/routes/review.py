@@ -1,0 +1,77 @@
+"""Admin review API: anomalous annotators (list, review, flag) and identity leaks. Behind the admin token."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel
+
+from arena.routes.admin import require_admin
+from arena.routes.deps import StateDep
+from leaderboard.annotators import FlagRule
+from votes.review import find_leaks, review_annotators
+
+router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+
+
+class AnnotatorReviewOut(BaseModel):
+    annotator_id: int
+    kind: str
+    label: str | None
+    n_votes: int
+    left_share: float | None
+    median_seconds: float | None
+    agreement_q: float | None
+    favouritism_q: float | None
+    favourite: str | None
+    side_q: float | None
+    flagged: bool
+    flag_reason: str | None
+    suspicious: bool
+    reason: str | None
+
+
+class LeakOut(BaseModel):
+    output_id: int
+    prompt: str | None
+    model: str
+    aliases: list[str]
+    self_reference: bool
+    excerpt: str
+    n_votes: int
+
+
+def _finite(row: Any) -> dict[str, Any]:
+    return {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+        for k, v in dataclasses.asdict(row).items()
+    }
+
+
+@router.get("/annotators", response_model=list[AnnotatorReviewOut])
+def admin_annotators(
+    state: StateDep,
+    apply: bool = Query(False, description="Flag the suspicious annotators (their votes stop counting)."),
+    show_all: bool = Query(
+        False, alias="all", description="Every annotator, not only suspicious or flagged."
+    ),
+    alpha: float = Query(0.01, gt=0.0, lt=1.0),
+    min_votes: int = Query(20, ge=1, le=1_000_000),
+) -> list[AnnotatorReviewOut]:
+    """Per-annotator statistics against the current fit; flagged and suspicious annotators first."""
+    rows = review_annotators(
+        state.engine, rule=FlagRule(alpha=alpha, min_votes=min_votes), apply=apply, elo_config=state.elo
+    )
+    if apply:
+        state.pairing.refresh(force=True)
+    return [AnnotatorReviewOut(**_finite(r)) for r in rows if show_all or r.suspicious or r.flagged]
+
+
+@router.get("/leaks", response_model=list[LeakOut])
+def admin_leaks(state: StateDep) -> list[LeakOut]:
+    """Outputs that name their own model or maker (kept out of battles)."""
+    with state.engine.connect() as conn:
+        return [LeakOut(**_finite(r)) for r in find_leaks(conn)]
