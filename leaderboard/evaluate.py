@@ -22,11 +22,13 @@ from leaderboard.data import Outcome, PairCounts, aggregate_codes
 from leaderboard.elo import EloConfig, replay_elo
 from leaderboard.extended import (
     ELO_PER_NAT,
+    Cells,
     ExtendedFit,
     FitSpec,
     fit_extended,
     make_cells,
     predict_proba,
+    sandwich_extended,
 )
 
 __all__ = [
@@ -217,8 +219,8 @@ def votes_to_counts(battles: Battles, *, keep_time: bool, per_vote: bool) -> Pai
     )
 
 
-def fit_method(method: MethodSpec, train: Battles) -> ExtendedFit:
-    """Fit an ``extended`` method on training votes."""
+def fit_method(method: MethodSpec, train: Battles) -> tuple[ExtendedFit, Cells]:
+    """Fit an ``extended`` method on training votes; also returns the cells it was fitted on."""
     counts = votes_to_counts(train, keep_time=method.spec.half_life is not None, per_vote=method.style)
     features = train.features if method.style else None
     if method.style and features is None:
@@ -229,7 +231,7 @@ def fit_method(method: MethodSpec, train: Battles) -> ExtendedFit:
         features=features,
         feature_names=train.feature_names if method.style else (),
     )
-    return fit_extended(cells, method.spec)
+    return fit_extended(cells, method.spec), cells
 
 
 def _elo_forecaster(method: MethodSpec, train: Battles) -> tuple[Callable[[Battles], FloatArray], int]:
@@ -255,7 +257,8 @@ def _elo_forecaster(method: MethodSpec, train: Battles) -> tuple[Callable[[Battl
 
 @dataclass(frozen=True)
 class MethodScore:
-    """One row of the comparison table."""
+    """One row of the comparison table; ``parameters_fitted`` maps each fitted extra parameter (position
+    advantage and style coefficients in Elo, tie propensity) to its value and sandwich interval."""
 
     method: str
     log_loss: float
@@ -267,7 +270,7 @@ class MethodScore:
     n_params: int
     n_train: int
     n_test: int
-    parameters_fitted: dict[str, float] = field(default_factory=dict)
+    parameters_fitted: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -281,19 +284,8 @@ class MethodScore:
             "n_params": self.n_params,
             "n_train": self.n_train,
             "n_test": self.n_test,
-            "parameters_fitted": dict(self.parameters_fitted),
+            "parameters_fitted": {k: dict(v) for k, v in self.parameters_fitted.items()},
         }
-
-
-def _fitted_extras(fit: ExtendedFit) -> dict[str, float]:
-    out: dict[str, float] = {}
-    if fit.position.shape[0] == 1:
-        out["position_advantage_elo"] = ELO_PER_NAT * float(fit.position[0])
-    if fit.theta is not None:
-        out["tie_propensity_nu"] = fit.nu
-    for name, value in zip(fit.feature_names, fit.gamma, strict=True):
-        out[f"style_{name}_elo"] = ELO_PER_NAT * float(value)
-    return out
 
 
 def evaluate_methods(
@@ -303,6 +295,7 @@ def evaluate_methods(
     methods: Sequence[MethodSpec] | None = None,
     half_life: float | None = None,
     prior_sd: float = 200.0,
+    level: float = 0.95,
 ) -> list[MethodScore]:
     """Fit every method on ``train`` and score it on ``test``: the model-comparison table.
 
@@ -313,15 +306,20 @@ def evaluate_methods(
     methods : sequence of MethodSpec, optional
         Default: :func:`default_methods` (style rows only when ``train.features`` is given).
     half_life : float, optional
-        For the time-weighted row; default half the training time span.
+        For the time-weighted row; default half the training time span. Without vote times there is no
+        time-weighted row.
     prior_sd : float
         Prior standard deviation (Elo) for the row with a prior.
+    level : float
+        Level of the (sandwich) intervals of the fitted extra parameters.
 
     Returns
     -------
     list of MethodScore, in the order of ``methods``
     """
-    if half_life is None and len(train) > 1:
+    if train.time is None:
+        half_life = None  # no timestamps: arrival order is no clock to weight votes by
+    elif half_life is None and len(train) > 1:
         span = float(np.ptp(train.times()))
         half_life = span / 2 if span > 0 else None
     if methods is None:
@@ -333,13 +331,16 @@ def evaluate_methods(
     rows: list[MethodScore] = []
     n_train = len(train)
     for method in methods:
-        extras: dict[str, float] = {}
+        extras: dict[str, dict[str, float]] = {}
         if method.kind == "elo":
             forecast, n_params = _elo_forecaster(method, train)
         else:
-            fit = fit_method(method, train)
+            fit, cells = fit_method(method, train)
             n_params = fit.n_params
-            extras = _fitted_extras(fit)
+            intervals = sandwich_extended(cells, fit, level=level)
+            extras = {
+                k: {"value": v, "ci_low": lo, "ci_high": hi} for k, (v, lo, hi) in intervals.extra.items()
+            }
 
             def forecast(battles: Battles, fit: ExtendedFit = fit, style: bool = method.style) -> FloatArray:
                 return predict_proba(

@@ -63,8 +63,8 @@ def test_davidson_position_wins_when_data_have_position_bias_and_ties() -> None:
     assert best_loss in ("davidson-position", "davidson-position+prior")
     dp = table["davidson-position"]
     assert dp.log_loss < table["bt"].log_loss < table["elo"].log_loss + 0.01  # type: ignore[attr-defined]
-    assert abs(dp.parameters_fitted["position_advantage_elo"] - 50.0) < 15  # type: ignore[attr-defined]
-    assert abs(dp.parameters_fitted["tie_propensity_nu"] - 0.6) < 0.08  # type: ignore[attr-defined]
+    assert abs(dp.parameters_fitted["position_advantage_elo"]["value"] - 50.0) < 15  # type: ignore[attr-defined]
+    assert abs(dp.parameters_fitted["tie_propensity_nu"]["value"] - 0.6) < 0.08  # type: ignore[attr-defined]
 
 
 def test_time_weighted_method_wins_on_a_time_split_with_drift() -> None:
@@ -88,7 +88,7 @@ def test_style_rows_win_when_style_moves_votes() -> None:
     best = min(table.values(), key=lambda r: r.log_loss).method  # type: ignore[attr-defined]
     assert best == "davidson-position+style"
     coef = table["davidson-position+style"].parameters_fitted  # type: ignore[attr-defined]
-    assert abs(coef["style_x0_elo"] - 80.0) < 20 and abs(coef["style_x1_elo"]) < 20
+    assert abs(coef["style_x0_elo"]["value"] - 80.0) < 20 and abs(coef["style_x1_elo"]["value"]) < 20
 
 
 @pytest.mark.skipif(not BATTLES_FILE.exists(), reason="shared data folder absent")
@@ -109,4 +109,4 @@ def test_real_llm_judge_battles_show_first_position_bias() -> None:
     dp = table["davidson-position"]
     assert dp.log_loss < table["bt"].log_loss  # type: ignore[attr-defined]
     assert dp.aic < table["davidson"].aic - 50  # type: ignore[attr-defined]
-    assert dp.parameters_fitted["position_advantage_elo"] > 40  # type: ignore[attr-defined]
+    assert dp.parameters_fitted["position_advantage_elo"]["ci_low"] > 40  # type: ignore[attr-defined]
