@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -18,14 +19,17 @@ __all__ = ["prepare_database", "register", "serve"]
 
 def prepare_database(database_url: str, *, demo: bool, demo_votes: int, seed: int) -> str:
     """Bring the schema up to date; with ``demo``, load demo data into an empty database. Says what it did."""
+    upgrade: Callable[[str], object] | None
     try:
-        from votes.migrations import upgrade_database  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        from votes.migrate import upgrade_database  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+        upgrade = upgrade_database
     except ImportError:
-        upgrade_database = None
+        upgrade = None
     engine = make_engine(database_url)
     try:
-        if upgrade_database is not None:
-            upgrade_database(database_url)
+        if upgrade is not None:
+            upgrade(database_url)
         else:
             SQLModel.metadata.create_all(engine)
         if not demo:
