@@ -31,10 +31,10 @@ def _per_vote_fit(sim_a: np.ndarray, sim_b: np.ndarray, out: np.ndarray, m: int)
     for a, b, o in zip(sim_a, sim_b, out, strict=True):
         x = np.zeros(m)
         x[a], x[b] = math.log(10), -math.log(10)
-        if o == Outcome.MODEL_A:
-            rows.append(x), ys.append(1), ws.append(2.0)
-        elif o == Outcome.MODEL_B:
-            rows.append(x), ys.append(0), ws.append(2.0)
+        if o in (Outcome.MODEL_A, Outcome.MODEL_B):
+            rows.append(x)
+            ys.append(1 if o == Outcome.MODEL_A else 0)
+            ws.append(2.0)
         else:
             rows += [x, x]
             ys += [1, 0]
@@ -44,7 +44,8 @@ def _per_vote_fit(sim_a: np.ndarray, sim_b: np.ndarray, out: np.ndarray, m: int)
     clf.fit(np.array(rows)[:, :-1], np.array(ys), sample_weight=np.array(ws))
     full = np.append(clf.coef_[0], 0.0)
     coef = full - full.mean()
-    return 400 * coef + 1000
+    ratings: np.ndarray = 400 * coef + 1000
+    return ratings
 
 
 def test_aggregated_fit_equals_per_vote_fit() -> None:
@@ -55,7 +56,9 @@ def test_aggregated_fit_equals_per_vote_fit() -> None:
 
 
 def test_sklearn_alone_agrees_with_polished_newton() -> None:
-    sim = simulate_battles(np.random.default_rng(2).normal(1000, 80, 20), 20_000, random_state=3, tie_rate=0.1)
+    sim = simulate_battles(
+        np.random.default_rng(2).normal(1000, 80, 20), 20_000, random_state=3, tie_rate=0.1
+    )
     polished = fit_bt(sim.counts())
     raw = fit_bt(sim.counts(), polish=False)
     assert polished.solver.endswith("newton") and raw.solver == "sklearn-lbfgs"
@@ -73,7 +76,9 @@ def test_recovers_truth_and_anchor() -> None:
 
 
 votes = st.lists(
-    st.tuples(st.integers(0, 4), st.integers(0, 4), st.sampled_from([0, 1, 2, 3])).filter(lambda v: v[0] != v[1]),
+    st.tuples(st.integers(0, 4), st.integers(0, 4), st.sampled_from([0, 1, 2, 3])).filter(
+        lambda v: v[0] != v[1]
+    ),
     min_size=30,
     max_size=80,
 )
@@ -106,7 +111,9 @@ def test_adding_a_win_never_lowers_rating(extra: list[tuple[int, int, int]], win
 
 
 def test_disconnected_raises() -> None:
-    c = aggregate_battles(["a", "c", "a", "c"], ["b", "d", "b", "d"], ["model_a", "model_a", "model_b", "model_b"])
+    c = aggregate_battles(
+        ["a", "c", "a", "c"], ["b", "d", "b", "d"], ["model_a", "model_a", "model_b", "model_b"]
+    )
     with pytest.raises(DisconnectedComparisonError, match="2 parts"):
         fit_bt(c)
 

@@ -24,7 +24,10 @@ def test_aggregate_strings_match_codes() -> None:
     w = ["model_a", "tie", "model_a", "tie (bothbad)", "model_b"]
     c = aggregate_battles(a, b, w)
     assert c.models == ("m1", "m2", "m3")
-    got = {(int(x), int(y), int(o)): v for x, y, o, v in zip(c.model_a, c.model_b, c.outcome, c.count, strict=True)}
+    got = {
+        (int(x), int(y), int(o)): v
+        for x, y, o, v in zip(c.model_a, c.model_b, c.outcome, c.count, strict=True)
+    }
     assert got == {(0, 1, 0): 2.0, (1, 0, 2): 1.0, (2, 0, 3): 1.0, (0, 1, 1): 1.0}
     assert c.n_votes == 5
     with pytest.raises(ValueError):
@@ -45,14 +48,21 @@ def test_time_buckets_and_weights() -> None:
     assert c.time is not None and c.votes is not None
     assert c.votes.sum() == n and c.count.sum() == pytest.approx(w.sum())
     # brute force for one cell
-    mask = (a == c.model_a[0]) & (b == c.model_b[0]) & (o == c.outcome[0]) & (np.floor(t / 86400) * 86400 == c.time[0])
+    mask = (
+        (a == c.model_a[0])
+        & (b == c.model_b[0])
+        & (o == c.outcome[0])
+        & (np.floor(t / 86400) * 86400 == c.time[0])
+    )
     assert c.votes[0] == mask.sum() and c.count[0] == pytest.approx(w[mask].sum())
     with pytest.raises(ValueError):
         aggregate_codes(a, b, o, models=list("abcd"), time=t)
 
 
 def test_collapse_and_matrices() -> None:
-    c = aggregate_battles(["x", "y", "y", "x"], ["y", "x", "x", "y"], ["model_a", "model_a", "tie", "model_b"])
+    c = aggregate_battles(
+        ["x", "y", "y", "x"], ["y", "x", "x", "y"], ["model_a", "model_a", "tie", "model_b"]
+    )
     st = collapse_pairs(c)
     assert (st.wins_lo.tolist(), st.wins_hi.tolist(), st.ties.tolist()) == ([1.0], [2.0], [1.0])
     assert battle_count_matrix(c).loc["x", "y"] == 4

@@ -13,8 +13,12 @@ from leaderboard import EloConfig, Outcome, expected_score, replay_elo, update_e
 TOL = 1e-9
 ratings = st.floats(min_value=-3000, max_value=5000, allow_nan=False)
 outcomes = st.sampled_from(list(Outcome))
-SWAP = {Outcome.MODEL_A: Outcome.MODEL_B, Outcome.MODEL_B: Outcome.MODEL_A, Outcome.TIE: Outcome.TIE,
-        Outcome.BOTHBAD: Outcome.BOTHBAD}
+SWAP = {
+    Outcome.MODEL_A: Outcome.MODEL_B,
+    Outcome.MODEL_B: Outcome.MODEL_A,
+    Outcome.TIE: Outcome.TIE,
+    Outcome.BOTHBAD: Outcome.BOTHBAD,
+}
 
 
 def test_expected_score_textbook() -> None:
@@ -25,7 +29,7 @@ def test_expected_score_textbook() -> None:
 
 def test_update_values() -> None:
     a, b = update_elo(1000, 1000, Outcome.MODEL_A)
-    assert (a, b) == (pytest.approx(1002.0), pytest.approx(998.0))
+    assert a == pytest.approx(1002.0) and b == pytest.approx(998.0)
     a, b = update_elo(1100, 1000, Outcome.BOTHBAD, config=EloConfig(k=32))
     assert a == pytest.approx(1100 + 32 * (0.5 - expected_score(1100, 1000)))
 
@@ -66,11 +70,16 @@ def test_provisional_schedule() -> None:
     cfg = EloConfig(k=10, provisional=((30, 40.0), (100, 20.0)))
     assert [cfg.k_for(g) for g in (0, 29, 30, 99, 100)] == [40, 40, 20, 20, 10]
     a, b = update_elo(1000, 1000, Outcome.MODEL_A, config=cfg, games_a=0, games_b=200)
-    assert (a, b) == (pytest.approx(1020.0), pytest.approx(995.0))
+    assert a == pytest.approx(1020.0) and b == pytest.approx(995.0)
 
 
 def test_replay_equals_sequential_updates() -> None:
-    votes = [("x", "y", "model_a"), ("y", "z", "tie"), ("z", "x", Outcome.BOTHBAD), ("x", "z", "model_b")]
+    votes: list[tuple[str, str, Outcome | str]] = [
+        ("x", "y", "model_a"),
+        ("y", "z", "tie"),
+        ("z", "x", Outcome.BOTHBAD),
+        ("x", "z", "model_b"),
+    ]
     cfg = EloConfig(k=16, provisional=((2, 32.0),))
     r = {"x": 1000.0, "y": 1000.0, "z": 1000.0}
     g = {"x": 0, "y": 0, "z": 0}

@@ -1,0 +1,142 @@
+"""Bootstrap, sandwich and rank intervals; the compute_leaderboard entry point."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leaderboard import (
+    Leaderboard,
+    MethodOutput,
+    aggregate_codes,
+    bootstrap_ratings,
+    compute_leaderboard,
+    fit_bt,
+    rank_upper_bound,
+    register_method,
+    sandwich_intervals,
+    simulate_battles,
+)
+
+WIDTH_TOL = 0.12  # Monte-Carlo error of interval widths from a few hundred rounds
+SANDWICH_TOL = 0.15
+
+
+def test_same_seed_same_output_any_threads() -> None:
+    c = simulate_battles(np.linspace(900, 1100, 8), 3000, random_state=1, tie_rate=0.2).counts()
+    calls: list[tuple[int, int]] = []
+    one = bootstrap_ratings(
+        c, n_rounds=120, random_state=7, n_jobs=1, progress=lambda d, t: calls.append((d, t))
+    )
+    two = bootstrap_ratings(c, n_rounds=120, random_state=7, n_jobs=2)
+    other = bootstrap_ratings(c, n_rounds=120, random_state=8)
+    assert np.array_equal(one.ratings, two.ratings) and np.array_equal(one.ranks, two.ranks)
+    assert not np.array_equal(one.ratings, other.ratings)
+    assert calls[-1] == (120, 120) and len(calls) == 3
+    assert one.ratings.shape == (120, 8) and np.all(one.ci_low <= one.ci_high)
+
+
+def test_rounds_are_exact_refits() -> None:
+    """Round ratings equal a fresh fit on the same resampled counts (the obvious computation)."""
+    sim = simulate_battles(np.linspace(900, 1100, 5), 2000, random_state=4, tie_rate=0.3)
+    c = sim.counts()
+    boot = bootstrap_ratings(c, n_rounds=3, random_state=0, block_size=3)
+    # Re-create the first round's draw from the documented seeding scheme.
+    from leaderboard.bootstrap import _Categories
+
+    fit = fit_bt(c)
+    cats = _Categories(c, fit)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(0).spawn(1)[0]))
+    draws = rng.multinomial(cats.n_total, cats.p, size=3).astype(float)
+    n = np.asarray(draws @ cats.to_n)[0]
+    s = np.asarray(draws @ cats.to_s)[0]
+    st = fit.stats
+    # rebuild a vote list with these pair statistics and fit it with sklearn
+    a, b, o = [], [], []
+    for lo, hi, nn, ss in zip(st.lo, st.hi, n, s, strict=True):
+        # any split with the same n and score gives the same likelihood: wins plus at most one tie
+        k2 = int(round(2 * ss))
+        w_lo, ties = divmod(k2, 2)
+        w_hi = int(nn) - w_lo - ties
+        a += [lo] * (w_lo + w_hi + ties)
+        b += [hi] * (w_lo + w_hi + ties)
+        o += [0] * w_lo + [1] * w_hi + [2] * ties
+    ref = fit_bt(aggregate_codes(np.array(a), np.array(b), np.array(o), models=c.models))
+    assert np.max(np.abs(boot.ratings[0] - ref.rating)) < 1e-5
+
+
+def test_coverage_small() -> None:
+    """Percentile intervals cover the true ratings about 95% of the time (loose band; see scripts/)."""
+    hits = total = 0
+    rng = np.random.default_rng(2024)
+    for rep in range(25):
+        truth = rng.normal(0, 120, 8)
+        truth = truth - truth.mean() + 1000
+        sim = simulate_battles(truth, 4000, random_state=rep)
+        boot = bootstrap_ratings(sim.counts(), n_rounds=200, random_state=rep)
+        hits += int(np.sum((boot.ci_low <= truth) & (truth <= boot.ci_high)))
+        total += truth.size
+    assert 0.88 <= hits / total <= 0.99
+
+
+def test_multinomial_equals_vote_level_resampling() -> None:
+    sim = simulate_battles(np.linspace(850, 1150, 6), 3000, random_state=9, tie_rate=0.2)
+    c = sim.counts()
+    boot = bootstrap_ratings(c, n_rounds=400, random_state=1)
+    rng = np.random.default_rng(5)
+    rows = []
+    for _ in range(200):
+        idx = rng.integers(0, sim.outcome.size, sim.outcome.size)
+        rc = aggregate_codes(sim.model_a[idx], sim.model_b[idx], sim.outcome[idx], models=sim.models)
+        rows.append(fit_bt(rc).rating)
+    vote_sd = np.std(np.array(rows), axis=0)
+    cell_sd = np.std(boot.ratings, axis=0)
+    assert np.max(np.abs(cell_sd / vote_sd - 1)) < WIDTH_TOL + 0.05
+    assert abs(np.mean(cell_sd / vote_sd) - 1) < WIDTH_TOL / 2
+
+
+def test_sandwich_matches_bootstrap_on_large_data() -> None:
+    sim = simulate_battles(
+        np.random.default_rng(1).normal(1000, 100, 12), 200_000, random_state=2, tie_rate=0.15, pair_skew=0.8
+    )
+    c = sim.counts()
+    fit = fit_bt(c)
+    boot = bootstrap_ratings(c, fit=fit, n_rounds=400, random_state=3)
+    sw = sandwich_intervals(fit=fit)
+    ratio = (boot.ci_high - boot.ci_low) / (sw.ci_high - sw.ci_low)
+    assert np.all(np.abs(ratio - 1) < SANDWICH_TOL)
+    model = sandwich_intervals(fit=fit, robust=False)
+    assert model.kind == "model" and np.all(model.se > 0)
+
+
+def test_rank_upper_bound() -> None:
+    low = np.array([10.0, 5.0, 0.0, -10.0])
+    high = np.array([20.0, 15.0, 6.0, -1.0])
+    assert rank_upper_bound(low, high).tolist() == [1, 1, 2, 4]
+
+
+def test_compute_leaderboard_fields_and_anchor() -> None:
+    c = simulate_battles(np.linspace(900, 1200, 6), 6000, random_state=3, tie_rate=0.1).counts()
+    lb = compute_leaderboard(c, n_rounds=100, anchor=("model-000", 900.0))
+    assert isinstance(lb, Leaderboard) and lb.method == "bt" and lb.interval == "bootstrap"
+    assert lb.rating[0] == pytest.approx(900.0) and lb.ci_low[0] == pytest.approx(900.0)
+    assert lb.rank.tolist() == [6, 5, 4, 3, 2, 1]
+    assert np.all(lb.rank_low <= lb.rank) and np.all(lb.rank <= lb.rank_high)
+    assert lb.battles.sum() == pytest.approx(2 * 6000) and lb.n_votes == 6000
+    assert np.all((lb.win_rate > 0) & (lb.win_rate < 1))
+    sw = compute_leaderboard(c, interval="sandwich")
+    assert np.all(sw.ci_low < sw.rating) and sw.parameters["n_rounds"] == 0
+    none = compute_leaderboard(c, interval="none")
+    assert np.array_equal(none.ci_low, none.rating)
+    with pytest.raises(ValueError):
+        compute_leaderboard(c, method="nope")
+
+
+def test_register_method() -> None:
+    def constant(counts, request):  # type: ignore[no-untyped-def]
+        return MethodOutput(rating=np.arange(counts.n_models, dtype=float), parameters={"k": 1})
+
+    register_method("test-constant", constant, replace=True)
+    c = simulate_battles(np.linspace(900, 1200, 3), 300, random_state=3).counts()
+    lb = compute_leaderboard(c, method="test-constant", interval="none")
+    assert lb.rating.tolist() == [0, 1, 2] and lb.parameters["k"] == 1 and lb.rank.tolist() == [3, 2, 1]
