@@ -1,5 +1,6 @@
 """Arena's math room: aggregation, online Elo, Bradley-Terry, bootstrap and sandwich intervals, ranks."""
 
+from leaderboard import extended as _extended  # noqa: F401  (registers bt-position, davidson, davidson-position)
 from leaderboard.bootstrap import (
     BootstrapResult,
     DegenerateRoundsWarning,

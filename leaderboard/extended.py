@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -34,6 +35,7 @@ import scipy.sparse as sp
 from scipy import optimize, stats
 from scipy.sparse import csgraph
 
+from leaderboard.compute import MethodOutput, MethodRequest, compute_leaderboard, register_method
 from leaderboard.data import Outcome, PairCounts
 from leaderboard.result import Leaderboard
 
@@ -756,13 +758,108 @@ def both_bad_rates(counts: PairCounts) -> FloatArray:
     return rates
 
 
+_OPTIONS = frozenset(
+    {"half_life", "now", "prior", "both_bad", "per_model_position", "features", "feature_names"}
+)
+
+
+def _run_method(method: str, counts: PairCounts, request: MethodRequest) -> MethodOutput:
+    """Fit ``method`` for :func:`leaderboard.compute.compute_leaderboard` (see :func:`compute_extended`)."""
+    options = dict(request.options)
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise ValueError(f"method {method!r} does not take options {sorted(unknown)}")
+    base = METHODS[method]
+    per_model = bool(options.get("per_model_position", False)) and base.position != "none"
+    spec = replace(
+        base,
+        half_life=options.get("half_life"),
+        prior_sd=options.get("prior"),
+        both_bad=options.get("both_bad", "tie"),
+        position="per-model" if per_model else base.position,
+    )
+    features = options.get("features")
+    cells = make_cells(
+        counts,
+        spec,
+        features=None if features is None else np.asarray(features, dtype=np.float64),
+        feature_names=tuple(options.get("feature_names", ())),
+        now=options.get("now"),
+    )
+    fit = fit_extended(cells, spec)
+    anchor = None if request.anchor is None else counts.models.index(request.anchor[0])
+    anchor_rating = 1000.0 if request.anchor is None else float(request.anchor[1])
+    parameters: dict[str, object] = {"style": list(cells.feature_names), "optimiser_iterations": fit.n_iter}
+    if request.interval == "bootstrap":
+        draws = multinomial_resampler(request.random_state)
+        progress = request.progress
+
+        def counted(count: FloatArray, n: int) -> Iterable[FloatArray]:
+            for r, draw in enumerate(draws(count, n)):
+                yield draw
+                if progress is not None and ((r + 1) % 10 == 0 or r + 1 == n):
+                    progress(r + 1, n)
+
+        iv = bootstrap_extended(
+            cells,
+            fit,
+            resample=counted,
+            n_rounds=request.n_rounds,
+            level=request.level,
+            anchor=anchor,
+            anchor_rating=anchor_rating,
+        )
+    elif request.interval == "sandwich":
+        iv = sandwich_extended(cells, fit, level=request.level, anchor=anchor, anchor_rating=anchor_rating)
+    else:
+        rating = _ratings_of(fit.x, counts.n_models, anchor, anchor_rating)
+        values = _extras(fit.x, _layout(cells, spec), cells.models, cells.feature_names)
+        iv = Intervals(rating, rating, rating, {k: (v, v, v) for k, v in values.items()})
+    fitted = {k: {"value": v, "ci_low": lo, "ci_high": hi} for k, (v, lo, hi) in iv.extra.items()}
+    fitted.update(_both_bad_fitted(counts, request.level))
+    return MethodOutput(
+        rating=iv.rating,
+        ci_low=iv.rating_low,
+        ci_high=iv.rating_high,
+        rounds=iv.rounds,
+        parameters=parameters,
+        parameters_fitted=fitted,
+    )
+
+
+def _both_bad_fitted(counts: PairCounts, level: float) -> dict[str, dict[str, float]]:
+    """Per-model both-bad rates with Wilson score intervals (only when there are both-bad votes)."""
+    if not np.any(counts.outcome == Outcome.BOTHBAD):
+        return {}
+    votes = counts.vote_counts
+    n = counts.n_models
+    per_model = np.bincount(counts.model_a, votes, n) + np.bincount(counts.model_b, votes, n)
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    out: dict[str, dict[str, float]] = {}
+    for name, rate, m in zip(counts.models, both_bad_rates(counts), per_model, strict=True):
+        centre = (rate + z * z / (2 * m)) / (1 + z * z / m)
+        half = z * math.sqrt(rate * (1 - rate) / m + z * z / (4 * m * m)) / (1 + z * z / m)
+        out[f"both_bad_rate:{name}"] = {
+            "value": float(rate),
+            "ci_low": centre - half,
+            "ci_high": centre + half,
+        }
+    return out
+
+
+for _name in ("bt-position", "davidson", "davidson-position"):
+    register_method(_name, partial(_run_method, _name), replace=True)
+# plain BT through this engine, for when it needs time weights, a prior or style covariates
+register_method("bt-extended", partial(_run_method, "bt"), replace=True)
+
+
 def compute_extended(
     counts: PairCounts,
     *,
     method: str = "davidson-position",
     n_rounds: int = 1000,
     level: float = 0.95,
-    interval: Literal["bootstrap", "sandwich"] = "bootstrap",
+    interval: str = "bootstrap",
     anchor: tuple[str, float] | None = None,
     random_state: int = 0,
     progress: Callable[[int, int], None] | None = None,
@@ -776,6 +873,10 @@ def compute_extended(
 ) -> Leaderboard:
     """Fit an extended method and build a :class:`~leaderboard.result.Leaderboard`.
 
+    The same as ``compute_leaderboard(counts, method=..., **options)``, with the options spelled out.
+    ``bt`` here runs this module's engine (so it takes the options too); elsewhere ``bt`` is
+    :mod:`leaderboard.bt`.
+
     Parameters
     ----------
     counts : PairCounts
@@ -783,7 +884,7 @@ def compute_extended(
         for style control).
     method : ``bt``, ``bt-position``, ``davidson`` or ``davidson-position``
     n_rounds, level, interval, random_state, progress :
-        Bootstrap rounds (multinomial over cells, refit warm-started) or sandwich intervals.
+        Bootstrap rounds (multinomial over cells, refit warm-started), sandwich intervals, or ``none``.
     anchor : (model, rating), optional
         Shift ratings so this model has this rating; default mean 1000.
     half_life : time-decay half-life, in the units of ``counts.time``
@@ -799,98 +900,24 @@ def compute_extended(
         ``parameters_fitted`` holds the position advantage (Elo), the tie propensity, the style
         coefficients (Elo per unit covariate) and per-model both-bad rates, each with its interval.
     """
-    from leaderboard.bootstrap import rank_intervals, rank_upper_bound, ranks_of
-
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {sorted(METHODS)}")
-    spec = replace(
-        METHODS[method],
-        half_life=half_life,
-        prior_sd=prior,
-        both_bad=both_bad,
-        position="per-model"
-        if per_model_position and METHODS[method].position != "none"
-        else METHODS[method].position,
-    )
-    cells = make_cells(counts, spec, features=features, feature_names=feature_names, now=now)
-    fit = fit_extended(cells, spec)
-    anchor_index = None if anchor is None else counts.models.index(anchor[0])
-    anchor_rating = 1000.0 if anchor is None else float(anchor[1])
-    if interval == "bootstrap":
-
-        def counted(count: FloatArray, n: int) -> Iterable[FloatArray]:
-            for r, draw in enumerate(multinomial_resampler(random_state)(count, n)):
-                yield draw
-                if progress is not None:
-                    progress(r + 1, n)
-
-        iv = bootstrap_extended(
-            cells,
-            fit,
-            resample=counted,
-            n_rounds=n_rounds,
-            level=level,
-            anchor=anchor_index,
-            anchor_rating=anchor_rating,
-        )
-        assert iv.rounds is not None
-        rank_low, rank_high = rank_intervals(ranks_of(iv.rounds), level)
-    elif interval == "sandwich":
-        iv = sandwich_extended(cells, fit, level=level, anchor=anchor_index, anchor_rating=anchor_rating)
-        # without rounds, the rank range is read from interval overlaps
-        rank_low = rank_upper_bound(iv.rating_low, iv.rating_high)
-        rank_high = counts.n_models - (iv.rating_low[:, None] > iv.rating_high[None, :]).sum(axis=1)
-    else:
-        raise ValueError("interval must be 'bootstrap' or 'sandwich'")
-    votes = counts.vote_counts
-    n = counts.n_models
-    battles = (
-        np.bincount(counts.model_a, counts.count, n) + np.bincount(counts.model_b, counts.count, n)
-    ).astype(np.float64)
-    score_a = np.select(
-        [counts.outcome == Outcome.MODEL_A, counts.outcome == Outcome.MODEL_B], [1.0, 0.0], default=0.5
-    )
-    points = np.bincount(counts.model_a, counts.count * score_a, n) + np.bincount(
-        counts.model_b, counts.count * (1 - score_a), n
-    )
-    fitted = {k: {"value": v, "ci_low": lo, "ci_high": hi} for k, (v, lo, hi) in iv.extra.items()}
-    rates = both_bad_rates(counts)
-    if np.any(counts.outcome == Outcome.BOTHBAD):
-        z = float(stats.norm.ppf(0.5 + level / 2))
-        per_model = np.bincount(counts.model_a, votes, n) + np.bincount(counts.model_b, votes, n)
-        for name, rate, m in zip(counts.models, rates, per_model, strict=True):
-            # Wilson score interval for a proportion
-            centre = (rate + z * z / (2 * m)) / (1 + z * z / m)
-            half = z * math.sqrt(rate * (1 - rate) / m + z * z / (4 * m * m)) / (1 + z * z / m)
-            fitted[f"both_bad_rate:{name}"] = {
-                "value": float(rate),
-                "ci_low": centre - half,
-                "ci_high": centre + half,
-            }
-    return Leaderboard(
-        models=counts.models,
-        rating=iv.rating,
-        ci_low=iv.rating_low,
-        ci_high=iv.rating_high,
-        rank=ranks_of(iv.rating)[0],
-        rank_low=np.asarray(rank_low, dtype=np.int64),
-        rank_high=np.asarray(rank_high, dtype=np.int64),
-        rank_ub=rank_upper_bound(iv.rating_low, iv.rating_high),
-        battles=battles,
-        win_rate=np.divide(points, battles, out=np.zeros(n), where=battles > 0),
-        method=method,
-        parameters={
-            "level": level,
-            "n_rounds": n_rounds if interval == "bootstrap" else 0,
-            "random_state": random_state,
-            "anchor": None if anchor is None else [anchor[0], anchor[1]],
-            "half_life": half_life,
-            "prior": prior,
-            "both_bad": both_bad,
-            "per_model_position": per_model_position,
-            "style": list(feature_names),
-        },
-        parameters_fitted=fitted,
+    options: dict[str, object] = {"both_bad": both_bad, "per_model_position": per_model_position}
+    for key, value in (("half_life", half_life), ("now", now), ("prior", prior), ("features", features)):
+        if value is not None:
+            options[key] = value
+    if feature_names:
+        options["feature_names"] = feature_names
+    name = "bt-extended" if method == "bt" else method
+    board = compute_leaderboard(
+        counts,
+        method=name,
+        n_rounds=n_rounds,
+        level=level,
         interval=interval,
-        n_votes=float(votes.sum()),
+        anchor=anchor,
+        random_state=random_state,
+        progress=progress,
+        **options,
     )
+    return replace(board, method=method)

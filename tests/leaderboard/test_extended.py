@@ -235,3 +235,43 @@ def test_anchor_shifts_ratings_and_intervals() -> None:
     assert iv.rating_high[2] - iv.rating_low[2] == pytest.approx(0.0, abs=1e-6)
     np.testing.assert_allclose(iv.rating - iv.rating[0], fit.rating - fit.rating[0], atol=1e-9)
     assert ELO_PER_NAT == pytest.approx(173.7177927613)
+
+
+def test_registered_methods_fill_a_leaderboard_and_plain_bt_matches_issue3() -> None:
+    from leaderboard import compute_leaderboard
+    from leaderboard.extended import compute_extended
+
+    sim = simulate_battles(6000, TRUE, position_elo=50.0, nu=0.5, random_state=12)
+    counts = _counts(sim)
+    board = compute_leaderboard(counts, method="davidson-position", n_rounds=100, random_state=3)
+    fitted = board.parameters_fitted
+    assert set(fitted) == {"position_advantage_elo", "tie_propensity_nu"}
+    assert fitted["position_advantage_elo"]["ci_low"] < 50.0 < fitted["position_advantage_elo"]["ci_high"]
+    assert board.method == "davidson-position" and board.rank_low.min() == 1
+    again = compute_leaderboard(counts, method="davidson-position", n_rounds=100, random_state=3)
+    np.testing.assert_array_equal(board.ci_low, again.ci_low)
+    # plain BT through this engine equals the issue-3 fit, point and sandwich intervals
+    ours = compute_extended(counts, method="bt", interval="sandwich")
+    theirs = compute_leaderboard(counts, method="bt", interval="sandwich")
+    np.testing.assert_allclose(ours.rating, theirs.rating, atol=1e-6)
+    np.testing.assert_allclose(ours.ci_high - ours.ci_low, theirs.ci_high - theirs.ci_low, rtol=1e-6)
+    with pytest.raises(ValueError, match="options"):
+        compute_leaderboard(counts, method="davidson", colour="red")
+
+
+def test_both_bad_rates_are_reported_per_model() -> None:
+    from leaderboard.extended import compute_extended
+
+    sim = simulate_battles(3000, TRUE, nu=0.5, random_state=13)
+    outcome = sim.outcome.copy()
+    worst = (sim.left == 5) | (sim.right == 5)
+    flip = worst & (outcome == Outcome.TIE)
+    outcome[flip] = Outcome.BOTHBAD
+    counts = aggregate_codes(sim.left, sim.right, outcome, models=sim.models)
+    board = compute_extended(counts, method="davidson", interval="sandwich")
+    rates = {k.split(":")[1]: v for k, v in board.parameters_fitted.items() if k.startswith("both_bad_rate:")}
+    assert rates[sim.models[5]]["value"] > 0.1
+    assert rates[sim.models[0]]["value"] < rates[sim.models[5]]["value"]
+    assert rates[sim.models[5]]["ci_low"] < rates[sim.models[5]]["value"] < rates[sim.models[5]]["ci_high"]
+    excluded = compute_extended(counts, method="davidson", interval="none", both_bad="exclude")
+    assert excluded.n_votes == board.n_votes
