@@ -134,6 +134,7 @@ def load_battles(
         select(
             vote_t.c.id, battle_t.c.model_a_id, battle_t.c.model_b_id, vote_t.c.winner, vote_t.c.created_at
         )
+        .select_from(vote_t)
         .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
         .order_by(vote_t.c.id),
         f,
@@ -212,6 +213,7 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
             battle_t.c.language,
             battle_t.c.source,
         )
+        .select_from(vote_t)
         .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
         .join(model_a, battle_t.c.model_a_id == model_a.c.id)
         .join(model_b, battle_t.c.model_b_id == model_b.c.id)

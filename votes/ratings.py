@@ -25,6 +25,8 @@ def counted_votes_condition() -> ColumnElement[bool]:
 def rebuild_live_ratings(conn: Connection, *, config: EloConfig | None = None) -> EloStandings:
     """Replace every :class:`LiveRating` row by a replay of all counted votes in vote-id order.
 
+    Only models with at least one counted vote get a row.
+
     Runs inside the caller's transaction. On PostgreSQL the live-rating table is locked first, so a vote
     committed concurrently cannot slip between the replay and the write.
     """
@@ -36,6 +38,7 @@ def rebuild_live_ratings(conn: Connection, *, config: EloConfig | None = None) -
     name_of = dict(models)
     stmt = (
         select(battle_t.c.model_a_id, battle_t.c.model_b_id, vote_t.c.winner)
+        .select_from(vote_t)
         .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
         .outerjoin(annotator_t, battle_t.c.annotator_id == annotator_t.c.id)
         .where(counted_votes_condition())
@@ -51,18 +54,17 @@ def rebuild_live_ratings(conn: Connection, *, config: EloConfig | None = None) -
     )
     conn.execute(delete(liverating_t))
     now = utcnow()
-    ids = [model_id for model_id, _ in models]
-    if ids:
-        conn.execute(
-            insert(liverating_t),
-            [
-                {
-                    "model_id": ids[i],
-                    "rating": float(standings.rating[i]),
-                    "games": int(standings.games[i]),
-                    "updated_at": now,
-                }
-                for i in range(len(ids))
-            ],
-        )
+    # Models without a counted vote get no row: the site shows them as unrated.
+    rows_out = [
+        {
+            "model_id": model_id,
+            "rating": float(standings.rating[i]),
+            "games": int(standings.games[i]),
+            "updated_at": now,
+        }
+        for i, (model_id, _) in enumerate(models)
+        if standings.games[i] > 0
+    ]
+    if rows_out:
+        conn.execute(insert(liverating_t), rows_out)
     return standings
