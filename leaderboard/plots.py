@@ -207,7 +207,7 @@ def save_figure(fig: Figure, stem: Path | str, *, formats: Sequence[str] = FIGUR
     written: list[Path] = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
-        with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path"}):
+        with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "none"}):
             if fmt == "svg":
                 fig.savefig(path, format="svg", metadata={"Date": None, "Creator": None})
             elif fmt == "png":

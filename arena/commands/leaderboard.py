@@ -1,0 +1,432 @@
+"""`arena recompute`, `arena publish` and `arena snapshots list|show|diff`: the published leaderboard.
+
+recompute fits a board from a battles file or the database and writes a snapshot folder anywhere
+(nothing is stored); publish fits from the database and stores an immutable snapshot; snapshots reads
+what was published. All three go through :mod:`arena.publishing`, so they agree byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlmodel import Session
+
+from arena.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot, recompute_snapshot
+from arena.settings import Settings
+from leaderboard.data import PairCounts
+from leaderboard.result import Leaderboard
+from leaderboard.snapshot import SnapshotManifest, diff_snapshots, read_snapshot
+from votes.columns import read_battle_columns
+from votes.db import make_engine
+from votes.queries import VoteFilter
+from votes.records import InputError
+from votes.snapshots import get_snapshot, list_snapshots, snapshot_manifest
+
+__all__ = ["load_battles_file", "register"]
+
+SUMMARY_ROWS = 20
+err = Console(stderr=True)
+# A pipe or a log file gets a 110-column table rather than rich's 80-column default.
+out = Console(width=None if Console().is_terminal else 110)
+
+# Shared option types, so recompute and publish spell their options the same way.
+MethodOpt = Annotated[str, typer.Option("--method", help="bt, bt-position, davidson, davidson-position, ...")]
+BootstrapOpt = Annotated[int, typer.Option("--bootstrap", min=0, help="Bootstrap rounds (0: no intervals).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed: same votes + same seed = same files.")]
+AnchorOpt = Annotated[
+    str | None, typer.Option("--anchor", metavar="MODEL=RATING", help="Pin one model's rating.")
+]
+LevelOpt = Annotated[float, typer.Option("--level", min=0.5, max=0.999, help="Interval level.")]
+IntervalOpt = Annotated[str, typer.Option("--interval", help="bootstrap, sandwich or none.")]
+CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompts of this category.")]
+LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battles in this language.")]
+SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
+UntilOpt = Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")]
+FlaggedOpt = Annotated[bool, typer.Option("--exclude-flagged", help="Leave out flagged annotators' votes.")]
+DatabaseOpt = Annotated[
+    str | None, typer.Option("--database", help="Database URL (default: ARENA_DATABASE_URL).")
+]
+
+
+def parse_anchor(value: str | None) -> tuple[str, float] | None:
+    """``MODEL=RATING`` -> (model, rating); the model name may itself contain ``=``."""
+    if value is None:
+        return None
+    model, sep, rating = value.rpartition("=")
+    try:
+        return (model, float(rating)) if sep and model else _bad_anchor(value)
+    except ValueError:
+        return _bad_anchor(value)
+
+
+def _bad_anchor(value: str) -> tuple[str, float]:
+    raise typer.BadParameter(f"expected MODEL=RATING, got {value!r}", param_hint="--anchor")
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def load_battles_file(
+    path: Path,
+    *,
+    language: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[PairCounts, str, int]:
+    """Read a Chatbot Arena battles file as columns, filter it, aggregate it.
+
+    Returns the counts, the sha256 of the votes file (see :func:`votes.columns.read_battle_columns`)
+    and the number of battles read.
+    """
+    columns = read_battle_columns(path)
+    mask = columns.select(language=language, since=since, until=until)
+    return columns.pair_counts(mask), columns.sha256, columns.n_battles
+
+
+@contextmanager
+def progress_bar(enabled: bool = True) -> Iterator[Progress]:
+    """A rich progress bar on stderr (hidden when stderr is not a terminal and not forced)."""
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not enabled,
+    )
+    with bar:
+        yield bar
+
+
+def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -> Table:
+    """The top of the board, one screen high."""
+    table = Table(title=title, title_justify="left")
+    for name, justify in (
+        ("rank", "right"),
+        ("model", "left"),
+        ("rating", "right"),
+        ("interval", "right"),
+        ("rank range", "right"),
+        ("battles", "right"),
+        ("win rate", "right"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    order = board.order()
+    for i in order[:rows]:
+        table.add_row(
+            str(board.rank[i]),
+            board.models[i],
+            f"{board.rating[i]:.1f}",
+            f"{board.ci_low[i]:.1f}-{board.ci_high[i]:.1f}",
+            f"{board.rank_low[i]}-{board.rank_high[i]}",
+            f"{board.battles[i]:,.0f}",
+            f"{board.win_rate[i]:.1%}",
+        )
+    if len(order) > rows:
+        table.add_row("", f"... {len(order) - rows} more in leaderboard.csv", "", "", "", "", "")
+    return table
+
+
+def _print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: float, source: str) -> None:
+    meta = manifest.metadata
+    title = (
+        f"{meta['method']} on {meta['n_votes']:,.0f} votes from {source} "
+        f"({len(board.models)} models, {meta['slice']}, seed {meta['seed']}, {seconds:.1f} s)"
+    )
+    out.print(summary_table(board, title=title))
+    fitted = meta.get("parameters_fitted") or {}
+    for name, value in sorted(fitted.items()):
+        out.print(f"  {name}: {value.get('value'):.3f} [{value.get('ci_low')}, {value.get('ci_high')}]")
+    out.print(f"snapshot {meta['id']} in {manifest.path}")
+    out.print(f"votes sha256           {meta['votes_sha256']}")
+    out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}")
+
+
+def _options(
+    method: str, bootstrap: int, seed: int, anchor: str | None, level: float, interval: str
+) -> FitOptions:
+    return FitOptions(
+        method=method,
+        n_rounds=bootstrap,
+        level=level,
+        interval="none" if bootstrap == 0 and interval == "bootstrap" else interval,
+        anchor=parse_anchor(anchor),
+        random_state=seed,
+    )
+
+
+def recompute(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the snapshot files.")],
+    source: Annotated[
+        Path | None,
+        typer.Option(
+            "--from", exists=True, dir_okay=False, help="Battles file (JSON/JSONL/CSV/Parquet, gz)."
+        ),
+    ] = None,
+    database: DatabaseOpt = None,
+    method: MethodOpt = "bt",
+    bootstrap: BootstrapOpt = 1000,
+    seed: SeedOpt = 0,
+    anchor: AnchorOpt = None,
+    level: LevelOpt = 0.95,
+    interval: IntervalOpt = "bootstrap",
+    category: CategoryOpt = None,
+    language: LanguageOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    exclude_flagged: FlaggedOpt = False,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
+) -> None:
+    """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
+    options = _options(method, bootstrap, seed, anchor, level, interval)
+    since, until = _utc(since), _utc(until)
+    started = time.perf_counter()
+    with progress_bar() as bar:
+        reading = bar.add_task("reading votes", total=None)
+        if source is not None:
+            if category is not None or exclude_flagged:
+                raise typer.BadParameter("a battles file has no categories or flags; use the database")
+            try:
+                counts, digest, _ = load_battles_file(source, language=language, since=since, until=until)
+            except InputError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--from") from None
+            origin = str(source)
+            filters: dict[str, Any] = {"language": language, "since": since, "until": until}
+        else:
+            from arena.publishing import load_from_database
+
+            engine = make_engine(database or Settings().database_url)
+            try:
+                vote_filter = VoteFilter(category, language, since, until, exclude_flagged)
+                counts, digest = load_from_database(engine, vote_filter)
+            finally:
+                engine.dispose()
+            origin = "the database"
+            filters = {
+                "category": category,
+                "language": language,
+                "since": since,
+                "until": until,
+                "exclude_flagged": exclude_flagged,
+            }
+        bar.update(reading, total=1, completed=1)
+        fitting = bar.add_task(f"bootstrap ({options.n_rounds} rounds)", total=max(options.n_rounds, 1))
+
+        def report(done: int, total: int) -> None:
+            bar.update(fitting, completed=done, total=total)
+
+        board, manifest = recompute_snapshot(
+            counts,
+            out_dir,
+            options=options,
+            votes_digest=digest,
+            spec=SliceSpec(category=category, language=language),
+            filters={k: v.isoformat() if isinstance(v, datetime) else v for k, v in filters.items()},
+            source="file" if source is not None else "database",
+            progress=report,
+            plots=plots,
+        )
+        bar.update(fitting, completed=max(options.n_rounds, 1))
+    _print_result(board, manifest, seconds=time.perf_counter() - started, source=origin)
+
+
+def publish(
+    database: DatabaseOpt = None,
+    snapshot_dir: Annotated[
+        Path | None, typer.Option("--snapshot-dir", help="Default: ARENA_SNAPSHOT_DIR.")
+    ] = None,
+    method: MethodOpt = "bt",
+    bootstrap: BootstrapOpt = 1000,
+    seed: SeedOpt = 0,
+    anchor: AnchorOpt = None,
+    level: LevelOpt = 0.95,
+    interval: IntervalOpt = "bootstrap",
+    category: CategoryOpt = None,
+    language: LanguageOpt = None,
+    exclude_flagged: FlaggedOpt = False,
+    all_slices: Annotated[
+        bool, typer.Option("--all-slices", help="Also one board per category and per language.")
+    ] = False,
+    min_votes: Annotated[int, typer.Option("--min-votes", help="Smallest slice published.")] = 50,
+) -> None:
+    """Recompute from the database and store an immutable snapshot (or one per category/language)."""
+    settings = Settings()
+    options = _options(method, bootstrap, seed, anchor, level, interval)
+    engine = make_engine(database or settings.database_url)
+    folder = snapshot_dir or Path(settings.snapshot_dir)
+    try:
+        with progress_bar() as bar:
+            tasks: dict[str, Any] = {}
+
+            def report(label: str, done: int, total: int) -> None:
+                if label not in tasks:
+                    tasks[label] = bar.add_task(f"{label}: bootstrap", total=total)
+                bar.update(tasks[label], completed=done, total=total)
+
+            if all_slices:
+                rows = publish_slices(
+                    engine,
+                    snapshot_dir=folder,
+                    options=options,
+                    min_votes=min_votes,
+                    exclude_flagged=exclude_flagged,
+                    progress=report,
+                )
+            else:
+                spec = SliceSpec(category=category, language=language)
+                rows = [
+                    publish_snapshot(
+                        engine,
+                        snapshot_dir=folder,
+                        options=options,
+                        category=category,
+                        language=language,
+                        exclude_flagged=exclude_flagged,
+                        progress=lambda d, t: report(spec.label, d, t),
+                    )
+                ]
+    finally:
+        engine.dispose()
+    for row in rows:
+        board = read_snapshot(row.path).leaderboard
+        title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice})"
+        out.print(summary_table(board, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
+        out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")
+
+
+snapshots_app = typer.Typer(help="Published snapshots: list, show, diff (read only).", no_args_is_help=True)
+
+
+def _session(database: str | None) -> Session:
+    return Session(make_engine(database or Settings().database_url))
+
+
+@snapshots_app.command("list")
+def snapshots_list(
+    database: DatabaseOpt = None,
+    slice_: Annotated[str | None, typer.Option("--slice", help="all, category=..., language=...")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Manifests as JSON.")] = False,
+) -> None:
+    """Published snapshots, newest first, with their manifests."""
+    with _session(database) as session:
+        rows = list_snapshots(session=session, slice=slice_)
+        manifests = [snapshot_manifest(row) for row in rows]
+    if as_json:
+        out.print_json(json.dumps(manifests))
+        return
+    table = Table(title=f"{len(rows)} published snapshots")
+    for column in ("id", "created", "slice", "method", "votes", "votes sha256"):
+        table.add_column(column)
+    for m in manifests:
+        table.add_row(
+            m["id"],
+            m["created_at"][:19],
+            m["slice"],
+            m["method"],
+            f"{m['n_votes']:,}",
+            m["votes_sha256"][:16],
+        )
+    out.print(table)
+
+
+@snapshots_app.command("show")
+def snapshots_show(
+    snapshot_id: Annotated[str, typer.Argument(help="Snapshot id.")],
+    database: DatabaseOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Metadata as JSON.")] = False,
+) -> None:
+    """One snapshot: its metadata, file sha256s (checked against the files) and the board."""
+    with _session(database) as session:
+        row = get_snapshot(session=session, snapshot_id=snapshot_id)
+        if row is None:
+            raise typer.BadParameter(f"no snapshot {snapshot_id!r}")
+        manifest = snapshot_manifest(row)
+    data = read_snapshot(row.path)
+    if as_json:
+        out.print_json(json.dumps({**manifest, "metadata": data.metadata}))
+        return
+    out.print(summary_table(data.leaderboard, title=f"{row.id}: {row.method}, {row.slice}"))
+    for name, digest in manifest["files"].items():
+        out.print(f"  {digest}  {name}")
+
+
+@snapshots_app.command("diff")
+def snapshots_diff(
+    a: Annotated[str, typer.Argument(help="Older snapshot id.")],
+    b: Annotated[str, typer.Argument(help="Newer snapshot id.")],
+    database: DatabaseOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Rating and rank changes from A to B, new and dropped models, and whether votes or method changed."""
+    with _session(database) as session:
+        rows = [get_snapshot(session=session, snapshot_id=x) for x in (a, b)]
+    for given, row in zip((a, b), rows, strict=True):
+        if row is None:
+            raise typer.BadParameter(f"no snapshot {given!r}")
+    left, right = (read_snapshot(row.path) for row in rows if row is not None)
+    diff = diff_snapshots(left, right)
+    if as_json:
+        payload = {
+            "a": diff.a_id,
+            "b": diff.b_id,
+            "added": diff.added,
+            "dropped": diff.dropped,
+            "votes_changed": diff.votes_changed,
+            "method_changed": diff.method_changed,
+            "changes": {k: list(v) for k, v in diff.changes.items()},
+            "models": json.loads(diff.table.to_json(orient="records")),
+        }
+        out.print_json(json.dumps(payload, default=str))
+        return
+    out.print(f"{diff.a_id} -> {diff.b_id}")
+    out.print(
+        f"votes changed: {'yes' if diff.votes_changed else 'no'}; "
+        f"method changed: {'yes' if diff.method_changed else 'no'}"
+    )
+    for key, (old, new) in diff.changes.items():
+        out.print(f"  {key}: {old} -> {new}")
+    table = Table()
+    for column in ("model", "rating A", "rating B", "change", "rank A", "rank B", "moved"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for rec in diff.table.itertuples(index=False):
+        table.add_row(
+            str(rec.model),
+            _fmt(rec.rating_a, "{:.1f}"),
+            _fmt(rec.rating_b, "{:.1f}"),
+            _fmt(rec.rating_change, "{:+.1f}"),
+            _fmt(rec.rank_a, "{:.0f}"),
+            _fmt(rec.rank_b, "{:.0f}"),
+            _fmt(rec.rank_change, "{:+.0f}"),
+        )
+    out.print(table)
+    if diff.added:
+        out.print("new: " + ", ".join(diff.added))
+    if diff.dropped:
+        out.print("dropped: " + ", ".join(diff.dropped))
+
+
+def _fmt(value: Any, spec: str) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    return "—" if number != number else spec.format(number)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("recompute")(recompute)
+    app.command("publish")(publish)
+    app.add_typer(snapshots_app, name="snapshots")

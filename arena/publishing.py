@@ -1,0 +1,245 @@
+"""Recompute and publish: the one path from votes (a database or a battles file) to a snapshot folder.
+
+``arena recompute`` (offline, from a file or the database), ``arena publish`` and the admin API all go
+through :func:`recompute_snapshot`, so an export recomputed offline gives the same data files, byte for
+byte, as the snapshot published from the database with the same options and seed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from leaderboard import compute_leaderboard
+from leaderboard.data import PairCounts
+from leaderboard.result import Leaderboard
+from leaderboard.snapshot import SnapshotManifest, freeze_snapshot, slice_label, write_snapshot
+from votes.db import session_scope
+from votes.models import Snapshot
+from votes.queries import VoteFilter, load_pair_counts, votes_sha256
+from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
+
+__all__ = [
+    "FitOptions",
+    "Progress",
+    "SliceSpec",
+    "fit_counts",
+    "load_from_database",
+    "publish_slices",
+    "publish_snapshot",
+    "recompute_snapshot",
+]
+
+#: ``progress(done, total)`` after each bootstrap round (or batch of rounds).
+Progress = Callable[[int, int], None]
+
+DEFAULT_MIN_SLICE_VOTES = 50
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """How a leaderboard is fitted; every field ends up in the snapshot's metadata."""
+
+    method: str = "bt"
+    n_rounds: int = 1000
+    level: float = 0.95
+    interval: str = "bootstrap"
+    anchor: tuple[str, float] | None = None
+    random_state: int = 0
+    # Options of the extended methods (half_life, prior, style, both_bad, ...), passed through as given.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        described = asdict(self)
+        described["anchor"] = (
+            None if self.anchor is None else {"model": self.anchor[0], "rating": self.anchor[1]}
+        )
+        described["extra"] = dict(self.extra)
+        return described
+
+
+@dataclass(frozen=True)
+class SliceSpec:
+    """A category/language board; both None is the overall board."""
+
+    category: str | None = None
+    language: str | None = None
+
+    @property
+    def label(self) -> str:
+        return slice_label(category=self.category, language=self.language)
+
+
+def fit_counts(counts: PairCounts, options: FitOptions, *, progress: Progress | None = None) -> Leaderboard:
+    """Fit a leaderboard with ``options`` (the math lives in :mod:`leaderboard`)."""
+    return compute_leaderboard(
+        counts,
+        method=options.method,
+        n_rounds=options.n_rounds,
+        level=options.level,
+        interval=options.interval,
+        anchor=options.anchor,
+        random_state=options.random_state,
+        progress=progress,
+        **dict(options.extra),
+    )
+
+
+def recompute_snapshot(
+    counts: PairCounts,
+    out_dir: Path | str,
+    *,
+    options: FitOptions,
+    votes_digest: str | None,
+    spec: SliceSpec = SliceSpec(),  # noqa: B008 - frozen, so a shared default is safe
+    filters: Mapping[str, Any] | None = None,
+    source: str = "database",
+    progress: Progress | None = None,
+    created_at: datetime | None = None,
+    plots: bool = True,
+) -> tuple[Leaderboard, SnapshotManifest]:
+    """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only."""
+    if counts.n_cells == 0:
+        raise ValueError(f"no votes to fit for the {spec.label} board")
+    board = fit_counts(counts, options, progress=progress)
+    manifest = write_snapshot(
+        out_dir,
+        board,
+        counts,
+        votes_sha256=votes_digest,
+        created_at=created_at,
+        category=spec.category,
+        language=spec.language,
+        plots=plots,
+        extra_metadata={"filters": dict(filters or {}), "options": options.describe(), "source": source},
+    )
+    return board, manifest
+
+
+def load_from_database(engine: Engine, vote_filter: VoteFilter) -> tuple[PairCounts, str]:
+    """Aggregated votes and the sha256 of the same votes, read in one transaction so they agree."""
+    with engine.connect() as conn, conn.begin():
+        counts = load_pair_counts(conn, filters=vote_filter)
+        digest = votes_sha256(conn, vote_filter)
+    return counts, digest
+
+
+def _filters_dict(vote_filter: VoteFilter) -> dict[str, Any]:
+    return {
+        "category": vote_filter.category,
+        "language": vote_filter.language,
+        "since": vote_filter.since.isoformat() if vote_filter.since else None,
+        "until": vote_filter.until.isoformat() if vote_filter.until else None,
+        "exclude_flagged": vote_filter.exclude_flagged,
+    }
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a (possibly frozen) folder that never became a published snapshot."""
+    if not path.exists():
+        return
+    path.chmod(stat.S_IRWXU)
+    for child in path.iterdir():
+        child.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    shutil.rmtree(path)
+
+
+def publish_snapshot(
+    engine: Engine,
+    *,
+    snapshot_dir: Path | str,
+    options: FitOptions = FitOptions(),  # noqa: B008 - frozen, so a shared default is safe
+    category: str | None = None,
+    language: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    exclude_flagged: bool = False,
+    progress: Progress | None = None,
+    created_at: datetime | None = None,
+) -> Snapshot:
+    """Recompute from the database and publish: a read-only folder under ``snapshot_dir`` and a row.
+
+    The folder is written under a staging name, frozen (files 0444), moved to its id, and only then
+    recorded; if recording fails the folder is removed, so every row has its files and no stray
+    folder pretends to be published. Returns the stored (immutable) :class:`Snapshot` row.
+    """
+    spec = SliceSpec(category=category, language=language)
+    vote_filter = VoteFilter(
+        category=category, language=language, since=since, until=until, exclude_flagged=exclude_flagged
+    )
+    counts, digest = load_from_database(engine, vote_filter)
+    root = Path(snapshot_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    staging = root / f".staging-{uuid.uuid4().hex}"
+    _, manifest = recompute_snapshot(
+        counts,
+        staging,
+        options=options,
+        votes_digest=digest,
+        spec=spec,
+        filters=_filters_dict(vote_filter),
+        source="database",
+        progress=progress,
+        created_at=created_at or datetime.now(UTC),
+    )
+    final = root / manifest.id
+    try:
+        staging.rename(final)
+    except OSError:
+        _remove_tree(staging)
+        raise
+    freeze_snapshot(final)
+    manifest = SnapshotManifest(path=final, metadata=manifest.metadata, files=manifest.files)
+    try:
+        ensure_snapshot_guards(engine)
+        with session_scope(engine) as session:
+            row = insert_snapshot(session=session, manifest=manifest)
+    except BaseException:
+        _remove_tree(final)
+        raise
+    return row
+
+
+def publish_slices(
+    engine: Engine,
+    *,
+    snapshot_dir: Path | str,
+    options: FitOptions = FitOptions(),  # noqa: B008 - frozen, so a shared default is safe
+    slices: Sequence[SliceSpec] | None = None,
+    min_votes: int = DEFAULT_MIN_SLICE_VOTES,
+    exclude_flagged: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[Snapshot]:
+    """Publish the overall board and one board per category and per language (those with enough votes)."""
+    if slices is None:
+        with Session(engine) as session:
+            found = vote_slices(session=session, min_votes=min_votes)
+        slices = [SliceSpec(), *(SliceSpec(category=c, language=lang) for c, lang in found)]
+    published: list[Snapshot] = []
+    for spec in slices:
+
+        def report(done: int, total: int, label: str = spec.label) -> None:
+            if progress is not None:
+                progress(label, done, total)
+
+        published.append(
+            publish_snapshot(
+                engine,
+                snapshot_dir=snapshot_dir,
+                options=options,
+                category=spec.category,
+                language=spec.language,
+                exclude_flagged=exclude_flagged,
+                progress=report,
+            )
+        )
+    return published
