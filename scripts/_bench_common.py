@@ -1,0 +1,260 @@
+"""Helpers the benchmark scripts share: synthetic battles, battles files, memory, tables, the JSON line.
+
+The scripts run as plain files (``python scripts/bench_fit.py``), so this module is imported by its
+name from the scripts folder; it imports the project's packages, never the other way round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import socket
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from leaderboard.data import OUTCOME_STRINGS, Outcome, PairCounts, aggregate_codes, parse_outcome
+
+__all__ = [
+    "Battles",
+    "SIZES",
+    "Timer",
+    "current_rss_mb",
+    "emit_json_line",
+    "free_port",
+    "load_battles_file",
+    "machine_info",
+    "peak_rss_mb",
+    "print_table",
+    "synthetic_battles",
+]
+
+#: The issue's three standard sizes: (votes, models).
+SIZES: dict[str, tuple[int, int]] = {
+    "small": (100_000, 50),
+    "medium": (1_000_000, 100),
+    "large": (3_000_000, 250),
+}
+
+
+@dataclass(frozen=True)
+class Battles:
+    """Integer-coded battles: the form every contender starts from (names only for the peers' APIs)."""
+
+    models: tuple[str, ...]
+    model_a: npt.NDArray[np.int64]
+    model_b: npt.NDArray[np.int64]
+    outcome: npt.NDArray[np.int8]
+    true_rating: npt.NDArray[np.float64] | None = None
+
+    @property
+    def n_votes(self) -> int:
+        return int(self.outcome.shape[0])
+
+    def aggregate(self) -> PairCounts:
+        return aggregate_codes(self.model_a, self.model_b, self.outcome, models=self.models)
+
+    def winner_strings(self) -> npt.NDArray[np.object_]:
+        labels = np.array([OUTCOME_STRINGS[Outcome(i)] for i in range(4)], dtype=object)
+        out: npt.NDArray[np.object_] = labels[self.outcome]
+        return out
+
+    def save(self, path: Path) -> None:
+        np.savez(
+            path,
+            models=np.array(self.models, dtype=str),
+            model_a=self.model_a,
+            model_b=self.model_b,
+            outcome=self.outcome,
+            true_rating=self.true_rating if self.true_rating is not None else np.zeros(0),
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> Battles:
+        with np.load(path) as z:
+            true = z["true_rating"]
+            return cls(
+                models=tuple(str(m) for m in z["models"]),
+                model_a=z["model_a"].astype(np.int64),
+                model_b=z["model_b"].astype(np.int64),
+                outcome=z["outcome"].astype(np.int8),
+                true_rating=true if true.size else None,
+            )
+
+
+def synthetic_battles(
+    n_votes: int,
+    n_models: int,
+    *,
+    random_state: int = 0,
+    tie_nu: float = 0.42,
+    left_advantage_elo: float = 15.0,
+    popularity_sigma: float = 1.0,
+) -> Battles:
+    """Seeded battles that look like a public arena's.
+
+    * Ratings spread like a real leaderboard (normal, sd 120 Elo around 1000).
+    * Skewed pair frequencies: each model gets a log-normal popularity and a pair is drawn with
+      probability proportional to the product of its two popularities, so a few pairs are very common
+      and many are rare (as when new models get most of the traffic).
+    * Outcomes follow Davidson's tie model with ``tie_nu`` chosen so that about 15% of votes are ties;
+      a tie is "both bad" more often when both models are weak.
+    * The left side gets a small advantage of ``left_advantage_elo`` Elo.
+    """
+    rng = np.random.default_rng(random_state)
+    rating = rng.normal(1000.0, 120.0, n_models)
+    popularity = rng.lognormal(0.0, popularity_sigma, n_models)
+    weight = np.outer(popularity, popularity)
+    np.fill_diagonal(weight, 0.0)
+    flat = weight.ravel() / weight.sum()
+    pair = rng.choice(flat.size, size=n_votes, p=flat)
+    a = (pair // n_models).astype(np.int64)
+    b = (pair % n_models).astype(np.int64)
+    log10_strength = (rating - 1000.0) / 400.0
+    pa = 10.0 ** (log10_strength[a] + left_advantage_elo / 400.0)
+    pb = 10.0 ** log10_strength[b]
+    pt = tie_nu * np.sqrt(pa * pb)
+    total = pa + pb + pt
+    u = rng.random(n_votes) * total
+    outcome = np.full(n_votes, Outcome.TIE, dtype=np.int8)
+    outcome[u < pa] = Outcome.MODEL_A
+    outcome[(u >= pa) & (u < pa + pb)] = Outcome.MODEL_B
+    # Among ties, weak pairs are more often "both bad" (from about 10% to about 60%).
+    mean_rating = 0.5 * (rating[a] + rating[b])
+    p_bothbad = 0.1 + 0.5 / (1.0 + np.exp((mean_rating - 950.0) / 60.0))
+    bothbad = (outcome == Outcome.TIE) & (rng.random(n_votes) < p_bothbad)
+    outcome[bothbad] = Outcome.BOTHBAD
+    width = len(str(n_models - 1))
+    models = tuple(f"model-{i:0{width}d}" for i in range(n_models))
+    return Battles(models=models, model_a=a, model_b=b, outcome=outcome, true_rating=rating)
+
+
+def load_battles_file(path: str | Path) -> Battles:
+    """Read a Chatbot Arena battles file (JSON, JSONL, CSV or Parquet; optionally gzipped).
+
+    Only ``model_a``, ``model_b`` and ``winner`` are used.
+    """
+    import pandas as pd
+
+    p = Path(path)
+    suffixes = "".join(p.suffixes).lower()
+    if ".parquet" in suffixes:
+        frame = pd.read_parquet(p, columns=["model_a", "model_b", "winner"])
+    elif ".csv" in suffixes:
+        frame = pd.read_csv(p, usecols=["model_a", "model_b", "winner"])
+    elif ".jsonl" in suffixes:
+        frame = pd.read_json(p, lines=True)
+    else:
+        frame = pd.read_json(p)
+    frame = frame[["model_a", "model_b", "winner"]]
+    frame = frame[frame["model_a"] != frame["model_b"]]
+    codes, names = pd.factorize(pd.concat([frame["model_a"], frame["model_b"]]), sort=True)
+    n = len(frame)
+    winners = frame["winner"].astype(str)
+    lookup = {label: int(parse_outcome(label)) for label in winners.unique()}
+    return Battles(
+        models=tuple(str(x) for x in names),
+        model_a=codes[:n].astype(np.int64),
+        model_b=codes[n:].astype(np.int64),
+        outcome=winners.map(lookup).to_numpy(dtype=np.int8),
+    )
+
+
+def peak_rss_mb(*, children: bool = False) -> float:
+    """High-water resident set size of this process (or of its waited-for children), in MB."""
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    return resource.getrusage(who).ru_maxrss / 1024.0
+
+
+def current_rss_mb() -> float:
+    """Resident set size right now, in MB (from /proc; 0 where that is missing)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class Timer:
+    """Wall and CPU seconds of a block."""
+
+    def __init__(self) -> None:
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    @contextmanager
+    def __call__(self) -> Iterator[Timer]:
+        w0, c0 = time.perf_counter(), time.process_time()
+        try:
+            yield self
+        finally:
+            self.wall += time.perf_counter() - w0
+            self.cpu += time.process_time() - c0
+
+
+def machine_info() -> dict[str, Any]:
+    """Enough about the machine to read a figure: cores, load, Python."""
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = (float("nan"),) * 3
+    return {
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(load[0], 2),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[object]], *, file: Any = None) -> None:
+    """A plain aligned text table (Markdown-compatible), so the output pastes into docs as is."""
+    out = file if file is not None else sys.stdout
+    cells = [[str(h) for h in header]] + [[_fmt(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in cells]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    print("\n".join(lines), file=out)
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "-"
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def emit_json_line(figures: dict[str, Any]) -> None:
+    """The one machine-readable line every benchmark ends with."""
+    print(json.dumps(figures, sort_keys=False, default=_json_default), flush=True)
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
