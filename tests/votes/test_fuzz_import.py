@@ -1,0 +1,74 @@
+"""Importer fuzzing (short form of scripts/fuzz_import.py): bad files get InputError and change nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from sqlalchemy.engine import Engine
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fuzz_import.py"
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fuzz_import", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fuzz = load_script()
+
+
+@seed(20240611)
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(file=fuzz.files())
+def test_malformed_files_are_refused_cleanly(engine: Engine, tmp_path: Path, file: tuple[str, bytes]) -> None:
+    if not (tmp_path / "seed-battles.jsonl").exists():
+        fuzz.seed_database(engine, tmp_path)
+    fuzz.check_file(engine, tmp_path, file[0], file[1], fuzz.Outcome())
+
+
+def test_one_bad_row_rejects_the_whole_file(engine: Engine, tmp_path: Path) -> None:
+    fuzz.seed_database(engine, tmp_path)
+    before = fuzz.database_digest(engine)
+    good = '{"model_a": "gpt4", "model_b": "bard", "winner": "model_b"}\n'
+    bad = '{"model_a": "gpt4", "model_b": "gpt4", "winner": "model_b"}\n'
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(good * 50 + bad + good * 50, encoding="utf-8")
+    with pytest.raises(fuzz.InputError, match=r"line 51: model 'gpt4' cannot battle itself"):
+        fuzz.import_file(engine, path)
+    assert fuzz.database_digest(engine) == before
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x1f\x8b\x08garbage", "gzip"),
+        (b"\xff\xfe\x00bad", "UTF-8"),
+        (b'{"model_a": "gpt4", "model_b": "bard", "winner": "model_a"\n', "invalid JSON"),
+        (b'{"model_a": "gpt4", "model_b": "bard", "winner": "left"}\n', "unknown winner"),
+        (b'{"model_a": "gpt4", "model_b": "bard", "winner": "tie", "tstamp": NaN}\n', "finite"),
+    ],
+)
+def test_known_bad_files(engine: Engine, tmp_path: Path, content: bytes, message: str) -> None:
+    fuzz.seed_database(engine, tmp_path)
+    before = fuzz.database_digest(engine)
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(fuzz.InputError, match=message):
+        fuzz.import_file(engine, path)
+    assert fuzz.database_digest(engine) == before
