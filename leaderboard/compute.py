@@ -8,6 +8,7 @@ battles and win rates are filled in here the same way for every method.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +81,18 @@ def register_method(name: str, fn: MethodFn, *, replace: bool = False) -> None:
     _METHODS[name] = fn
 
 
+# Modules that register methods when imported; loaded on first lookup so that importing this module
+# (and the web app's vote path) stays cheap.
+_BUILTIN_METHOD_MODULES = ("leaderboard.extended",)
+
+
+def _load_builtin_methods() -> None:
+    for module in _BUILTIN_METHOD_MODULES:
+        importlib.import_module(module)
+
+
 def available_methods() -> tuple[str, ...]:
+    _load_builtin_methods()
     return tuple(sorted(_METHODS))
 
 
@@ -157,6 +169,8 @@ def compute_leaderboard(
     """
     if interval not in INTERVALS:
         raise ValueError(f"interval must be one of {INTERVALS}")
+    if method not in _METHODS:
+        _load_builtin_methods()
     if method not in _METHODS:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(available_methods())}")
     request = MethodRequest(interval, n_rounds, level, anchor, random_state, progress, dict(options))
