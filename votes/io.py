@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from leaderboard.elo import EloConfig
@@ -146,18 +146,17 @@ def _ensure_models(conn: Connection, names: Iterable[str], added: _Added) -> dic
     ids: dict[str, int] = {}
     for chunk in _chunks(wanted):
         stmt = select(model_t.c.name, model_t.c.id).where(model_t.c.name.in_(chunk))
-        ids.update((str(n), int(i)) for n, i in conn.execute(stmt).tuples())
+        ids.update((str(n), int(i)) for n, i in conn.execute(stmt))
     missing = [n for n in wanted if n not in ids]
     if missing:
         now = utcnow()
-        result = conn.execute(
-            insert(model_t).returning(model_t.c.name, model_t.c.id, sort_by_parameter_order=True),
-            [
-                {"name": n, "organisation": None, "licence": None, "active": True, "created_at": now}
-                for n in missing
-            ],
+        conn.execute(
+            insert(model_t),
+            [{"name": n, "active": True, "created_at": now} for n in missing],
         )
-        ids.update((str(n), int(i)) for n, i in result.tuples())
+        for chunk in _chunks(missing):
+            stmt = select(model_t.c.name, model_t.c.id).where(model_t.c.name.in_(chunk))
+            ids.update((str(n), int(i)) for n, i in conn.execute(stmt))
         added.models += len(missing)
     return ids
 
@@ -171,26 +170,23 @@ def _ensure_import_annotators(conn: Connection, judges: Iterable[str]) -> dict[s
             annotator_t.c.kind == IMPORT_ANNOTATOR_KIND,
             annotator_t.c.label.in_(chunk),
         )
-        ids.update((str(label), int(i)) for label, i in conn.execute(stmt).tuples())
+        ids.update((str(label), int(i)) for label, i in conn.execute(stmt))
     missing = [j for j in wanted if j not in ids]
     if missing:
         now = utcnow()
-        result = conn.execute(
-            insert(annotator_t).returning(
-                annotator_t.c.label, annotator_t.c.id, sort_by_parameter_order=True
-            ),
+        conn.execute(
+            insert(annotator_t),
             [
-                {
-                    "kind": IMPORT_ANNOTATOR_KIND,
-                    "label": j,
-                    "token_hash": None,
-                    "created_at": now,
-                    "flagged": False,
-                }
+                {"kind": IMPORT_ANNOTATOR_KIND, "label": j, "created_at": now, "flagged": False}
                 for j in missing
             ],
         )
-        ids.update((str(label), int(i)) for label, i in result.tuples())
+        for chunk in _chunks(missing):
+            stmt = select(annotator_t.c.label, annotator_t.c.id).where(
+                annotator_t.c.kind == IMPORT_ANNOTATOR_KIND,
+                annotator_t.c.label.in_(chunk),
+            )
+            ids.update((str(label), int(i)) for label, i in conn.execute(stmt))
     return ids
 
 
@@ -199,7 +195,7 @@ def _existing_prompts(conn: Connection, external_ids: Iterable[str]) -> dict[str
     ids: dict[str, int] = {}
     for chunk in _chunks(wanted):
         stmt = select(prompt_t.c.external_id, prompt_t.c.id).where(prompt_t.c.external_id.in_(chunk))
-        ids.update((str(e), int(i)) for e, i in conn.execute(stmt).tuples())
+        ids.update((str(e), int(i)) for e, i in conn.execute(stmt))
     return ids
 
 
@@ -213,7 +209,7 @@ def _existing_outputs(
         stmt = select(
             output_t.c.prompt_id, output_t.c.model_id, output_t.c.id, output_t.c.conversation, output_t.c.text
         ).where(output_t.c.prompt_id.in_(chunk))
-        for p, m, o, conv, text in conn.execute(stmt).tuples():
+        for p, m, o, conv, text in conn.execute(stmt):
             found[(p, m)] = (o, conv, text)
     return found
 
@@ -288,8 +284,8 @@ def import_battle_records(
     missing = [ext for ext in to_create if ext not in prompt_ids]
     if missing:
         now = utcnow()
-        result = conn.execute(
-            insert(prompt_t).returning(prompt_t.c.external_id, prompt_t.c.id, sort_by_parameter_order=True),
+        conn.execute(
+            insert(prompt_t),
             [
                 {
                     "external_id": ext,
@@ -303,7 +299,7 @@ def import_battle_records(
                 for ext in missing
             ],
         )
-        prompt_ids.update((str(e), int(i)) for e, i in result.tuples())
+        prompt_ids.update(_existing_prompts(conn, missing))
         added.prompts += len(missing)
 
     # Outputs: battles with conversations bring their answers; others link to catalog answers if stored.
@@ -320,18 +316,27 @@ def import_battle_records(
             pair = (opid, model_ids[model])
             answer = [dict(m) for m in conv]
             stored = outputs.get(pair)
-            previous = stored[1] if stored is not None else new_outputs.get(pair)
-            if stored is None and previous is None:
-                new_outputs[pair] = answer
-            elif previous != answer:
+            if stored is None:
+                previous = new_outputs.get(pair)
+                if previous is None:
+                    new_outputs[pair] = answer
+                    continue
+            elif stored[1] is None and stored[2] == _assistant_text(answer):
+                # A catalog answer (text only) with the same text: the battle adds its conversation.
+                conn.execute(update(output_t).where(output_t.c.id == stored[0]).values(conversation=answer))
+                outputs[pair] = (stored[0], answer, stored[2])
+                continue
+            else:
+                previous = stored[1]
+            if previous != answer:
                 raise InputError(
                     file, record.where, f"model {model!r} already has a different answer to prompt {pkey!r}"
                 )
     if new_outputs:
         now = utcnow()
         pairs = list(new_outputs)
-        result = conn.execute(
-            insert(output_t).returning(output_t.c.id, sort_by_parameter_order=True),
+        conn.execute(
+            insert(output_t),
             [
                 {
                     "prompt_id": p,
@@ -343,8 +348,7 @@ def import_battle_records(
                 for p, m in pairs
             ],
         )
-        for pair, (output_id,) in zip(pairs, result.tuples(), strict=True):
-            outputs[pair] = (int(output_id), new_outputs[pair], "")
+        outputs.update(_existing_outputs(conn, {p for p, _ in pairs}))
         added.outputs += len(pairs)
 
     now = utcnow()
@@ -397,7 +401,7 @@ def import_battle_records(
     stmt = select(battle_t.c.import_key, battle_t.c.id).where(
         battle_t.c.id > before, battle_t.c.import_key.is_not(None)
     )
-    battle_ids = {str(k): int(i) for k, i in conn.execute(stmt).tuples()}
+    battle_ids = {str(k): int(i) for k, i in conn.execute(stmt)}
     for vote, battle in zip(vote_rows, battle_rows, strict=True):
         vote["battle_id"] = battle_ids[battle["import_key"]]
     conn.execute(insert(vote_t), _without_null_columns(vote_rows))
@@ -431,7 +435,7 @@ def import_catalog_records(
                 prompt_t.c.category,
                 prompt_t.c.language,
             ).where(prompt_t.c.external_id.in_(chunk))
-            for ext, text, conversation, category, language in conn.execute(stmt).tuples():
+            for ext, text, conversation, category, language in conn.execute(stmt):
                 record = first[ext]
                 want_text, want_conv = _catalog_prompt(record)
                 if (want_text, want_conv, record.category, record.language) != (
@@ -461,11 +465,8 @@ def import_catalog_records(
                     "created_at": now,
                 }
             )
-        result = conn.execute(
-            insert(prompt_t).returning(prompt_t.c.external_id, prompt_t.c.id, sort_by_parameter_order=True),
-            rows,
-        )
-        prompt_ids.update((str(e), int(i)) for e, i in result.tuples())
+        conn.execute(insert(prompt_t), rows)
+        prompt_ids.update(_existing_prompts(conn, [r.prompt_id for r in new_prompts]))
         added.prompts += len(new_prompts)
 
     with_output = [r for r in records if r.model is not None and r.output is not None]
@@ -478,7 +479,7 @@ def import_catalog_records(
         pair = (prompt_ids[record.prompt_id], model_ids[record.model])
         stored = outputs.get(pair)
         if stored is not None:
-            if stored[1] is not None or stored[2] != record.output:
+            if stored[2] != record.output:
                 raise InputError(
                     file,
                     record.where,

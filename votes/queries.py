@@ -111,7 +111,7 @@ def _model_names(conn: Connection, ids: set[int]) -> dict[int, str]:
     if not ids:
         return {}
     stmt = select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(sorted(ids)))
-    return {int(i): str(n) for i, n in conn.execute(stmt).tuples()}
+    return {int(i): str(n) for i, n in conn.execute(stmt)}
 
 
 def load_battles(
@@ -197,7 +197,7 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
     conn = _connection(db)
     model_a, model_b = model_t.alias("model_a"), model_t.alias("model_b")
     output_a, output_b = output_t.alias("output_a"), output_t.alias("output_b")
-    prompt = prompt_t.alias("prompt")
+    prompt = prompt_t.alias("battle_prompt")  # not "prompt": filters join the table itself
     stmt = _filtered(
         select(
             vote_t.c.winner,
@@ -234,8 +234,9 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
             "model_b": name_b,
             "winner": winner,
             "judge": judge,
-            "conversation_a": conv_a,
-            "conversation_b": conv_b,
+            # Conversations travel in pairs: a battle shows both answers or neither is exported.
+            "conversation_a": conv_a if conv_b is not None else None,
+            "conversation_b": conv_b if conv_a is not None else None,
             "turn": extra.get("turn"),
             "anony": extra.get("anony", True if source == "site" else None),
             "language": lang,
