@@ -11,7 +11,7 @@ import shutil
 import stat
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -130,6 +130,11 @@ def load_from_database(engine: Engine, vote_filter: VoteFilter) -> tuple[PairCou
     with engine.connect() as conn, conn.begin():
         counts = load_pair_counts(conn, filters=vote_filter)
         digest = votes_sha256(conn, vote_filter)
+    # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
+    # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
+    # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).
+    if counts.votes is not None:
+        counts = replace(counts, votes=None)
     return counts, digest
 
 

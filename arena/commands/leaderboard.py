@@ -21,13 +21,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlmodel import Session
 
+from arena.commands import DatabaseUrlOption, open_store, settings_for
 from arena.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot, recompute_snapshot
-from arena.settings import Settings
 from leaderboard.data import PairCounts
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot import SnapshotManifest, diff_snapshots, read_snapshot
 from votes.columns import read_battle_columns
-from votes.db import make_engine
 from votes.queries import VoteFilter
 from votes.records import InputError
 from votes.snapshots import get_snapshot, list_snapshots, snapshot_manifest
@@ -53,9 +52,6 @@ LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battle
 SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
 UntilOpt = Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")]
 FlaggedOpt = Annotated[bool, typer.Option("--exclude-flagged", help="Leave out flagged annotators' votes.")]
-DatabaseOpt = Annotated[
-    str | None, typer.Option("--database", help="Database URL (default: ARENA_DATABASE_URL).")
-]
 
 
 def parse_anchor(value: str | None) -> tuple[str, float] | None:
@@ -176,7 +172,7 @@ def recompute(
             "--from", exists=True, dir_okay=False, help="Battles file (JSON/JSONL/CSV/Parquet, gz)."
         ),
     ] = None,
-    database: DatabaseOpt = None,
+    database_url: DatabaseUrlOption = None,
     method: MethodOpt = "bt",
     bootstrap: BootstrapOpt = 1000,
     seed: SeedOpt = 0,
@@ -208,7 +204,7 @@ def recompute(
         else:
             from arena.publishing import load_from_database
 
-            engine = make_engine(database or Settings().database_url)
+            engine = open_store(settings_for(database_url))
             try:
                 vote_filter = VoteFilter(category, language, since, until, exclude_flagged)
                 counts, digest = load_from_database(engine, vote_filter)
@@ -244,7 +240,7 @@ def recompute(
 
 
 def publish(
-    database: DatabaseOpt = None,
+    database_url: DatabaseUrlOption = None,
     snapshot_dir: Annotated[
         Path | None, typer.Option("--snapshot-dir", help="Default: ARENA_SNAPSHOT_DIR.")
     ] = None,
@@ -263,9 +259,9 @@ def publish(
     min_votes: Annotated[int, typer.Option("--min-votes", help="Smallest slice published.")] = 50,
 ) -> None:
     """Recompute from the database and store an immutable snapshot (or one per category/language)."""
-    settings = Settings()
+    settings = settings_for(database_url)
     options = _options(method, bootstrap, seed, anchor, level, interval)
-    engine = make_engine(database or settings.database_url)
+    engine = open_store(settings)
     folder = snapshot_dir or Path(settings.snapshot_dir)
     try:
         with progress_bar() as bar:
@@ -310,18 +306,24 @@ def publish(
 snapshots_app = typer.Typer(help="Published snapshots: list, show, diff (read only).", no_args_is_help=True)
 
 
-def _session(database: str | None) -> Session:
-    return Session(make_engine(database or Settings().database_url))
+@contextmanager
+def _session(database_url: str | None) -> Iterator[Session]:
+    engine = open_store(settings_for(database_url))
+    try:
+        with Session(engine) as session:
+            yield session
+    finally:
+        engine.dispose()
 
 
 @snapshots_app.command("list")
 def snapshots_list(
-    database: DatabaseOpt = None,
+    database_url: DatabaseUrlOption = None,
     slice_: Annotated[str | None, typer.Option("--slice", help="all, category=..., language=...")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Manifests as JSON.")] = False,
 ) -> None:
     """Published snapshots, newest first, with their manifests."""
-    with _session(database) as session:
+    with _session(database_url) as session:
         rows = list_snapshots(session=session, slice=slice_)
         manifests = [snapshot_manifest(row) for row in rows]
     if as_json:
@@ -345,11 +347,11 @@ def snapshots_list(
 @snapshots_app.command("show")
 def snapshots_show(
     snapshot_id: Annotated[str, typer.Argument(help="Snapshot id.")],
-    database: DatabaseOpt = None,
+    database_url: DatabaseUrlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Metadata as JSON.")] = False,
 ) -> None:
     """One snapshot: its metadata, file sha256s (checked against the files) and the board."""
-    with _session(database) as session:
+    with _session(database_url) as session:
         row = get_snapshot(session=session, snapshot_id=snapshot_id)
         if row is None:
             raise typer.BadParameter(f"no snapshot {snapshot_id!r}")
@@ -367,11 +369,11 @@ def snapshots_show(
 def snapshots_diff(
     a: Annotated[str, typer.Argument(help="Older snapshot id.")],
     b: Annotated[str, typer.Argument(help="Newer snapshot id.")],
-    database: DatabaseOpt = None,
+    database_url: DatabaseUrlOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Rating and rank changes from A to B, new and dropped models, and whether votes or method changed."""
-    with _session(database) as session:
+    with _session(database_url) as session:
         rows = [get_snapshot(session=session, snapshot_id=x) for x in (a, b)]
     for given, row in zip((a, b), rows, strict=True):
         if row is None:

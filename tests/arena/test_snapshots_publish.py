@@ -1,0 +1,160 @@
+"""Publishing from the database, and recomputing offline from an export, give the same snapshot files.
+
+Also: the command line's recompute is byte-stable, published folders are read-only, and
+`arena snapshots list|show|diff` read what was published (on SQLite and PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+from typer.testing import CliRunner
+
+from arena.cli import build_app
+from arena.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot
+from leaderboard.snapshot import DATA_FILES, METADATA_FILE, read_snapshot
+from votes.db import make_engine
+from votes.demo import load_demo
+from votes.io import export_votes
+from votes.migrate import upgrade_database
+from votes.snapshots import list_snapshots
+
+N_VOTES = 600
+ROUNDS = 40
+SEED = 5
+
+
+@pytest.fixture
+def demo_engine(db_url: str) -> Iterator[Engine]:
+    """A store migrated with Alembic (so the snapshot triggers come from the migration) with demo votes."""
+    upgrade_database(db_url)
+    engine = make_engine(db_url)
+    load_demo(engine, n_votes=N_VOTES, seed=1)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def test_export_then_recompute_equals_publish(demo_engine: Engine, tmp_path: Path) -> None:
+    row = publish_snapshot(
+        demo_engine,
+        snapshot_dir=tmp_path / "published",
+        options=FitOptions(n_rounds=ROUNDS, random_state=SEED),
+    )
+    export = tmp_path / "votes.jsonl"
+    assert export_votes(demo_engine, export) == N_VOTES
+    out = tmp_path / "offline"
+    result = CliRunner().invoke(
+        build_app(),
+        [
+            "recompute",
+            "--from",
+            str(export),
+            "--bootstrap",
+            str(ROUNDS),
+            "--seed",
+            str(SEED),
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    published = Path(row.path)
+    for name in DATA_FILES:
+        assert (published / name).read_bytes() == (out / name).read_bytes(), name
+    offline_meta = json.loads((out / METADATA_FILE).read_text())
+    assert offline_meta["votes_sha256"] == row.votes_sha256
+    assert offline_meta["n_votes"] == row.n_votes == N_VOTES
+    assert {k: row.files[k] for k in DATA_FILES} == {k: offline_meta["files"][k] for k in DATA_FILES}
+
+
+def test_published_folder_is_read_only_and_listed(demo_engine: Engine, tmp_path: Path) -> None:
+    rows = publish_slices(
+        demo_engine,
+        snapshot_dir=tmp_path,
+        options=FitOptions(n_rounds=10, random_state=SEED),
+        slices=[SliceSpec(), SliceSpec(language="en")],
+    )
+    assert [r.slice for r in rows] == ["all", "language=en"]
+    assert rows[1].n_votes < rows[0].n_votes
+    for row in rows:
+        folder = Path(row.path)
+        assert not folder.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+        for path in folder.iterdir():
+            assert not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), path
+        read_snapshot(folder)  # every file matches its sha256
+    with Session(demo_engine) as session:
+        assert {s.id for s in list_snapshots(session=session)} == {r.id for r in rows}
+
+
+def test_snapshots_commands(demo_engine: Engine, tmp_path: Path) -> None:
+    first = publish_snapshot(
+        demo_engine, snapshot_dir=tmp_path, options=FitOptions(n_rounds=10, random_state=1)
+    )
+    second = publish_snapshot(
+        demo_engine, snapshot_dir=tmp_path, options=FitOptions(n_rounds=10, random_state=1, level=0.9)
+    )
+    url = demo_engine.url.render_as_string(hide_password=False)
+    runner = CliRunner()
+    listed = runner.invoke(build_app(), ["snapshots", "list", "--json", "--database-url", url])
+    assert listed.exit_code == 0, listed.output
+    assert [m["id"] for m in json.loads(listed.output)] == [second.id, first.id]
+    shown = runner.invoke(build_app(), ["snapshots", "show", first.id, "--database-url", url])
+    assert shown.exit_code == 0, shown.output
+    assert first.files["leaderboard.csv"] in shown.output
+    diff = runner.invoke(
+        build_app(), ["snapshots", "diff", first.id, second.id, "--json", "--database-url", url]
+    )
+    assert diff.exit_code == 0, diff.output
+    payload = json.loads(diff.output)
+    assert payload["votes_changed"] is False and payload["method_changed"] is True
+    assert payload["added"] == [] and payload["dropped"] == []
+    missing = runner.invoke(build_app(), ["snapshots", "show", "nope", "--database-url", url])
+    assert missing.exit_code != 0
+
+
+def test_recompute_twice_is_byte_identical(tmp_path: Path) -> None:
+    source = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
+    if not source.exists():
+        pytest.skip("shared data folder absent")
+    runner = CliRunner()
+    for name in ("one", "two"):
+        result = runner.invoke(
+            build_app(),
+            [
+                "recompute",
+                "--from",
+                str(source),
+                "--bootstrap",
+                "100",
+                "--seed",
+                "1",
+                "--out",
+                str(tmp_path / name),
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        assert "gpt4" in result.output
+    for name in DATA_FILES:
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+    bad = runner.invoke(
+        build_app(), ["recompute", "--from", str(source), "--anchor", "gpt4", "--out", str(tmp_path)]
+    )
+    assert bad.exit_code != 0
+
+
+def test_migrated_store_refuses_changes(demo_engine: Engine, tmp_path: Path) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    publish_snapshot(demo_engine, snapshot_dir=tmp_path, options=FitOptions(n_rounds=0, interval="none"))
+    for statement in ("UPDATE snapshot SET n_votes = 1", "DELETE FROM snapshot"):
+        with pytest.raises(DBAPIError, match="immutable"), demo_engine.begin() as conn:
+            conn.execute(text(statement))
