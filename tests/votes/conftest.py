@@ -36,7 +36,9 @@ def fresh_engine(db_url: str, tmp_path: Path) -> Iterator[Callable[[], Engine]]:
     admin_url = make_url(db_url)
 
     def make() -> Engine:
-        if is_sqlite(db_url):
+        if not engines:
+            url = db_url  # the fixture's own fresh database
+        elif is_sqlite(db_url):
             url = f"sqlite:///{tmp_path}/extra-{len(engines)}.db"
         else:
             name = f"arena_test_{uuid.uuid4().hex[:12]}"

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.engine import Engine
 
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, output_t, prompt_t, vote_t
@@ -42,3 +42,10 @@ def conversation(question: str, answer: str, *more: str) -> list[dict[str, str]]
     for i in range(0, len(more) - 1, 2):
         messages += [{"role": "user", "content": more[i]}, {"role": "assistant", "content": more[i + 1]}]
     return messages
+
+
+def clear(engine: Engine) -> None:
+    """Delete every row (children first): an empty database again."""
+    with engine.begin() as conn:
+        for table in reversed(TABLES):
+            conn.execute(delete(table))

@@ -17,8 +17,9 @@ def test_aliases_cover_name_maker_and_family() -> None:
     assert {"gpt4", "OpenAI", "ChatGPT", "GPT-4"} <= set(model_aliases("gpt4"))
     assert {"vicuna-13b", "Vicuna", "LMSYS"} <= set(model_aliases("vicuna-13b"))
     assert "Acme Labs" in model_aliases("widget-7b", "Acme Labs")
-    # No family guessed from letters inside a word.
+    # No family guessed from letters inside a word, and no generic leading word taken as a name.
     assert "OpenAI" not in model_aliases("foo1-chat")
+    assert "model" not in {a.lower() for a in model_aliases("model-7b")}
 
 
 @pytest.mark.parametrize(
