@@ -1,0 +1,272 @@
+"""The published leaderboard on the web: latest board beside the live Elo, snapshot list, snapshot pages,
+downloads with sha256, and the same as JSON.
+
+Read only by construction: every route here is a GET, so PUT, PATCH and DELETE on any of these paths
+answer 405, and the files are served from read-only folders after checking their names against the
+snapshot's manifest.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse
+from pydantic import BaseModel
+
+from arena.routes.deps import SessionDep, StateDep
+from leaderboard.snapshot import (
+    DATA_FILES,
+    METADATA_FILE,
+    PLOT_FILES,
+    ZIP_FILE,
+    SnapshotData,
+    read_snapshot,
+    slice_label,
+)
+from votes.models import Snapshot
+from votes.snapshots import get_snapshot, latest_snapshot, list_slices, list_snapshots, snapshot_manifest
+from votes.store import live_standings
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+MEDIA_TYPES = {
+    ".csv": "text/csv; charset=utf-8",
+    ".json": "application/json",
+    ".parquet": "application/vnd.apache.parquet",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".zip": "application/zip",
+}
+WHISKER_WIDTH = 240
+FIGURES = (
+    ("ratings", "Ratings with intervals"),
+    ("winrate_observed", "Observed win rate"),
+    ("winrate_predicted", "Predicted win rate"),
+    ("battle_counts", "Battles per pair"),
+)
+
+
+class SnapshotRow(BaseModel):
+    model: str
+    rating: float
+    ci_low: float
+    ci_high: float
+    rank: int
+    rank_low: int
+    rank_high: int
+    rank_ub: int
+    battles: float
+    win_rate: float
+
+
+class SnapshotOut(BaseModel):
+    id: str
+    created_at: str
+    slice: str
+    method: str
+    n_votes: int
+    votes_sha256: str
+    parameters: dict[str, Any]
+    files: dict[str, str]
+
+
+class SnapshotDetail(SnapshotOut):
+    metadata: dict[str, Any]
+    models: list[SnapshotRow]
+
+
+def _slice_of(slice_: str | None, category: str | None, language: str | None) -> str:
+    if slice_:
+        return slice_
+    return slice_label(category=category or None, language=language or None)
+
+
+def _load(row: Snapshot) -> SnapshotData:
+    try:
+        return read_snapshot(row.path)
+    except (OSError, ValueError) as exc:  # missing or tampered files: say so rather than show them
+        raise HTTPException(
+            status_code=500, detail=f"snapshot {row.id} files are unreadable: {exc}"
+        ) from None
+
+
+def _rows(data: SnapshotData) -> list[SnapshotRow]:
+    records = data.table.to_dict(orient="records")
+    return [SnapshotRow(**{k: v for k, v in r.items() if k in SnapshotRow.model_fields}) for r in records]
+
+
+def _whiskers(rows: list[SnapshotRow]) -> list[dict[str, float]]:
+    """Pixel positions of each row's interval and point on a common scale (inline SVG, no inline CSS)."""
+    if not rows:
+        return []
+    lo = min(r.ci_low for r in rows)
+    hi = max(r.ci_high for r in rows)
+    span = hi - lo if hi > lo else 1.0
+    pad = 6.0
+
+    def x(value: float) -> float:
+        return round(pad + (value - lo) / span * (WHISKER_WIDTH - 2 * pad), 1)
+
+    return [{"x1": x(r.ci_low), "x2": x(r.ci_high), "cx": x(r.rating)} for r in rows]
+
+
+def _out(row: Snapshot) -> SnapshotOut:
+    return SnapshotOut(**snapshot_manifest(row))
+
+
+# ------------------------------------------------------------------------------------------------ pages
+
+
+@router.get("/leaderboard", response_class=HTMLResponse, include_in_schema=False)
+def leaderboard_page(
+    request: Request,
+    state: StateDep,
+    db: SessionDep,
+    slice_: Annotated[str | None, Query(alias="slice")] = None,
+    category: str | None = None,
+    language: str | None = None,
+) -> HTMLResponse:
+    chosen = _slice_of(slice_, category, language)
+    row = latest_snapshot(session=db, slice=chosen)
+    rows: list[SnapshotRow] = []
+    data = None
+    if row is not None:
+        data = _load(row)
+        rows = _rows(data)
+    context = {
+        "snapshot": row,
+        "metadata": data.metadata if data else None,
+        "rows": rows,
+        "whiskers": _whiskers(rows),
+        "whisker_width": WHISKER_WIDTH,
+        "slices": list_slices(session=db),
+        "chosen": chosen,
+        "standings": live_standings(session=db),
+    }
+    return state.templates.TemplateResponse(request=request, name="pages/leaderboard.html", context=context)
+
+
+@router.get("/leaderboard/snapshots", response_class=HTMLResponse, include_in_schema=False)
+def snapshots_page(
+    request: Request,
+    state: StateDep,
+    db: SessionDep,
+    slice_: Annotated[str | None, Query(alias="slice")] = None,
+) -> HTMLResponse:
+    rows = list_snapshots(session=db, slice=slice_ or None)
+    context = {"snapshots": rows, "slices": list_slices(session=db), "chosen": slice_ or ""}
+    return state.templates.TemplateResponse(request=request, name="pages/snapshots.html", context=context)
+
+
+@router.get("/leaderboard/snapshots/{snapshot_id}", response_class=HTMLResponse, include_in_schema=False)
+def snapshot_page(request: Request, state: StateDep, db: SessionDep, snapshot_id: str) -> HTMLResponse:
+    row = get_snapshot(session=db, snapshot_id=snapshot_id)
+    if row is None:
+        raise HTTPException(status_code=404, detail="no such snapshot")
+    data = _load(row)
+    rows = _rows(data)
+    downloads = [
+        {"name": name, "sha256": row.files[name]}
+        for name in (ZIP_FILE, *DATA_FILES, METADATA_FILE, *PLOT_FILES)
+        if name in row.files
+    ]
+    figures = [
+        {"stem": stem, "title": title}
+        for stem, title in FIGURES
+        if f"{stem}.svg" in row.files and f"{stem}.png" in row.files
+    ]
+    fitted = {
+        name: {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in value.items()}
+        for name, value in (data.metadata.get("parameters_fitted") or {}).items()
+    }
+    context = {
+        "snapshot": row,
+        "metadata": data.metadata,
+        "rows": rows,
+        "whiskers": _whiskers(rows),
+        "whisker_width": WHISKER_WIDTH,
+        "downloads": downloads,
+        "figures": figures,
+        "fitted": fitted,
+    }
+    return state.templates.TemplateResponse(request=request, name="pages/snapshot.html", context=context)
+
+
+@router.get("/leaderboard/snapshots/{snapshot_id}/files/{name}", include_in_schema=False)
+def snapshot_file(db: SessionDep, snapshot_id: str, name: str) -> FileResponse:
+    """A file of a published snapshot; only names in its manifest, never a path."""
+    row = get_snapshot(session=db, snapshot_id=snapshot_id)
+    if row is None or name not in row.files or "/" in name or name.startswith("."):
+        raise HTTPException(status_code=404, detail="no such file")
+    path = Path(row.path) / name
+    if not path.is_file():
+        raise HTTPException(status_code=404, detail="file missing")
+    download = name if name != ZIP_FILE else f"arena-snapshot-{row.id}.zip"
+    headers = {"X-Content-SHA256": row.files[name], "Cache-Control": "public, max-age=31536000, immutable"}
+    media = MEDIA_TYPES.get(path.suffix, "application/octet-stream")
+    inline = path.suffix in (".svg", ".png")
+    return FileResponse(
+        path,
+        media_type=media,
+        headers=headers,
+        filename=None if inline else download,
+        content_disposition_type="inline" if inline else "attachment",
+    )
+
+
+# -------------------------------------------------------------------------------------------------- API
+
+
+@router.get("/api/leaderboard/snapshots", response_model=list[SnapshotOut], tags=["snapshots"])
+def api_snapshots(
+    db: SessionDep,
+    slice_: Annotated[str | None, Query(alias="slice", description="all, category=..., language=...")] = None,
+    category: str | None = None,
+    language: str | None = None,
+    method: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[SnapshotOut]:
+    """Published snapshots, newest first, with their manifests (file sha256s)."""
+    chosen = slice_ or (slice_label(category=category, language=language) if category or language else None)
+    rows = list_snapshots(session=db, slice=chosen, method=method, limit=limit, offset=offset)
+    return [_out(r) for r in rows]
+
+
+@router.get("/api/leaderboard/slices", response_model=list[str], tags=["snapshots"])
+def api_slices(db: SessionDep) -> list[str]:
+    """Boards with at least one published snapshot."""
+    return list_slices(session=db)
+
+
+@router.get("/api/leaderboard/published", response_model=SnapshotDetail, tags=["snapshots"])
+def api_latest(
+    db: SessionDep,
+    slice_: Annotated[str | None, Query(alias="slice")] = None,
+    category: str | None = None,
+    language: str | None = None,
+) -> SnapshotDetail:
+    """The latest published snapshot of a board, with its rows."""
+    row = latest_snapshot(session=db, slice=_slice_of(slice_, category, language))
+    if row is None:
+        raise HTTPException(status_code=404, detail="nothing published for this board yet")
+    return _detail(row)
+
+
+@router.get("/api/leaderboard/snapshots/{snapshot_id}", response_model=SnapshotDetail, tags=["snapshots"])
+def api_snapshot(db: SessionDep, snapshot_id: str) -> SnapshotDetail:
+    """One snapshot: manifest, metadata and rows."""
+    row = get_snapshot(session=db, snapshot_id=snapshot_id)
+    if row is None:
+        raise HTTPException(status_code=404, detail="no such snapshot")
+    return _detail(row)
+
+
+def _detail(row: Snapshot) -> SnapshotDetail:
+    data = _load(row)
+    return SnapshotDetail(**snapshot_manifest(row), metadata=data.metadata, models=_rows(data))
