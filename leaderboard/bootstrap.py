@@ -5,10 +5,14 @@ plain BT only sees :class:`~leaderboard.data.PairStats`, cells that share a pair
 (left or right win, tie or both-bad) can be merged first: the merged counts of a multinomial are again
 multinomial with summed probabilities. So a round draws a multinomial over at most three categories per
 pair (about 15,000 for 100 models), exactly the vote-level bootstrap in distribution, and never touches
-the votes. Rounds run in blocks, each with its own generator spawned from one ``SeedSequence``, so the
-output is the same bit for bit for a seed whatever the number of threads; numpy releases the GIL while
-drawing and in the linear algebra, so two threads use both cores. Each block is refit at once by
-:func:`~leaderboard.bt.solve_bt_batch`, warm-started at the point estimate.
+the votes.
+
+The multinomial itself is drawn by :func:`draw_multinomial` (independent Poisson counts, then an exact
+correction of their total), about twice as fast as numpy's ``Generator.multinomial``, which draws one
+conditional binomial per category. Rounds run in blocks, each with its own generator spawned from one
+``SeedSequence``, so the output is the same bit for bit for a seed whatever the number of threads;
+numpy releases the GIL while drawing and in the linear algebra, so two threads use both cores. Each
+block is refit at once by :func:`~leaderboard.bt.solve_bt_batch`, warm-started at the point estimate.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "DegenerateRoundsWarning",
     "IntervalResult",
     "bootstrap_ratings",
+    "draw_multinomial",
     "percentile_intervals",
     "rank_intervals",
     "rank_upper_bound",
@@ -135,6 +140,62 @@ def rank_upper_bound(ci_low: npt.ArrayLike, ci_high: npt.ArrayLike) -> IntArray:
     return out
 
 
+def draw_multinomial(counts: npt.ArrayLike, size: int, rng: np.random.Generator) -> IntArray:
+    """Resample ``N = sum(counts)`` items with replacement, ``size`` times: multinomial draws.
+
+    Each row is distributed exactly as ``rng.multinomial(N, counts / N)``, but costs one Poisson
+    variate per category instead of one conditional binomial (numpy's method), plus a correction of
+    order ``sqrt(N)`` items:
+
+    1. draw independent ``X_k ~ Poisson(counts_k)`` for a whole block of rows in one call;
+    2. a row whose total ``S`` exceeds ``N`` loses ``S - N`` of its ``S`` items chosen uniformly
+       without replacement (distinct ranks in ``[0, S)`` mapped to categories through the row's
+       cumulative sum);
+    3. a row whose total falls short gains ``N - S`` items drawn independently from ``counts / N``.
+
+    Given its total ``S = s``, a vector of independent Poisson counts is ``Multinomial(s, p)``
+    (with ``p = counts / N``); a uniform subset of ``N`` of those ``s`` independent categorical
+    items, or ``N - s`` more such items, gives ``Multinomial(N, p)``. That holds for every ``s``,
+    so it holds unconditionally. Integer arithmetic throughout: no rounding of probabilities.
+
+    Parameters
+    ----------
+    counts : int array, shape (K,)
+        Items per category (non-negative whole numbers, at least one item in all).
+    size : int
+        Number of resamples (rows).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    int64 array, shape (size, K), every row summing to ``N``
+    """
+    votes = np.asarray(counts)
+    if votes.ndim != 1:
+        raise ValueError("counts must be one-dimensional")
+    whole = np.round(votes)
+    if np.any(whole < 0) or not np.array_equal(whole, votes):
+        raise ValueError("counts must be non-negative whole numbers")
+    cum_votes = np.cumsum(whole.astype(np.int64))
+    n_total = int(cum_votes[-1]) if cum_votes.size else 0
+    if n_total <= 0:
+        raise ValueError("counts must hold at least one item")
+    k = votes.size
+    x: IntArray = rng.poisson(whole.astype(np.float64), size=(size, k)).astype(np.int64, copy=False)
+    totals = x.sum(axis=1)
+    for r in np.flatnonzero(totals != n_total):
+        row = x[r]
+        excess = int(totals[r]) - n_total
+        if excess > 0:
+            ranks = rng.choice(int(totals[r]), size=excess, replace=False, shuffle=False)
+            hit = np.searchsorted(np.cumsum(row), ranks, side="right")
+            row -= np.bincount(hit, minlength=k)
+        else:
+            items = rng.integers(0, n_total, size=-excess)
+            row += np.bincount(np.searchsorted(cum_votes, items, side="right"), minlength=k)
+    return x
+
+
 def _anchor_rows(
     ratings: FloatArray, models: tuple[str, ...], anchor: tuple[str, float] | None
 ) -> FloatArray:
@@ -185,7 +246,7 @@ def _run_block(
     tol: float,
 ) -> tuple[FloatArray, int]:
     rng = np.random.Generator(np.random.PCG64(seed))
-    draws = rng.multinomial(cats.n_total, cats.p, size=size).astype(np.float64)
+    draws = draw_multinomial(cats.votes, size, rng).astype(np.float64)
     n = np.asarray(draws @ cats.to_n)
     s = np.asarray(draws @ cats.to_s)
     st = fit.stats

@@ -42,12 +42,13 @@ def test_rounds_are_exact_refits() -> None:
     c = sim.counts()
     boot = bootstrap_ratings(c, n_rounds=3, random_state=0, block_size=3)
     # Re-create the first round's draw from the documented seeding scheme.
-    from leaderboard.bootstrap import _Categories
+    from leaderboard.bootstrap import _Categories, draw_multinomial
 
     fit = fit_bt(c)
     cats = _Categories(c, fit)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(0).spawn(1)[0]))
-    draws = rng.multinomial(cats.n_total, cats.p, size=3).astype(float)
+    draws = draw_multinomial(cats.votes, 3, rng).astype(float)
+    assert np.all(draws.sum(axis=1) == c.n_votes)
     n = np.asarray(draws @ cats.to_n)[0]
     s = np.asarray(draws @ cats.to_s)[0]
     st = fit.stats
@@ -101,7 +102,8 @@ def test_sandwich_matches_bootstrap_on_large_data() -> None:
     )
     c = sim.counts()
     fit = fit_bt(c)
-    boot = bootstrap_ratings(c, fit=fit, n_rounds=400, random_state=3)
+    # 1,000 rounds: with 400 the percentile widths of 12 models stray up to ~17% by Monte-Carlo error
+    boot = bootstrap_ratings(c, fit=fit, n_rounds=1000, random_state=3)
     sw = sandwich_intervals(fit=fit)
     ratio = (boot.ci_high - boot.ci_low) / (sw.ci_high - sw.ci_low)
     assert np.all(np.abs(ratio - 1) < SANDWICH_TOL)
