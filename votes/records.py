@@ -326,6 +326,8 @@ class _Row:
             return None
         if len(value) > max_length:
             raise self.fail(f"{key!r} is longer than {max_length} characters")
+        if "\x00" in value:
+            raise self.fail(f"{key!r} contains a NUL character")
         return value
 
     def identifier(self, key: str, *, required: bool = False) -> str | None:
@@ -406,6 +408,8 @@ class _Row:
             role, content = message.get("role"), message.get("content")
             if not isinstance(role, str) or not role or not isinstance(content, str):
                 raise self.fail(f"{key!r} message {i} needs a string 'role' and a string 'content'")
+            if "\x00" in role or "\x00" in content:
+                raise self.fail(f"{key!r} message {i} contains a NUL character")
             out.append({"role": role, "content": content})
         return tuple(out)
 
@@ -603,7 +607,8 @@ def write_rows(rows: Iterable[Mapping[str, Any]], out: Path, *, kind: Kind, fmt:
         return count
     if fmt == "csv":
         with out.open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh, lineterminator="\n")
+            # CRLF as RFC 4180 says; it also makes the writer quote any cell holding a bare \r.
+            writer = csv.writer(fh, lineterminator="\r\n")
             writer.writerow(columns)
             for row in rows:
                 writer.writerow([_csv_cell(row[c]) for c in columns])
