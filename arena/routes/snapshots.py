@@ -42,7 +42,7 @@ MEDIA_TYPES = {
     ".png": "image/png",
     ".zip": "application/zip",
 }
-WHISKER_WIDTH = 240
+WHISKER_WIDTH = 130
 FIGURES = (
     ("ratings", "Ratings with intervals"),
     ("winrate_observed", "Observed win rate"),

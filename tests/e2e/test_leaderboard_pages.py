@@ -1,0 +1,125 @@
+"""The published leaderboard in real headless Chromium: the board page and a snapshot page with its plots.
+
+Screenshots go to ``test-artifacts/`` (published-leaderboard.png, snapshot-page.png) for people to look at.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from arena.app import create_app
+from arena.publishing import FitOptions, SliceSpec, publish_slices
+from tests.arena.conftest import make_settings
+from votes.db import make_engine
+from votes.demo import load_demo
+from votes.migrate import upgrade_database
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+
+pytestmark = pytest.mark.e2e
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
+    tmp = tmp_path_factory.mktemp("e2e-leaderboard")
+    url = f"sqlite:///{tmp}/arena.db"
+    upgrade_database(url)
+    engine = make_engine(url)
+    load_demo(engine, n_votes=1500, seed=4)
+    rows = publish_slices(
+        engine,
+        snapshot_dir=tmp / "snapshots",
+        options=FitOptions(n_rounds=100, random_state=1),
+        slices=[SliceSpec(), SliceSpec(category="coding")],
+    )
+    app = create_app(make_settings(url, snapshot_dir=str(tmp / "snapshots")), engine=engine, seed=3)
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert srv.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}", [r.id for r in rows]
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("needs /usr/bin/chromium (apt-get install chromium)")
+    with playwright_sync.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def test_leaderboard_page_in_browser(server: tuple[str, list[str]], browser: object) -> None:
+    base, ids = server
+    page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    errors: list[str] = []
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.goto(f"{base}/leaderboard")
+    rows = page.locator("#published-standings tbody tr")
+    assert rows.count() == 7
+    assert page.locator("#published-standings svg.whisker").count() == 7
+    assert page.locator("#live-standings tbody tr").count() == 7
+    first_rank = rows.nth(0).locator("td").nth(0).inner_text()
+    assert first_rank == "1"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "published-leaderboard.png"), full_page=True)
+    # The board selector switches to the coding board (a plain GET form: works without JavaScript).
+    page.select_option("#slice", "category=coding")
+    page.click(".slice-picker button")
+    page.wait_for_url("**slice=category%3Dcoding**")
+    assert ids[1] in page.inner_text(".board-published")
+    assert not errors, errors
+    page.close()
+
+
+def test_snapshot_page_in_browser(server: tuple[str, list[str]], browser: object) -> None:
+    base, ids = server
+    page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    errors: list[str] = []
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.goto(f"{base}/leaderboard/snapshots")
+    page.click(f"a[href='/leaderboard/snapshots/{ids[0]}']")
+    page.wait_for_url(f"**/leaderboard/snapshots/{ids[0]}")
+    images = page.locator(".figures img")
+    assert images.count() == 4
+    page.wait_for_function("Array.from(document.querySelectorAll('.figures img')).every(i => i.complete)")
+    widths = page.eval_on_selector_all(".figures img", "imgs => imgs.map(i => i.naturalWidth)")
+    assert all(w > 300 for w in widths), widths
+    assert page.locator("#downloads tbody tr").count() >= 15
+    page.screenshot(path=str(ARTIFACTS / "snapshot-page.png"), full_page=True)
+    assert not errors, errors
+    page.close()
