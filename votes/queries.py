@@ -19,7 +19,7 @@ from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from leaderboard.data import PairCounts, aggregate_codes, parse_outcome
+from leaderboard.data import PairCounts, parse_outcome
 from votes.records import rows_sha256
 from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
 
@@ -179,12 +179,18 @@ def load_pair_counts(
     models = tuple(sorted(names.values()))
     position = {model_id: models.index(name) for model_id, name in names.items()}
     n = len(rows)
-    return aggregate_codes(
-        np.fromiter((position[r[0]] for r in rows), dtype=np.int64, count=n),
-        np.fromiter((position[r[1]] for r in rows), dtype=np.int64, count=n),
-        np.fromiter((parse_outcome(r[2]) for r in rows), dtype=np.int8, count=n),
+    model_a = np.fromiter((position[r[0]] for r in rows), dtype=np.int64, count=n)
+    model_b = np.fromiter((position[r[1]] for r in rows), dtype=np.int64, count=n)
+    outcome = np.fromiter((parse_outcome(r[2]) for r in rows), dtype=np.int8, count=n)
+    count = np.fromiter((r[3] for r in rows), dtype=np.float64, count=n)
+    # The cells are unique already; put them in the (model_a, model_b, outcome) order of aggregate_codes.
+    order = np.lexsort((outcome, model_b, model_a))
+    return PairCounts(
         models=models,
-        weight=np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
+        model_a=model_a[order],
+        model_b=model_b[order],
+        outcome=outcome[order],
+        count=count[order],
     )
 
 
