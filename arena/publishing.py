@@ -20,12 +20,12 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from leaderboard import compute_leaderboard
-from leaderboard.data import PairCounts
+from leaderboard.data import PairCounts, aggregate_codes
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot import SnapshotManifest, freeze_snapshot, slice_label, write_snapshot
 from votes.db import session_scope
 from votes.models import Snapshot
-from votes.queries import VoteFilter, load_pair_counts, votes_sha256
+from votes.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
 from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
 
 __all__ = [
@@ -43,6 +43,8 @@ __all__ = [
 Progress = Callable[[int, int], None]
 
 DEFAULT_MIN_SLICE_VOTES = 50
+#: Time-weighted fits aggregate votes by day: a vote's weight is that of its day.
+TIME_BUCKET_SECONDS = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,11 @@ class FitOptions:
     random_state: int = 0
     # Options of the extended methods (half_life, prior, style, both_bad, ...), passed through as given.
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def time_bucket(self) -> float | None:
+        """Aggregation by time is needed only for time weights."""
+        return TIME_BUCKET_SECONDS if self.extra.get("half_life") else None
 
     def describe(self) -> dict[str, Any]:
         described = asdict(self)
@@ -125,10 +132,27 @@ def recompute_snapshot(
     return board, manifest
 
 
-def load_from_database(engine: Engine, vote_filter: VoteFilter) -> tuple[PairCounts, str]:
-    """Aggregated votes and the sha256 of the same votes, read in one transaction so they agree."""
+def load_from_database(
+    engine: Engine, vote_filter: VoteFilter, *, bucket_seconds: float | None = None
+) -> tuple[PairCounts, str]:
+    """Aggregated votes and the sha256 of the same votes, read in one transaction so they agree.
+
+    With ``bucket_seconds`` the votes are read one by one and aggregated by time bucket (time weights);
+    otherwise the database aggregates them (``GROUP BY``).
+    """
     with engine.connect() as conn, conn.begin():
-        counts = load_pair_counts(conn, filters=vote_filter)
+        if bucket_seconds is None:
+            counts = load_pair_counts(conn, filters=vote_filter)
+        else:
+            arrays = load_battles(conn, filters=vote_filter)
+            counts = aggregate_codes(
+                arrays.model_a,
+                arrays.model_b,
+                arrays.outcome,
+                models=arrays.models,
+                time=arrays.tstamp,
+                bucket_seconds=bucket_seconds,
+            )
         digest = votes_sha256(conn, vote_filter)
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
@@ -181,7 +205,7 @@ def publish_snapshot(
     vote_filter = VoteFilter(
         category=category, language=language, since=since, until=until, exclude_flagged=exclude_flagged
     )
-    counts, digest = load_from_database(engine, vote_filter)
+    counts, digest = load_from_database(engine, vote_filter, bucket_seconds=options.time_bucket)
     root = Path(snapshot_dir)
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".staging-{uuid.uuid4().hex}"

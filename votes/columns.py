@@ -72,11 +72,19 @@ class BattleColumns:
             keep &= self.tstamp < until.timestamp()
         return keep
 
-    def pair_counts(self, mask: npt.NDArray[np.bool_] | None = None) -> PairCounts:
-        """Aggregate (the selected) battles; models sorted by name, as :func:`aggregate_battles` does."""
-        a, b, w = self.model_a, self.model_b, self.winner
+    def pair_counts(
+        self, mask: npt.NDArray[np.bool_] | None = None, *, bucket_seconds: float | None = None
+    ) -> PairCounts:
+        """Aggregate (the selected) battles; models sorted by name, as :func:`aggregate_battles` does.
+
+        With ``bucket_seconds`` the cells are also split by time bucket (for time-weighted fits); every
+        battle then needs a ``tstamp``.
+        """
+        a, b, w, t = self.model_a, self.model_b, self.winner, self.tstamp
         if mask is not None:
-            a, b, w = a[mask], b[mask], w[mask]
+            a, b, w, t = a[mask], b[mask], w[mask], t[mask]
+        if bucket_seconds is not None and not np.all(np.isfinite(t)):
+            raise ValueError("time weights need a tstamp on every battle")
         codes, names = pd.factorize(np.concatenate([a, b]), sort=True)
         ia, ib = codes[: a.shape[0]], codes[a.shape[0] :]
         if np.any(ia == ib):
@@ -86,7 +94,10 @@ class BattleColumns:
             bad = w[outcome.isna().to_numpy()][0]
             raise ValueError(f"unknown winner {bad!r}; expected one of {', '.join(map(repr, _CODES))}")
         models = tuple(str(n) for n in names)
-        return aggregate_codes(ia, ib, outcome.to_numpy(dtype=np.int8), models=models)
+        codes_out = outcome.to_numpy(dtype=np.int8)
+        if bucket_seconds is None:
+            return aggregate_codes(ia, ib, codes_out, models=models)
+        return aggregate_codes(ia, ib, codes_out, models=models, time=t, bucket_seconds=bucket_seconds)
 
 
 def _bytes(path: Path) -> bytes:

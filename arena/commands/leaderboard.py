@@ -47,6 +47,13 @@ AnchorOpt = Annotated[
 ]
 LevelOpt = Annotated[float, typer.Option("--level", min=0.5, max=0.999, help="Interval level.")]
 IntervalOpt = Annotated[str, typer.Option("--interval", help="bootstrap, sandwich or none.")]
+HalfLifeOpt = Annotated[
+    float | None, typer.Option("--half-life", help="Time weights: half-life in days (votes need times).")
+]
+PriorOpt = Annotated[
+    float | None, typer.Option("--prior", help="Gaussian prior on ratings: standard deviation in Elo points.")
+]
+BothBadOpt = Annotated[str, typer.Option("--both-bad", help="'tie (bothbad)' votes: tie or exclude.")]
 CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompts of this category.")]
 LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battles in this language.")]
 SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
@@ -81,6 +88,7 @@ def load_battles_file(
     language: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    bucket_seconds: float | None = None,
 ) -> tuple[PairCounts, str, int]:
     """Read a Chatbot Arena battles file as columns, filter it, aggregate it.
 
@@ -89,7 +97,11 @@ def load_battles_file(
     """
     columns = read_battle_columns(path)
     mask = columns.select(language=language, since=since, until=until)
-    return columns.pair_counts(mask), columns.sha256, columns.n_battles
+    try:
+        counts = columns.pair_counts(mask, bucket_seconds=bucket_seconds)
+    except ValueError as exc:
+        raise InputError(path, None, str(exc)) from None
+    return counts, columns.sha256, columns.n_battles
 
 
 @contextmanager
@@ -145,16 +157,40 @@ def _print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: fl
     out.print(summary_table(board, title=title))
     fitted = meta.get("parameters_fitted") or {}
     for name, value in sorted(fitted.items()):
-        out.print(f"  {name}: {value.get('value'):.3f} [{value.get('ci_low')}, {value.get('ci_high')}]")
+        low, high = value.get("ci_low"), value.get("ci_high")
+        interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+        out.print(f"  {name}: {value.get('value'):.3f}{interval}")
     out.print(f"snapshot {meta['id']} in {manifest.path}")
     out.print(f"votes sha256           {meta['votes_sha256']}")
     out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}")
 
 
 def _options(
-    method: str, bootstrap: int, seed: int, anchor: str | None, level: float, interval: str
+    method: str,
+    bootstrap: int,
+    seed: int,
+    anchor: str | None,
+    level: float,
+    interval: str,
+    *,
+    half_life: float | None = None,
+    prior: float | None = None,
+    both_bad: str = "tie",
 ) -> FitOptions:
+    """Fit options; the extended methods' options are passed only when set, so plain BT stays plain."""
+    if both_bad not in ("tie", "exclude"):
+        raise typer.BadParameter("expected tie or exclude", param_hint="--both-bad")
+    extra: dict[str, Any] = {}
+    if half_life is not None:
+        extra["half_life"] = half_life * 86_400.0
+    if prior is not None:
+        extra["prior"] = prior
+    if both_bad != "tie":
+        extra["both_bad"] = both_bad
+    if extra and method == "bt":
+        method = "bt-extended"
     return FitOptions(
+        extra=extra,
         method=method,
         n_rounds=bootstrap,
         level=level,
@@ -179,6 +215,9 @@ def recompute(
     anchor: AnchorOpt = None,
     level: LevelOpt = 0.95,
     interval: IntervalOpt = "bootstrap",
+    half_life: HalfLifeOpt = None,
+    prior: PriorOpt = None,
+    both_bad: BothBadOpt = "tie",
     category: CategoryOpt = None,
     language: LanguageOpt = None,
     since: SinceOpt = None,
@@ -187,7 +226,9 @@ def recompute(
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
 ) -> None:
     """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
-    options = _options(method, bootstrap, seed, anchor, level, interval)
+    options = _options(
+        method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad
+    )
     since, until = _utc(since), _utc(until)
     started = time.perf_counter()
     with progress_bar() as bar:
@@ -196,7 +237,9 @@ def recompute(
             if category is not None or exclude_flagged:
                 raise typer.BadParameter("a battles file has no categories or flags; use the database")
             try:
-                counts, digest, _ = load_battles_file(source, language=language, since=since, until=until)
+                counts, digest, _ = load_battles_file(
+                    source, language=language, since=since, until=until, bucket_seconds=options.time_bucket
+                )
             except InputError as exc:
                 raise typer.BadParameter(str(exc), param_hint="--from") from None
             origin = str(source)
@@ -207,7 +250,7 @@ def recompute(
             engine = open_store(settings_for(database_url))
             try:
                 vote_filter = VoteFilter(category, language, since, until, exclude_flagged)
-                counts, digest = load_from_database(engine, vote_filter)
+                counts, digest = load_from_database(engine, vote_filter, bucket_seconds=options.time_bucket)
             finally:
                 engine.dispose()
             origin = "the database"
@@ -250,6 +293,9 @@ def publish(
     anchor: AnchorOpt = None,
     level: LevelOpt = 0.95,
     interval: IntervalOpt = "bootstrap",
+    half_life: HalfLifeOpt = None,
+    prior: PriorOpt = None,
+    both_bad: BothBadOpt = "tie",
     category: CategoryOpt = None,
     language: LanguageOpt = None,
     exclude_flagged: FlaggedOpt = False,
@@ -260,7 +306,9 @@ def publish(
 ) -> None:
     """Recompute from the database and store an immutable snapshot (or one per category/language)."""
     settings = settings_for(database_url)
-    options = _options(method, bootstrap, seed, anchor, level, interval)
+    options = _options(
+        method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad
+    )
     engine = open_store(settings)
     folder = snapshot_dir or Path(settings.snapshot_dir)
     try:

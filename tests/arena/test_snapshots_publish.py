@@ -158,3 +158,17 @@ def test_migrated_store_refuses_changes(demo_engine: Engine, tmp_path: Path) -> 
     for statement in ("UPDATE snapshot SET n_votes = 1", "DELETE FROM snapshot"):
         with pytest.raises(DBAPIError, match="immutable"), demo_engine.begin() as conn:
             conn.execute(text(statement))
+
+
+def test_extended_method_writes_parameters_fitted(tmp_path: Path) -> None:
+    source = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
+    if not source.exists():
+        pytest.skip("shared data folder absent")
+    args = ["recompute", "--from", str(source), "--method", "bt-position", "--bootstrap", "20"]
+    result = CliRunner().invoke(build_app(), [*args, "--seed", "2", "--no-plots", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((tmp_path / METADATA_FILE).read_text())
+    assert meta["method"] == "bt-position"
+    advantage = meta["parameters_fitted"]["position_advantage_elo"]
+    # LLM judges favour the answer shown first: the left-side advantage is clearly positive.
+    assert 0 < advantage["ci_low"] <= advantage["value"] <= advantage["ci_high"]
