@@ -1,0 +1,150 @@
+"""`arena import/export/demo/db upgrade` on both backends, and the command registry."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import arena.cli
+from arena.cli import app, build_app
+from tests.votes.helpers import row_counts
+from votes.db import is_sqlite, make_engine
+
+runner = CliRunner()
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = runner.invoke(app, list(args), env=env)
+    text = result.output
+    try:
+        text += result.stderr
+    except ValueError:  # older Click mixes stderr into output
+        pass
+    return result.exit_code, text
+
+
+def battle(i: int, **changes: object) -> str:
+    row = {
+        "question_id": f"q{i}",
+        "model_a": "alpha",
+        "model_b": "beta",
+        "winner": "model_a",
+        "tstamp": float(i),
+    }
+    row.update(changes)
+    return json.dumps(row)
+
+
+@pytest.fixture
+def url(db_url: str) -> str:
+    """A store ready for the CLI: SQLite migrates itself; PostgreSQL needs `arena db upgrade` first."""
+    if not is_sqlite(db_url):
+        code, out = run("db", "upgrade", "--database-url", db_url)
+        assert code == 0 and "revision" in out, out
+    return db_url
+
+
+def counts(url: str) -> dict[str, int]:
+    engine = make_engine(url)
+    try:
+        return row_counts(engine)
+    finally:
+        engine.dispose()
+
+
+def test_import_with_one_bad_row_exits_nonzero_names_the_row_and_changes_nothing(
+    url: str, tmp_path: Path
+) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(battle(i) for i in range(5)) + "\n")
+    code, out = run("import", str(good), "--database-url", url)
+    assert code == 0, out
+    assert "5 added" in out
+    before = counts(url)
+
+    bad = tmp_path / "bad.jsonl"
+    lines = [battle(i) for i in range(10, 20)]
+    lines[6] = battle(16, winner="left")
+    bad.write_text("\n".join(lines) + "\n")
+    code, out = run("import", str(bad), "--database-url", url)
+    assert code == 1
+    assert f"{bad}: line 7: unknown winner 'left'" in out
+    assert "nothing was imported" in out
+    assert counts(url) == before
+
+
+def test_environment_url_export_import_round_trip(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARENA_DATABASE_URL", url)
+    code, out = run("demo", "--votes", "120", "--seed", "1")
+    assert code == 0 and "120 new votes" in out, out
+    assert counts(url)["vote"] == 120
+    for what in ("catalog", "votes"):
+        code, out = run("export", what, "--format", "csv", "--out", str(tmp_path / f"{what}.csv"))
+        assert code == 0, out
+    other = f"sqlite:///{tmp_path}/other.db"
+    code, out = run(
+        "import", str(tmp_path / "catalog.csv"), str(tmp_path / "votes.csv"), "--database-url", other
+    )
+    assert code == 0, out
+    code, out = run(
+        "export", "votes", "--format", "csv", "--out", str(tmp_path / "again.csv"), "--database-url", other
+    )
+    assert code == 0, out
+    assert (tmp_path / "again.csv").read_bytes() == (tmp_path / "votes.csv").read_bytes()
+    code, out = run("import", str(tmp_path / "votes.csv"), "--database-url", other)
+    assert code == 0 and "0 added, 120 already present" in out
+
+
+def test_format_and_kind_overrides(url: str, tmp_path: Path) -> None:
+    path = tmp_path / "battles.data"
+    path.write_text("model_a,model_b,winner\nalpha,beta,tie\n")
+    code, out = run("import", str(path), "--format", "csv", "--kind", "battles", "--database-url", url)
+    assert code == 0 and "1 added" in out, out
+    code, out = run("import", str(tmp_path / "missing.jsonl"), "--database-url", url)
+    assert code == 1 and "no such file" in out
+
+
+def test_postgres_store_must_be_upgraded_first(pg_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    path.write_text(battle(1) + "\n")
+    code, out = run("import", str(path), "--database-url", pg_url)
+    assert code == 2 and "arena db upgrade" in out
+
+
+def test_registry_skips_absent_modules_but_not_broken_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    fake = types.ModuleType("arena.commands.fake")
+
+    def register(cli: typer.Typer) -> None:
+        calls.append("fake")
+        cli.command("fake")(lambda: None)
+
+    fake.register = register  # type: ignore[attr-defined]
+    monkeypatch.setitem(__import__("sys").modules, "arena.commands.fake", fake)
+    monkeypatch.setattr(
+        arena.cli, "COMMAND_MODULES", ("arena.commands.fake", "arena.commands.not_written_yet")
+    )
+    cli = build_app()
+    assert calls == ["fake"] and [c.name for c in cli.registered_commands] == ["fake"]
+
+    def import_broken(name: str) -> types.ModuleType:
+        raise ModuleNotFoundError("No module named 'missing_dep'", name="missing_dep")
+
+    monkeypatch.setattr(arena.cli, "importlib", types.SimpleNamespace(import_module=import_broken))
+    monkeypatch.setattr(arena.cli, "COMMAND_MODULES", ("arena.commands.fake",))
+    with pytest.raises(ModuleNotFoundError, match="missing_dep"):
+        build_app()  # a module that exists but cannot import is an error, not a silently missing command
+
+
+def test_help_lists_the_data_commands() -> None:
+    code, out = run("--help")
+    assert code == 0
+    for command in ("import", "export", "demo", "db"):
+        assert command in out
