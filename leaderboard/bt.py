@@ -139,6 +139,22 @@ class _Pairs:
         g = np.asarray(self.incidence @ r.T).T
         return g, p
 
+    def gradient_t(self, theta_t: FloatArray, half_n_t: FloatArray, c_t: FloatArray) -> FloatArray:
+        """Log-likelihood gradient in pair-major layout, theta (M x B) -> (M x B).
+
+        With ``p = (1 + tanh(d / 2)) / 2`` the residual ``s - n p`` is ``c - (n / 2) tanh(d / 2)``
+        where ``c = s - n / 2`` and ``n / 2`` (P x B) are computed once per solve; in place, so one
+        (P x B) buffer serves the whole evaluation.
+        """
+        r = theta_t[self.lo]
+        r -= theta_t[self.hi]
+        r *= 0.5
+        np.tanh(r, out=r)
+        r *= half_n_t
+        np.subtract(c_t, r, out=r)
+        g: FloatArray = np.asarray(self.incidence @ r)
+        return g
+
     def laplacian(self, w: FloatArray) -> FloatArray:
         """Weighted graph Laplacians, one per row of ``w`` (B x P) -> (B x M x M)."""
         b = w.shape[0]
@@ -218,20 +234,35 @@ def solve_bt_batch(
     centre = np.full((m, m), 1.0 / m)
     active = np.arange(b)
     if fixed_hessian is not None and max_fixed_iter > 0:
+        # Pair-major layout (pairs x problems): gathering whole rows of theta and the sparse product
+        # with the incidence matrix both run on contiguous memory, about twice as fast as row-major.
         k = np.linalg.inv(fixed_hessian + ridge * np.eye(m) + centre)
+        theta_t = np.ascontiguousarray(theta.T)
+        half_n_t = np.ascontiguousarray(0.5 * n.T)
+        c_t = np.ascontiguousarray(s.T) - half_n_t
+        cols = np.arange(b)
         for it in range(max_fixed_iter):
-            if active.size == 0:
+            if cols.size == 0:
                 break
-            g, _ = pairs.gradient(theta[active], n[active], s[active])
-            g -= ridge * theta[active]
-            step = g @ k
-            big = np.abs(step).max(axis=1)
-            step *= np.minimum(1.0, _MAX_STEP / np.maximum(big, 1e-300))[:, None]
-            theta[active] += step
+            g_t = pairs.gradient_t(theta_t, half_n_t, c_t)
+            if ridge:
+                g_t -= ridge * theta_t
+            step_t = k @ g_t
+            big = np.abs(step_t).max(axis=0)
+            step_t *= np.minimum(1.0, _MAX_STEP / np.maximum(big, 1e-300))[None, :]
+            theta_t += step_t
             iters = max(iters, it + 1)
             done = big < tol
-            converged[active[done]] = True
-            active = active[~done]
+            if done.any():
+                theta[cols] = theta_t.T
+                converged[cols[done]] = True
+                cols = cols[~done]
+                keep = np.flatnonzero(~done)
+                theta_t = np.ascontiguousarray(theta_t[:, keep])
+                half_n_t = np.ascontiguousarray(half_n_t[:, keep])
+                c_t = np.ascontiguousarray(c_t[:, keep])
+        theta[cols] = theta_t.T
+        active = cols
     eye = ridge * np.eye(m) + centre
     for it in range(max_iter):
         if active.size == 0:
