@@ -60,6 +60,11 @@ class FitOptions:
     # Options of the extended methods (half_life, prior, style, both_bad, ...), passed through as given.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # No rounds means no bootstrap: say so, rather than ask for intervals from zero rounds.
+        if self.n_rounds == 0 and self.interval == "bootstrap":
+            object.__setattr__(self, "interval", "none")
+
     @property
     def time_bucket(self) -> float | None:
         """Aggregation by time is needed only for time weights."""

@@ -194,7 +194,7 @@ def _options(
         method=method,
         n_rounds=bootstrap,
         level=level,
-        interval="none" if bootstrap == 0 and interval == "bootstrap" else interval,
+        interval=interval,
         anchor=parse_anchor(anchor),
         random_state=seed,
     )
