@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -127,7 +128,7 @@ def test_votes_hash_is_the_same_for_the_database_and_its_export(store: Engine, t
     export_votes(store, tmp_path / "v.jsonl", fmt="jsonl")
     assert hashlib.sha256((tmp_path / "v.jsonl").read_bytes()).hexdigest() == digest
     for fmt in ("csv", "parquet"):
-        export_votes(store, tmp_path / f"v.{fmt}", fmt=fmt)  # type: ignore[arg-type]
+        export_votes(store, tmp_path / f"v.{fmt}", fmt=fmt)
         file_format, rows = read_rows(tmp_path / f"v.{fmt}")
         records = parse_battles(tmp_path / f"v.{fmt}", file_format, rows)
         assert rows_sha256(r.row() for r in records) == digest
@@ -229,7 +230,7 @@ def test_conflicting_answer_rolls_back_everything(store: Engine, tmp_path: Path)
 
 
 def test_catalog_conflicts_and_bare_prompts(store: Engine, tmp_path: Path) -> None:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "prompt_id": "p1",
             "prompt": "Say hi",

@@ -28,12 +28,12 @@ PROPERTY_SETTINGS = settings(
 # Text that CSV and JSON both carry faithfully; "" is the CSV spelling of a missing value, so names and
 # answers are non-empty, and a string prompt must not look like a JSON conversation.
 text = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\x00"),
+    st.characters(codec="utf-8", exclude_categories=["Cs"], exclude_characters="\x00"),
     min_size=1,
     max_size=30,
 )
 name = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\x00"),
+    st.characters(codec="utf-8", exclude_categories=["Cs"], exclude_characters="\x00"),
     min_size=1,
     max_size=12,
 )

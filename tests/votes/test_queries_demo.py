@@ -110,7 +110,8 @@ def test_flagged_annotators_drop_out_of_fits_hash_and_live_ratings(store: Engine
     )
     live = live_ratings(store)
     for i, name in enumerate(replay.models):
-        assert live[name] == (pytest.approx(replay.rating[i], abs=1e-9), replay.games[i])
+        assert live[name][0] == pytest.approx(replay.rating[i], abs=1e-9)
+        assert live[name][1] == replay.games[i]
 
 
 def test_demo_data_has_the_promised_shape() -> None:
