@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 __all__ = [
+    "GENERIC_WORDS",
     "KNOWN_FAMILIES",
     "IdentityLeak",
     "LeakDetector",
@@ -40,6 +41,12 @@ KNOWN_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"phi-|phi\d|microsoft", ("Microsoft", "Phi")),
     (r"grok|xai", ("xAI", "Grok")),
 )
+
+#: Leading words of model names too common in answers to count as a name ("model-7b" is not "model").
+GENERIC_WORDS = frozenset(
+    {"model", "models", "chat", "assistant", "bot", "llm", "lm", "base", "instruct", "test", "demo", "the",
+     "large", "language", "open", "mini", "small", "tiny", "big", "new", "my", "ai"}
+)  # fmt: skip
 
 # Phrases in which a name identifies the writer, looked for just before the name.
 _SELF_CONTEXT = re.compile(
@@ -84,7 +91,7 @@ def model_aliases(name: str, organisation: str | None = None) -> tuple[str, ...]
     """
     aliases = {name}
     lead = re.match(r"[A-Za-z]+", name)
-    if lead:
+    if lead and lead.group(0).lower() not in GENERIC_WORDS:
         aliases.add(lead.group(0))
     if organisation:
         aliases.add(organisation)
