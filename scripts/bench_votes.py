@@ -1,0 +1,268 @@
+"""Vote ingestion under load: the real server (uvicorn) on a fresh database, driven over loopback.
+
+Usage::
+
+    python scripts/bench_votes.py --backend sqlite --seconds 20 --clients 16
+    python scripts/bench_votes.py --backend postgresql --workers 2 --seconds 20 --clients 32
+
+For each run it creates a fresh database (a SQLite file in a temporary folder, or a new PostgreSQL database
+dropped afterwards), starts ``arena serve --demo`` on a free 127.0.0.1 port, waits until it answers, and
+runs ``scripts/loadgen.py`` in its own process(es) for ``--seconds``: every client does the full flow,
+``GET /api/battles/next`` then ``POST /api/votes``. The per-annotator and per-address rate limits are
+raised for the run (all clients share one address and would otherwise be throttled at 300 votes/min);
+everything else is the server's default configuration (SQLite: WAL, ``synchronous=FULL``).
+
+Afterwards it stops the server and counts the vote rows: every acknowledged vote must be in the database
+(``votes_missing`` is acknowledged votes minus new rows, and should be 0).
+Reported: votes/s, latency percentiles of the vote POST, errors, the server's CPU seconds and the
+load generator's own. The last line is a JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _bench_common import emit_json_line, free_port, machine_info, print_table  # noqa: E402
+
+PG_ADMIN_URL = os.environ.get(
+    "ARENA_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of a process and its live descendants (from /proc)."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += stats[pid][1]
+        todo.extend(child for child, (ppid, _) in stats.items() if ppid == pid)
+    return total
+
+
+def _count_votes(url: str) -> int:
+    from sqlalchemy import text
+
+    from votes.db import make_engine
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM vote")).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with code {proc.returncode} before answering")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/leaderboard", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"the server did not answer within {timeout:.0f} s")
+
+
+def _log_tail(path: Path) -> str:
+    return " / ".join(path.read_text(errors="replace").strip().splitlines()[-8:])
+
+
+def run_backend(args: argparse.Namespace, backend: str) -> dict[str, Any]:
+    """One benchmark run on one backend; returns the figures."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from votes.db import make_engine
+
+    workers = args.workers or (1 if backend == "sqlite" else 2)
+    with tempfile.TemporaryDirectory(prefix="bench_votes_") as tmp:
+        admin = None
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp}/votes.db"
+        else:
+            admin = make_engine(PG_ADMIN_URL)
+            name = f"arena_bench_{uuid.uuid4().hex[:10]}"
+            with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+            url = make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+        port = free_port()
+        env = dict(
+            os.environ,
+            ARENA_DATABASE_URL=url,
+            ARENA_SECRET_KEY=uuid.uuid4().hex * 2,
+            ARENA_RATE_LIMIT_PER_MINUTE="100000000",
+            ARENA_RATE_LIMIT_PER_ADDRESS_PER_MINUTE="100000000",
+            ARENA_SNAPSHOT_DIR=str(Path(tmp) / "snapshots"),
+        )
+        # The database is prepared as `arena serve --demo` does it; the server is then started with uvicorn's
+        # own command line so that its worker health-check timeout can be raised: on a loaded machine a worker
+        # importing the app can take longer than uvicorn's default 5 s and is killed and restarted in a loop.
+        from arena.commands.serve import prepare_database
+
+        prepare_database(url, demo=True, demo_votes=args.demo_votes, seed=args.seed)
+        cmd = [sys.executable, "-m", "uvicorn", "arena.app:create_app_from_env", "--factory"]
+        cmd += [
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ]
+        cmd += ["--timeout-worker-healthcheck", "120", "--no-access-log"]
+        log = open(Path(tmp) / "server.log", "wb")  # noqa: SIM115 - closed below
+        server = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            try:
+                _wait_ready(port, server, args.startup_timeout)
+            except RuntimeError as exc:
+                raise RuntimeError(f"{exc}; server log: {_log_tail(Path(tmp) / 'server.log')}") from None
+            before = _count_votes(url)
+            cpu0 = _tree_cpu_seconds(server.pid)
+            gen = [
+                sys.executable,
+                str(Path(__file__).resolve().with_name("loadgen.py")),
+                "--port",
+                str(port),
+                "--clients",
+                str(args.clients),
+                "--seconds",
+                str(args.seconds),
+                "--processes",
+                str(args.loadgen_processes),
+                "--max-votes",
+                str(args.max_votes),
+                "--seed",
+                str(args.seed),
+            ]
+            t0 = time.perf_counter()
+            done = subprocess.run(
+                gen, capture_output=True, text=True, timeout=args.seconds + 180, check=False
+            )
+            wall = time.perf_counter() - t0
+            server_cpu = _tree_cpu_seconds(server.pid) - cpu0
+            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+            if done.returncode != 0 or not lines:
+                raise RuntimeError(f"loadgen failed: {done.stderr.strip()[-500:]}")
+            figures: dict[str, Any] = json.loads(lines[-1])
+        finally:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(10)
+            log.close()
+        after = _count_votes(url)
+        server_log = (Path(tmp) / "server.log").read_text(errors="replace")
+        if admin is not None:
+            with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
+            admin.dispose()
+    figures.update(
+        backend=backend,
+        workers=workers,
+        new_vote_rows=after - before,
+        votes_missing=figures["votes"] - (after - before),
+        server_cpu_s=server_cpu,
+        server_cpu_share=server_cpu / wall if wall > 0 else None,
+        server_errors_logged=server_log.count("Traceback"),
+    )
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="sqlite")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument(
+        "--workers", type=int, help="server worker processes (default: 1 on SQLite, 2 on PostgreSQL)"
+    )
+    parser.add_argument("--loadgen-processes", type=int, default=1, help="load generator processes")
+    parser.add_argument("--max-votes", type=int, default=1_000_000, help="bound on vote attempts")
+    parser.add_argument("--demo-votes", type=int, default=200, help="demo votes loaded before the run")
+    parser.add_argument("--startup-timeout", type=float, default=120.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
+    results = [run_backend(args, b) for b in backends]
+    print_table(
+        [
+            "backend",
+            "workers",
+            "clients",
+            "votes/s",
+            "p50 ms",
+            "p95 ms",
+            "p99 ms",
+            "errors",
+            "missing",
+            "server CPU",
+            "loadgen CPU",
+        ],
+        [
+            [
+                r["backend"],
+                r["workers"],
+                r["clients"],
+                r["votes_per_s"],
+                r["p50_ms"],
+                r["p95_ms"],
+                r["p99_ms"],
+                r["errors"],
+                r["votes_missing"],
+                f"{r['server_cpu_share']:.0%}",
+                f"{r['loadgen_cpu_share']:.0%}",
+            ]
+            for r in results
+        ],
+    )
+    print(
+        "\nCPU: seconds of CPU per second of wall time (100% = one core); the machine has",
+        os.cpu_count(),
+        "cores.",
+    )
+    last = dict(results[-1])
+    if len(results) > 1:
+        last["runs"] = results
+    last["benchmark"] = "votes"
+    last["machine"] = machine_info()
+    emit_json_line(last)
+    return 0 if all(r["votes_missing"] == 0 for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

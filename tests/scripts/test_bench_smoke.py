@@ -1,0 +1,149 @@
+"""Tiny runs of the benchmark scripts, so they cannot rot: each must finish and print sane figures.
+
+The scripts run as the user would run them (a subprocess of this interpreter) and the test reads the JSON
+line they end with. Peers from the optional ``bench`` extra are included when importable; the script must
+then name the missing ones in ``skipped``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+OPTIONAL_PEERS = {"evalica": "evalica", "choix": "choix"}
+
+
+def _run(script: str, *args: str, timeout: float = 240) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    figures: dict[str, Any] = json.loads(last)
+    return figures
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"_smoke_{name}", SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_fit_small_run_reports_every_contender() -> None:
+    contenders = "ours,evalica,choix,lmsys-current,lmsys-classic"
+    fig = _run(
+        "bench_fit.py",
+        *("--votes", "5000", "--models", "10", "--rounds", "5", "--contenders", contenders),
+        *("--budget", "60", "--extrapolate-seconds", "5"),
+    )
+    for key in (
+        "votes",
+        "models",
+        "rounds",
+        "ours_s",
+        "fastest_peer",
+        "fastest_peer_s",
+        "speedup_vs_fastest_peer",
+        "max_rating_diff",
+    ):
+        assert key in fig, key
+    assert (fig["votes"], fig["models"], fig["rounds"]) == (5000, 10, 5)
+    assert fig["ours_s"] > 0
+    # Ours is the exact MLE (Newton-polished); the reference is too.
+    assert fig["max_rating_diff"] < 0.01
+    assert fig["fastest_peer"] in ("evalica", "lmsys-current", "lmsys-classic")
+    assert fig["fastest_peer_s"] > 0
+    assert fig["speedup_vs_fastest_peer"] == pytest.approx(fig["fastest_peer_s"] / fig["ours_s"])
+    for peer, module in OPTIONAL_PEERS.items():
+        if importlib.util.find_spec(module) is None:
+            assert peer in fig["skipped"]
+        else:
+            assert peer not in fig["skipped"]
+            # Every peer fits the same plain Bradley-Terry model; all land within an Elo of the MLE.
+            assert fig["max_rating_diff_peers"][peer] < 1.0
+    assert fig["max_rating_diff_peers"]["lmsys-classic"] < 1.0
+
+
+@pytest.mark.slow
+def test_bench_fit_arena_rank_small_run() -> None:
+    pytest.importorskip("arena_rank")
+    fig = _run(
+        "bench_fit.py",
+        *("--votes", "5000", "--models", "10", "--rounds", "4", "--contenders", "ours,arena-rank"),
+        *("--budget", "5", "--extrapolate-seconds", "5"),
+        timeout=600,
+    )
+    assert fig["fastest_peer"] == "arena-rank"
+    assert fig["max_rating_diff_peers"]["arena-rank"] < 1.0
+
+
+def test_reference_mle_agrees_with_fit_bt() -> None:
+    """The benchmark's own Newton reference and the leaderboard's fit are the same estimate."""
+    bench = _load("bench_fit")
+    from leaderboard import fit_bt
+
+    battles = bench.synthetic_battles(3000, 6, random_state=3)
+    counts = battles.aggregate()
+    ref = bench.exact_mle(counts)
+    ours = np.asarray(fit_bt(counts).rating)
+    np.testing.assert_allclose(ref - ref.mean(), ours - ours.mean(), atol=1e-6)
+
+
+def test_synthetic_battles_look_like_an_arena() -> None:
+    common = _load("_bench_common")
+    battles = common.synthetic_battles(200_000, 30, random_state=1)
+    share = np.bincount(battles.outcome, minlength=4) / battles.n_votes
+    assert 0.12 < share[2] + share[3] < 0.19  # about 15% ties
+    assert 0 < share[3] < share[2] + share[3]  # some of them both bad
+    assert share[0] > share[1]  # a small left-side advantage
+    pairs = np.bincount(battles.model_a * 30 + battles.model_b)
+    assert pairs.max() > 20 * np.median(pairs[pairs > 0])  # skewed pair frequencies
+    again = common.synthetic_battles(200_000, 30, random_state=1)
+    np.testing.assert_array_equal(battles.outcome, again.outcome)
+
+
+def test_bench_scale_small_run_on_sqlite() -> None:
+    fig = _run("bench_scale.py", "--votes", "3000", "--models", "8")
+    assert fig["backend"] == "sqlite"
+    assert fig["votes"] == 3000
+    assert fig["cells_agree"] is True
+    assert fig["errors"] == {}
+    for key in ("groupby_s", "rows_s", "elo_replay_s", "groupby_peak_mb", "rows_peak_mb"):
+        assert fig[key] > 0, key
+
+
+def test_bench_votes_short_run_on_sqlite() -> None:
+    fig = _run("bench_votes.py", "--backend", "sqlite", "--seconds", "2", "--clients", "2", timeout=300)
+    for key in ("backend", "votes_per_s", "p50_ms", "p99_ms", "errors"):
+        assert key in fig, key
+    assert fig["backend"] == "sqlite"
+    assert fig["votes"] > 0 and fig["votes_per_s"] > 0
+    assert 0 < fig["p50_ms"] <= fig["p99_ms"]
+    assert fig["errors"] == 0
+    assert fig["votes_missing"] == 0
+    assert fig["loadgen_cpu_s"] > 0
+
+
+def test_loadgen_percentile_is_nearest_rank() -> None:
+    loadgen = _load("loadgen")
+    values = [float(v) for v in range(1, 101)]
+    assert loadgen.percentile(values, 50) == 50.0
+    assert loadgen.percentile(values, 99) == 99.0
+    assert loadgen.percentile(values, 100) == 100.0
+    assert loadgen.percentile([], 50) is None
