@@ -49,8 +49,9 @@ from sqlmodel import Session, SQLModel  # noqa: E402
 
 from leaderboard.elo import EloConfig  # noqa: E402
 from votes.db import make_engine  # noqa: E402
-from votes.models import Battle, Model, Output, Prompt, Vote  # noqa: E402
+from votes.models import Model, Output, Prompt  # noqa: E402
 from votes.store import live_standings, replay_live_ratings  # noqa: E402
+from votes.tables import battle_t, vote_t  # noqa: E402
 
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
@@ -79,7 +80,7 @@ def seed_catalog(engine: Engine, *, n_models: int, n_prompts: int) -> None:
     with Session(engine) as session:
         models = [Model(name=f"model-{i:02d}") for i in range(n_models)]
         prompts = [Prompt(text=f"Question {i}?", external_id=f"q{i}") for i in range(n_prompts)]
-        session.add_all(models + prompts)
+        session.add_all([*models, *prompts])
         session.flush()
         for p in prompts:
             for m in models:
@@ -243,9 +244,8 @@ def integrity(engine: Engine, backend: str) -> tuple[bool, str]:
         invalid = conn.execute(text("SELECT count(*) FROM pg_constraint WHERE NOT convalidated")).scalar_one()
         orphans = conn.execute(
             select(func.count())
-            .select_from(Vote)
-            .outerjoin(Battle, Battle.id == Vote.battle_id)
-            .where(Battle.id.is_(None))  # type: ignore[arg-type,union-attr]
+            .select_from(vote_t.outerjoin(battle_t, battle_t.c.id == vote_t.c.battle_id))
+            .where(battle_t.c.id.is_(None))
         ).scalar_one()
         return invalid == 0 and orphans == 0, f"unvalidated constraints={invalid}, orphan votes={orphans}"
 
@@ -312,12 +312,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def check(engine: Engine, backend: str, tally: Tally) -> dict[str, Any]:
     with Session(engine) as session:
-        rows = session.execute(select(Vote.id, Vote.battle_id, Vote.winner, Vote.idempotency_key)).all()
+        rows = session.execute(
+            select(vote_t.c.id, vote_t.c.battle_id, vote_t.c.winner, vote_t.c.idempotency_key)
+        ).all()
         by_id = {r[0]: (r[1], r[2]) for r in rows}
         found = sum(1 for vid, expect in tally.acknowledged.items() if by_id.get(vid) == expect)
         battles = [r[1] for r in rows]
         keys = [r[3] for r in rows if r[3] is not None]
-        tokens = session.execute(select(Battle.token_id).where(Battle.token_id.is_not(None))).scalars().all()  # type: ignore[union-attr]
+        tokens = (
+            session.execute(select(battle_t.c.token_id).where(battle_t.c.token_id.is_not(None)))
+            .scalars()
+            .all()
+        )
         duplicated = (
             (len(battles) - len(set(battles)))
             + (len(keys) - len(set(keys)))
