@@ -199,6 +199,7 @@ def publish_snapshot(
     exclude_flagged: bool = False,
     progress: Progress | None = None,
     created_at: datetime | None = None,
+    plots: bool = True,
 ) -> Snapshot:
     """Recompute from the database and publish: a read-only folder under ``snapshot_dir`` and a row.
 
@@ -224,6 +225,7 @@ def publish_snapshot(
         source="database",
         progress=progress,
         created_at=created_at or datetime.now(UTC),
+        plots=plots,
     )
     final = root / manifest.id
     try:
@@ -252,6 +254,7 @@ def publish_slices(
     min_votes: int = DEFAULT_MIN_SLICE_VOTES,
     exclude_flagged: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
+    plots: bool = True,
 ) -> list[Snapshot]:
     """Publish the overall board and one board per category and per language (those with enough votes)."""
     if slices is None:
@@ -274,6 +277,7 @@ def publish_slices(
                 language=spec.language,
                 exclude_flagged=exclude_flagged,
                 progress=report,
+                plots=plots,
             )
         )
     return published

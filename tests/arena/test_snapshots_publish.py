@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from arena.cli import build_app
 from arena.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot
-from leaderboard.snapshot import DATA_FILES, METADATA_FILE, read_snapshot
+from leaderboard.snapshot import DATA_FILES, METADATA_FILE, PLOT_FILES, read_snapshot
 from votes.db import make_engine
 from votes.demo import load_demo
 from votes.io import export_votes
@@ -67,7 +67,7 @@ def test_export_then_recompute_equals_publish(demo_engine: Engine, tmp_path: Pat
     )
     assert result.exit_code == 0, result.output
     published = Path(row.path)
-    for name in DATA_FILES:
+    for name in (*DATA_FILES, *PLOT_FILES):
         assert (published / name).read_bytes() == (out / name).read_bytes(), name
     offline_meta = json.loads((out / METADATA_FILE).read_text())
     assert offline_meta["votes_sha256"] == row.votes_sha256
@@ -81,6 +81,7 @@ def test_published_folder_is_read_only_and_listed(demo_engine: Engine, tmp_path:
         snapshot_dir=tmp_path,
         options=FitOptions(n_rounds=10, random_state=SEED),
         slices=[SliceSpec(), SliceSpec(language="en")],
+        plots=False,
     )
     assert [r.slice for r in rows] == ["all", "language=en"]
     assert rows[1].n_votes < rows[0].n_votes
@@ -99,7 +100,10 @@ def test_snapshots_commands(demo_engine: Engine, tmp_path: Path) -> None:
         demo_engine, snapshot_dir=tmp_path, options=FitOptions(n_rounds=10, random_state=1)
     )
     second = publish_snapshot(
-        demo_engine, snapshot_dir=tmp_path, options=FitOptions(n_rounds=10, random_state=1, level=0.9)
+        demo_engine,
+        snapshot_dir=tmp_path,
+        options=FitOptions(n_rounds=10, random_state=1, level=0.9),
+        plots=False,
     )
     url = demo_engine.url.render_as_string(hide_password=False)
     runner = CliRunner()
@@ -154,7 +158,7 @@ def test_migrated_store_refuses_changes(demo_engine: Engine, tmp_path: Path) -> 
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
-    publish_snapshot(demo_engine, snapshot_dir=tmp_path, options=FitOptions(n_rounds=0, interval="none"))
+    publish_snapshot(demo_engine, snapshot_dir=tmp_path, options=FitOptions(n_rounds=0), plots=False)
     for statement in ("UPDATE snapshot SET n_votes = 1", "DELETE FROM snapshot"):
         with pytest.raises(DBAPIError, match="immutable"), demo_engine.begin() as conn:
             conn.execute(text(statement))
