@@ -379,7 +379,7 @@ def import_battle_records(
                 "pair_probability": None,
                 "source": "import",
                 "import_key": key,
-                "token_id": None,
+                "token_id": None,  # nosec B105 # a column name, not a password
                 "language": record.language,
                 "extra": extra or None,
             }
@@ -475,7 +475,7 @@ def import_catalog_records(
     new_rows: dict[tuple[int, int], dict[str, Any]] = {}
     now = utcnow()
     for record in with_output:
-        assert record.model is not None and record.output is not None
+        assert record.model is not None and record.output is not None  # nosec B101 # type narrowing
         pair = (prompt_ids[record.prompt_id], model_ids[record.model])
         stored = outputs.get(pair)
         if stored is not None:

@@ -204,7 +204,7 @@ def _lock_live_ratings(session: Session, model_ids: Sequence[int]) -> dict[int, 
 
 def _existing_result(session: Session, battle: Battle, vote: Vote, names: dict[int, str]) -> VoteResult:
     elo = vote.live_elo or {}
-    assert battle.id is not None and vote.id is not None
+    assert battle.id is not None and vote.id is not None  # nosec B101 # type narrowing
     return VoteResult(
         vote_id=vote.id,
         battle_id=battle.id,
@@ -243,7 +243,7 @@ def _find_previous(
         return None
     battle, vote = row
     if battle.token_id == request.battle.token_id and vote.winner != request.winner:
-        assert battle.id is not None
+        assert battle.id is not None  # nosec B101 # type narrowing
         return AlreadyVotedError(battle.id)
     return _existing_result(session, battle, vote, names)
 
@@ -300,7 +300,7 @@ def record_votes(
             with session.begin_nested():
                 session.add(battle)
                 session.flush()
-                assert battle.id is not None
+                assert battle.id is not None  # nosec B101 # type narrowing
                 vote = Vote(
                     battle_id=battle.id,
                     winner=request.winner,
@@ -318,7 +318,7 @@ def record_votes(
             previous = _find_previous(session, request, names)
             results.append(previous or VoteError("The vote could not be recorded; please try again."))
             continue
-        assert vote.id is not None
+        assert vote.id is not None  # nosec B101 # type narrowing
         if counted:
             ratings[b.model_a_id] = (new_a, ga + 1)
             ratings[b.model_b_id] = (new_b, gb + 1)

@@ -75,7 +75,7 @@ def admin_invite(request: Request, state: StateDep, body: InviteIn) -> InviteOut
         annotator = create_annotator(
             session=db, kind="invited", label=body.label, token_hash=hash_secret(token)
         )
-        assert annotator.id is not None
+        assert annotator.id is not None  # nosec B101 # type narrowing
         annotator_id = annotator.id
     return InviteOut(annotator_id=annotator_id, url=str(request.url_for("accept_invite", token=token)))
 

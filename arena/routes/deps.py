@@ -66,7 +66,7 @@ def session_or_new(request: Request, state: ArenaState) -> SessionData:
         raise NeedsInvite()
     with session_scope(state.engine) as session:
         annotator = create_annotator(session=session)
-        assert annotator.id is not None
+        assert annotator.id is not None  # nosec B101 # type narrowing
         annotator_id = annotator.id
     data, cookie = state.signer.new_session(annotator_id)
     request.state.set_session = cookie

@@ -92,7 +92,7 @@ def vote_page(request: Request, state: StateDep, db: SessionDep, notice: str | N
 
 
 @router.post("/vote", response_class=HTMLResponse)
-def vote_submit(
+def vote_submit(  # nosec B107 # form field defaults, not passwords
     request: Request,
     state: StateDep,
     token: Annotated[str, Form(max_length=4096)],
