@@ -37,11 +37,11 @@ def test_hundred_models_stay_legible() -> None:
     ):
         canvas = fig.canvas
         assert isinstance(canvas, FigureCanvasAgg)
-        canvas.draw()
+        canvas.draw()  # type: ignore[no-untyped-call]
         ax = fig.axes[0]
         ticks = ax.get_yticklabels()
         assert len(ticks) == 100
-        assert min(t.get_fontsize() for t in ticks) >= MIN_LABEL_POINTS
+        assert min(float(t.get_fontsize()) for t in ticks) >= MIN_LABEL_POINTS
         # Neighbouring labels must not overlap: their boxes are separated vertically.
         boxes = sorted((t.get_window_extent() for t in ticks), key=lambda b: b.y0)
         overlaps = sum(1 for lo, hi in zip(boxes, boxes[1:], strict=False) if hi.y0 < lo.y1 - 0.5)
