@@ -267,17 +267,21 @@ def recompute(
         def report(done: int, total: int) -> None:
             bar.update(fitting, completed=done, total=total)
 
-        board, manifest = recompute_snapshot(
-            counts,
-            out_dir,
-            options=options,
-            votes_digest=digest,
-            spec=SliceSpec(category=category, language=language),
-            filters={k: v.isoformat() if isinstance(v, datetime) else v for k, v in filters.items()},
-            source="file" if source is not None else "database",
-            progress=report,
-            plots=plots,
-        )
+        try:
+            board, manifest = recompute_snapshot(
+                counts,
+                out_dir,
+                options=options,
+                votes_digest=digest,
+                spec=SliceSpec(category=category, language=language),
+                filters={k: v.isoformat() if isinstance(v, datetime) else v for k, v in filters.items()},
+                source="file" if source is not None else "database",
+                progress=report,
+                plots=plots,
+            )
+        except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from None
         bar.update(fitting, completed=max(options.n_rounds, 1))
     _print_result(board, manifest, seconds=time.perf_counter() - started, source=origin)
 
