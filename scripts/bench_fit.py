@@ -644,6 +644,7 @@ def main(argv: list[str] | None = None) -> int:
             agreement_rows.append(
                 [
                     name,
+                    res.get("rounds_timed"),
                     diffs[name],
                     _width_ratio(res, ours, "ci_low", "ci_high"),
                     _width_ratio(res, ours, "sandwich_low", "sandwich_high"),
@@ -652,7 +653,12 @@ def main(argv: list[str] | None = None) -> int:
     if agreement_rows:
         print()
         print_table(
-            ["contender", "max |dElo| vs MLE", "boot width / ours", "sandwich width / ours"], agreement_rows
+            ["contender", "rounds run", "max |dElo| vs MLE", "boot width / ours", "sandwich width / ours"],
+            agreement_rows,
+        )
+        print(
+            "Width ratios are medians over models of (peer interval width / ours); a peer's percentile "
+            "interval from only a few rounds is too narrow, so read those with its 'rounds run'."
         )
     if skipped:
         print("\nskipped: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
