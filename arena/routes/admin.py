@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, File, Header, HTTPException, Request, UploadFile
+from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
 from arena.routes.deps import StateDep
@@ -55,7 +56,9 @@ class InviteOut(BaseModel):
 
 
 @router.post("/annotators/{annotator_id}/flag", response_model=FlagOut)
-def admin_flag(state: StateDep, annotator_id: int, body: FlagIn) -> FlagOut:
+def admin_flag(
+    state: StateDep, annotator_id: Annotated[int, PathParam(ge=1, le=2**63 - 1)], body: FlagIn
+) -> FlagOut:
     """Flag (or clear) an annotator; live ratings are rebuilt so flagged votes stop counting at once."""
     with session_scope(state.engine) as db:
         if not flag_annotator(

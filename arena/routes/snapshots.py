@@ -230,7 +230,7 @@ def api_snapshots(
     language: str | None = None,
     method: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,  # larger overflows a BIGINT (500)
 ) -> list[SnapshotOut]:
     """Published snapshots, newest first, with their manifests (file sha256s)."""
     chosen = slice_ or (slice_label(category=category, language=language) if category or language else None)
