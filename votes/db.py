@@ -1,7 +1,9 @@
 """Engines from a URL: embedded SQLite (durable, WAL) by default, PostgreSQL (psycopg 3) in production.
 
 SQLite gets `BEGIN IMMEDIATE` for every transaction, so a writer takes the database lock at the start
-instead of failing with SQLITE_BUSY half-way through; with WAL readers never wait for it.
+instead of failing with SQLITE_BUSY half-way through. Work that only reads (pages, fits, publishing) asks
+for `read_session`, a deferred transaction: with WAL it sees a consistent snapshot and never waits for, or
+holds up, the writers.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine
 
-__all__ = ["make_engine", "is_sqlite", "session_scope", "normalise_url"]
+__all__ = ["make_engine", "is_sqlite", "session_scope", "read_session", "normalise_url"]
+
+READ_ONLY_OPTION = "arena_read_only"
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -69,7 +73,10 @@ def _configure_sqlite(engine: Engine, *, memory: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        if connection.get_execution_options().get(READ_ONLY_OPTION):
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 @contextmanager
@@ -82,3 +89,17 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         except BaseException:
             session.rollback()
             raise
+
+
+@contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A session for reading only: one consistent snapshot, no write lock taken on SQLite.
+
+    Its transaction is rolled back at the end, so a write slipped into it by mistake never lands.
+    On PostgreSQL it is an ordinary session (readers never block writers there).
+    """
+    with Session(engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False) as session:
+        try:
+            yield session
+        finally:
+            session.rollback()
