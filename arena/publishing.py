@@ -23,7 +23,7 @@ from leaderboard import compute_leaderboard
 from leaderboard.data import PairCounts, aggregate_codes
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot import SnapshotManifest, freeze_snapshot, slice_label, write_snapshot
-from votes.db import session_scope
+from votes.db import read_only, session_scope
 from votes.models import Snapshot
 from votes.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
 from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
@@ -145,7 +145,8 @@ def load_from_database(
     With ``bucket_seconds`` the votes are read one by one and aggregated by time bucket (time weights);
     otherwise the database aggregates them (``GROUP BY``).
     """
-    with engine.connect() as conn, conn.begin():
+    # A deferred transaction: one consistent snapshot without holding SQLite's write lock meanwhile.
+    with read_only(engine).connect() as conn, conn.begin():
         if bucket_seconds is None:
             counts = load_pair_counts(conn, filters=vote_filter)
         else:

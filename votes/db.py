@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine
 
-__all__ = ["make_engine", "is_sqlite", "session_scope", "read_session", "normalise_url"]
+__all__ = ["make_engine", "is_sqlite", "session_scope", "read_session", "read_only", "normalise_url"]
 
 READ_ONLY_OPTION = "arena_read_only"
 
@@ -91,15 +91,18 @@ def session_scope(engine: Engine) -> Iterator[Session]:
             raise
 
 
+def read_only(engine: Engine) -> Engine:
+    """The same engine (and pool) with deferred transactions on SQLite: for connections that only read."""
+    return engine.execution_options(**{READ_ONLY_OPTION: True})
+
+
 @contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
     """A session for reading only: one consistent snapshot, no write lock taken on SQLite.
 
-    Its transaction is rolled back at the end, so a write slipped into it by mistake never lands.
-    On PostgreSQL it is an ordinary session (readers never block writers there).
+    Closing it ends the transaction without a commit, so a write slipped into it by mistake never lands
+    (objects read stay usable, detached). On PostgreSQL it is an ordinary session: readers never block
+    writers there.
     """
-    with Session(engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False) as session:
-        try:
-            yield session
-        finally:
-            session.rollback()
+    with Session(read_only(engine), expire_on_commit=False) as session:
+        yield session

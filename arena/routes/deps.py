@@ -10,7 +10,7 @@ from sqlmodel import Session
 
 from arena.app import ArenaState
 from arena.security import SESSION_COOKIE, SessionData, client_address
-from votes.db import session_scope
+from votes.db import read_session, session_scope
 from votes.store import create_annotator
 
 __all__ = [
@@ -35,7 +35,8 @@ StateDep = Annotated[ArenaState, Depends(get_state)]
 
 
 def get_session(state: StateDep) -> Iterator[Session]:
-    with Session(state.engine, expire_on_commit=False) as session:
+    """A read-only session for handlers: pages never take SQLite's write lock (votes use the writer)."""
+    with read_session(state.engine) as session:
         yield session
 
 
