@@ -23,7 +23,9 @@ from votes.io import import_file
 WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 
 
-def write_battles(path: Path, n: int, *, n_models: int = 30, conversations: bool = False, seed: int = 0) -> None:
+def write_battles(
+    path: Path, n: int, *, n_models: int = 30, conversations: bool = False, seed: int = 0
+) -> None:
     """A random battles file in the Chatbot Arena format (JSONL)."""
     rng = np.random.default_rng(seed)
     a = rng.integers(0, n_models, n)
