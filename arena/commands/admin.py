@@ -5,17 +5,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from arena.settings import Settings
-from leaderboard.annotators import FlagRule
-from leaderboard.elo import EloConfig
 from votes.db import make_engine
-from votes.review import find_leaks, review_annotators
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["annotators", "leaks", "register"]
 
@@ -42,6 +42,10 @@ def annotators(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per annotator.")] = False,
 ) -> None:
     """Per-annotator statistics against the current fit; list (with --apply, flag) the outliers."""
+    from leaderboard.annotators import FlagRule
+    from leaderboard.elo import EloConfig
+    from votes.review import review_annotators
+
     settings = Settings()
     engine = make_engine(database_url or settings.database_url)
     try:
@@ -87,6 +91,8 @@ def leaks(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per leaking output.")] = False,
 ) -> None:
     """Outputs that name their own model or maker: kept out of battles, listed here for review."""
+    from votes.review import find_leaks
+
     engine = make_engine(database_url or Settings().database_url)
     try:
         with engine.connect() as conn:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
 from arena.settings import Settings
-from leaderboard.elo import EloConfig
-from votes.io import InputError, export_catalog, export_votes, import_file
-from votes.migrate import upgrade_database
-from votes.queries import VoteFilter
+
+if TYPE_CHECKING:
+    from leaderboard.elo import EloConfig
 
 __all__ = ["register"]
 
@@ -37,6 +36,8 @@ class ExportWhat(StrEnum):
 
 def elo_config(settings: Settings) -> EloConfig:
     """The live Elo parameters the site uses, so a rebuild after an import matches it."""
+    from leaderboard.elo import EloConfig
+
     return EloConfig(k=settings.elo_k, initial=settings.elo_initial)
 
 
@@ -54,6 +55,8 @@ def import_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Import files, each all-or-nothing in one transaction; importing a file again adds nothing."""
+    from votes.io import InputError, import_file
+
     settings = settings_for(database_url)
     engine = open_store(settings)
     try:
@@ -90,6 +93,9 @@ def export_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Export deterministically (export -> import into an empty store -> export gives the same bytes)."""
+    from votes.io import export_catalog, export_votes
+    from votes.queries import VoteFilter
+
     engine = open_store(settings_for(database_url))
     try:
         if what is ExportWhat.votes:
@@ -127,6 +133,8 @@ db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 @db_app.command("upgrade")
 def db_upgrade(database_url: DatabaseUrlOption = None) -> None:
     """Apply pending schema migrations (SQLite is also upgraded automatically on start)."""
+    from votes.migrate import upgrade_database
+
     url = settings_for(database_url).database_url
     revision = upgrade_database(url)
     typer.echo(f"database at revision {revision}")

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 from sqlmodel import Session
 
 from arena.settings import Settings
-from leaderboard.data import parse_outcome
-from leaderboard.evaluate import Battles, MethodScore, evaluate_methods, split_battles
-from leaderboard.style import style_differences
 from votes.db import make_engine
-from votes.queries import load_battles
-from votes.records import BattleRecord, parse_battles, parse_catalog, read_rows
+
+if TYPE_CHECKING:
+    from leaderboard.evaluate import Battles, MethodScore
+    from votes.records import BattleRecord
 
 __all__ = ["battles_from_file", "evaluate", "register"]
 
@@ -38,6 +36,12 @@ def battles_from_file(path: Path, *, catalog: Path | None = None, style: bool = 
     With ``style``, answer texts come from the battles' conversations or, failing that, from a catalog
     file (``prompt_id``/``model``/``output``) matched on ``question_id``.
     """
+    import numpy as np
+
+    from leaderboard.evaluate import Battles
+    from leaderboard.style import style_differences
+    from votes.records import parse_battles, parse_catalog, read_rows
+
     fmt, rows = read_rows(path)
     records = parse_battles(path, fmt, rows)
     battles = _battles_from_records(records)
@@ -78,6 +82,11 @@ def battles_from_file(path: Path, *, catalog: Path | None = None, style: bool = 
 
 
 def _battles_from_records(records: list[BattleRecord]) -> Battles:
+    import numpy as np
+
+    from leaderboard.data import parse_outcome
+    from leaderboard.evaluate import Battles
+
     models = tuple(sorted({r.model_a for r in records} | {r.model_b for r in records}))
     index = {m: i for i, m in enumerate(models)}
     stamps = [r.tstamp for r in records]
@@ -92,6 +101,11 @@ def _battles_from_records(records: list[BattleRecord]) -> Battles:
 
 
 def _battles_from_database(url: str) -> Battles:
+    import numpy as np
+
+    from leaderboard.evaluate import Battles
+    from votes.queries import load_battles
+
     engine = make_engine(url)
     try:
         with Session(engine) as session:
@@ -178,6 +192,8 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
 ) -> None:
     """Compare rating methods on held-out votes: log-loss, Brier, accuracy (test), AIC and BIC (train)."""
+    from leaderboard.evaluate import evaluate_methods, split_battles
+
     if split not in ("random", "time"):
         raise typer.BadParameter("--split must be 'random' or 'time'")
     how: Literal["random", "time"] = "random" if split == "random" else "time"

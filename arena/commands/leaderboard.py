@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,14 +22,12 @@ from rich.table import Table
 from sqlmodel import Session
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
-from arena.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot, recompute_snapshot
-from leaderboard.data import PairCounts
-from leaderboard.result import Leaderboard
-from leaderboard.snapshot import SnapshotManifest, diff_snapshots, read_snapshot
-from votes.columns import read_battle_columns
-from votes.queries import VoteFilter
-from votes.records import InputError
-from votes.snapshots import get_snapshot, list_snapshots, snapshot_manifest
+
+if TYPE_CHECKING:
+    from arena.publishing import FitOptions
+    from leaderboard.data import PairCounts
+    from leaderboard.result import Leaderboard
+    from leaderboard.snapshot import SnapshotManifest
 
 __all__ = ["load_battles_file", "register"]
 
@@ -95,6 +93,9 @@ def load_battles_file(
     Returns the counts, the sha256 of the votes file (see :func:`votes.columns.read_battle_columns`)
     and the number of battles read.
     """
+    from votes.columns import read_battle_columns
+    from votes.records import InputError
+
     columns = read_battle_columns(path)
     mask = columns.select(language=language, since=since, until=until)
     try:
@@ -178,6 +179,8 @@ def _options(
     both_bad: str = "tie",
 ) -> FitOptions:
     """Fit options; the extended methods' options are passed only when set, so plain BT stays plain."""
+    from arena.publishing import FitOptions
+
     if both_bad not in ("tie", "exclude"):
         raise typer.BadParameter("expected tie or exclude", param_hint="--both-bad")
     extra: dict[str, Any] = {}
@@ -226,6 +229,10 @@ def recompute(
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
 ) -> None:
     """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
+    from arena.publishing import SliceSpec, recompute_snapshot
+    from votes.queries import VoteFilter
+    from votes.records import InputError
+
     options = _options(
         method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad
     )
@@ -309,6 +316,9 @@ def publish(
     min_votes: Annotated[int, typer.Option("--min-votes", help="Smallest slice published.")] = 50,
 ) -> None:
     """Recompute from the database and store an immutable snapshot (or one per category/language)."""
+    from arena.publishing import SliceSpec, publish_slices, publish_snapshot
+    from leaderboard.snapshot import read_snapshot
+
     settings = settings_for(database_url)
     options = _options(
         method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad
@@ -375,6 +385,8 @@ def snapshots_list(
     as_json: Annotated[bool, typer.Option("--json", help="Manifests as JSON.")] = False,
 ) -> None:
     """Published snapshots, newest first, with their manifests."""
+    from votes.snapshots import list_snapshots, snapshot_manifest
+
     with _session(database_url) as session:
         rows = list_snapshots(session=session, slice=slice_)
         manifests = [snapshot_manifest(row) for row in rows]
@@ -403,6 +415,9 @@ def snapshots_show(
     as_json: Annotated[bool, typer.Option("--json", help="Metadata as JSON.")] = False,
 ) -> None:
     """One snapshot: its metadata, file sha256s (checked against the files) and the board."""
+    from leaderboard.snapshot import read_snapshot
+    from votes.snapshots import get_snapshot, snapshot_manifest
+
     with _session(database_url) as session:
         row = get_snapshot(session=session, snapshot_id=snapshot_id)
         if row is None:
@@ -425,6 +440,9 @@ def snapshots_diff(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Rating and rank changes from A to B, new and dropped models, and whether votes or method changed."""
+    from leaderboard.snapshot import diff_snapshots, read_snapshot
+    from votes.snapshots import get_snapshot
+
     with _session(database_url) as session:
         rows = [get_snapshot(session=session, snapshot_id=x) for x in (a, b)]
     for given, row in zip((a, b), rows, strict=True):
