@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -87,15 +87,22 @@ def choose_battle(
     *,
     policy: PairingPolicy,
     counts: Mapping[Pair, int],
-    seen: set[tuple[int, int, int]],
+    seen: Collection[tuple[int, int, int]],
     rng: random.Random,
     power: float = 1.0,
     ratings: Mapping[int, float] | None = None,
+    seen_per_pair: Mapping[Pair, int] | None = None,
 ) -> Choice | None:
-    """Pick the next battle, or None when this annotator has judged every available pair and prompt."""
-    seen_per_pair: dict[Pair, int] = defaultdict(int)
-    for _prompt, lo, hi in seen:
-        seen_per_pair[(lo, hi)] += 1
+    """Pick the next battle, or None when this annotator has judged every available pair and prompt.
+
+    ``seen`` holds the (prompt, lower model, higher model) triples judged; ``seen_per_pair``, when given,
+    must be the number of distinct triples per pair in ``seen`` (a caller keeping it saves the count).
+    """
+    if seen_per_pair is None:
+        per_pair: dict[Pair, int] = defaultdict(int)
+        for _prompt, lo, hi in seen:
+            per_pair[(lo, hi)] += 1
+        seen_per_pair = per_pair
     pairs = [p for p, prompts in catalog.shared.items() if len(prompts) > seen_per_pair.get(p, 0)]
     if not pairs:
         return None

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import func, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
@@ -48,6 +49,7 @@ __all__ = [
     "VoteError",
     "VoteRequest",
     "VoteResult",
+    "annotator_battles_since",
     "annotator_seen_pairs",
     "count_annotator_votes",
     "create_annotator",
@@ -303,6 +305,9 @@ def record_votes(
                 assert battle.id is not None  # nosec B101 # type narrowing
                 vote = Vote(
                     battle_id=battle.id,
+                    model_a_id=b.model_a_id,
+                    model_b_id=b.model_b_id,
+                    annotator_id=b.annotator_id,
                     winner=request.winner,
                     created_at=voted_at,
                     seconds_to_vote=max(0.0, (voted_at - b.issued_at).total_seconds()),
@@ -533,6 +538,33 @@ def annotator_seen_pairs(*, session: Session, annotator_id: int) -> set[tuple[in
         Battle.annotator_id == annotator_id
     )
     return {(p, min(a, b), max(a, b)) for p, a, b in session.exec(stmt).all() if p is not None}
+
+
+def annotator_battles_since(
+    *, session: Session, annotator_id: int, after_id: int = 0
+) -> list[tuple[int, int, int, int, bool]]:
+    """(battle id, prompt, model a, model b, has a vote) of this annotator's battles with id > ``after_id``.
+
+    The incremental form of :func:`annotator_seen_pairs` and :func:`count_annotator_votes` together, so
+    that a caller keeping an annotator's history in memory reads only what is new.
+    """
+    stmt = (
+        sa_select(
+            col(Battle.id),
+            col(Battle.prompt_id),
+            col(Battle.model_a_id),
+            col(Battle.model_b_id),
+            col(Vote.id),
+        )
+        .join(Vote, col(Vote.battle_id) == col(Battle.id), isouter=True)
+        .where(col(Battle.annotator_id) == annotator_id, col(Battle.id) > after_id)
+        .order_by(col(Battle.id))
+    )
+    return [
+        (int(b), int(p), int(a), int(m), v is not None)
+        for b, p, a, m, v in session.execute(stmt).all()
+        if b is not None and p is not None
+    ]
 
 
 def create_annotator(

@@ -11,12 +11,12 @@ from pydantic import BaseModel, Field
 from arena.routes.deps import (
     SessionDep,
     StateDep,
-    check_rate_limits,
+    check_rate_limits_async,
     request_address,
     require_session,
-    session_or_new,
+    session_or_new_async,
 )
-from arena.routes.flow import next_battle, submit_vote, vote_result_json
+from arena.routes.flow import next_battle_async, submit_vote_async, vote_result_json
 from arena.security import BattleTokenError
 from votes.store import AlreadyVotedError, VoteError, count_annotator_votes, live_standings
 
@@ -109,11 +109,14 @@ def _conversation(value: list[dict[str, Any]] | None) -> list[Turn] | None:
 
 
 @router.get("/battles/next", response_model=BattleOut, responses=ERRORS)
-def api_next_battle(request: Request, state: StateDep, db: SessionDep) -> BattleOut:
+async def api_next_battle(request: Request, state: StateDep) -> BattleOut:
     """Issue the next blind battle for this session (a session cookie is set on the first call)."""
-    who = session_or_new(request, state)
-    check_rate_limits(state, address=request_address(request, state), annotator_id=None, voting=False)
-    battle = next_battle(state, db, who.annotator_id)
+    # async, and from memory (see PairingService): a battle costs no thread hop and no query.
+    who = await session_or_new_async(request, state)
+    await check_rate_limits_async(
+        state, address=request_address(request, state), annotator_id=None, voting=False
+    )
+    battle = await next_battle_async(state, who.annotator_id)
     if battle is None:
         raise HTTPException(404, "No battle left for this annotator: every available pair has been judged.")
     return BattleOut(
@@ -127,12 +130,12 @@ def api_next_battle(request: Request, state: StateDep, db: SessionDep) -> Battle
         ),
         a=AnswerOut(text=battle.output_a.text, conversation=_conversation(battle.output_a.conversation)),
         b=AnswerOut(text=battle.output_b.text, conversation=_conversation(battle.output_b.conversation)),
-        votes=count_annotator_votes(session=db, annotator_id=who.annotator_id),
+        votes=state.pairing.n_votes(who.annotator_id),
     )
 
 
 @router.post("/votes", response_model=VoteOut, responses=ERRORS)
-def api_vote(
+async def api_vote(
     request: Request,
     state: StateDep,
     body: VoteIn,
@@ -147,11 +150,11 @@ def api_vote(
     who = require_session(request, state)
     if not state.signer.check_csrf(who, x_csrf_token):
         raise HTTPException(403, "Missing or wrong X-CSRF-Token header (take it from GET /api/battles/next).")
-    check_rate_limits(
+    await check_rate_limits_async(
         state, address=request_address(request, state), annotator_id=who.annotator_id, voting=True
     )
     try:
-        result = submit_vote(
+        result = await submit_vote_async(
             state, request, who, token=body.token, winner=body.winner, idempotency_key=idempotency_key
         )
     except BattleTokenError as exc:

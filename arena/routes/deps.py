@@ -7,9 +7,10 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from arena.app import ArenaState
-from arena.security import SESSION_COOKIE, SessionData, client_address
+from arena.security import SESSION_COOKIE, InMemoryRateLimiter, SessionData, client_address
 from votes.db import read_session, session_scope
 from votes.store import create_annotator
 
@@ -18,15 +19,18 @@ __all__ = [
     "SessionDep",
     "StateDep",
     "check_rate_limits",
+    "check_rate_limits_async",
     "get_session",
     "get_state",
     "request_address",
     "require_session",
     "session_or_new",
+    "session_or_new_async",
 ]
 
 
-def get_state(request: Request) -> ArenaState:
+async def get_state(request: Request) -> ArenaState:
+    # async: FastAPI would run a plain function dependency in the thread pool, one hop per request.
     state: ArenaState = request.app.state.arena
     return state
 
@@ -74,6 +78,14 @@ def session_or_new(request: Request, state: ArenaState) -> SessionData:
     return data
 
 
+async def session_or_new_async(request: Request, state: ArenaState) -> SessionData:
+    """:func:`session_or_new` for async handlers: only creating an annotator goes to a thread."""
+    data = state.signer.read_session(request.cookies.get(SESSION_COOKIE))
+    if data is not None:
+        return data
+    return await run_in_threadpool(session_or_new, request, state)
+
+
 def require_session(request: Request, state: ArenaState) -> SessionData:
     """State-changing calls need an existing session (a new one could not carry a valid CSRF token)."""
     data = state.signer.read_session(request.cookies.get(SESSION_COOKIE))
@@ -94,3 +106,15 @@ def check_rate_limits(state: ArenaState, *, address: str, annotator_id: int | No
             retry = state.limiter.hit(f"day:{annotator_id}", limit=s.daily_vote_cap, window_s=86_400)
     if retry is not None:
         raise RateLimited(retry)
+
+
+async def check_rate_limits_async(
+    state: ArenaState, *, address: str, annotator_id: int | None, voting: bool
+) -> None:
+    """:func:`check_rate_limits` for async handlers; a shared (Redis) limiter is asked from a thread."""
+    if isinstance(state.limiter, InMemoryRateLimiter):
+        check_rate_limits(state, address=address, annotator_id=annotator_id, voting=voting)
+    else:
+        await run_in_threadpool(
+            check_rate_limits, state, address=address, annotator_id=annotator_id, voting=voting
+        )

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
-from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from arena.app import ArenaState
+from arena.pairing import Choice
 from arena.routes.deps import request_address
 from arena.security import SessionData
 from votes.models import Output, Prompt
 from votes.store import IssuedBattle, VoteRequest, VoteResult, issue_battle
 
-__all__ = ["BattleContext", "next_battle", "submit_vote", "vote_result_json"]
+__all__ = [
+    "BattleContext",
+    "next_battle",
+    "next_battle_async",
+    "submit_vote",
+    "submit_vote_async",
+    "vote_result_json",
+]
 
 VOTE_TIMEOUT_S = 60.0
 
@@ -31,10 +40,9 @@ class BattleContext:
     expires_in: int
 
 
-def next_battle(state: ArenaState, session: Session, annotator_id: int) -> BattleContext | None:
-    choice = state.pairing.choose(session, annotator_id)
-    if choice is None:
-        return None
+def _issue(
+    state: ArenaState, annotator_id: int, choice: Choice, texts: tuple[Prompt, Output, Output]
+) -> BattleContext:
     battle = issue_battle(
         token_id=secrets.token_urlsafe(18),
         annotator_id=annotator_id,
@@ -43,13 +51,68 @@ def next_battle(state: ArenaState, session: Session, annotator_id: int) -> Battl
         output_b=choice.output_b,
         pair_probability=choice.pair_probability,
     )
+    prompt, output_a, output_b = texts
     return BattleContext(
         token=state.tokens.issue(battle),
-        prompt=state.pairing.prompt(session, choice.prompt_id),
-        output_a=state.pairing.output(session, choice.output_a.output_id),
-        output_b=state.pairing.output(session, choice.output_b.output_id),
+        prompt=prompt,
+        output_a=output_a,
+        output_b=output_b,
         expires_in=state.settings.battle_token_ttl_seconds,
     )
+
+
+def next_battle(state: ArenaState, annotator_id: int) -> BattleContext | None:
+    """Choose and issue a battle (blocking: may read the store; for sync handlers)."""
+    choice = state.pairing.choose(annotator_id)
+    if choice is None:
+        return None
+    return _issue(state, annotator_id, choice, state.pairing.load_texts(choice))
+
+
+async def next_battle_async(state: ArenaState, annotator_id: int) -> BattleContext | None:
+    """:func:`next_battle` for async handlers: from memory, reading the store in a thread only on a miss."""
+    pairing = state.pairing
+    if not pairing.ready(annotator_id):
+        await run_in_threadpool(pairing.prepare, annotator_id)
+    choice = pairing.pick(annotator_id)
+    if choice is None:
+        return None
+    texts = pairing.cached_texts(choice)
+    if texts is None:
+        texts = await run_in_threadpool(pairing.load_texts, choice)
+    return _issue(state, annotator_id, choice, texts)
+
+
+def _vote_request(
+    state: ArenaState,
+    request: Request,
+    who: SessionData,
+    *,
+    token: str,
+    winner: str,
+    idempotency_key: str | None,
+) -> VoteRequest:
+    battle: IssuedBattle = state.tokens.read(token, annotator_id=who.annotator_id)
+    address = request_address(request, state)
+    return VoteRequest(
+        battle=battle,
+        winner=winner,
+        client_hash=state.signer.client_hash(address, request.headers.get("user-agent", "")),
+        idempotency_key=f"{who.annotator_id}:{idempotency_key}" if idempotency_key else None,
+    )
+
+
+def _note(state: ArenaState, vote: VoteRequest, result: VoteResult) -> VoteResult:
+    if not result.replayed:
+        b = vote.battle
+        state.pairing.note_vote(
+            annotator_id=b.annotator_id,
+            battle_id=result.battle_id,
+            prompt_id=b.prompt_id,
+            model_a_id=b.model_a_id,
+            model_b_id=b.model_b_id,
+        )
+    return result
 
 
 def submit_vote(
@@ -65,18 +128,23 @@ def submit_vote(
 
     Raises ``BattleTokenError`` or ``VoteError`` (nothing written), or a writer/database error.
     """
-    battle: IssuedBattle = state.tokens.read(token, annotator_id=who.annotator_id)
-    address = request_address(request, state)
-    vote = VoteRequest(
-        battle=battle,
-        winner=winner,
-        client_hash=state.signer.client_hash(address, request.headers.get("user-agent", "")),
-        idempotency_key=f"{who.annotator_id}:{idempotency_key}" if idempotency_key else None,
-    )
-    result = state.writer.submit(vote).result(timeout=VOTE_TIMEOUT_S)
-    if not result.replayed:
-        state.pairing.note_vote(battle.model_a_id, battle.model_b_id)
-    return result
+    vote = _vote_request(state, request, who, token=token, winner=winner, idempotency_key=idempotency_key)
+    return _note(state, vote, state.writer.submit(vote).result(timeout=VOTE_TIMEOUT_S))
+
+
+async def submit_vote_async(
+    state: ArenaState,
+    request: Request,
+    who: SessionData,
+    *,
+    token: str,
+    winner: str,
+    idempotency_key: str | None = None,
+) -> VoteResult:
+    """:func:`submit_vote` for async handlers: awaits the commit without holding a thread."""
+    vote = _vote_request(state, request, who, token=token, winner=winner, idempotency_key=idempotency_key)
+    future = asyncio.wrap_future(state.writer.submit(vote))
+    return _note(state, vote, await asyncio.wait_for(future, VOTE_TIMEOUT_S))
 
 
 def vote_result_json(result: VoteResult) -> dict[str, Any]:

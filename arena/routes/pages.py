@@ -70,7 +70,7 @@ def guidelines(request: Request, state: StateDep) -> HTMLResponse:
 def _battle_page(
     request: Request, state: StateDep, db: SessionDep, who: SessionData, notice: str | None
 ) -> Response:
-    battle = next_battle(state, db, who.annotator_id)
+    battle = next_battle(state, who.annotator_id)
     fragment = request.headers.get(FRAGMENT_HEADER) == "1"
     context = {
         "battle": battle,
