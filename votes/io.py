@@ -404,6 +404,9 @@ def import_battle_records(
         )
         vote_rows.append(
             {
+                "model_a_id": a,
+                "model_b_id": b,
+                "annotator_id": annotator_ids[record.judge] if record.judge is not None else None,
                 "winner": record.winner,
                 "created_at": when,
                 "seconds_to_vote": None,
