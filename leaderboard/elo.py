@@ -22,6 +22,7 @@ __all__ = [
     "EloStandings",
     "expected_score",
     "replay_elo",
+    "replay_elo_indices",
     "update_elo",
 ]
 
@@ -185,19 +186,112 @@ def replay_elo(
     codes = [int(parse_outcome(x)) if isinstance(x, str) else int(x) for x in raw]
     names = tuple(sorted(set(a) | set(b))) if models is None else tuple(models)
     index = {name: i for i, name in enumerate(names)}
-    rating = [config.initial] * len(names)
-    games = [0] * len(names)
     try:
         ia = [index[x] for x in a]
         ib = [index[x] for x in b]
     except KeyError as exc:
         raise ValueError(f"model {exc.args[0]!r} is not in the given model list") from None
-    for i, j, code in zip(ia, ib, codes, strict=True):
-        rating[i], rating[j] = update_elo(
-            rating[i], rating[j], code, config=config, games_a=games[i], games_b=games[j]
-        )
-        games[i] += 1
-        games[j] += 1
+    return replay_elo_indices(
+        np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64), codes, models=names, config=config
+    )
+
+
+def replay_elo_indices(
+    model_a: npt.ArrayLike,
+    model_b: npt.ArrayLike,
+    outcome: npt.ArrayLike,
+    *,
+    models: Sequence[str],
+    config: EloConfig = EloConfig(),  # noqa: B008 - frozen
+    start: EloStandings | None = None,
+) -> EloStandings:
+    """Replay votes given as integer arrays, optionally continuing from earlier standings.
+
+    The same arithmetic as :func:`update_elo`, in the same order (so bit-identical), inlined into one
+    loop over Python floats: a stream can be replayed chunk by chunk in bounded memory, each chunk
+    starting from the standings the previous one returned.
+
+    Parameters
+    ----------
+    model_a, model_b : array of int
+        Positions in ``models`` of the left and right model of each vote, in commit order.
+    outcome : array of int
+        Outcome codes (0-3, see :class:`leaderboard.data.Outcome`).
+    models : sequence of str
+        The models the positions index.
+    config : EloConfig
+    start : EloStandings, optional
+        Standings to continue from (same ``models``); default: everyone at ``config.initial``, no games.
+
+    Returns
+    -------
+    EloStandings
+        New arrays; ``start`` is not modified.
+
+    Raises
+    ------
+    ValueError
+        On arrays of different lengths, an out-of-range position or an unknown outcome code.
+    """
+    ia_arr = np.asarray(model_a, dtype=np.int64)
+    ib_arr = np.asarray(model_b, dtype=np.int64)
+    code_arr = np.asarray(outcome, dtype=np.int64)
+    names = tuple(models)
+    if not (ia_arr.shape == ib_arr.shape == code_arr.shape) or ia_arr.ndim != 1:
+        raise ValueError("model_a, model_b and outcome must be 1-d and have the same length")
+    if ia_arr.size:
+        if min(ia_arr.min(), ib_arr.min()) < 0 or max(ia_arr.max(), ib_arr.max()) >= len(names):
+            raise ValueError("model position out of range")
+        if code_arr.min() < 0 or code_arr.max() > 3:
+            bad = code_arr[(code_arr < 0) | (code_arr > 3)][0]
+            raise ValueError(f"unknown outcome code {int(bad)}")
+    if start is None:
+        rating = [config.initial] * len(names)
+        games = [0] * len(names)
+    else:
+        if start.models != names:
+            raise ValueError("start standings are for other models")
+        rating = start.rating.tolist()
+        games = start.games.tolist()
+    _replay_lists(ia_arr.tolist(), ib_arr.tolist(), code_arr.tolist(), rating, games, config)
     return EloStandings(
         models=names, rating=np.asarray(rating, dtype=np.float64), games=np.asarray(games, dtype=np.int64)
     )
+
+
+def _replay_lists(
+    ia: list[int], ib: list[int], codes: list[int], rating: list[float], games: list[int], config: EloConfig
+) -> None:
+    """The replay loop, updating ``rating`` and ``games`` in place (they are the caller's own copies).
+
+    Mirrors :func:`update_elo` and :func:`expected_score` operation by operation: same expressions, same
+    order, so every float is bit-identical; only the function calls are gone.
+    """
+    exp = math.exp
+    scale, base, nu = config.scale, config.base, config.davidson_nu
+    ln_base = math.log(base)
+    score = _SCORE_A
+    fixed_k = not config.provisional
+    k = config.k
+    k_for = config.k_for
+    for i, j, code in zip(ia, ib, codes, strict=True):
+        ra = rating[i]
+        rb = rating[j]
+        if nu:
+            e = _davidson_expected(ra, rb, scale, base, nu)
+        else:
+            x = (rb - ra) / scale * ln_base
+            if x > 0:
+                z = exp(-x)
+                e = z / (1.0 + z)
+            else:
+                e = 1.0 / (1.0 + exp(x))
+        delta = score[code] - e
+        if fixed_k:
+            rating[i] = ra + k * delta
+            rating[j] = rb - k * delta
+        else:
+            rating[i] = ra + k_for(games[i]) * delta
+            rating[j] = rb - k_for(games[j]) * delta
+        games[i] += 1
+        games[j] += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy.typing as npt
 from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from leaderboard.data import PairCounts, parse_outcome
 from votes.records import rows_sha256
@@ -26,14 +27,17 @@ from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vot
 __all__ = [
     "VoteArrays",
     "VoteFilter",
+    "counted_vote_condition",
     "iter_catalog_rows",
     "iter_vote_rows",
     "load_battles",
     "load_pair_counts",
+    "pair_counts_statement",
     "votes_sha256",
 ]
 
 _STREAM = 2000
+_CHUNK = 100_000
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,14 @@ def _connection(db: Session | Connection) -> Connection:
     return db.connection() if isinstance(db, Session) else db
 
 
-def _filtered(stmt: Select[Any], filters: VoteFilter | None) -> Select[Any]:
-    """Apply a filter to a statement that already joins Vote and Battle."""
+def _filtered(stmt: Select[Any], filters: VoteFilter | None, *, battle_joined: bool = False) -> Select[Any]:
+    """Apply a filter to a statement that selects from Vote (and, when ``battle_joined``, joins Battle).
+
+    Only the category and language filters need the battle (and its prompt); the rest read the vote row.
+    """
     f = filters or VoteFilter()
+    if (f.category is not None or f.language is not None) and not battle_joined:
+        stmt = stmt.join(battle_t, vote_t.c.battle_id == battle_t.c.id)
     if f.category is not None or f.language is not None:
         stmt = stmt.outerjoin(prompt_t, battle_t.c.prompt_id == prompt_t.c.id)
     if f.category is not None:
@@ -89,9 +98,18 @@ def _filtered(stmt: Select[Any], filters: VoteFilter | None) -> Select[Any]:
     if f.until is not None:
         stmt = stmt.where(vote_t.c.created_at < f.until)
     if f.exclude_flagged:
-        flagged = select(annotator_t.c.id).where(annotator_t.c.flagged.is_(True))
-        stmt = stmt.where(or_(battle_t.c.annotator_id.is_(None), battle_t.c.annotator_id.not_in(flagged)))
+        stmt = stmt.where(counted_vote_condition())
     return stmt
+
+
+def counted_vote_condition() -> ColumnElement[bool]:
+    """The vote's annotator is not flagged (votes without an annotator count), on the vote row alone.
+
+    A small uncorrelated ``NOT IN (SELECT id FROM annotator WHERE flagged)``: evaluated once, so the
+    aggregate still reads only the covering index ``ix_vote_cells``.
+    """
+    flagged = select(annotator_t.c.id).where(annotator_t.c.flagged.is_(True))
+    return or_(vote_t.c.annotator_id.is_(None), vote_t.c.annotator_id.not_in(flagged))
 
 
 def _filter_kwargs(
@@ -131,28 +149,53 @@ def load_battles(
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
     stmt = _filtered(
-        select(
-            vote_t.c.id, battle_t.c.model_a_id, battle_t.c.model_b_id, vote_t.c.winner, vote_t.c.created_at
-        )
+        select(vote_t.c.id, vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner, vote_t.c.created_at)
         .select_from(vote_t)
-        .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
         .order_by(vote_t.c.id),
         f,
     )
-    rows = conn.execute(stmt).all()
-    names = _model_names(conn, {r[1] for r in rows} | {r[2] for r in rows})
+    # Streamed in chunks straight into arrays: memory follows the arrays, not 10M Python row tuples.
+    ids: list[npt.NDArray[np.int64]] = []
+    a_ids: list[npt.NDArray[np.int64]] = []
+    b_ids: list[npt.NDArray[np.int64]] = []
+    outcomes: list[npt.NDArray[np.int8]] = []
+    times: list[npt.NDArray[np.float64]] = []
+    codes: dict[str, int] = {}
+    result = conn.execute(stmt, execution_options={"yield_per": _CHUNK})
+    for rows in result.partitions():
+        n = len(rows)
+        for w in {r[3] for r in rows} - codes.keys():
+            codes[w] = int(parse_outcome(w))
+        ids.append(np.fromiter((r[0] for r in rows), dtype=np.int64, count=n))
+        a_ids.append(np.fromiter((r[1] for r in rows), dtype=np.int64, count=n))
+        b_ids.append(np.fromiter((r[2] for r in rows), dtype=np.int64, count=n))
+        outcomes.append(np.fromiter((codes[r[3]] for r in rows), dtype=np.int8, count=n))
+        times.append(np.fromiter((_timestamp(r[4]) for r in rows), dtype=np.float64, count=n))
+    vote_id = _concat(ids, np.int64)
+    model_a_id = _concat(a_ids, np.int64)
+    model_b_id = _concat(b_ids, np.int64)
+    names = _model_names(conn, set(np.unique(np.concatenate([model_a_id, model_b_id])).tolist()))
     models = tuple(sorted(names.values()))
-    position = {model_id: models.index(name) for model_id, name in names.items()}
-    codes = {w: int(parse_outcome(w)) for w in {r[3] for r in rows}}
-    n = len(rows)
+    lookup = np.zeros(max(names, default=0) + 1, dtype=np.int64)
+    for model_id, name in names.items():
+        lookup[model_id] = models.index(name)
     return VoteArrays(
         models=models,
-        vote_id=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
-        model_a=np.fromiter((position[r[1]] for r in rows), dtype=np.int64, count=n),
-        model_b=np.fromiter((position[r[2]] for r in rows), dtype=np.int64, count=n),
-        outcome=np.fromiter((codes[r[3]] for r in rows), dtype=np.int8, count=n),
-        tstamp=np.fromiter((r[4].timestamp() for r in rows), dtype=np.float64, count=n),
+        vote_id=vote_id,
+        model_a=lookup[model_a_id],
+        model_b=lookup[model_b_id],
+        outcome=_concat(outcomes, np.int8),
+        tstamp=_concat(times, np.float64),
     )
+
+
+def _timestamp(value: datetime) -> float:
+    """Seconds since the epoch of a stored time (SQLite hands back naive UTC datetimes)."""
+    return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp()
+
+
+def _concat(parts: list[Any], dtype: type[Any]) -> Any:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
 def load_pair_counts(
@@ -168,13 +211,7 @@ def load_pair_counts(
     """Selected votes aggregated in SQL by (model_a, model_b, winner): one row per cell, not per vote."""
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
-    stmt = _filtered(
-        select(battle_t.c.model_a_id, battle_t.c.model_b_id, vote_t.c.winner, func.count())
-        .select_from(vote_t)
-        .join(battle_t, vote_t.c.battle_id == battle_t.c.id),
-        f,
-    ).group_by(battle_t.c.model_a_id, battle_t.c.model_b_id, vote_t.c.winner)
-    rows = conn.execute(stmt).all()
+    rows = conn.execute(pair_counts_statement(f)).all()
     names = _model_names(conn, {r[0] for r in rows} | {r[1] for r in rows})
     models = tuple(sorted(names.values()))
     position = {model_id: models.index(name) for model_id, name in names.items()}
@@ -192,6 +229,19 @@ def load_pair_counts(
         outcome=outcome[order],
         count=count[order],
     )
+
+
+def pair_counts_statement(filters: VoteFilter | None = None) -> Select[Any]:
+    """The ``GROUP BY model_a, model_b, winner`` behind :func:`load_pair_counts`.
+
+    Grouped on the vote's own copies of the battle facts: unfiltered, or excluding flagged annotators,
+    it is one scan of the covering index ``ix_vote_cells`` in the index's order (no join, no sort).
+    Category and language filters join the battle and prompt; time filters read the vote rows.
+    """
+    return _filtered(
+        select(vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner, func.count()).select_from(vote_t),
+        filters,
+    ).group_by(vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner)
 
 
 def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) -> Iterator[dict[str, Any]]:
@@ -229,8 +279,9 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
         .outerjoin(output_b, battle_t.c.output_b_id == output_b.c.id)
         .order_by(vote_t.c.id),
         filters,
+        battle_joined=True,
     )
-    result = conn.execution_options(yield_per=_STREAM).execute(stmt)
+    result = conn.execute(stmt, execution_options={"yield_per": _STREAM})
     for winner, created_at, name_a, name_b, ann_id, label, qid, conv_a, conv_b, extra, lang, source in result:
         extra = extra or {}
         judge = label if label is not None else (f"annotator-{ann_id}" if ann_id is not None else None)
@@ -271,9 +322,8 @@ def iter_catalog_rows(db: Session | Connection) -> Iterator[dict[str, Any]]:
         .outerjoin(model_t, output_t.c.model_id == model_t.c.id)
         .order_by(prompt_t.c.id, output_t.c.id)
     )
-    for pid, ext, text, conversation, category, language, model, output in conn.execution_options(
-        yield_per=_STREAM
-    ).execute(stmt):
+    result = conn.execute(stmt, execution_options={"yield_per": _STREAM})
+    for pid, ext, text, conversation, category, language, model, output in result:
         yield {
             "prompt_id": ext if ext is not None else f"prompt-{pid}",
             "prompt": conversation if conversation is not None else text,

@@ -6,19 +6,29 @@ Elo itself lives in :mod:`leaderboard.elo`; this module only feeds it the votes 
 
 from __future__ import annotations
 
+import numpy as np
 from sqlalchemy import delete, insert, or_, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from leaderboard.elo import EloConfig, EloStandings, replay_elo
+from leaderboard.data import OUTCOME_STRINGS, parse_outcome
+from leaderboard.elo import EloConfig, EloStandings, replay_elo_indices
 from votes.models import utcnow
+from votes.queries import counted_vote_condition
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
 
-__all__ = ["counted_votes_condition", "rebuild_live_ratings"]
+__all__ = ["REPLAY_CHUNK", "counted_votes_condition", "rebuild_live_ratings"]
+
+#: Votes read and replayed per chunk by :func:`rebuild_live_ratings`.
+REPLAY_CHUNK = 100_000
 
 
 def counted_votes_condition() -> ColumnElement[bool]:
-    """Votes count unless their annotator is flagged (votes without an annotator count)."""
+    """Votes count unless their annotator is flagged (votes without an annotator count).
+
+    For statements that join Battle and (outer) Annotator; on the vote row alone use
+    :func:`votes.queries.counted_vote_condition`.
+    """
     return or_(battle_t.c.annotator_id.is_(None), annotator_t.c.flagged.is_(False))
 
 
@@ -35,23 +45,34 @@ def rebuild_live_ratings(conn: Connection, *, config: EloConfig | None = None) -
         conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
     models = conn.execute(select(model_t.c.id, model_t.c.name).order_by(model_t.c.id)).all()
     names = tuple(name for _, name in models)
-    name_of = dict(models)
+    position = np.full(max((model_id for model_id, _ in models), default=0) + 1, -1, dtype=np.int64)
+    for i, (model_id, _) in enumerate(models):
+        position[model_id] = i
+    # The vote row carries its battle's models and annotator: no join, read in primary-key order.
     stmt = (
-        select(battle_t.c.model_a_id, battle_t.c.model_b_id, vote_t.c.winner)
-        .select_from(vote_t)
-        .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
-        .outerjoin(annotator_t, battle_t.c.annotator_id == annotator_t.c.id)
-        .where(counted_votes_condition())
+        select(vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner)
+        .where(counted_vote_condition())
         .order_by(vote_t.c.id)
     )
-    rows = conn.execute(stmt).all()
-    standings = replay_elo(
-        [name_of[r[0]] for r in rows],
-        [name_of[r[1]] for r in rows],
-        [r[2] for r in rows],
-        config=config,
+    standings = replay_elo_indices(
+        np.zeros(0, dtype=np.int64),
+        np.zeros(0, dtype=np.int64),
+        np.zeros(0, dtype=np.int8),
         models=names,
+        config=config,
     )
+    codes = {w: int(parse_outcome(w)) for w in OUTCOME_STRINGS.values()}
+    # Streamed in chunks and replayed chunk by chunk: memory stays bounded whatever the number of votes.
+    for rows in conn.execute(stmt, execution_options={"yield_per": REPLAY_CHUNK}).partitions():
+        n = len(rows)
+        standings = replay_elo_indices(
+            position[np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)],
+            position[np.fromiter((r[1] for r in rows), dtype=np.int64, count=n)],
+            np.fromiter((codes.get(r[2]) or int(parse_outcome(r[2])) for r in rows), dtype=np.int8, count=n),
+            models=names,
+            config=config,
+            start=standings,
+        )
     conn.execute(delete(liverating_t))
     now = utcnow()
     # Models without a counted vote get no row: the site shows them as unrated.
