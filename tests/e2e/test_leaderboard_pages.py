@@ -5,42 +5,19 @@ Screenshots go to ``test-artifacts/`` (published-leaderboard.png, snapshot-page.
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import uvicorn
 
 from arena.app import create_app
 from arena.publishing import FitOptions, SliceSpec, publish_slices
 from tests.arena.conftest import make_settings
+from tests.e2e.conftest import ARTIFACTS, serve
 from votes.db import make_engine
 from votes.demo import load_demo
 from votes.migrate import upgrade_database
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
-
 pytestmark = pytest.mark.e2e
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -57,30 +34,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list
         slices=[SliceSpec(), SliceSpec(category="coding")],
     )
     app = create_app(make_settings(url, snapshot_dir=str(tmp / "snapshots")), engine=engine, seed=3)
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert srv.started, "uvicorn did not start"
     try:
-        yield f"http://127.0.0.1:{port}", [r.id for r in rows]
+        with serve(app) as base:
+            yield base, [r.id for r in rows]
     finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
         engine.dispose()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("needs /usr/bin/chromium (apt-get install chromium)")
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def test_leaderboard_page_in_browser(server: tuple[str, list[str]], browser: object) -> None:
@@ -116,7 +74,8 @@ def test_snapshot_page_in_browser(server: tuple[str, list[str]], browser: object
     page.wait_for_url(f"**/leaderboard/snapshots/{ids[0]}")
     images = page.locator(".figures img")
     assert images.count() == 4
-    page.wait_for_function("Array.from(document.querySelectorAll('.figures img')).every(i => i.complete)")
+    # The load event waits for every image; a polled predicate would need eval, which the CSP forbids.
+    page.wait_for_load_state("load")
     widths = page.eval_on_selector_all(".figures img", "imgs => imgs.map(i => i.naturalWidth)")
     assert all(w > 300 for w in widths), widths
     assert page.locator("#downloads tbody tr").count() >= 15

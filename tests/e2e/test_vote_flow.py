@@ -6,41 +6,19 @@ Screenshots of the vote page, the reveal and the leaderboard go to ``test-artifa
 from __future__ import annotations
 
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
 from arena.app import create_app
 from tests.arena.conftest import MODEL_NAMES, make_settings, seed_catalog
+from tests.e2e.conftest import ARTIFACTS, serve
 from votes.db import make_engine
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
-
 pytestmark = pytest.mark.e2e
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -50,31 +28,11 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Engine]]:
     SQLModel.metadata.create_all(engine)
     seed_catalog(engine)
     app = create_app(make_settings(url), engine=engine, seed=3)
-    port = _free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert srv.started, "uvicorn did not start"
     try:
-        yield f"http://127.0.0.1:{port}", engine
+        with serve(app) as base:
+            yield base, engine
     finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
         engine.dispose()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("needs /usr/bin/chromium (apt-get install chromium)")
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _games(page: object, name: str) -> int:

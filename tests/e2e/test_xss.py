@@ -8,37 +8,23 @@ around each payload stays readable.
 from __future__ import annotations
 
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel
 
 from arena.app import create_app
 from tests.arena.conftest import ADMIN_TOKEN, make_settings
+from tests.e2e.conftest import serve
 from votes.db import make_engine
 from votes.models import Model, Output, Prompt
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
-
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 # Every payload tries to run alert() or set window.__xss.
 PAYLOADS = [
@@ -66,12 +52,6 @@ PAYLOADS = [
 HOSTILE_NAMES = ["<img src=x onerror=alert(1)>", "model<script>alert(1)</script>", 'x" onmouseover="alert(1)']
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def seed_hostile(engine: Engine) -> None:
     with Session(engine) as session:
         models = [Model(name=name) for name in HOSTILE_NAMES]
@@ -97,30 +77,11 @@ def server(tmp_path: Path) -> Iterator[str]:
     SQLModel.metadata.create_all(engine)
     seed_hostile(engine)
     app = create_app(make_settings(url, snapshot_dir=str(tmp_path / "snapshots")), engine=engine, seed=5)
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert srv.started
     try:
-        yield f"http://127.0.0.1:{port}"
+        with serve(app) as base:
+            yield base
     finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
         engine.dispose()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("needs /usr/bin/chromium (apt-get install chromium)")
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 class Watch:
