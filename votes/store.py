@@ -23,21 +23,24 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import bindparam, func, insert, or_, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, col, select
 
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, replay_elo, update_elo
 from votes.models import Annotator, Battle, LiveRating, Model, Output, Prompt, Vote, utcnow
 from votes.ratings import counted_votes_condition
+from votes.tables import battle_t, liverating_t, vote_t
 
 __all__ = [
     "AlreadyVotedError",
@@ -250,26 +253,15 @@ def _find_previous(
     return _existing_result(session, battle, vote, names)
 
 
-def record_votes(
-    *, session: Session, requests: Sequence[VoteRequest], config: EloConfig
-) -> list[VoteResult | VoteError]:
-    """Write votes (and their battles) with their live Elo updates, in order, in the session's transaction.
-
-    The caller commits. A retry (same token and winner, or same idempotency key) is answered with the
-    first vote's result and writes nothing; the same token with another winner is refused.
-    """
-    for r in requests:
-        parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
-    model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
-    _ensure_live_rows(session, model_ids, config.initial)
-    ratings = _lock_live_ratings(session, model_ids)
-    names = _model_names(session, model_ids)
-    annotator_ids = sorted({r.battle.annotator_id for r in requests})
-    flagged = set(
-        session.exec(
-            select(Annotator.id).where(col(Annotator.id).in_(annotator_ids), col(Annotator.flagged))
-        ).all()
-    )
+def _record_one_by_one(
+    session: Session,
+    requests: Sequence[VoteRequest],
+    config: EloConfig,
+    ratings: dict[int, tuple[float, int]],
+    names: dict[int, str],
+    flagged: set[int],
+) -> tuple[list[VoteResult | VoteError], set[int]]:
+    """The careful path: each vote in its own savepoint, so a unique-key race fails only that vote."""
     results: list[VoteResult | VoteError] = []
     touched: set[int] = set()
     for request in requests:
@@ -341,13 +333,205 @@ def record_votes(
                 rating_b_after=new_b,
             )
         )
-    now = utcnow()
-    for model_id in sorted(touched):
-        rating, games = ratings[model_id]
-        session.execute(
-            update(LiveRating)
-            .where(col(LiveRating.model_id) == model_id)
-            .values(rating=rating, games=games, updated_at=now)
+    return results, touched
+
+
+@dataclass
+class _Known:
+    """A vote already in the store or earlier in the batch, by token and idempotency key."""
+
+    token_id: str | None
+    winner: str
+    result: VoteResult | None = None  # None while a new vote of this batch awaits its ids
+    index: int = -1  # position of that new vote in the batch
+
+
+def _known_votes(
+    session: Session, requests: Sequence[VoteRequest], names: dict[int, str]
+) -> tuple[dict[str, _Known], dict[str, _Known]]:
+    """Earlier votes for the batch's tokens or idempotency keys, in one query."""
+    tokens = [r.battle.token_id for r in requests]
+    keys = [r.idempotency_key for r in requests if r.idempotency_key is not None]
+    match: ColumnElement[bool] = col(Battle.token_id).in_(tokens)
+    if keys:
+        match = or_(match, col(Vote.idempotency_key).in_(keys))
+    stmt = select(Battle, Vote).join(Vote, col(Vote.battle_id) == col(Battle.id)).where(match)
+    by_token: dict[str, _Known] = {}
+    by_key: dict[str, _Known] = {}
+    for battle, vote in session.exec(stmt).all():
+        known = _Known(battle.token_id, vote.winner, _existing_result(session, battle, vote, names))
+        if battle.token_id is not None:
+            by_token[battle.token_id] = known
+        if vote.idempotency_key is not None:
+            by_key[vote.idempotency_key] = known
+    return by_token, by_key
+
+
+def _record_batch(
+    session: Session,
+    requests: Sequence[VoteRequest],
+    config: EloConfig,
+    ratings: dict[int, tuple[float, int]],
+    names: dict[int, str],
+    flagged: set[int],
+) -> tuple[list[VoteResult | VoteError], set[int]]:
+    """The fast path: retries found in one query, then one multi-row insert of battles and one of votes."""
+    by_token, by_key = _known_votes(session, requests, names)
+    decisions: list[_Known | tuple[_Known, str]] = []  # a vote to answer with, or (vote, "conflict")
+    battle_rows: list[dict[str, Any]] = []
+    vote_rows: list[dict[str, Any]] = []
+    elo: list[tuple[float, float, float, float]] = []
+    touched: set[int] = set()
+    for request in requests:
+        b = request.battle
+        known = by_key.get(request.idempotency_key) if request.idempotency_key is not None else None
+        known = known or by_token.get(b.token_id)
+        if known is not None:
+            same_token_other_winner = known.token_id == b.token_id and known.winner != request.winner
+            decisions.append((known, "conflict") if same_token_other_winner else known)
+            continue
+        (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
+        counted = b.annotator_id not in flagged  # a flagged annotator's votes are kept but do not count
+        new_a, new_b = (
+            update_elo(ra, rb, parse_outcome(request.winner), config=config, games_a=ga, games_b=gb)
+            if counted
+            else (ra, rb)
+        )
+        if counted:
+            ratings[b.model_a_id] = (new_a, ga + 1)
+            ratings[b.model_b_id] = (new_b, gb + 1)
+            touched.update((b.model_a_id, b.model_b_id))
+        voted_at = request.voted_at or utcnow()
+        battle_rows.append(
+            {
+                "prompt_id": b.prompt_id,
+                "output_a_id": b.output_a_id,
+                "output_b_id": b.output_b_id,
+                "model_a_id": b.model_a_id,
+                "model_b_id": b.model_b_id,
+                "annotator_id": b.annotator_id,
+                "issued_at": b.issued_at,
+                "pair_probability": b.pair_probability,
+                "source": "site",
+                "token_id": b.token_id,
+            }
+        )
+        vote_rows.append(
+            {
+                "model_a_id": b.model_a_id,  # the battle's facts, copied for the fit's covering index
+                "model_b_id": b.model_b_id,
+                "annotator_id": b.annotator_id,
+                "winner": request.winner,
+                "created_at": voted_at,
+                "seconds_to_vote": max(0.0, (voted_at - b.issued_at).total_seconds()),
+                "client_hash": request.client_hash,
+                "idempotency_key": request.idempotency_key,
+                "live_elo": {"a_before": ra, "a_after": new_a, "b_before": rb, "b_after": new_b},
+            }
+        )
+        elo.append((ra, new_a, rb, new_b))
+        known = _Known(b.token_id, request.winner, index=len(vote_rows) - 1)
+        by_token[b.token_id] = known
+        if request.idempotency_key is not None:
+            by_key[request.idempotency_key] = known
+        decisions.append(known)
+    new_results: list[VoteResult] = []
+    if battle_rows:
+        # RETURNING rows come back in no promised order (and asking SQLAlchemy for parameter order makes
+        # it insert row by row on SQLite), so each id is matched by the row's own unique key.
+        conn = session.connection()
+        battle_returning = insert(battle_t).returning(battle_t.c.token_id, battle_t.c.id)
+        battle_id_of = {t: i for t, i in conn.execute(battle_returning, battle_rows)}
+        battle_ids = [battle_id_of[row["token_id"]] for row in battle_rows]
+        for row, battle_id in zip(vote_rows, battle_ids, strict=True):
+            row["battle_id"] = battle_id
+        vote_returning = insert(vote_t).returning(vote_t.c.battle_id, vote_t.c.id)
+        vote_id_of = {b: i for b, i in conn.execute(vote_returning, vote_rows)}
+        vote_ids = [vote_id_of[battle_id] for battle_id in battle_ids]
+        for battle, vote, battle_id, vote_id, (ra, new_a, rb, new_b) in zip(
+            battle_rows, vote_rows, battle_ids, vote_ids, elo, strict=True
+        ):
+            new_results.append(
+                VoteResult(
+                    vote_id=int(vote_id),
+                    battle_id=int(battle_id),
+                    winner=vote["winner"],
+                    model_a=names[battle["model_a_id"]],
+                    model_b=names[battle["model_b_id"]],
+                    rating_a_before=ra,
+                    rating_a_after=new_a,
+                    rating_b_before=rb,
+                    rating_b_after=new_b,
+                )
+            )
+    results: list[VoteResult | VoteError] = []
+    answered: set[int] = set()  # new votes already answered once; a later equal request is a retry
+    for decision in decisions:
+        known, conflict = (decision[0], True) if isinstance(decision, tuple) else (decision, False)
+        if known.result is not None:
+            first = known.result
+        else:
+            first = new_results[known.index]
+            if not conflict and known.index not in answered:
+                answered.add(known.index)
+                results.append(first)
+                continue
+            first = replace(first, replayed=True)
+        results.append(AlreadyVotedError(first.battle_id) if conflict else first)
+    return results, touched
+
+
+def record_votes(
+    *,
+    session: Session,
+    requests: Sequence[VoteRequest],
+    config: EloConfig,
+    live_rows: set[int] | None = None,
+) -> list[VoteResult | VoteError]:
+    """Write votes (and their battles) with their live Elo updates, in order, in the session's transaction.
+
+    The caller commits. A retry (same token and winner, or same idempotency key) is answered with the
+    first vote's result and writes nothing; the same token with another winner is refused.
+    The batch is written with one multi-row insert per table; if a unique key collides anyway (another
+    worker wrote the same token or key meanwhile), it is written again vote by vote in savepoints.
+    ``live_rows``, when given, remembers the models whose ``LiveRating`` row is known to exist (a writer
+    keeps it across batches), which saves an insert per batch.
+    """
+    for r in requests:
+        parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
+    model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
+    if live_rows is None or not live_rows.issuperset(model_ids):
+        _ensure_live_rows(session, model_ids, config.initial)
+    locked = _lock_live_ratings(session, model_ids)
+    if len(locked) < len(model_ids):  # a row was deleted since (a ratings rebuild): create it again
+        _ensure_live_rows(session, model_ids, config.initial)
+        locked = _lock_live_ratings(session, model_ids)
+    if live_rows is not None:
+        live_rows.update(model_ids)
+    names = _model_names(session, model_ids)
+    annotator_ids = sorted({r.battle.annotator_id for r in requests})
+    flagged = {
+        a
+        for a in session.exec(
+            select(Annotator.id).where(col(Annotator.id).in_(annotator_ids), col(Annotator.flagged))
+        ).all()
+        if a is not None
+    }
+    ratings = dict(locked)
+    try:
+        with session.begin_nested():
+            results, touched = _record_batch(session, requests, config, ratings, names, flagged)
+    except IntegrityError:
+        session.expunge_all()
+        ratings = dict(locked)
+        results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged)
+    if touched:  # one executemany for all the batch's models
+        now = utcnow()
+        session.connection().execute(
+            update(liverating_t)
+            .where(liverating_t.c.model_id == bindparam("m"))
+            .values(rating=bindparam("r"), games=bindparam("g"), updated_at=now),
+            [{"m": m, "r": ratings[m][0], "g": ratings[m][1]} for m in sorted(touched)],
         )
     session.expunge_all()
     return results
@@ -384,6 +568,7 @@ class GroupCommitWriter:
         self.max_batch = max_batch
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._live_rows: set[int] = set()
         self.n_batches = 0
         self.n_votes = 0
 
@@ -440,7 +625,12 @@ class GroupCommitWriter:
 
     def _write(self, batch: list[_Pending]) -> None:
         with Session(self.engine, expire_on_commit=False) as session:
-            results = record_votes(session=session, requests=[p.request for p in batch], config=self.config)
+            results = record_votes(
+                session=session,
+                requests=[p.request for p in batch],
+                config=self.config,
+                live_rows=self._live_rows,
+            )
             session.commit()
         self.n_batches += 1
         self.n_votes += len(batch)
