@@ -13,7 +13,6 @@ from enum import IntEnum
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 __all__ = [
     "OUTCOME_STRINGS",
@@ -147,6 +146,8 @@ def aggregate_battles(
     -------
     PairCounts
     """
+    import pandas as pd  # here, not at module top: the web app imports this module for parse_outcome
+
     a = np.asarray(model_a, dtype=object)
     b = np.asarray(model_b, dtype=object)
     w = np.asarray(winner)

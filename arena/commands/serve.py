@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import uvicorn
@@ -60,6 +61,14 @@ def serve(
         int, typer.Option(min=1, help="Worker processes (use PostgreSQL for more than 1).")
     ] = 1,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    worker_startup_timeout: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Seconds a worker may take to import the app and start before uvicorn restarts it "
+            "(uvicorn's own default, 5 s, kills workers that are merely slow on a busy machine).",
+        ),
+    ] = 120,
 ) -> None:
     """Run the voting site."""
     if database_url:
@@ -70,6 +79,9 @@ def serve(
     if workers > 1 and settings.database_url.startswith("sqlite") and not settings.redis_url:
         typer.echo("note: several workers on SQLite share the database lock; rate limits are per worker.")
     typer.echo(prepare_database(settings.database_url, demo=demo, demo_votes=demo_votes, seed=seed))
+    options: dict[str, Any] = {}
+    if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:  # uvicorn >= 0.30
+        options["timeout_worker_healthcheck"] = worker_startup_timeout
     uvicorn.run(
         "arena.app:create_app_from_env",
         factory=True,
@@ -78,6 +90,7 @@ def serve(
         workers=workers,
         log_level=log_level,
         proxy_headers=False,
+        **options,
     )
 
 
