@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy import Select, String, and_, func, or_, select, type_coerce
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -149,7 +149,7 @@ def load_battles(
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
     stmt = _filtered(
-        select(vote_t.c.id, vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner, vote_t.c.created_at)
+        select(vote_t.c.id, vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner, _vote_time(conn))
         .select_from(vote_t)
         .order_by(vote_t.c.id),
         f,
@@ -170,7 +170,7 @@ def load_battles(
         a_ids.append(np.fromiter((r[1] for r in rows), dtype=np.int64, count=n))
         b_ids.append(np.fromiter((r[2] for r in rows), dtype=np.int64, count=n))
         outcomes.append(np.fromiter((codes[r[3]] for r in rows), dtype=np.int8, count=n))
-        times.append(np.fromiter((_timestamp(r[4]) for r in rows), dtype=np.float64, count=n))
+        times.append(np.fromiter((_seconds(r[4]) for r in rows), dtype=np.float64, count=n))
     vote_id = _concat(ids, np.int64)
     model_a_id = _concat(a_ids, np.int64)
     model_b_id = _concat(b_ids, np.int64)
@@ -189,8 +189,21 @@ def load_battles(
     )
 
 
-def _timestamp(value: datetime) -> float:
-    """Seconds since the epoch of a stored time (SQLite hands back naive UTC datetimes)."""
+def _vote_time(conn: Connection) -> ColumnElement[Any]:
+    """The vote time column as read fast: SQLite's stored text as is (parsed by :func:`_seconds`)."""
+    if conn.dialect.name == "sqlite":
+        return type_coerce(vote_t.c.created_at, String)
+    return vote_t.c.created_at
+
+
+def _seconds(value: datetime | str) -> float:
+    """Seconds since the epoch of a stored vote time, exactly ``created_at.timestamp()``.
+
+    SQLite stores UTC as ``YYYY-MM-DD HH:MM:SS.ffffff`` text; ``datetime.fromisoformat`` reads it several
+    times faster than the ORM type's regular expression, to the same datetime.
+    """
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
     return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp()
 
 
@@ -257,7 +270,7 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
     stmt = _filtered(
         select(
             vote_t.c.winner,
-            vote_t.c.created_at,
+            _vote_time(conn),
             model_a.c.name,
             model_b.c.name,
             annotator_t.c.id,
@@ -297,7 +310,7 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
             "turn": extra.get("turn"),
             "anony": extra.get("anony", True if source == "site" else None),
             "language": lang,
-            "tstamp": created_at.timestamp(),
+            "tstamp": _seconds(created_at),
         }
 
 

@@ -538,9 +538,13 @@ def parse_catalog(
 # --------------------------------------------------------------------------------------------- writing
 
 
+# One encoder for every line: json.dumps with options builds a new encoder per call (2x slower).
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(row: Mapping[str, Any]) -> str:
     """One JSONL line, the same on every platform: keys in schema order, UTF-8, shortest float repr."""
-    return json.dumps(row, ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(row)
 
 
 def rows_sha256(rows: Iterable[Mapping[str, Any]], *, kind: Kind = "battles") -> str:

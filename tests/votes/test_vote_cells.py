@@ -18,7 +18,7 @@ from leaderboard.elo import EloConfig, replay_elo
 from tests.votes.helpers import live_ratings
 from votes import ratings
 from votes.demo import load_demo
-from votes.queries import VoteFilter, load_battles, load_pair_counts, pair_counts_statement
+from votes.queries import VoteFilter, iter_vote_rows, load_battles, load_pair_counts, pair_counts_statement
 from votes.store import IssuedBattle, VoteRequest, record_vote
 from votes.tables import annotator_t, battle_t, model_t, output_t, vote_t
 
@@ -165,3 +165,19 @@ def test_chunked_rebuild_equals_replay_of_counted_votes(
         zip(expected.models, expected.games.tolist(), strict=True)
     )
     assert int(standings.games.sum()) == 2 * len(counted)
+
+
+def test_fast_vote_times_equal_the_orm_times(store: Engine) -> None:
+    load_demo(store, n_votes=120, seed=6)
+    _site_votes(store, 3)  # times with microseconds, written by the live writer
+    with store.connect() as conn:
+        orm = [
+            t if t.tzinfo else t.replace(tzinfo=UTC)
+            for t in conn.execute(select(vote_t.c.created_at).order_by(vote_t.c.id)).scalars()
+        ]
+        arrays = load_battles(conn)
+        rows = list(iter_vote_rows(conn))
+    expected = [t.timestamp() for t in orm]
+    assert any(t.microsecond for t in orm)
+    assert arrays.tstamp.tolist() == expected
+    assert [r["tstamp"] for r in rows] == expected
