@@ -267,7 +267,7 @@ def worker(url: str, what: str) -> int:
         detail = {"games": int(np.sum(standings.games)) // 2}
     if what in filters:
         with engine.connect() as conn:
-            detail["plan"] = _plan(conn, pair_counts_statement(filters[what]))
+            detail["plan"] = _plan(conn, pair_counts_statement(filters[what], dialect=conn.dialect.name))
     seconds = time.perf_counter() - t0
     engine.dispose()
     print(

@@ -18,7 +18,8 @@ import numpy.typing as npt
 from sqlalchemy import Select, String, and_, func, or_, select, type_coerce
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
+from sqlalchemy.sql.operators import custom_op
 
 from leaderboard.data import PairCounts, parse_outcome
 from votes.records import rows_sha256
@@ -224,7 +225,7 @@ def load_pair_counts(
     """Selected votes aggregated in SQL by (model_a, model_b, winner): one row per cell, not per vote."""
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
-    rows = conn.execute(pair_counts_statement(f)).all()
+    rows = conn.execute(pair_counts_statement(f, dialect=conn.dialect.name)).all()
     names = _model_names(conn, {r[0] for r in rows} | {r[1] for r in rows})
     models = tuple(sorted(names.values()))
     position = {model_id: models.index(name) for model_id, name in names.items()}
@@ -244,17 +245,22 @@ def load_pair_counts(
     )
 
 
-def pair_counts_statement(filters: VoteFilter | None = None) -> Select[Any]:
-    """The ``GROUP BY model_a, model_b, winner`` behind :func:`load_pair_counts`.
+def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: str = "sqlite") -> Select[Any]:
+    """The ``GROUP BY model_a, model_b, winner`` behind :func:`load_pair_counts`, for ``dialect``.
 
     Grouped on the vote's own copies of the battle facts: unfiltered, or excluding flagged annotators,
     it is one scan of the covering index ``ix_vote_cells`` in the index's order (no join, no sort).
     Category and language filters join the battle and prompt; time filters read the vote rows.
     """
-    return _filtered(
-        select(vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner, func.count()).select_from(vote_t),
-        filters,
-    ).group_by(vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner)
+    f = filters or VoteFilter()
+    keys: list[ColumnElement[Any]] = [vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner]
+    stmt = select(*keys, func.count()).select_from(vote_t)
+    if dialect == "sqlite" and (f.since is not None or f.until is not None):
+        # Left alone, SQLite walks ix_vote_cells for its order and fetches every vote row at random to
+        # test its time (10M votes, half selected: 34 s). Grouping by ``+column`` (SQLite's documented
+        # way to keep a term off an index) lets it take the time index's range and sort instead (6.5 s).
+        keys = [UnaryExpression(k, operator=custom_op("+"), type_=k.type) for k in keys]
+    return _filtered(stmt, f).group_by(*keys)
 
 
 def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) -> Iterator[dict[str, Any]]:
