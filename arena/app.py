@@ -416,6 +416,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Import the leak scanner's heavy modules (scipy, scikit-learn) now, before the first battle
+        # request would stall on them; the catalog itself is read on first use.
+        _ = state.pairing.leaks
         state.writer.start()
         try:
             yield
