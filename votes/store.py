@@ -33,14 +33,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, col, select
 
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, replay_elo, update_elo
 from votes.models import Annotator, Battle, LiveRating, Model, Output, Prompt, Vote, utcnow
 from votes.ratings import counted_votes_condition
-from votes.tables import battle_t, liverating_t, vote_t
+from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
 
 __all__ = [
     "AlreadyVotedError",
@@ -197,14 +196,76 @@ def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: float
     session.execute(insert(LiveRating).values(rows).on_conflict_do_nothing(index_elements=["model_id"]))
 
 
-def _lock_live_ratings(session: Session, model_ids: Sequence[int]) -> dict[int, tuple[float, int]]:
-    stmt = (
-        select(LiveRating.model_id, LiveRating.rating, LiveRating.games)
-        .where(col(LiveRating.model_id).in_(model_ids))
-        .order_by(col(LiveRating.model_id))
-        .with_for_update()
+# Statements of the batch path, built once: building and hashing a statement per batch costs more Python
+# time than SQLite takes to run it.
+_LOCK_RATINGS = (
+    sa_select(liverating_t.c.model_id, liverating_t.c.rating, liverating_t.c.games, model_t.c.name)
+    .join(model_t, model_t.c.id == liverating_t.c.model_id)
+    .where(liverating_t.c.model_id.in_(bindparam("ids", expanding=True)))
+    .order_by(liverating_t.c.model_id)
+    .with_for_update(of=liverating_t)
+)
+_FLAGGED = sa_select(annotator_t.c.id).where(
+    annotator_t.c.id.in_(bindparam("ids", expanding=True)), annotator_t.c.flagged.is_(True)
+)
+_KNOWN_COLUMNS = (
+    battle_t.c.token_id,
+    vote_t.c.idempotency_key,
+    battle_t.c.id,
+    vote_t.c.id,
+    vote_t.c.winner,
+    battle_t.c.model_a_id,
+    battle_t.c.model_b_id,
+    vote_t.c.live_elo,
+)
+_KNOWN_BY_TOKEN = (
+    sa_select(*_KNOWN_COLUMNS)
+    .select_from(battle_t.join(vote_t, vote_t.c.battle_id == battle_t.c.id))
+    .where(battle_t.c.token_id.in_(bindparam("tokens", expanding=True)))
+)
+_KNOWN_BY_TOKEN_OR_KEY = (
+    sa_select(*_KNOWN_COLUMNS)
+    .select_from(battle_t.join(vote_t, vote_t.c.battle_id == battle_t.c.id))
+    .where(
+        or_(
+            battle_t.c.token_id.in_(bindparam("tokens", expanding=True)),
+            vote_t.c.idempotency_key.in_(bindparam("keys", expanding=True)),
+        )
     )
-    return {m: (r, g) for m, r, g in session.exec(stmt).all()}
+)
+_INSERT_BATTLES = insert(battle_t).returning(battle_t.c.token_id, battle_t.c.id)
+_INSERT_VOTES = insert(vote_t).returning(vote_t.c.battle_id, vote_t.c.id)
+_UPDATE_RATINGS = (
+    update(liverating_t)
+    .where(liverating_t.c.model_id == bindparam("m"))
+    .values(rating=bindparam("r"), games=bindparam("g"), updated_at=bindparam("t"))
+)
+
+
+def _replayed_result(
+    session: Session,
+    names: dict[int, str],
+    *,
+    battle_id: int,
+    vote_id: int,
+    winner: str,
+    model_a_id: int,
+    model_b_id: int,
+    live_elo: dict[str, float] | None,
+) -> VoteResult:
+    elo = live_elo or {}
+    return VoteResult(
+        vote_id=vote_id,
+        battle_id=battle_id,
+        winner=winner,
+        model_a=names.get(model_a_id) or _model_name(session, model_a_id),
+        model_b=names.get(model_b_id) or _model_name(session, model_b_id),
+        rating_a_before=float(elo.get("a_before", float("nan"))),
+        rating_a_after=float(elo.get("a_after", float("nan"))),
+        rating_b_before=float(elo.get("b_before", float("nan"))),
+        rating_b_after=float(elo.get("b_after", float("nan"))),
+        replayed=True,
+    )
 
 
 def _existing_result(session: Session, battle: Battle, vote: Vote, names: dict[int, str]) -> VoteResult:
@@ -352,18 +413,29 @@ def _known_votes(
     """Earlier votes for the batch's tokens or idempotency keys, in one query."""
     tokens = [r.battle.token_id for r in requests]
     keys = [r.idempotency_key for r in requests if r.idempotency_key is not None]
-    match: ColumnElement[bool] = col(Battle.token_id).in_(tokens)
+    conn = session.connection()
     if keys:
-        match = or_(match, col(Vote.idempotency_key).in_(keys))
-    stmt = select(Battle, Vote).join(Vote, col(Vote.battle_id) == col(Battle.id)).where(match)
+        rows = conn.execute(_KNOWN_BY_TOKEN_OR_KEY, {"tokens": tokens, "keys": keys}).all()
+    else:
+        rows = conn.execute(_KNOWN_BY_TOKEN, {"tokens": tokens}).all()
     by_token: dict[str, _Known] = {}
     by_key: dict[str, _Known] = {}
-    for battle, vote in session.exec(stmt).all():
-        known = _Known(battle.token_id, vote.winner, _existing_result(session, battle, vote, names))
-        if battle.token_id is not None:
-            by_token[battle.token_id] = known
-        if vote.idempotency_key is not None:
-            by_key[vote.idempotency_key] = known
+    for token_id, key, battle_id, vote_id, winner, model_a_id, model_b_id, live_elo in rows:
+        result = _replayed_result(
+            session,
+            names,
+            battle_id=battle_id,
+            vote_id=vote_id,
+            winner=winner,
+            model_a_id=model_a_id,
+            model_b_id=model_b_id,
+            live_elo=live_elo,
+        )
+        known = _Known(token_id, winner, result)
+        if token_id is not None:
+            by_token[token_id] = known
+        if key is not None:
+            by_key[key] = known
     return by_token, by_key
 
 
@@ -440,13 +512,11 @@ def _record_batch(
         # RETURNING rows come back in no promised order (and asking SQLAlchemy for parameter order makes
         # it insert row by row on SQLite), so each id is matched by the row's own unique key.
         conn = session.connection()
-        battle_returning = insert(battle_t).returning(battle_t.c.token_id, battle_t.c.id)
-        battle_id_of = {t: i for t, i in conn.execute(battle_returning, battle_rows)}
+        battle_id_of: dict[str, int] = dict(conn.execute(_INSERT_BATTLES, battle_rows).all())
         battle_ids = [battle_id_of[row["token_id"]] for row in battle_rows]
         for row, battle_id in zip(vote_rows, battle_ids, strict=True):
             row["battle_id"] = battle_id
-        vote_returning = insert(vote_t).returning(vote_t.c.battle_id, vote_t.c.id)
-        vote_id_of = {b: i for b, i in conn.execute(vote_returning, vote_rows)}
+        vote_id_of: dict[int, int] = dict(conn.execute(_INSERT_VOTES, vote_rows).all())
         vote_ids = [vote_id_of[battle_id] for battle_id in battle_ids]
         for battle, vote, battle_id, vote_id, (ra, new_a, rb, new_b) in zip(
             battle_rows, vote_rows, battle_ids, vote_ids, elo, strict=True
@@ -500,23 +570,19 @@ def record_votes(
     for r in requests:
         parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
     model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
+    conn = session.connection()
     if live_rows is None or not live_rows.issuperset(model_ids):
         _ensure_live_rows(session, model_ids, config.initial)
-    locked = _lock_live_ratings(session, model_ids)
-    if len(locked) < len(model_ids):  # a row was deleted since (a ratings rebuild): create it again
+    locked_rows = conn.execute(_LOCK_RATINGS, {"ids": model_ids}).all()
+    if len(locked_rows) < len(model_ids):  # a row was deleted since (a ratings rebuild): create it again
         _ensure_live_rows(session, model_ids, config.initial)
-        locked = _lock_live_ratings(session, model_ids)
+        locked_rows = conn.execute(_LOCK_RATINGS, {"ids": model_ids}).all()
     if live_rows is not None:
         live_rows.update(model_ids)
-    names = _model_names(session, model_ids)
+    locked = {m: (float(r), int(g)) for m, r, g, _name in locked_rows}
+    names = {m: str(name) for m, _r, _g, name in locked_rows}
     annotator_ids = sorted({r.battle.annotator_id for r in requests})
-    flagged = {
-        a
-        for a in session.exec(
-            select(Annotator.id).where(col(Annotator.id).in_(annotator_ids), col(Annotator.flagged))
-        ).all()
-        if a is not None
-    }
+    flagged = {int(a) for (a,) in conn.execute(_FLAGGED, {"ids": annotator_ids})}
     ratings = dict(locked)
     try:
         with session.begin_nested():
@@ -527,12 +593,8 @@ def record_votes(
         results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged)
     if touched:  # one executemany for all the batch's models
         now = utcnow()
-        session.connection().execute(
-            update(liverating_t)
-            .where(liverating_t.c.model_id == bindparam("m"))
-            .values(rating=bindparam("r"), games=bindparam("g"), updated_at=now),
-            [{"m": m, "r": ratings[m][0], "g": ratings[m][1]} for m in sorted(touched)],
-        )
+        rows = [{"m": m, "r": ratings[m][0], "g": ratings[m][1], "t": now} for m in sorted(touched)]
+        session.connection().execute(_UPDATE_RATINGS, rows)
     session.expunge_all()
     return results
 
