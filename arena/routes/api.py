@@ -12,6 +12,7 @@ from arena.routes.deps import (
     SessionDep,
     StateDep,
     check_rate_limits_async,
+    get_state,
     request_address,
     require_session,
     session_or_new_async,
@@ -109,8 +110,9 @@ def _conversation(value: list[dict[str, Any]] | None) -> list[Turn] | None:
 
 
 @router.get("/battles/next", response_model=BattleOut, responses=ERRORS)
-async def api_next_battle(request: Request, state: StateDep) -> BattleOut:
+async def api_next_battle(request: Request) -> BattleOut:
     """Issue the next blind battle for this session (a session cookie is set on the first call)."""
+    state = get_state(request)  # not a dependency: FastAPI spends more per request on one than it saves
     # async, and from memory (see PairingService): a battle costs no thread hop and no query.
     who = await session_or_new_async(request, state)
     await check_rate_limits_async(
@@ -137,7 +139,6 @@ async def api_next_battle(request: Request, state: StateDep) -> BattleOut:
 @router.post("/votes", response_model=VoteOut, responses=ERRORS)
 async def api_vote(
     request: Request,
-    state: StateDep,
     body: VoteIn,
     x_csrf_token: Annotated[str | None, Header(max_length=200)] = None,
     idempotency_key: Annotated[str | None, Header(max_length=150)] = None,
@@ -147,6 +148,7 @@ async def api_vote(
     Retrying with the same token and winner, or the same ``Idempotency-Key``, returns the first answer and
     records nothing new; the same token with a different winner is refused (409).
     """
+    state = get_state(request)
     who = require_session(request, state)
     if not state.signer.check_csrf(who, x_csrf_token):
         raise HTTPException(403, "Missing or wrong X-CSRF-Token header (take it from GET /api/battles/next).")

@@ -29,13 +29,17 @@ __all__ = [
 ]
 
 
-async def get_state(request: Request) -> ArenaState:
-    # async: FastAPI would run a plain function dependency in the thread pool, one hop per request.
+def get_state(request: Request) -> ArenaState:
     state: ArenaState = request.app.state.arena
     return state
 
 
-StateDep = Annotated[ArenaState, Depends(get_state)]
+async def _state_dependency(request: Request) -> ArenaState:
+    # async: FastAPI would run a plain function dependency in the thread pool, one hop per request.
+    return get_state(request)
+
+
+StateDep = Annotated[ArenaState, Depends(_state_dependency)]
 
 
 def get_session(state: StateDep) -> Iterator[Session]:
