@@ -197,7 +197,7 @@ def publish_snapshot(
     language: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-    exclude_flagged: bool = False,
+    exclude_flagged: bool = True,
     progress: Progress | None = None,
     created_at: datetime | None = None,
     plots: bool = True,
@@ -253,7 +253,7 @@ def publish_slices(
     options: FitOptions = FitOptions(),  # noqa: B008 - frozen, so a shared default is safe
     slices: Sequence[SliceSpec] | None = None,
     min_votes: int = DEFAULT_MIN_SLICE_VOTES,
-    exclude_flagged: bool = False,
+    exclude_flagged: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
     plots: bool = True,
 ) -> list[Snapshot]:

@@ -56,7 +56,13 @@ CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompt
 LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battles in this language.")]
 SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
 UntilOpt = Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")]
-FlaggedOpt = Annotated[bool, typer.Option("--exclude-flagged", help="Leave out flagged annotators' votes.")]
+FlaggedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--exclude-flagged/--include-flagged",
+        help="Leave out flagged annotators' votes (the default for published boards; files have no flags).",
+    ),
+]
 
 
 def parse_anchor(value: str | None) -> tuple[str, float] | None:
@@ -225,7 +231,7 @@ def recompute(
     language: LanguageOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    exclude_flagged: FlaggedOpt = False,
+    exclude_flagged: FlaggedOpt = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
 ) -> None:
     """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
@@ -241,8 +247,8 @@ def recompute(
     with progress_bar() as bar:
         reading = bar.add_task("reading votes", total=None)
         if source is not None:
-            if category is not None or exclude_flagged:
-                raise typer.BadParameter("a battles file has no categories or flags; use the database")
+            if category is not None:
+                raise typer.BadParameter("a battles file has no categories; use the database")
             try:
                 counts, digest, _ = load_battles_file(
                     source, language=language, since=since, until=until, bucket_seconds=options.time_bucket
@@ -309,7 +315,7 @@ def publish(
     both_bad: BothBadOpt = "tie",
     category: CategoryOpt = None,
     language: LanguageOpt = None,
-    exclude_flagged: FlaggedOpt = False,
+    exclude_flagged: FlaggedOpt = True,
     all_slices: Annotated[
         bool, typer.Option("--all-slices", help="Also one board per category and per language.")
     ] = False,

@@ -176,3 +176,35 @@ def test_extended_method_writes_parameters_fitted(tmp_path: Path) -> None:
     advantage = meta["parameters_fitted"]["position_advantage_elo"]
     # LLM judges favour the answer shown first: the left-side advantage is clearly positive.
     assert 0 < advantage["ci_low"] <= advantage["value"] <= advantage["ci_high"]
+
+
+def test_publish_leaves_out_flagged_annotators_by_default(demo_engine: Engine, tmp_path: Path) -> None:
+    """Issue 8: a flagged annotator's votes stay out of a published fit unless asked for."""
+    from sqlalchemy import func
+    from sqlmodel import select
+
+    from votes.models import Annotator, Battle, Vote
+    from votes.store import flag_annotator
+
+    with Session(demo_engine) as session:
+        target = session.exec(select(Annotator).order_by(Annotator.id)).first()  # type: ignore[arg-type]
+        assert target is not None and target.id is not None
+        flagged_votes = session.exec(
+            select(func.count()).select_from(Vote).join(Battle).where(Battle.annotator_id == target.id)
+        ).one()
+        assert flagged_votes > 0
+        assert flag_annotator(session=session, annotator_id=target.id, reason="test")
+        session.commit()
+    default = publish_snapshot(
+        demo_engine, snapshot_dir=tmp_path / "a", options=FitOptions(n_rounds=0, interval="none"), plots=False
+    )
+    everyone = publish_snapshot(
+        demo_engine,
+        snapshot_dir=tmp_path / "b",
+        options=FitOptions(n_rounds=0, interval="none"),
+        exclude_flagged=False,
+        plots=False,
+    )
+    assert default.n_votes == N_VOTES - flagged_votes
+    assert everyone.n_votes == N_VOTES
+    assert default.votes_sha256 != everyone.votes_sha256
