@@ -31,6 +31,7 @@ __all__ = [
     "counted_vote_condition",
     "iter_catalog_rows",
     "iter_vote_rows",
+    "iter_vote_texts",
     "load_battles",
     "load_pair_counts",
     "pair_counts_statement",
@@ -188,6 +189,38 @@ def load_battles(
         outcome=_concat(outcomes, np.int8),
         tstamp=_concat(times, np.float64),
     )
+
+
+def iter_vote_texts(
+    db: Session | Connection,
+    *,
+    category: str | None = None,
+    language: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    exclude_flagged: bool = False,
+    filters: VoteFilter | None = None,
+) -> Iterator[tuple[int, str | None, str | None]]:
+    """``(vote_id, text_a, text_b)`` of the selected votes, row for row with :func:`load_battles`.
+
+    For style covariates from the store: one streamed query, the answers' texts joined on the battle's
+    outputs; a text is None when the battle has no such output (imported votes without conversations).
+    """
+    conn = _connection(db)
+    f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
+    output_a, output_b = output_t.alias("output_a"), output_t.alias("output_b")
+    stmt = _filtered(
+        select(vote_t.c.id, output_a.c.text, output_b.c.text)
+        .select_from(vote_t)
+        .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
+        .outerjoin(output_a, battle_t.c.output_a_id == output_a.c.id)
+        .outerjoin(output_b, battle_t.c.output_b_id == output_b.c.id)
+        .order_by(vote_t.c.id),
+        f,
+        battle_joined=True,
+    )
+    for vote_id, text_a, text_b in conn.execute(stmt, execution_options={"yield_per": _STREAM}):
+        yield int(vote_id), text_a, text_b
 
 
 def _vote_time(conn: Connection) -> ColumnElement[Any]:

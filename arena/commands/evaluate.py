@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -15,7 +16,7 @@ from arena.settings import Settings
 from votes.db import make_engine
 
 if TYPE_CHECKING:
-    from leaderboard.evaluate import Battles, MethodScore
+    from leaderboard.evaluate import Battles, FloatArray, MethodScore
     from votes.records import BattleRecord
 
 __all__ = ["battles_from_file", "evaluate", "register"]
@@ -36,10 +37,6 @@ def battles_from_file(path: Path, *, catalog: Path | None = None, style: bool = 
     With ``style``, answer texts come from the battles' conversations or, failing that, from a catalog
     file (``prompt_id``/``model``/``output``) matched on ``question_id``.
     """
-    import numpy as np
-
-    from leaderboard.evaluate import Battles
-    from leaderboard.style import style_differences
     from votes.records import parse_battles, parse_catalog, read_rows
 
     fmt, rows = read_rows(path)
@@ -67,18 +64,20 @@ def battles_from_file(path: Path, *, catalog: Path | None = None, style: bool = 
             )
         left.append(a)
         right.append(b)
+    values, names = _style_columns(left, right)
+    return replace(battles, features=values, feature_names=names)
+
+
+def _style_columns(left: list[str], right: list[str]) -> tuple[FloatArray, tuple[str, ...]]:
+    """Style covariates of the answer pairs, keeping only the columns that vary often enough."""
+    import numpy as np
+
+    from leaderboard.style import style_differences
+
     diffs = style_differences(left, right)
     # a covariate that differs in only a handful of battles cannot be estimated (it separates them)
     keep = np.count_nonzero(diffs.values, axis=0) >= MIN_STYLE_BATTLES
-    return Battles(
-        models=battles.models,
-        left=battles.left,
-        right=battles.right,
-        outcome=battles.outcome,
-        time=battles.time,
-        features=diffs.values[:, keep],
-        feature_names=tuple(n for n, k in zip(diffs.names, keep, strict=True) if k),
-    )
+    return diffs.values[:, keep], tuple(n for n, k in zip(diffs.names, keep, strict=True) if k)
 
 
 def _battles_from_records(records: list[BattleRecord]) -> Battles:
@@ -100,25 +99,69 @@ def _battles_from_records(records: list[BattleRecord]) -> Battles:
     )
 
 
-def _battles_from_database(url: str) -> Battles:
+def _battles_from_database(url: str, *, style: bool = False) -> Battles:
+    """The stored votes; with ``style``, covariates from the battles' outputs, NaN rows where a vote has
+    no answer texts (those votes are left out of the style rows only)."""
     import numpy as np
 
     from leaderboard.evaluate import Battles
-    from votes.queries import load_battles
+    from votes.queries import iter_vote_texts, load_battles
 
     engine = make_engine(url)
     try:
         with Session(engine) as session:
             arrays = load_battles(session)
+            texts = list(iter_vote_texts(session)) if style else []
     finally:
         engine.dispose()
-    return Battles(
+    battles = Battles(
         models=arrays.models,
         left=arrays.model_a.astype(np.int64),
         right=arrays.model_b.astype(np.int64),
         outcome=arrays.outcome.astype(np.int64),
         time=arrays.tstamp,
     )
+    if not style:
+        return battles
+    has_text = np.array([a is not None and b is not None for _, a, b in texts], dtype=bool)
+    if not has_text.any():
+        raise typer.BadParameter("no stored vote has both answer texts: nothing for the style rows")
+    left = [a for _, a, b in texts if a is not None and b is not None]
+    right = [b for _, a, b in texts if a is not None and b is not None]
+    values, names = _style_columns(left, right)
+    features = np.full((len(battles), values.shape[1]), np.nan)
+    features[has_text] = values
+    return replace(battles, features=features, feature_names=names)
+
+
+def _compare(
+    train: Battles, test: Battles, *, half_life: float | None, prior_sd: float
+) -> tuple[list[MethodScore], int]:
+    """The comparison rows; votes without style covariates (NaN rows) are left out of the style rows
+    only. Also returns how many votes were left out."""
+    import numpy as np
+
+    from leaderboard.evaluate import default_methods, evaluate_methods
+
+    if train.features is None or test.features is None:
+        return evaluate_methods(train, test, half_life=half_life, prior_sd=prior_sd), 0
+    ok_train = np.isfinite(train.features).all(axis=1)
+    ok_test = np.isfinite(test.features).all(axis=1)
+    if ok_train.all() and ok_test.all():
+        return evaluate_methods(train, test, half_life=half_life, prior_sd=prior_sd), 0
+    plain = evaluate_methods(
+        replace(train, features=None), replace(test, features=None), half_life=half_life, prior_sd=prior_sd
+    )
+    styled = [m for m in default_methods(half_life=half_life, prior_sd=prior_sd, style=True) if m.style]
+    rows = evaluate_methods(
+        train.take(np.flatnonzero(ok_train)),
+        test.take(np.flatnonzero(ok_test)),
+        methods=styled,
+        half_life=half_life,
+        prior_sd=prior_sd,
+    )
+    left_out = int((~ok_train).sum() + (~ok_test).sum())
+    return plain + rows, left_out
 
 
 def _extras_text(row: MethodScore) -> str:
@@ -184,7 +227,9 @@ def evaluate(
     prior: Annotated[
         float, typer.Option(help="Prior standard deviation (Elo) of the row with a prior.")
     ] = 200.0,
-    style: Annotated[bool, typer.Option(help="Add style-control rows (needs answer texts).")] = False,
+    style: Annotated[
+        bool, typer.Option(help="Add style-control rows (answer texts from the file or the database).")
+    ] = False,
     catalog: Annotated[
         Path | None,
         typer.Option(help="Answer catalog for style features when battles carry no conversations."),
@@ -192,7 +237,7 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
 ) -> None:
     """Compare rating methods on held-out votes: log-loss, Brier, accuracy (test), AIC and BIC (train)."""
-    from leaderboard.evaluate import evaluate_methods, split_battles
+    from leaderboard.evaluate import split_battles
 
     if split not in ("random", "time"):
         raise typer.BadParameter("--split must be 'random' or 'time'")
@@ -201,23 +246,27 @@ def evaluate(
         battles = battles_from_file(from_file, catalog=catalog, style=style)
         source = str(from_file)
     else:
-        if style:
-            raise typer.BadParameter("--style needs --from FILE (answer texts)")
         url = database_url or Settings().database_url
-        battles = _battles_from_database(url)
+        battles = _battles_from_database(url, style=style)
         source = "database"
     if len(battles) < 10:
         raise typer.BadParameter(f"only {len(battles)} votes: too few to evaluate")
     train, test = split_battles(battles, how=how, test_fraction=test_fraction, random_state=seed)
-    rows = evaluate_methods(train, test, half_life=half_life, prior_sd=prior)
+    rows, left_out = _compare(train, test, half_life=half_life, prior_sd=prior)
     if as_json:
-        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+        dicts = [r.as_dict() for r in rows]
+        for d in dicts:
+            if d["method"].endswith("+style"):
+                d["votes_without_texts"] = left_out
+        typer.echo(json.dumps(dicts, indent=2))
         return
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 150))
     title = f"{source}: {len(train)} training / {len(test)} test votes, {how} split, seed {seed}"
     console.print(render_table(rows, title=title))
+    if left_out:
+        console.print(f"{left_out} votes without answer texts are left out of the style rows.")
     for r in rows:
         pos = r.parameters_fitted.get("position_advantage_elo")
         if r.method == "davidson-position" and pos is not None:

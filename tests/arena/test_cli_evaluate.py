@@ -90,3 +90,34 @@ def test_real_battles_file_prints_the_table_and_a_significant_left_advantage() -
     for method in ("elo", "bt", "davidson-position", "davidson-position+style"):
         assert method in result.output
     assert "significant at 95%" in result.output and "not significant" not in result.output
+
+
+def test_style_rows_from_the_database_fit_style_coefficients(tmp_path: Path) -> None:
+    from votes.db import make_engine
+    from votes.demo import load_demo
+    from votes.io import import_file
+    from votes.migrate import upgrade_database
+
+    url = f"sqlite:///{tmp_path}/arena.db"
+    upgrade_database(url)
+    engine = make_engine(url)
+    try:
+        load_demo(engine, n_votes=800, seed=1)
+        bare = tmp_path / "bare.jsonl"
+        bare.write_text(json.dumps({"model_a": "aurora-70b", "model_b": "fable-1b", "winner": "tie"}) + "\n")
+        import_file(engine, bare)
+    finally:
+        engine.dispose()
+    result = CliRunner().invoke(_app(), ["evaluate", "--style", "--database-url", url, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["method"]: r for r in json.loads(result.output)}
+    assert {"bt", "davidson-position", "bt-position+style", "davidson-position+style"} <= set(rows)
+    style = rows["davidson-position+style"]
+    coefficients = {k: v for k, v in style["parameters_fitted"].items() if k.startswith("style_")}
+    assert "style_length_elo" in coefficients
+    assert all(v["ci_low"] <= v["value"] <= v["ci_high"] for v in coefficients.values())
+    # the one vote without answer texts is left out of the style rows only
+    assert style["votes_without_texts"] == 1
+    assert style["n_train"] + style["n_test"] == 800
+    assert rows["bt"]["n_train"] + rows["bt"]["n_test"] == 801
+    assert "votes_without_texts" not in rows["bt"]
