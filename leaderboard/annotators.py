@@ -367,11 +367,11 @@ def annotator_stats(
     order = np.argsort(group, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(n_votes)])
     sorted_secs = secs[order]
-    for g in range(n_groups):
-        chunk = sorted_secs[bounds[g] : bounds[g + 1]]
+    for k in range(n_groups):
+        chunk = sorted_secs[bounds[k] : bounds[k + 1]]
         chunk = chunk[~np.isnan(chunk)]
         if chunk.size:
-            median_seconds[g] = float(np.median(chunk))
+            median_seconds[k] = float(np.median(chunk))
 
     return AnnotatorStats(
         annotators=ids.astype(np.int64),
