@@ -5,6 +5,7 @@ Screenshots go to ``test-artifacts/`` (published-leaderboard.png, snapshot-page.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -74,9 +75,17 @@ def test_snapshot_page_in_browser(server: tuple[str, list[str]], browser: object
     page.wait_for_url(f"**/leaderboard/snapshots/{ids[0]}")
     images = page.locator(".figures img")
     assert images.count() == 4
-    # The load event waits for every image; a polled predicate would need eval, which the CSP forbids.
-    page.wait_for_load_state("load")
-    widths = page.eval_on_selector_all(".figures img", "imgs => imgs.map(i => i.naturalWidth)")
+    # The figures load lazily: bring each into view, then poll from Python (a predicate polled inside
+    # the page would need eval, which the CSP forbids).
+    for i in range(images.count()):
+        images.nth(i).scroll_into_view_if_needed()
+    deadline = time.monotonic() + 15
+    widths = [0]
+    while time.monotonic() < deadline:
+        widths = page.eval_on_selector_all(".figures img", "imgs => imgs.map(i => i.naturalWidth)")
+        if all(w > 0 for w in widths):
+            break
+        time.sleep(0.1)
     assert all(w > 300 for w in widths), widths
     assert page.locator("#downloads tbody tr").count() >= 15
     page.screenshot(path=str(ARTIFACTS / "snapshot-page.png"), full_page=True)
