@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 import uvicorn
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, select
 
 from arena.settings import Settings
 from votes.db import make_engine
@@ -18,30 +17,34 @@ from votes.models import Model
 __all__ = ["prepare_database", "register", "serve"]
 
 
-def prepare_database(database_url: str, *, demo: bool, demo_votes: int, seed: int) -> str:
-    """Bring the schema up to date; with ``demo``, load demo data into an empty database. Says what it did."""
-    upgrade: Callable[[str], object] | None
-    try:
-        from votes.migrate import upgrade_database  # type: ignore[import-not-found,import-untyped,unused-ignore]
+def prepare_database(
+    database_url: str, *, demo: bool, demo_votes: int, seed: int, snapshot_dir: str | None = None
+) -> str:
+    """Bring the schema up to date; with ``demo``, load demo data into an empty database. Says what it did.
 
-        upgrade = upgrade_database
-    except ImportError:
-        upgrade = None
+    With ``snapshot_dir`` the demo also gets a first published snapshot, so that `/leaderboard` shows the
+    published board (intervals, rank ranges, plots) and not only the live Elo.
+    """
+    from votes.migrate import upgrade_database
+
+    upgrade_database(database_url)
+    if not demo:
+        return "schema ready"
     engine = make_engine(database_url)
     try:
-        if upgrade is not None:
-            upgrade(database_url)
-        else:
-            SQLModel.metadata.create_all(engine)
-        if not demo:
-            return "schema ready"
         with Session(engine) as session:
             if session.exec(select(Model.id).limit(1)).first() is not None:
                 return "database not empty: demo data not loaded"
-        from votes.demo import load_demo  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        from votes.demo import load_demo
 
         load_demo(engine, n_votes=demo_votes, seed=seed)
-        return f"demo data loaded ({demo_votes} votes, seed {seed})"
+        said = f"demo data loaded ({demo_votes} votes, seed {seed})"
+        if snapshot_dir is not None and demo_votes > 0:
+            from arena.publishing import FitOptions, publish_snapshot
+
+            row = publish_snapshot(engine, snapshot_dir=snapshot_dir, options=FitOptions(random_state=seed))
+            said += f"; published snapshot {row.id} in {snapshot_dir}"
+        return said
     finally:
         engine.dispose()
 
@@ -78,7 +81,10 @@ def serve(
     settings = Settings()
     if workers > 1 and settings.database_url.startswith("sqlite") and not settings.redis_url:
         typer.echo("note: several workers on SQLite share the database lock; rate limits are per worker.")
-    typer.echo(prepare_database(settings.database_url, demo=demo, demo_votes=demo_votes, seed=seed))
+    said = prepare_database(
+        settings.database_url, demo=demo, demo_votes=demo_votes, seed=seed, snapshot_dir=settings.snapshot_dir
+    )
+    typer.echo(said)
     options: dict[str, Any] = {}
     if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:  # uvicorn >= 0.30
         options["timeout_worker_healthcheck"] = worker_startup_timeout
