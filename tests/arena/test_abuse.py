@@ -96,7 +96,7 @@ def test_leaking_answers_never_reach_a_battle(make_client: Any, seeded: Engine) 
             s.add(o)
         s.commit()
     client: TestClient = make_client()
-    seen_texts = set()
+    seen_texts: set[str] = set()
     for _ in range(12):
         r = client.get("/api/battles/next")
         if r.status_code != 200:

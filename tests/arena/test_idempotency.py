@@ -19,9 +19,9 @@ N_CONCURRENT = 8
 
 def counts(engine: Engine) -> tuple[int, int]:
     with Session(engine) as s:
-        return int(s.exec(select(func.count()).select_from(Vote)).one()[0]), int(
-            s.exec(select(func.count()).select_from(Battle)).one()[0]
-        )
+        n_votes = s.execute(select(func.count()).select_from(Vote)).scalar_one()
+        n_battles = s.execute(select(func.count()).select_from(Battle)).scalar_one()
+        return int(n_votes), int(n_battles)
 
 
 def next_battle(client: TestClient) -> dict[str, Any]:

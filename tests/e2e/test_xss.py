@@ -89,12 +89,16 @@ class Watch:
 
     def __init__(self, page: Any) -> None:
         self.events: list[str] = []
-        page.on("dialog", lambda d: (self.events.append(f"dialog: {d.message}"), d.dismiss()))
+        page.on("dialog", self._dialog)
         page.on("pageerror", lambda e: self.events.append(f"pageerror: {e}"))
         page.on("console", self._console)
         # Broken images (an <img src=x> kept without its handler) 404: noisy, but not code running.
         self.missing: list[str] = []
         page.on("response", lambda r: self.missing.append(r.url) if r.status == 404 else None)
+
+    def _dialog(self, dialog: Any) -> None:
+        self.events.append(f"dialog: {dialog.message}")
+        dialog.dismiss()
 
     def _console(self, message: Any) -> None:
         if message.type == "error" and not message.text.startswith("Failed to load resource"):
