@@ -12,11 +12,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
+
+from tests.script_modules import load_script
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 OPTIONAL_PEERS = {"evalica": "evalica", "choix": "choix"}
@@ -34,15 +35,6 @@ def _run(script: str, *args: str, timeout: float = 240) -> dict[str, Any]:
     last = proc.stdout.strip().splitlines()[-1]
     figures: dict[str, Any] = json.loads(last)
     return figures
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_smoke_{name}", SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_bench_fit_small_run_reports_every_contender() -> None:
@@ -95,7 +87,7 @@ def test_bench_fit_arena_rank_small_run() -> None:
 
 def test_reference_mle_agrees_with_fit_bt() -> None:
     """The benchmark's own Newton reference and the leaderboard's fit are the same estimate."""
-    bench = _load("bench_fit")
+    bench = load_script("bench_fit")
     from leaderboard import fit_bt
 
     battles = bench.synthetic_battles(3000, 6, random_state=3)
@@ -106,7 +98,7 @@ def test_reference_mle_agrees_with_fit_bt() -> None:
 
 
 def test_synthetic_battles_look_like_an_arena() -> None:
-    common = _load("_bench_common")
+    common = load_script("_bench_common")
     battles = common.synthetic_battles(200_000, 30, random_state=1)
     share = np.bincount(battles.outcome, minlength=4) / battles.n_votes
     assert 0.12 < share[2] + share[3] < 0.19  # about 15% ties
@@ -141,7 +133,7 @@ def test_bench_votes_short_run_on_sqlite() -> None:
 
 
 def test_loadgen_percentile_is_nearest_rank() -> None:
-    loadgen = _load("loadgen")
+    loadgen = load_script("loadgen")
     values = [float(v) for v in range(1, 101)]
     assert loadgen.percentile(values, 50) == 50.0
     assert loadgen.percentile(values, 99) == 99.0

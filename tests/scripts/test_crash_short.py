@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "crash_test.py"
-
-
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("crash_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
+from tests.script_modules import load_script
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -29,7 +16,7 @@ def test_crash_short(
     argv = ["--backend", backend, "--clients", "4", "--before-kill", "2.5", "--after-kill", "1.5"]
     if backend == "postgresql":
         argv += ["--pg-admin-url", request.getfixturevalue("pg_url")]
-    status = load_script().main(argv)
+    status = load_script("crash_test").main(argv)
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["backend"] == backend
     assert result["acknowledged"] > 20

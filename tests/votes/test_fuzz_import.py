@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from sqlalchemy.engine import Engine
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fuzz_import.py"
+from tests.script_modules import load_script
 
-
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fuzz_import", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-fuzz = load_script()
+fuzz = load_script("fuzz_import")
 
 
 @seed(20240611)
