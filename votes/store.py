@@ -17,6 +17,7 @@ after that commit.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -25,13 +26,13 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import bindparam, func, insert, or_, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -51,6 +52,7 @@ __all__ = [
     "VoteError",
     "VoteRequest",
     "VoteResult",
+    "VoteWriter",
     "annotator_battles_since",
     "annotator_seen_pairs",
     "count_annotator_votes",
@@ -557,13 +559,18 @@ def record_votes(
     requests: Sequence[VoteRequest],
     config: EloConfig,
     live_rows: set[int] | None = None,
+    conflicts: Literal["savepoint", "raise", "one-by-one"] = "savepoint",
 ) -> list[VoteResult | VoteError]:
     """Write votes (and their battles) with their live Elo updates, in order, in the session's transaction.
 
     The caller commits. A retry (same token and winner, or same idempotency key) is answered with the
     first vote's result and writes nothing; the same token with another winner is refused.
-    The batch is written with one multi-row insert per table; if a unique key collides anyway (another
-    worker wrote the same token or key meanwhile), it is written again vote by vote in savepoints.
+    The batch is written with one multi-row insert per table. If a unique key collides anyway (another
+    worker wrote the same token or key meanwhile), what happens depends on ``conflicts``: ``"savepoint"``
+    rolls the batch back to a savepoint taken before it and writes it again vote by vote, each in a
+    savepoint of its own; ``"raise"`` takes no savepoint (two round trips fewer per batch) and lets the
+    ``IntegrityError`` through, for a caller that owns the transaction: it rolls back and calls again with
+    ``"one-by-one"``, which goes straight to the vote-by-vote path.
     ``live_rows``, when given, remembers the models whose ``LiveRating`` row is known to exist (a writer
     keeps it across batches), which saves an insert per batch.
     """
@@ -584,13 +591,18 @@ def record_votes(
     annotator_ids = sorted({r.battle.annotator_id for r in requests})
     flagged = {int(a) for (a,) in conn.execute(_FLAGGED, {"ids": annotator_ids})}
     ratings = dict(locked)
-    try:
-        with session.begin_nested():
-            results, touched = _record_batch(session, requests, config, ratings, names, flagged)
-    except IntegrityError:
-        session.expunge_all()
-        ratings = dict(locked)
+    if conflicts == "one-by-one":
         results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged)
+    elif conflicts == "raise":
+        results, touched = _record_batch(session, requests, config, ratings, names, flagged)
+    else:
+        try:
+            with session.begin_nested():
+                results, touched = _record_batch(session, requests, config, ratings, names, flagged)
+        except IntegrityError:
+            session.expunge_all()
+            ratings = dict(locked)
+            results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged)
     if touched:  # one executemany for all the batch's models
         now = utcnow()
         rows = [{"m": m, "r": ratings[m][0], "g": ratings[m][1], "t": now} for m in sorted(touched)]
@@ -605,6 +617,19 @@ def record_vote(*, session: Session, request: VoteRequest, config: EloConfig) ->
     if isinstance(result, VoteError):
         raise result
     return result
+
+
+class VoteWriter(Protocol):
+    """What the site needs of a vote writer: in this process (:class:`GroupCommitWriter`) or a process
+    shared by several workers (:class:`votes.writer_service.RemoteVoteWriter`)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def submit(self, request: VoteRequest) -> Future[VoteResult]:
+        """A future resolved only after the transaction holding the vote has committed."""
+        ...
 
 
 @dataclass
@@ -631,8 +656,10 @@ class GroupCommitWriter:
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._live_rows: set[int] = set()
+        self._conn: Connection | None = None
         self.n_batches = 0
         self.n_votes = 0
+        self.busy_s = 0.0  # wall time spent writing and committing batches
 
     def start(self) -> None:
         if self._thread is None:
@@ -645,6 +672,7 @@ class GroupCommitWriter:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+            self._drop_connection()
 
     def submit(self, request: VoteRequest) -> Future[VoteResult]:
         if self._thread is None:
@@ -685,15 +713,44 @@ class GroupCommitWriter:
                         if not pending.future.done():
                             pending.future.set_exception(exc)
 
+    def _connection(self) -> Connection:
+        # One connection kept across batches: a pool checkout per batch costs a pre-ping round trip
+        # (PostgreSQL) and Python time; a failed batch drops it, and the next checkout pings again.
+        if self._conn is None or self._conn.closed or self._conn.invalidated:
+            self._conn = self.engine.connect()
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
     def _write(self, batch: list[_Pending]) -> None:
-        with Session(self.engine, expire_on_commit=False) as session:
-            results = record_votes(
-                session=session,
-                requests=[p.request for p in batch],
-                config=self.config,
-                live_rows=self._live_rows,
-            )
-            session.commit()
+        started = time.perf_counter()
+        requests = [p.request for p in batch]
+        try:
+            with Session(bind=self._connection(), expire_on_commit=False) as session:
+                try:
+                    # No savepoint: this transaction is ours, so a unique-key collision (another worker
+                    # wrote the same token meanwhile) rolls it all back and it is written vote by vote.
+                    results = record_votes(
+                        session=session,
+                        requests=requests,
+                        config=self.config,
+                        live_rows=self._live_rows,
+                        conflicts="raise",
+                    )
+                except IntegrityError:
+                    session.rollback()
+                    results = record_votes(
+                        session=session, requests=requests, config=self.config, conflicts="one-by-one"
+                    )
+                session.commit()
+        except Exception:
+            self._drop_connection()
+            raise
+        self.busy_s += time.perf_counter() - started
         self.n_batches += 1
         self.n_votes += len(batch)
         for pending, result in zip(batch, results, strict=True):
