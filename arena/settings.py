@@ -8,7 +8,9 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "DEFAULT_DATABASE_URL"]
+from leaderboard.elo import EloConfig
+
+__all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config"]
 
 DEFAULT_DATABASE_URL = "sqlite:///arena.db"
 
@@ -49,3 +51,13 @@ class Settings(BaseSettings):
     # Durability: group commit window for votes (0 = commit each vote on its own).
     group_commit_max_wait_ms: float = Field(2.0, ge=0.0)
     group_commit_max_batch: int = Field(256, ge=1)
+    vote_writer_socket: str | None = Field(
+        None,
+        description="Unix socket of a shared vote writer process (`arena vote-writer`; `arena serve` starts "
+        "one for several workers). Unset: each worker writes its own votes.",
+    )
+
+
+def elo_config(settings: Settings) -> EloConfig:
+    """The live Elo of these settings (the web workers and the vote writer process must agree on it)."""
+    return EloConfig(k=settings.elo_k, initial=settings.elo_initial)

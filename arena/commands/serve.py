@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
+import shutil
+import signal
+import socket
+import subprocess  # nosec B404 # starts this program's own vote writer
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import uvicorn
 from sqlmodel import Session, select
 
-from arena.settings import Settings
+from arena.settings import Settings, elo_config
 from votes.db import make_engine
 from votes.models import Model
 
-__all__ = ["prepare_database", "register", "serve"]
+__all__ = ["prepare_database", "register", "serve", "vote_writer", "vote_writer_process"]
 
 
 def prepare_database(
@@ -72,6 +83,14 @@ def serve(
             "(uvicorn's own default, 5 s, kills workers that are merely slow on a busy machine).",
         ),
     ] = 120,
+    writer_process: Annotated[
+        bool | None,
+        typer.Option(
+            "--writer-process/--no-writer-process",
+            help="Write votes in a process of their own, shared by all workers (one transaction and one "
+            "fsync for the votes of every worker). Default: on with more than one worker.",
+        ),
+    ] = None,
 ) -> None:
     """Run the voting site."""
     if database_url:
@@ -79,8 +98,8 @@ def serve(
     # Workers must share one secret, or a token signed by one is refused by another.
     os.environ.setdefault("ARENA_SECRET_KEY", Settings().secret_key)
     settings = Settings()
-    if workers > 1 and settings.database_url.startswith("sqlite") and not settings.redis_url:
-        typer.echo("note: several workers on SQLite share the database lock; rate limits are per worker.")
+    if workers > 1 and not settings.redis_url:
+        typer.echo("note: without ARENA_REDIS_URL, rate limits are counted per worker.")
     said = prepare_database(
         settings.database_url, demo=demo, demo_votes=demo_votes, seed=seed, snapshot_dir=settings.snapshot_dir
     )
@@ -88,17 +107,121 @@ def serve(
     options: dict[str, Any] = {}
     if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:  # uvicorn >= 0.30
         options["timeout_worker_healthcheck"] = worker_startup_timeout
-    uvicorn.run(
-        "arena.app:create_app_from_env",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level=log_level,
-        proxy_headers=False,
-        **options,
-    )
+    use_writer = writer_process if writer_process is not None else workers > 1
+    with vote_writer_process() if use_writer else contextlib.nullcontext(None) as socket_path:
+        if socket_path is not None:
+            os.environ["ARENA_VOTE_WRITER_SOCKET"] = socket_path
+            typer.echo(f"vote writer process ready on {socket_path}")
+        uvicorn.run(
+            "arena.app:create_app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=log_level,
+            proxy_headers=False,
+            **options,
+        )
+
+
+@contextlib.contextmanager
+def vote_writer_process(*, startup_timeout_s: float = 120.0) -> Iterator[str]:
+    """Start ``arena vote-writer`` on a private socket; yield the socket's path; stop it (gracefully) after.
+
+    The writer ignores Ctrl-C (sent to the whole terminal's process group): the web workers finish their
+    requests first, and only then is the writer told to commit what is left and stop.
+    """
+    folder = tempfile.mkdtemp(prefix="arena-writer-")  # mode 0700: only this user reaches the socket
+    path = os.path.join(folder, "votes.sock")
+    cmd = [sys.executable, "-m", "arena.cli", "vote-writer", "--socket", path]
+    cmd += ["--parent-pid", str(os.getpid()), "--ignore-interrupt"]
+    process = subprocess.Popen(cmd, env=os.environ.copy())  # nosec B603 # our own command, no shell
+    try:
+        deadline = time.monotonic() + startup_timeout_s
+        while not _accepts(path):
+            if process.poll() is not None:
+                typer.echo(f"the vote writer exited with status {process.returncode}; see above", err=True)
+                raise typer.Exit(1)
+            if time.monotonic() > deadline:
+                typer.echo(f"the vote writer did not start within {startup_timeout_s:.0f} s", err=True)
+                raise typer.Exit(1)
+            time.sleep(0.02)
+        yield path
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _accepts(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+        return True
+
+
+def vote_writer(
+    socket_path: Annotated[Path, typer.Option("--socket", help="Unix socket to listen on.")],
+    database_url: Annotated[
+        str | None, typer.Option(help="SQLAlchemy URL (default: ARENA_DATABASE_URL or sqlite:///arena.db).")
+    ] = None,
+    parent_pid: Annotated[
+        int | None, typer.Option(hidden=True, help="Stop when this process is gone.")
+    ] = None,
+    ignore_interrupt: Annotated[
+        bool, typer.Option(hidden=True, help="Ignore SIGINT; stop on SIGTERM only.")
+    ] = False,
+) -> None:
+    """Run the shared vote writer: web workers started with ARENA_VOTE_WRITER_SOCKET pointing at SOCKET
+    hand it their votes, and it commits the votes of all of them together.
+
+    `arena serve --workers N` starts one by itself; run it yourself when the workers run under another
+    process manager. SIGTERM (or Ctrl-C) stops it after the votes it holds are committed and answered.
+    """
+    import gc
+    import logging
+
+    from votes.writer_service import serve_vote_writer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s arena vote-writer: %(message)s")
+    if database_url:
+        os.environ["ARENA_DATABASE_URL"] = database_url
+    settings = Settings()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_interrupt else lambda *_: stop.set())
+    if parent_pid is not None:
+
+        def watch_parent() -> None:
+            while not stop.wait(1.0):
+                if os.getppid() != parent_pid:  # the serve process died without stopping us
+                    stop.set()
+
+        threading.Thread(target=watch_parent, name="arena-parent-watch", daemon=True).start()
+    engine = make_engine(settings.database_url)
+    gc.collect()
+    gc.freeze()  # start-up objects live as long as the process; full collections need not walk them
+    try:
+        serve_vote_writer(
+            engine,
+            socket_path,
+            config=elo_config(settings),
+            max_wait_ms=settings.group_commit_max_wait_ms,
+            max_batch=settings.group_commit_max_batch,
+            stop=stop,
+        )
+    finally:
+        engine.dispose()
 
 
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
+    app.command("vote-writer")(vote_writer)

@@ -31,7 +31,7 @@ WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 CONFIG = EloConfig(k=16.0)  # a larger K makes any ordering mistake visible in the ratings
 
 
-def _battles(engine: Engine, rng: random.Random, annotator_id: int, n: int) -> list[IssuedBattle]:
+def battles_for(engine: Engine, rng: random.Random, annotator_id: int, n: int) -> list[IssuedBattle]:
     with Session(engine) as s:
         rows = load_pairing_catalog(session=s)
     by_prompt: dict[int, list[CatalogRow]] = {}
@@ -76,7 +76,7 @@ def test_concurrent_voters_keep_live_equal_to_replay(seeded: Engine, db_url: str
         rng = random.Random(index)
         annotator = annotators[index]
         assert annotator is not None
-        battles = _battles(seeded, rng, annotator, VOTES_EACH)
+        battles = battles_for(seeded, rng, annotator, VOTES_EACH)
         start.wait()
         try:
             for i, battle in enumerate(battles):
@@ -126,7 +126,7 @@ def test_same_token_sent_concurrently_records_one_vote(seeded: Engine, db_url: s
         annotator = create_annotator(session=s).id
         s.commit()
     assert annotator is not None
-    battles = _battles(seeded, random.Random(5), annotator, 20)
+    battles = battles_for(seeded, random.Random(5), annotator, 20)
     futures = []
     for battle in battles:
         request = VoteRequest(battle=battle, winner="model_a")

@@ -1,0 +1,118 @@
+"""`arena serve --workers 2` for real: two uvicorn workers and the vote writer process they share.
+
+Votes through both workers land in the database; Ctrl-C (SIGINT to the whole process group, as a terminal
+sends it) stops the workers first and then the writer, which answers and commits what it holds; nothing is
+left running and the writer's socket folder is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from votes.db import make_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _group(pgid: int) -> list[str]:
+    """Command lines of the live processes in a process group."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(cmd)
+    return found
+
+
+def test_two_workers_write_through_one_writer_process_and_stop_cleanly(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/arena.db"
+    port = _free_port()
+    env = {
+        **os.environ,
+        "ARENA_DATABASE_URL": url,
+        "ARENA_SECRET_KEY": "serve-workers-test-secret",
+        "ARENA_RATE_LIMIT_PER_MINUTE": "100000",
+        "ARENA_RATE_LIMIT_PER_ADDRESS_PER_MINUTE": "100000",
+        "ARENA_SNAPSHOT_DIR": str(tmp_path / "snapshots"),
+    }
+    cmd = [sys.executable, "-m", "arena.cli", "serve", "--workers", "2", "--port", str(port)]
+    cmd += ["--demo", "--demo-votes", "0", "--log-level", "warning"]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            cmd, env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{base}/api/leaderboard", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server did not come up: " + log.read_text()
+            time.sleep(0.2)
+        writers = [c for c in _group(server.pid) if "vote-writer" in c]
+        assert len(writers) == 1, _group(server.pid)
+
+        acknowledged = 0
+        for i in range(6):  # new connections: the kernel spreads them over both workers
+            with httpx.Client(base_url=base, timeout=30) as client:
+                for _ in range(4):
+                    battle = client.get("/api/battles/next").json()
+                    reply = client.post(
+                        "/api/votes",
+                        json={"token": battle["token"], "winner": ("model_a", "tie")[i % 2]},
+                        headers={"X-CSRF-Token": battle["csrf_token"]},
+                    )
+                    assert reply.status_code == 200, reply.text
+                    assert reply.json()["replayed"] is False
+                    acknowledged += 1
+    finally:
+        os.killpg(server.pid, signal.SIGINT)  # Ctrl-C in a terminal goes to the whole group
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            pytest.fail("arena serve did not stop on SIGINT: " + log.read_text())
+    deadline = time.monotonic() + 30
+    while _group(server.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group(server.pid) == [], "left running after the stop"
+    output = log.read_text()
+    folder = re.search(r"vote writer process ready on (\S+)", output)
+    assert folder is not None, output
+    assert not Path(folder.group(1)).parent.exists()
+    assert re.search(rf"vote writer: {acknowledged} votes in \d+ transactions", output), output
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM vote")).scalar_one() == acknowledged
+    finally:
+        engine.dispose()
