@@ -4,10 +4,17 @@ Usage::
 
     python scripts/bench_votes.py --backend sqlite --seconds 20 --clients 16
     python scripts/bench_votes.py --backend postgresql --workers 2 --seconds 20 --clients 32
+    python scripts/bench_votes.py --backend both --workers 2 --writer both --repeat 3   # side by side
+
+``--writer`` chooses who writes the votes: ``process`` (one vote writer process shared by the workers, what
+``arena serve`` does with more than one worker), ``inline`` (a writer thread in each worker), or ``both``
+to compare them. ``--repeat N`` runs every configuration N times, interleaved so that a noisy neighbour
+slows all of them alike, and reports medians.
 
 For each run it creates a fresh database (a SQLite file in a temporary folder, or a new PostgreSQL database
-dropped afterwards), starts ``arena serve --demo`` on a free 127.0.0.1 port, waits until it answers, and
-runs ``scripts/loadgen.py`` in its own process(es) for ``--seconds``: every client does the full flow,
+dropped afterwards), prepares it as ``arena serve --demo`` does, starts ``arena serve`` on a free 127.0.0.1
+port, waits until it answers, and runs ``scripts/loadgen.py`` in its own process(es) for ``--seconds``:
+every client does the full flow,
 ``GET /api/battles/next`` then ``POST /api/votes``. The per-annotator and per-address rate limits are
 raised for the run (all clients share one address and would otherwise be throttled at 300 votes/min);
 everything else is the server's default configuration (SQLite: WAL, ``synchronous=FULL``).
@@ -24,6 +31,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,7 +105,7 @@ def _log_tail(path: Path) -> str:
     return " / ".join(path.read_text(errors="replace").strip().splitlines()[-8:])
 
 
-def run_backend(args: argparse.Namespace, backend: str) -> dict[str, Any]:
+def run_backend(args: argparse.Namespace, backend: str, writer: str = "auto") -> dict[str, Any]:
     """One benchmark run on one backend; returns the figures."""
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
@@ -124,24 +132,15 @@ def run_backend(args: argparse.Namespace, backend: str) -> dict[str, Any]:
             ARENA_RATE_LIMIT_PER_ADDRESS_PER_MINUTE="100000000",
             ARENA_SNAPSHOT_DIR=str(Path(tmp) / "snapshots"),
         )
-        # The database is prepared as `arena serve --demo` does it; the server is then started with uvicorn's
-        # own command line so that its worker health-check timeout can be raised: on a loaded machine a worker
-        # importing the app can take longer than uvicorn's default 5 s and is killed and restarted in a loop.
+        # The database is prepared as `arena serve --demo` does it, without the first published snapshot
+        # (the run measures votes); then the real `arena serve` runs on it.
         from arena.commands.serve import prepare_database
 
         prepare_database(url, demo=True, demo_votes=args.demo_votes, seed=args.seed)
-        cmd = [sys.executable, "-m", "uvicorn", "arena.app:create_app_from_env", "--factory"]
-        cmd += [
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-        ]
-        cmd += ["--timeout-worker-healthcheck", "120", "--no-access-log"]
+        cmd = [sys.executable, "-m", "arena.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        cmd += ["--workers", str(workers), "--log-level", "warning", "--worker-startup-timeout", "120"]
+        if writer != "auto":
+            cmd.append("--writer-process" if writer == "process" else "--no-writer-process")
         log = open(Path(tmp) / "server.log", "wb")  # noqa: SIM115 - closed below
         server = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -194,6 +193,8 @@ def run_backend(args: argparse.Namespace, backend: str) -> dict[str, Any]:
     figures.update(
         backend=backend,
         workers=workers,
+        writer=_writer_kind(writer, workers),
+        writer_option=writer,
         new_vote_rows=after - before,
         votes_missing=figures["votes"] - (after - before),
         server_cpu_s=server_cpu,
@@ -201,6 +202,11 @@ def run_backend(args: argparse.Namespace, backend: str) -> dict[str, Any]:
         server_errors_logged=server_log.count("Traceback"),
     )
     return figures
+
+
+def _writer_kind(option: str, workers: int) -> str:
+    """Where the votes were written: a shared writer process, or a writer thread in each worker."""
+    return option if option != "auto" else ("process" if workers > 1 else "inline")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,6 +217,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, help="server worker processes (default: 1 on SQLite, 2 on PostgreSQL)"
     )
+    parser.add_argument(
+        "--writer",
+        choices=("auto", "process", "inline", "both"),
+        default="auto",
+        help="votes written by one writer process shared by the workers, or by a thread in each worker "
+        "(default as `arena serve`: a writer process with more than one worker); both: compare them",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each configuration, interleaved; medians reported"
+    )
     parser.add_argument("--loadgen-processes", type=int, default=1, help="load generator processes")
     parser.add_argument("--max-votes", type=int, default=1_000_000, help="bound on vote attempts")
     parser.add_argument("--demo-votes", type=int, default=200, help="demo votes loaded before the run")
@@ -218,12 +234,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
-    results = [run_backend(args, b) for b in backends]
+    writers = ["inline", "process"] if args.writer == "both" else [args.writer]
+    configs = [(b, w) for b in backends for w in writers]
+    runs: list[dict[str, Any]] = []
+    # Interleaved, so that a noisy neighbour slows every configuration alike, not one of them.
+    for round_ in range(args.repeat):
+        for backend, writer in configs:
+            if args.repeat > 1:
+                print(f"round {round_ + 1}/{args.repeat}: {backend}, writer {writer}", file=sys.stderr)
+            runs.append(run_backend(args, backend, writer))
+    summaries = [_summary([r for r in runs if (r["backend"], r["writer_option"]) == c]) for c in configs]
     print_table(
         [
             "backend",
             "workers",
+            "writer",
             "clients",
+            "runs",
             "votes/s",
             "p50 ms",
             "p95 ms",
@@ -237,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
             [
                 r["backend"],
                 r["workers"],
+                r["writer"],
                 r["clients"],
+                r["n_runs"],
                 r["votes_per_s"],
                 r["p50_ms"],
                 r["p95_ms"],
@@ -247,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['server_cpu_share']:.0%}",
                 f"{r['loadgen_cpu_share']:.0%}",
             ]
-            for r in results
+            for r in summaries
         ],
     )
     print(
@@ -255,13 +284,32 @@ def main(argv: list[str] | None = None) -> int:
         os.cpu_count(),
         "cores.",
     )
-    last = dict(results[-1])
-    if len(results) > 1:
-        last["runs"] = results
+    if args.repeat > 1:
+        print("With --repeat: medians over the runs (errors and missing: totals).")
+    last = dict(summaries[-1])
+    if len(summaries) > 1:
+        last["configs"] = summaries
+    if len(runs) > 1:
+        last["runs"] = runs
     last["benchmark"] = "votes"
     last["machine"] = machine_info()
     emit_json_line(last)
-    return 0 if all(r["votes_missing"] == 0 for r in results) else 1
+    return 0 if all(r["votes_missing"] == 0 for r in runs) else 1
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One configuration's runs: medians of the rates, latencies and CPU shares; totals of the failures."""
+    out = (
+        dict(runs[0])
+        if len(runs) == 1
+        else {k: runs[0][k] for k in ("backend", "workers", "writer", "clients")}
+    )
+    for key in ("votes_per_s", "p50_ms", "p95_ms", "p99_ms", "server_cpu_share", "loadgen_cpu_share"):
+        out[key] = statistics.median(r[key] for r in runs)
+    for key in ("errors", "votes_missing", "votes", "new_vote_rows"):
+        out[key] = sum(r[key] for r in runs)
+    out["n_runs"] = len(runs)
+    return out
 
 
 if __name__ == "__main__":

@@ -13,6 +13,12 @@
 
     .venv/bin/python scripts/crash_test.py --backend sqlite
     .venv/bin/python scripts/crash_test.py --backend postgresql --clients 16 --before-kill 10
+    .venv/bin/python scripts/crash_test.py --backend postgresql --workers 2  # all of arena serve killed
+    .venv/bin/python scripts/crash_test.py --backend sqlite --workers 2 --kill writer
+
+With ``--workers 2`` the server is ``arena serve --workers 2`` (two workers and their vote writer process)
+and SIGKILL goes to its whole process group; with ``--kill writer`` only the vote writer process is killed
+and the workers go on (writing the votes themselves), so there is nothing to restart.
 
 Prints the counts and ends with one JSON line (backend, sent, acknowledged, found, lost, duplicated,
 replay_equal, ...). Exit status 1 when a check fails.
@@ -96,11 +102,17 @@ def free_port() -> int:
 
 
 class Server:
-    """One uvicorn process on a fixed port; ``kill`` is SIGKILL, ``stop`` is SIGTERM (graceful)."""
+    """The site on a fixed port; ``kill`` is SIGKILL, ``stop`` is SIGTERM (graceful).
 
-    def __init__(self, database_url: str, port: int, log: Path) -> None:
+    One worker: uvicorn alone. More: ``arena serve --workers N`` with its vote writer process, in a process
+    group of its own, so that ``kill`` takes down all of it at once (as a crash of the machine would);
+    ``kill_writer`` kills only the vote writer process and leaves the workers running.
+    """
+
+    def __init__(self, database_url: str, port: int, log: Path, *, workers: int = 1) -> None:
         self.port = port
         self.log = log
+        self.workers = workers
         self.env = {
             **os.environ,
             "ARENA_DATABASE_URL": database_url,
@@ -113,13 +125,24 @@ class Server:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> None:
-        command = [
-            sys.executable, "-m", "uvicorn", "arena.app:create_app_from_env", "--factory",
-            "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
-        ]  # fmt: skip
+        if self.workers == 1:
+            command = [
+                sys.executable, "-m", "uvicorn", "arena.app:create_app_from_env", "--factory",
+                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+            ]  # fmt: skip
+        else:
+            command = [
+                sys.executable, "-m", "arena.cli", "serve", "--workers", str(self.workers),
+                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+            ]  # fmt: skip
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                command, env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT
+                command,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                start_new_session=self.workers > 1,
             )  # nosec B603
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -139,8 +162,24 @@ class Server:
 
     def kill(self) -> None:
         assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
+        if self.workers > 1:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        else:
+            self.process.send_signal(signal.SIGKILL)
         self.process.wait()
+        if self.workers > 1:  # the group's other members, reparented; wait until they are gone
+            deadline = time.monotonic() + 10
+            while _group_alive(self.process.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+    def kill_writer(self) -> None:
+        """SIGKILL the vote writer process only; the workers go on with their own writers."""
+        assert self.process is not None
+        writers = [pid for pid, cmd in _processes_in_group(self.process.pid) if "vote-writer" in cmd]
+        if not writers:
+            raise RuntimeError("no vote writer process to kill (it needs --workers > 1)")
+        for pid in writers:
+            os.kill(pid, signal.SIGKILL)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -150,6 +189,26 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def _processes_in_group(pgid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the live processes in a process group (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append((int(entry.name), cmd))
+    return found
+
+
+def _group_alive(pgid: int) -> bool:
+    return bool(_processes_in_group(pgid))
 
 
 @dataclass
@@ -257,9 +316,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--before-kill", type=float, default=6.0, help="seconds of load before SIGKILL")
     parser.add_argument("--after-kill", type=float, default=3.0, help="seconds of load after the restart")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="web workers; more than 1 adds the vote writer process"
+    )
+    parser.add_argument(
+        "--kill",
+        choices=["server", "writer"],
+        default="server",
+        help="what gets SIGKILL: the whole server, or (with --workers > 1) only its vote writer process",
+    )
     parser.add_argument("--models", type=int, default=8)
     parser.add_argument("--prompts", type=int, default=60)
     args = parser.parse_args(argv)
+    if args.kill == "writer" and args.workers < 2:
+        parser.error("--kill writer needs --workers 2 or more (one worker writes its own votes)")
 
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -268,16 +338,19 @@ def main(argv: list[str] | None = None) -> int:
         engine = make_engine(url)
         try:
             seed_catalog(engine, n_models=args.models, n_prompts=args.prompts)
-            server = Server(url, free_port(), Path(tmp) / "server.log")
+            server = Server(url, free_port(), Path(tmp) / "server.log", workers=args.workers)
             tally = Tally()
             stop = threading.Event()
             voters = [Voter(i, server, tally, stop) for i in range(args.clients)]
             server.start()
             try:
-                run_clients(voters, args.before_kill, server.kill)
+                run_clients(
+                    voters, args.before_kill, server.kill_writer if args.kill == "writer" else server.kill
+                )
                 acknowledged_before_kill = len(tally.acknowledged)
                 in_flight = sum(v.pending is not None for v in voters)
-                server.start()
+                if args.kill == "server":
+                    server.start()
                 run_clients(voters, args.after_kill, lambda: None)
             finally:
                 server.stop()
@@ -286,11 +359,13 @@ def main(argv: list[str] | None = None) -> int:
             report = check(engine, args.backend, tally)
         finally:
             engine.dispose()
-    report = {"backend": args.backend, **report}
+    report = {"backend": args.backend, "workers": args.workers, "killed": args.kill, **report}
     print(
-        f"{args.backend}: {args.clients} clients; {tally.sent} votes sent, "
+        f"{args.backend}, {args.workers} worker(s), SIGKILL to the {args.kill}: "
+        f"{args.clients} clients; {tally.sent} votes sent, "
         f"{report['acknowledged']} acknowledged "
         f"({acknowledged_before_kill} before the SIGKILL, {in_flight} in flight at the kill, "
+        f"{tally.errors} refused, "
         f"{tally.retried} retried after it, {tally.replays} answered as replays)"
     )
     print(
