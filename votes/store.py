@@ -448,9 +448,15 @@ def _record_batch(
     ratings: dict[int, tuple[float, int]],
     names: dict[int, str],
     flagged: set[int],
+    *,
+    look_up: bool = True,
 ) -> tuple[list[VoteResult | VoteError], set[int]]:
-    """The fast path: retries found in one query, then one multi-row insert of battles and one of votes."""
-    by_token, by_key = _known_votes(session, requests, names)
+    """The fast path: retries found in one query, then one multi-row insert of battles and one of votes.
+
+    Without ``look_up`` the query is skipped: a retry of a vote already stored then collides on a unique
+    key, and the caller starts over on the careful path.
+    """
+    by_token, by_key = _known_votes(session, requests, names) if look_up else ({}, {})
     decisions: list[_Known | tuple[_Known, str]] = []  # a vote to answer with, or (vote, "conflict")
     battle_rows: list[dict[str, Any]] = []
     vote_rows: list[dict[str, Any]] = []
@@ -568,9 +574,10 @@ def record_votes(
     The batch is written with one multi-row insert per table. If a unique key collides anyway (another
     worker wrote the same token or key meanwhile), what happens depends on ``conflicts``: ``"savepoint"``
     rolls the batch back to a savepoint taken before it and writes it again vote by vote, each in a
-    savepoint of its own; ``"raise"`` takes no savepoint (two round trips fewer per batch) and lets the
-    ``IntegrityError`` through, for a caller that owns the transaction: it rolls back and calls again with
-    ``"one-by-one"``, which goes straight to the vote-by-vote path.
+    savepoint of its own. ``"raise"`` is optimistic: no savepoint, and no query for earlier votes of the
+    batch's tokens and keys (three round trips fewer per batch); a retry of a stored vote then collides on
+    a unique key and the ``IntegrityError`` goes to the caller, who owns the transaction: it rolls back
+    and calls again with ``"one-by-one"``, which looks each vote up and writes it in a savepoint.
     ``live_rows``, when given, remembers the models whose ``LiveRating`` row is known to exist (a writer
     keeps it across batches), which saves an insert per batch.
     """
@@ -593,8 +600,8 @@ def record_votes(
     ratings = dict(locked)
     if conflicts == "one-by-one":
         results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged)
-    elif conflicts == "raise":
-        results, touched = _record_batch(session, requests, config, ratings, names, flagged)
+    elif conflicts == "raise":  # optimistic: a retry of a stored vote collides, and the caller starts over
+        results, touched = _record_batch(session, requests, config, ratings, names, flagged, look_up=False)
     else:
         try:
             with session.begin_nested():
@@ -672,7 +679,7 @@ class GroupCommitWriter:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
-            self._drop_connection()
+        self._drop_connection()
 
     def submit(self, request: VoteRequest) -> Future[VoteResult]:
         if self._thread is None:
@@ -732,8 +739,9 @@ class GroupCommitWriter:
         try:
             with Session(bind=self._connection(), expire_on_commit=False) as session:
                 try:
-                    # No savepoint: this transaction is ours, so a unique-key collision (another worker
-                    # wrote the same token meanwhile) rolls it all back and it is written vote by vote.
+                    # Optimistic: this transaction is ours, so a unique-key collision (a retry of a stored
+                    # vote, or another worker writing the same token) rolls it all back, and the batch is
+                    # written again vote by vote, each looked up first.
                     results = record_votes(
                         session=session,
                         requests=requests,

@@ -119,3 +119,47 @@ def test_unique_key_collision_falls_back_vote_by_vote(
     assert isinstance(fresh, VoteResult) and not fresh.replayed
     assert _rows(seeded) == (2, 2)
     _assert_live_equals_replay(seeded)
+
+
+def test_group_writer_starts_over_carefully_when_its_optimistic_batch_collides(seeded: Engine) -> None:
+    """The writer's batch does not look earlier votes up: a retry of a stored vote collides, the whole
+    transaction is rolled back and written vote by vote; every answer is as if looked up, nothing twice."""
+    stored = _requests(seeded, tokens=["s1", "s2"], winners=["model_a", "tie"], keys=[None, "ks"])
+    first_s1, first_s2 = _write(seeded, stored)
+    assert isinstance(first_s1, VoteResult) and isinstance(first_s2, VoteResult)
+    fresh = _requests(seeded, tokens=["n1", "n2"], winners=["model_b", "tie (bothbad)"], keys=[None, None])
+    batch = [fresh[0], stored[0], stored[1], VoteRequest(battle=stored[0].battle, winner="model_b"), fresh[1]]
+    writer = store.GroupCommitWriter(seeded, config=CONFIG, max_wait_ms=50.0)
+    pending = [store._Pending(r) for r in batch]
+    writer._write(pending)  # one batch, as the writer thread would take them together
+    outcomes = [p.future.exception() or p.future.result() for p in pending]
+    new_1, retry_s1, retry_s2, conflict, new_2 = outcomes
+    assert isinstance(new_1, VoteResult) and not new_1.replayed
+    assert isinstance(retry_s1, VoteResult) and retry_s1.replayed and retry_s1.vote_id == first_s1.vote_id
+    assert isinstance(retry_s2, VoteResult) and retry_s2.replayed and retry_s2.vote_id == first_s2.vote_id
+    assert isinstance(conflict, AlreadyVotedError) and conflict.battle_id == first_s1.battle_id
+    assert isinstance(new_2, VoteResult) and not new_2.replayed and new_2.vote_id > new_1.vote_id
+    assert writer.n_batches == 1
+    writer.stop()
+    assert _rows(seeded) == (4, 4)
+    _assert_live_equals_replay(seeded)
+
+
+def test_group_writer_clean_batch_takes_no_look_up_and_no_savepoint(
+    seeded: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def forbidden(*_args: Any) -> Any:
+        raise AssertionError("a clean batch of new votes needs neither the look-up nor the careful path")
+
+    monkeypatch.setattr(store, "_known_votes", forbidden)
+    monkeypatch.setattr(store, "_record_one_by_one", forbidden)
+    requests = _requests(
+        seeded, tokens=["c1", "c2", "c3"], winners=["model_a", "tie", "model_b"], keys=[None] * 3
+    )
+    writer = store.GroupCommitWriter(seeded, config=CONFIG)
+    pending = [store._Pending(r) for r in requests]
+    writer._write(pending)
+    assert all(isinstance(p.future.result(), VoteResult) for p in pending)
+    writer.stop()
+    assert _rows(seeded) == (3, 3)
+    _assert_live_equals_replay(seeded)
