@@ -53,24 +53,42 @@ PG_ADMIN_URL = os.environ.get(
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _tree_cpu_seconds(root: int) -> float:
-    """User + system CPU seconds of a process and its live descendants (from /proc)."""
-    stats: dict[int, tuple[int, float]] = {}
+def _cpu_by_role(root: int, database: str | None) -> dict[str, float]:
+    """CPU seconds so far of the server's processes by role (from /proc): ``workers`` (each web worker),
+    ``writer`` (the vote writer process), ``other`` (the supervisor), and ``database``: PostgreSQL's
+    backends serving ``database``, whose CPU is spent on the server's behalf on the same two cores."""
+    stats: dict[int, tuple[int, float, str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
-    total, todo = 0.0, [root]
+        cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        stats[int(entry.name)] = (int(fields[1]), cpu, cmd)
+    tree, todo = [], [root]
     while todo:
         pid = todo.pop()
         if pid in stats:
-            total += stats[pid][1]
-        todo.extend(child for child, (ppid, _) in stats.items() if ppid == pid)
-    return total
+            tree.append(pid)
+        todo.extend(child for child, (ppid, _, _) in stats.items() if ppid == pid)
+    workers = [pid for pid in tree if "multiprocessing.spawn" in stats[pid][2]] or [root]
+    roles: dict[str, float] = {"other": 0.0, "writer": 0.0, "database": 0.0}
+    for pid in tree:
+        _, cpu, cmd = stats[pid]
+        if pid in workers:
+            roles[f"worker {pid}"] = cpu
+        elif "vote-writer" in cmd:
+            roles["writer"] += cpu
+        else:
+            roles["other"] += cpu
+    if database:
+        roles["database"] = sum(
+            cpu for _, cpu, cmd in stats.values() if cmd.startswith("postgres:") and f" {database} " in cmd
+        )
+    return roles
 
 
 def _count_votes(url: str) -> int:
@@ -149,7 +167,7 @@ def run_backend(args: argparse.Namespace, backend: str, writer: str = "auto") ->
             except RuntimeError as exc:
                 raise RuntimeError(f"{exc}; server log: {_log_tail(Path(tmp) / 'server.log')}") from None
             before = _count_votes(url)
-            cpu0 = _tree_cpu_seconds(server.pid)
+            database = make_url(url).database if backend == "postgresql" else None
             gen = [
                 sys.executable,
                 str(Path(__file__).resolve().with_name("loadgen.py")),
@@ -159,6 +177,8 @@ def run_backend(args: argparse.Namespace, backend: str, writer: str = "auto") ->
                 str(args.clients),
                 "--seconds",
                 str(args.seconds),
+                "--ramp",
+                str(args.ramp),
                 "--processes",
                 str(args.loadgen_processes),
                 "--max-votes",
@@ -166,12 +186,20 @@ def run_backend(args: argparse.Namespace, backend: str, writer: str = "auto") ->
                 "--seed",
                 str(args.seed),
             ]
+            loadgen = subprocess.Popen(gen, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(args.ramp)  # CPU is measured over the measured window only, as the latencies are
+            cpu0 = _cpu_by_role(server.pid, database)
             t0 = time.perf_counter()
-            done = subprocess.run(
-                gen, capture_output=True, text=True, timeout=args.seconds + 180, check=False
-            )
+            try:
+                out, err = loadgen.communicate(timeout=args.ramp + args.seconds + 180)
+            except subprocess.TimeoutExpired:
+                loadgen.kill()
+                out, err = loadgen.communicate()
             wall = time.perf_counter() - t0
-            server_cpu = _tree_cpu_seconds(server.pid) - cpu0
+            cpu1 = _cpu_by_role(server.pid, database)
+            used = {role: cpu1[role] - cpu0.get(role, 0.0) for role in cpu1}
+            server_cpu = sum(v for role, v in used.items() if role != "database")
+            done = subprocess.CompletedProcess(gen, loadgen.returncode, out, err)
             lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
             if done.returncode != 0 or not lines:
                 raise RuntimeError(f"loadgen failed: {done.stderr.strip()[-500:]}")
@@ -196,9 +224,14 @@ def run_backend(args: argparse.Namespace, backend: str, writer: str = "auto") ->
         writer=_writer_kind(writer, workers),
         writer_option=writer,
         new_vote_rows=after - before,
-        votes_missing=figures["votes"] - (after - before),
+        votes_missing=figures["votes"] + figures["ramp_votes"] - (after - before),
         server_cpu_s=server_cpu,
         server_cpu_share=server_cpu / wall if wall > 0 else None,
+        worker_cpu_shares=sorted(
+            (round(v / wall, 3) for role, v in used.items() if role.startswith("worker")), reverse=True
+        ),
+        writer_cpu_share=used["writer"] / wall,
+        database_cpu_share=used["database"] / wall,
         server_errors_logged=server_log.count("Traceback"),
     )
     return figures
@@ -226,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each configuration, interleaved; medians reported"
+    )
+    parser.add_argument(
+        "--ramp",
+        type=float,
+        default=2.0,
+        help="seconds over which the clients arrive one after another, before the measured --seconds",
     )
     parser.add_argument("--loadgen-processes", type=int, default=1, help="load generator processes")
     parser.add_argument("--max-votes", type=int, default=1_000_000, help="bound on vote attempts")
@@ -258,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
             "errors",
             "missing",
             "server CPU",
+            "workers CPU",
+            "writer CPU",
+            "db CPU",
             "loadgen CPU",
         ],
         [
@@ -274,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
                 r["errors"],
                 r["votes_missing"],
                 f"{r['server_cpu_share']:.0%}",
+                " + ".join(f"{w:.0%}" for w in r["worker_cpu_shares"]),
+                f"{r['writer_cpu_share']:.0%}",
+                f"{r['database_cpu_share']:.0%}" if r["backend"] == "postgresql" else "-",
                 f"{r['loadgen_cpu_share']:.0%}",
             ]
             for r in summaries
@@ -282,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "\nCPU: seconds of CPU per second of wall time (100% = one core); the machine has",
         os.cpu_count(),
-        "cores.",
+        "cores. Server = workers (busiest first) + writer process; db = PostgreSQL's backends for the run.",
     )
     if args.repeat > 1:
         print("With --repeat: medians over the runs (errors and missing: totals).")
@@ -304,8 +349,14 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         if len(runs) == 1
         else {k: runs[0][k] for k in ("backend", "workers", "writer", "clients")}
     )
-    for key in ("votes_per_s", "p50_ms", "p95_ms", "p99_ms", "server_cpu_share", "loadgen_cpu_share"):
+    shares = ("server_cpu_share", "writer_cpu_share", "database_cpu_share", "loadgen_cpu_share")
+    for key in ("votes_per_s", "p50_ms", "p95_ms", "p99_ms", *shares):
         out[key] = statistics.median(r[key] for r in runs)
+    n_workers = len(runs[0]["worker_cpu_shares"])
+    out["worker_cpu_shares"] = [  # busiest worker first, then the next, each a median over the runs
+        statistics.median(r["worker_cpu_shares"][i] for r in runs if len(r["worker_cpu_shares"]) > i)
+        for i in range(n_workers)
+    ]
     for key in ("errors", "votes_missing", "votes", "new_vote_rows"):
         out[key] = sum(r[key] for r in runs)
     out["n_runs"] = len(runs)

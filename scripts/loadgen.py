@@ -68,8 +68,16 @@ class Client:
 
 
 def _client_loop(
-    port: int, seed: int, deadline: float, budget: list[int], lock: threading.Lock, out: dict[str, Any]
+    port: int,
+    seed: int,
+    begin: float,
+    measure_from: float,
+    deadline: float,
+    budget: list[int],
+    lock: threading.Lock,
+    out: dict[str, Any],
 ) -> None:
+    time.sleep(max(0.0, begin - time.perf_counter()))  # annotators arrive one after another
     client = Client(port, random.Random(seed))
     vote_ms: list[float] = []
     battle_ms: list[float] = []
@@ -80,6 +88,9 @@ def _client_loop(
                 break
             budget[0] -= 1
         t0 = time.perf_counter()
+        if t0 < measure_from:  # still ramping up: the work is done, the figures are not kept
+            with lock:
+                budget[0] += 1
         status, data = client.request("GET", "/api/battles/next", None, {"Accept": "application/json"})
         t1 = time.perf_counter()
         if status == 404:
@@ -101,6 +112,9 @@ def _client_loop(
         t2 = time.perf_counter()
         status, data = client.request("POST", "/api/votes", body, headers)
         t3 = time.perf_counter()
+        if t0 < measure_from:
+            statuses["ramp_vote_200" if status == 200 else f"ramp_vote_{status}"] += 1
+            continue
         if status == 200:
             vote_ms.append((t3 - t2) * 1000)
             statuses["vote_200"] += 1
@@ -113,31 +127,45 @@ def _client_loop(
         out["statuses"].update(statuses)
 
 
-def _process(port: int, clients: int, seconds: float, max_votes: int, seed: int) -> dict[str, Any]:
-    """Run ``clients`` threads until the deadline or the vote budget is spent."""
+def _process(
+    port: int, clients: int, seconds: float, max_votes: int, seed: int, ramp: float
+) -> dict[str, Any]:
+    """Run ``clients`` threads, started over ``ramp`` seconds, until the deadline or the vote budget."""
     out: dict[str, Any] = {"vote_ms": [], "battle_ms": [], "statuses": Counter()}
     lock = threading.Lock()
     budget = [max_votes]
     start = time.perf_counter()
-    deadline = start + seconds
+    measure_from = start + ramp
+    deadline = measure_from + seconds
     threads = [
         threading.Thread(
-            target=_client_loop, args=(port, seed * 1000 + i, deadline, budget, lock, out), daemon=True
+            target=_client_loop,
+            args=(
+                port,
+                seed * 1000 + i,
+                start + ramp * i / clients,
+                measure_from,
+                deadline,
+                budget,
+                lock,
+                out,
+            ),
+            daemon=True,
         )
         for i in range(clients)
     ]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(seconds + 60)
-    out["elapsed"] = time.perf_counter() - start
+        t.join(ramp + seconds + 60)
+    out["elapsed"] = time.perf_counter() - measure_from
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out["cpu_s"] = usage.ru_utime + usage.ru_stime
     out["statuses"] = dict(out["statuses"])
     return out
 
 
-def _process_entry(args: tuple[int, int, float, int, int], queue: Any) -> None:
+def _process_entry(args: tuple[int, int, float, int, int, float], queue: Any) -> None:
     queue.put(_process(*args))
 
 
@@ -151,7 +179,14 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def run(
-    port: int, clients: int, seconds: float, *, processes: int = 1, max_votes: int = 1_000_000, seed: int = 0
+    port: int,
+    clients: int,
+    seconds: float,
+    *,
+    processes: int = 1,
+    max_votes: int = 1_000_000,
+    seed: int = 0,
+    ramp: float = 0.0,
 ) -> dict[str, Any]:
     """Drive the server and return the figures (see the module docstring)."""
     processes = max(1, min(processes, clients))
@@ -159,20 +194,21 @@ def run(
     votes_each = [max_votes // processes + (1 if i < max_votes % processes else 0) for i in range(processes)]
     wall0 = time.perf_counter()
     if processes == 1:
-        parts = [_process(port, clients, seconds, max_votes, seed)]
+        parts = [_process(port, clients, seconds, max_votes, seed, ramp)]
         cpu = parts[0]["cpu_s"]
     else:
         ctx = multiprocessing.get_context("fork")
         queue = ctx.Queue()
         procs = [
             ctx.Process(
-                target=_process_entry, args=((port, share[i], seconds, votes_each[i], seed + i), queue)
+                target=_process_entry,
+                args=((port, share[i], seconds, votes_each[i], seed + i, ramp), queue),
             )
             for i in range(processes)
         ]
         for p in procs:
             p.start()
-        parts = [queue.get(timeout=seconds + 120) for _ in procs]
+        parts = [queue.get(timeout=ramp + seconds + 120) for _ in procs]
         for p in procs:
             p.join(30)
         cpu = sum(part["cpu_s"] for part in parts)
@@ -182,13 +218,14 @@ def run(
     statuses: Counter[str] = Counter()
     for part in parts:
         statuses.update(part["statuses"])
-    errors = sum(n for k, n in statuses.items() if k not in ("vote_200", "battle_404"))
+    errors = sum(n for k, n in statuses.items() if k not in ("vote_200", "battle_404", "ramp_vote_200"))
     elapsed = max(part["elapsed"] for part in parts)
     return {
         "clients": clients,
         "processes": processes,
         "seconds": elapsed,
         "votes": len(vote_ms),
+        "ramp_votes": statuses.get("ramp_vote_200", 0),  # acknowledged while ramping up, not measured
         "votes_per_s": len(vote_ms) / elapsed if elapsed > 0 else 0.0,
         "p50_ms": percentile(vote_ms, 50),
         "p95_ms": percentile(vote_ms, 95),
@@ -211,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--max-votes", type=int, default=1_000_000, help="stop after this many vote attempts")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--ramp",
+        type=float,
+        default=0.0,
+        help="seconds over which the clients start one after another (not measured; --seconds follow)",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.seconds <= 3600:
         parser.error("--seconds must be in (0, 3600]")
@@ -221,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         processes=args.processes,
         max_votes=args.max_votes,
         seed=args.seed,
+        ramp=args.ramp,
     )
     print(json.dumps(figures), flush=True)
     return 0
