@@ -164,6 +164,38 @@ def _line(obj: dict[str, Any]) -> bytes:
 # The writer process
 
 
+class _Outbox:
+    """Answers handed from the writer thread to the event loop, one wake-up and one send per batch.
+
+    Waking the loop and writing to the socket once per vote cost a system call each, on both sides.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._items: list[tuple[asyncio.StreamWriter, bytes]] = []
+        self._scheduled = False
+
+    def put(self, out: asyncio.StreamWriter, data: bytes) -> None:
+        with self._lock:
+            self._items.append((out, data))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._loop.call_soon_threadsafe(self._flush)
+
+    def _flush(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+            self._scheduled = False
+        by_stream: dict[asyncio.StreamWriter, list[bytes]] = {}
+        for out, data in items:  # answers to one worker keep their order
+            by_stream.setdefault(out, []).append(data)
+        for out, chunks in by_stream.items():
+            if not out.is_closing():
+                out.write(b"".join(chunks))
+
+
 async def _serve(
     writer: GroupCommitWriter,
     path: Path,
@@ -171,14 +203,13 @@ async def _serve(
     stop: threading.Event,
     on_ready: Callable[[], None] | None,
 ) -> None:
-    loop = asyncio.get_running_loop()
     streams: set[asyncio.StreamWriter] = set()
     handlers: set[asyncio.Task[Any]] = set()
+    outbox = _Outbox(asyncio.get_running_loop())
 
     def answer(out: asyncio.StreamWriter, rid: Any, future: Future[VoteResult]) -> None:
         # Runs in the writer thread, right after the commit; the event loop does the sending.
-        data = _line({"id": rid, **_outcome_to_wire(future)})
-        loop.call_soon_threadsafe(lambda: None if out.is_closing() else out.write(data))
+        outbox.put(out, _line({"id": rid, **_outcome_to_wire(future)}))
 
     async def connection(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
         streams.add(out)
@@ -207,7 +238,7 @@ async def _serve(
         on_ready()
     await _wait_for(stop)
     server.close()  # no new workers; the queued votes are committed and answered before the sockets close
-    await loop.run_in_executor(None, writer.stop)
+    await asyncio.to_thread(writer.stop)
     await asyncio.sleep(0)  # let the last answers (scheduled from the writer thread) be written
     for out in list(streams):
         with contextlib.suppress(ConnectionError):
