@@ -201,6 +201,39 @@ class Timer:
             self.cpu += time.process_time() - c0
 
 
+@dataclass(frozen=True)
+class ProcessInfo:
+    """One live process as /proc shows it."""
+
+    ppid: int
+    pgid: int
+    state: str
+    cpu_s: float  # user + system CPU seconds so far
+    cmd: str
+
+
+def process_table() -> dict[int, ProcessInfo]:
+    """Every process readable in /proc (Linux), by pid; processes that vanish meanwhile are left out."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    table: dict[int, ProcessInfo] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        table[int(entry.name)] = ProcessInfo(
+            ppid=int(fields[1]),
+            pgid=int(fields[2]),
+            state=fields[0],
+            cpu_s=(int(fields[11]) + int(fields[12])) / ticks,
+            cmd=cmd,
+        )
+    return table
+
+
 def machine_info() -> dict[str, Any]:
     """Enough about the machine to read a figure: cores, load, Python."""
     try:

@@ -45,39 +45,34 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _bench_common import emit_json_line, free_port, machine_info, print_table  # noqa: E402
+from _bench_common import (  # noqa: E402
+    emit_json_line,
+    free_port,
+    machine_info,
+    print_table,
+    process_table,
+)
 
 PG_ADMIN_URL = os.environ.get(
     "ARENA_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_by_role(root: int, database: str | None) -> dict[str, float]:
     """CPU seconds so far of the server's processes by role (from /proc): ``workers`` (each web worker),
     ``writer`` (the vote writer process), ``other`` (the supervisor), and ``database``: PostgreSQL's
     backends serving ``database``, whose CPU is spent on the server's behalf on the same two cores."""
-    stats: dict[int, tuple[int, float, str]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-        stats[int(entry.name)] = (int(fields[1]), cpu, cmd)
+    stats = process_table()
     tree, todo = [], [root]
     while todo:
         pid = todo.pop()
         if pid in stats:
             tree.append(pid)
-        todo.extend(child for child, (ppid, _, _) in stats.items() if ppid == pid)
-    workers = [pid for pid in tree if "multiprocessing.spawn" in stats[pid][2]] or [root]
+        todo.extend(child for child, info in stats.items() if info.ppid == pid)
+    workers = [pid for pid in tree if "multiprocessing.spawn" in stats[pid].cmd] or [root]
     roles: dict[str, float] = {"other": 0.0, "writer": 0.0, "database": 0.0}
     for pid in tree:
-        _, cpu, cmd = stats[pid]
+        cpu, cmd = stats[pid].cpu_s, stats[pid].cmd
         if pid in workers:
             roles[f"worker {pid}"] = cpu
         elif "vote-writer" in cmd:
@@ -86,7 +81,7 @@ def _cpu_by_role(root: int, database: str | None) -> dict[str, float]:
             roles["other"] += cpu
     if database:
         roles["database"] = sum(
-            cpu for _, cpu, cmd in stats.values() if cmd.startswith("postgres:") and f" {database} " in cmd
+            p.cpu_s for p in stats.values() if p.cmd.startswith("postgres:") and f" {database} " in p.cmd
         )
     return roles
 

@@ -48,7 +48,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
+from _bench_common import process_table  # noqa: E402
 from sqlalchemy import func, select, text  # noqa: E402
 from sqlalchemy.engine import Engine  # noqa: E402
 from sqlmodel import Session, SQLModel  # noqa: E402
@@ -192,19 +194,8 @@ class Server:
 
 
 def _processes_in_group(pgid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of the live processes in a process group (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append((int(entry.name), cmd))
-    return found
+    """(pid, command line) of the live processes in a process group."""
+    return [(pid, p.cmd) for pid, p in process_table().items() if p.pgid == pgid and p.state != "Z"]
 
 
 def _group_alive(pgid: int) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -66,7 +67,7 @@ def make_client(seeded: Engine, db_url: str) -> Iterator[AppFactory]:
     clients: list[TestClient] = []
 
     def factory(clock: Callable[[], float] | None = None, **overrides: object) -> TestClient:
-        kwargs = {"clock": clock} if clock else {}
+        kwargs: dict[str, Any] = {"clock": clock} if clock else {}
         app = create_app(make_settings(db_url, **overrides), engine=seeded, seed=1, **kwargs)
         client = TestClient(app, base_url="http://testserver")
         client.__enter__()

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from tests.script_modules import load_script
 from votes.db import make_engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,18 +35,8 @@ def _free_port() -> int:
 
 def _group(pgid: int) -> list[str]:
     """Command lines of the live processes in a process group."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(cmd)
-    return found
+    table = load_script("_bench_common").process_table()
+    return [p.cmd for p in table.values() if p.pgid == pgid and p.state != "Z"]
 
 
 def test_two_workers_write_through_one_writer_process_and_stop_cleanly(tmp_path: Path) -> None:

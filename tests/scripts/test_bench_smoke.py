@@ -121,7 +121,18 @@ def test_bench_scale_small_run_on_sqlite() -> None:
 
 
 def test_bench_votes_short_run_on_sqlite() -> None:
-    fig = _run("bench_votes.py", "--backend", "sqlite", "--seconds", "2", "--clients", "2", timeout=300)
+    fig = _run(
+        "bench_votes.py",
+        "--backend",
+        "sqlite",
+        "--seconds",
+        "2",
+        "--clients",
+        "2",
+        "--ramp",
+        "0.5",
+        timeout=300,
+    )
     for key in ("backend", "votes_per_s", "p50_ms", "p99_ms", "errors"):
         assert key in fig, key
     assert fig["backend"] == "sqlite"
@@ -130,6 +141,10 @@ def test_bench_votes_short_run_on_sqlite() -> None:
     assert fig["errors"] == 0
     assert fig["votes_missing"] == 0
     assert fig["loadgen_cpu_s"] > 0
+    # One worker writing its own votes: one worker's CPU, no writer process, no database server.
+    assert fig["workers"] == 1 and fig["writer"] == "inline"
+    assert len(fig["worker_cpu_shares"]) == 1 and fig["worker_cpu_shares"][0] > 0
+    assert fig["writer_cpu_share"] == 0 and fig["database_cpu_share"] == 0
 
 
 def test_loadgen_percentile_is_nearest_rank() -> None:
