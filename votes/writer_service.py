@@ -229,11 +229,17 @@ async def _serve(
                 writer.submit(request).add_done_callback(functools.partial(answer, out, rid))
         except (ConnectionError, asyncio.LimitOverrunError, ValueError):
             pass  # a worker went away or sent an over-long line: its votes already queued still commit
+        finally:
+            streams.discard(out)
+            out.close()
 
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a socket left behind by a writer that was killed
-    server = await asyncio.start_unix_server(connection, path=str(path), limit=MAX_LINE)
-    os.chmod(path, 0o600)  # only this user's processes may hand in votes
+    umask = os.umask(0o177)  # the socket is born 0600: only this user's processes may hand in votes
+    try:
+        server = await asyncio.start_unix_server(connection, path=str(path), limit=MAX_LINE)
+    finally:
+        os.umask(umask)
     if on_ready is not None:
         on_ready()
     await _wait_for(stop)

@@ -384,3 +384,21 @@ def test_second_engine_url_for_same_database_is_accepted(
             worker.stop()
     finally:
         own.dispose()
+
+
+@pytest.mark.usefixtures("seeded")
+def test_socket_is_private_and_garbage_is_dropped(engine: Engine, socket_dir: Path) -> None:
+    """Only the owner may connect; a malformed line is dropped without harming the votes around it."""
+    path = socket_dir / "votes.sock"
+    (battle,) = battles_for(engine, random.Random(7), new_annotator(engine), 1)
+    with running_writer(engine, path):
+        assert path.stat().st_mode & 0o777 == 0o600
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+            raw.connect(str(path))
+            stream = raw.makefile("rb")
+            assert json.loads(stream.readline())["hello"] == writer_identity(engine, CONFIG)
+            vote = {"id": 2, "vote": _request_to_wire(VoteRequest(battle=battle, winner="tie"))}
+            raw.sendall(b'{"id": 1, "vote": {"nonsense": true}}\n' + json.dumps(vote).encode() + b"\n")
+            answer = json.loads(stream.readline())
+        assert answer["id"] == 2 and answer["result"]["winner"] == "tie"
+    assert _count_votes(engine) == 1
