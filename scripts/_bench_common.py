@@ -212,6 +212,11 @@ class ProcessInfo:
     cmd: str
 
 
+def is_vote_writer(cmd: str) -> bool:
+    """A vote writer process: started by `arena serve` (arena.writer_process) or as `arena vote-writer`."""
+    return "arena.writer_process" in cmd or "vote-writer" in cmd
+
+
 def process_table() -> dict[int, ProcessInfo]:
     """Every process readable in /proc (Linux), by pid; processes that vanish meanwhile are left out."""
     ticks = os.sysconf("SC_CLK_TCK")

@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _bench_common import (  # noqa: E402
     emit_json_line,
     free_port,
+    is_vote_writer,
     machine_info,
     print_table,
     process_table,
@@ -75,7 +76,7 @@ def _cpu_by_role(root: int, database: str | None) -> dict[str, float]:
         cpu, cmd = stats[pid].cpu_s, stats[pid].cmd
         if pid in workers:
             roles[f"worker {pid}"] = cpu
-        elif "vote-writer" in cmd:
+        elif is_vote_writer(cmd):
             roles["writer"] += cpu
         else:
             roles["other"] += cpu

@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _bench_common import process_table  # noqa: E402
+from _bench_common import is_vote_writer, process_table  # noqa: E402
 from sqlalchemy import func, select, text  # noqa: E402
 from sqlalchemy.engine import Engine  # noqa: E402
 from sqlmodel import Session, SQLModel  # noqa: E402
@@ -177,7 +177,7 @@ class Server:
     def kill_writer(self) -> None:
         """SIGKILL the vote writer process only; the workers go on with their own writers."""
         assert self.process is not None
-        writers = [pid for pid, cmd in _processes_in_group(self.process.pid) if "vote-writer" in cmd]
+        writers = [pid for pid, cmd in _processes_in_group(self.process.pid) if is_vote_writer(cmd)]
         if not writers:
             raise RuntimeError("no vote writer process to kill (it needs --workers > 1)")
         for pid in writers:

@@ -129,33 +129,92 @@ def vote_writer_process(*, startup_timeout_s: float = 120.0) -> Iterator[str]:
     """Start ``arena vote-writer`` on a private socket; yield the socket's path; stop it (gracefully) after.
 
     The writer ignores Ctrl-C (sent to the whole terminal's process group): the web workers finish their
-    requests first, and only then is the writer told to commit what is left and stop.
+    requests first, and only then is the writer told to commit what is left and stop. If it dies while the
+    site runs, it is started again (the workers write their own votes meanwhile and reconnect).
     """
     folder = tempfile.mkdtemp(prefix="arena-writer-")  # mode 0700: only this user reaches the socket
     path = os.path.join(folder, "votes.sock")
-    cmd = [sys.executable, "-m", "arena.cli", "vote-writer", "--socket", path]
-    cmd += ["--parent-pid", str(os.getpid()), "--ignore-interrupt"]
-    process = subprocess.Popen(cmd, env=os.environ.copy())  # nosec B603 # our own command, no shell
+    cmd = [sys.executable, "-m", "arena.writer_process", "--socket", path, "--parent-pid", str(os.getpid())]
+    supervisor = _WriterSupervisor(cmd, path, startup_timeout_s=startup_timeout_s)
     try:
-        deadline = time.monotonic() + startup_timeout_s
-        while not _accepts(path):
-            if process.poll() is not None:
-                typer.echo(f"the vote writer exited with status {process.returncode}; see above", err=True)
-                raise typer.Exit(1)
-            if time.monotonic() > deadline:
-                typer.echo(f"the vote writer did not start within {startup_timeout_s:.0f} s", err=True)
-                raise typer.Exit(1)
-            time.sleep(0.02)
+        supervisor.start()
         yield path
     finally:
-        if process.poll() is None:
+        supervisor.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class _WriterSupervisor:
+    """Keeps one vote writer process running; gives up after ``max_restarts`` deaths within a minute."""
+
+    def __init__(self, cmd: list[str], path: str, *, startup_timeout_s: float, max_restarts: int = 5) -> None:
+        self.cmd = cmd
+        self.path = path
+        self.startup_timeout_s = startup_timeout_s
+        self.max_restarts = max_restarts
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._deaths: list[float] = []
+        self._watcher: threading.Thread | None = None
+
+    def start(self) -> None:
+        if not self._spawn():
+            raise typer.Exit(1)
+        self._watcher = threading.Thread(target=self._watch, name="arena-writer-supervisor", daemon=True)
+        self._watcher.start()
+
+    def _spawn(self) -> bool:
+        with self._lock:
+            if self._stopping.is_set():
+                return False
+            process = subprocess.Popen(self.cmd, env=os.environ.copy())  # nosec B603 # our own command
+            self.process = process
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not _accepts(self.path):
+            if self._stopping.is_set():
+                return False
+            if process.poll() is not None:
+                typer.echo(f"the vote writer exited with status {process.returncode}; see above", err=True)
+                return False
+            if time.monotonic() > deadline:
+                typer.echo(f"the vote writer did not start within {self.startup_timeout_s:.0f} s", err=True)
+                return False
+            time.sleep(0.02)
+        return True
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(0.5):
+            process = self.process
+            if process is None or process.poll() is None:
+                continue
+            now = time.monotonic()
+            self._deaths = [t for t in self._deaths if now - t < 60.0] + [now]
+            if len(self._deaths) > self.max_restarts:
+                typer.echo(
+                    f"the vote writer died {len(self._deaths)} times within a minute; not starting it again "
+                    "(the workers write their own votes)",
+                    err=True,
+                )
+                return
+            typer.echo(
+                f"the vote writer exited with status {process.returncode}; starting it again", err=True
+            )
+            self._spawn()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.join()
+        with self._lock:
+            process = self.process
+        if process is not None and process.poll() is None:
             process.terminate()
             try:
                 process.wait(60)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _accepts(path: str) -> bool:

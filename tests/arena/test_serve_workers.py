@@ -1,8 +1,9 @@
 """`arena serve --workers 2` for real: two uvicorn workers and the vote writer process they share.
 
-Votes through both workers land in the database; Ctrl-C (SIGINT to the whole process group, as a terminal
-sends it) stops the workers first and then the writer, which answers and commits what it holds; nothing is
-left running and the writer's socket folder is removed.
+Votes through both workers land in the database; when the writer process is killed, votes go on (the
+workers write them) and `arena serve` starts a new writer, which the workers use again; Ctrl-C (SIGINT to
+the whole process group, as a terminal sends it) stops the workers first and then the writer, which answers
+and commits what it holds; nothing is left running and the writer's socket folder is removed.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,8 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -37,6 +37,23 @@ def _group(pgid: int) -> list[str]:
     """Command lines of the live processes in a process group."""
     table = load_script("_bench_common").process_table()
     return [p.cmd for p in table.values() if p.pgid == pgid and p.state != "Z"]
+
+
+def _listening(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+        return True
+
+
+def _writers(pgid: int) -> list[int]:
+    bench = load_script("_bench_common")
+    table = bench.process_table()
+    return [
+        pid for pid, p in table.items() if p.pgid == pgid and p.state != "Z" and bench.is_vote_writer(p.cmd)
+    ]
 
 
 def test_two_workers_write_through_one_writer_process_and_stop_cleanly(tmp_path: Path) -> None:
@@ -69,22 +86,36 @@ def test_two_workers_write_through_one_writer_process_and_stop_cleanly(tmp_path:
                 pass
             assert time.monotonic() < deadline, "server did not come up: " + log.read_text()
             time.sleep(0.2)
-        writers = [c for c in _group(server.pid) if "vote-writer" in c]
+        writers = _writers(server.pid)
         assert len(writers) == 1, _group(server.pid)
 
-        acknowledged = 0
-        for i in range(6):  # new connections: the kernel spreads them over both workers
-            with httpx.Client(base_url=base, timeout=30) as client:
-                for _ in range(4):
-                    battle = client.get("/api/battles/next").json()
-                    reply = client.post(
-                        "/api/votes",
-                        json={"token": battle["token"], "winner": ("model_a", "tie")[i % 2]},
-                        headers={"X-CSRF-Token": battle["csrf_token"]},
-                    )
-                    assert reply.status_code == 200, reply.text
-                    assert reply.json()["replayed"] is False
-                    acknowledged += 1
+        def vote_round(rounds: int) -> int:
+            done = 0
+            for i in range(rounds):  # new connections: the kernel spreads them over both workers
+                with httpx.Client(base_url=base, timeout=30) as client:
+                    for _ in range(4):
+                        battle = client.get("/api/battles/next").json()
+                        reply = client.post(
+                            "/api/votes",
+                            json={"token": battle["token"], "winner": ("model_a", "tie")[i % 2]},
+                            headers={"X-CSRF-Token": battle["csrf_token"]},
+                        )
+                        assert reply.status_code == 200, reply.text
+                        assert reply.json()["replayed"] is False
+                        done += 1
+            return done
+
+        acknowledged = vote_round(6)
+        os.kill(writers[0], signal.SIGKILL)
+        acknowledged += vote_round(2)  # meanwhile the workers write their own votes
+        ready = re.search(r"vote writer process ready on (\S+)", log.read_text())
+        assert ready is not None, log.read_text()
+        deadline = time.monotonic() + 60
+        while not (_writers(server.pid) not in ([], writers) and _listening(ready.group(1))):
+            assert time.monotonic() < deadline, "the vote writer was not started again: " + log.read_text()
+            time.sleep(0.2)
+        time.sleep(1.5)  # the workers try the socket again at most once a second
+        acknowledged += vote_round(4)
     finally:
         os.killpg(server.pid, signal.SIGINT)  # Ctrl-C in a terminal goes to the whole group
         try:
@@ -100,7 +131,10 @@ def test_two_workers_write_through_one_writer_process_and_stop_cleanly(tmp_path:
     folder = re.search(r"vote writer process ready on (\S+)", output)
     assert folder is not None, output
     assert not Path(folder.group(1)).parent.exists()
-    assert re.search(rf"vote writer: {acknowledged} votes in \d+ transactions", output), output
+    assert "the vote writer exited with status -9; starting it again" in output, output
+    # The second writer wrote votes again (those that went to the workers' own writers are not its).
+    written = [int(n) for n in re.findall(r"vote writer: (\d+) votes in \d+ transactions", output)]
+    assert len(written) == 1 and 0 < written[0] <= acknowledged, output
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
