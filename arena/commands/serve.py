@@ -72,7 +72,7 @@ def serve(
     demo_votes: Annotated[int, typer.Option(help="Votes to simulate for --demo.")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed for --demo data.")] = 0,
     workers: Annotated[
-        int, typer.Option(min=1, help="Worker processes (use PostgreSQL for more than 1).")
+        int, typer.Option(min=1, help="Web worker processes (SQLite or PostgreSQL; see --writer-process).")
     ] = 1,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
     worker_startup_timeout: Annotated[
