@@ -336,7 +336,7 @@ class RemoteVoteWriter:
         fallback: VoteWriter,
         expect: dict[str, Any],
         retry_s: float = 1.0,
-        connect_timeout_s: float = 2.0,
+        connect_timeout_s: float = 0.5,  # a (re)connection happens on the caller's thread: keep it short
     ) -> None:
         self.path = str(socket_path)
         self.fallback = fallback
