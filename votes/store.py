@@ -271,19 +271,16 @@ def _replayed_result(
 
 
 def _existing_result(session: Session, battle: Battle, vote: Vote, names: dict[int, str]) -> VoteResult:
-    elo = vote.live_elo or {}
     assert battle.id is not None and vote.id is not None  # nosec B101 # type narrowing
-    return VoteResult(
-        vote_id=vote.id,
+    return _replayed_result(
+        session,
+        names,
         battle_id=battle.id,
+        vote_id=vote.id,
         winner=vote.winner,
-        model_a=names.get(battle.model_a_id) or _model_name(session, battle.model_a_id),
-        model_b=names.get(battle.model_b_id) or _model_name(session, battle.model_b_id),
-        rating_a_before=float(elo.get("a_before", float("nan"))),
-        rating_a_after=float(elo.get("a_after", float("nan"))),
-        rating_b_before=float(elo.get("b_before", float("nan"))),
-        rating_b_after=float(elo.get("b_after", float("nan"))),
-        replayed=True,
+        model_a_id=battle.model_a_id,
+        model_b_id=battle.model_b_id,
+        live_elo=vote.live_elo,
     )
 
 
@@ -316,6 +313,49 @@ def _find_previous(
     return _existing_result(session, battle, vote, names)
 
 
+@dataclass(frozen=True)
+class _EloStep:
+    """One vote's live Elo update: computed from the ratings so far, applied once the vote is written."""
+
+    model_a: int
+    model_b: int
+    a_before: float
+    a_after: float
+    games_a: int
+    b_before: float
+    b_after: float
+    games_b: int
+    counted: bool
+
+    def live_elo(self) -> dict[str, float]:
+        return {
+            "a_before": self.a_before,
+            "a_after": self.a_after,
+            "b_before": self.b_before,
+            "b_after": self.b_after,
+        }
+
+    def apply(self, ratings: dict[int, tuple[float, int]], touched: set[int]) -> None:
+        if self.counted:
+            ratings[self.model_a] = (self.a_after, self.games_a + 1)
+            ratings[self.model_b] = (self.b_after, self.games_b + 1)
+            touched.update((self.model_a, self.model_b))
+
+
+def _elo_step(
+    request: VoteRequest, config: EloConfig, ratings: dict[int, tuple[float, int]], flagged: set[int]
+) -> _EloStep:
+    b = request.battle
+    (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
+    counted = b.annotator_id not in flagged  # a flagged annotator's votes are kept but do not count
+    new_a, new_b = (
+        update_elo(ra, rb, parse_outcome(request.winner), config=config, games_a=ga, games_b=gb)
+        if counted
+        else (ra, rb)
+    )
+    return _EloStep(b.model_a_id, b.model_b_id, ra, new_a, ga, rb, new_b, gb, counted)
+
+
 def _record_one_by_one(
     session: Session,
     requests: Sequence[VoteRequest],
@@ -333,13 +373,7 @@ def _record_one_by_one(
             results.append(previous)
             continue
         b = request.battle
-        (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
-        counted = b.annotator_id not in flagged  # a flagged annotator's votes are kept but do not count
-        new_a, new_b = (
-            update_elo(ra, rb, parse_outcome(request.winner), config=config, games_a=ga, games_b=gb)
-            if counted
-            else (ra, rb)
-        )
+        step = _elo_step(request, config, ratings, flagged)
         voted_at = request.voted_at or utcnow()
         battle = Battle(
             prompt_id=b.prompt_id,
@@ -368,7 +402,7 @@ def _record_one_by_one(
                     seconds_to_vote=max(0.0, (voted_at - b.issued_at).total_seconds()),
                     client_hash=request.client_hash,
                     idempotency_key=request.idempotency_key,
-                    live_elo={"a_before": ra, "a_after": new_a, "b_before": rb, "b_after": new_b},
+                    live_elo=step.live_elo(),
                 )
                 session.add(vote)
                 session.flush()
@@ -379,10 +413,7 @@ def _record_one_by_one(
             results.append(previous or VoteError("The vote could not be recorded; please try again."))
             continue
         assert vote.id is not None  # nosec B101 # type narrowing
-        if counted:
-            ratings[b.model_a_id] = (new_a, ga + 1)
-            ratings[b.model_b_id] = (new_b, gb + 1)
-            touched.update((b.model_a_id, b.model_b_id))
+        step.apply(ratings, touched)
         results.append(
             VoteResult(
                 vote_id=vote.id,
@@ -390,10 +421,10 @@ def _record_one_by_one(
                 winner=request.winner,
                 model_a=names[b.model_a_id],
                 model_b=names[b.model_b_id],
-                rating_a_before=ra,
-                rating_a_after=new_a,
-                rating_b_before=rb,
-                rating_b_after=new_b,
+                rating_a_before=step.a_before,
+                rating_a_after=step.a_after,
+                rating_b_before=step.b_before,
+                rating_b_after=step.b_after,
             )
         )
     return results, touched
@@ -460,7 +491,7 @@ def _record_batch(
     decisions: list[_Known | tuple[_Known, str]] = []  # a vote to answer with, or (vote, "conflict")
     battle_rows: list[dict[str, Any]] = []
     vote_rows: list[dict[str, Any]] = []
-    elo: list[tuple[float, float, float, float]] = []
+    elo: list[_EloStep] = []
     touched: set[int] = set()
     for request in requests:
         b = request.battle
@@ -470,17 +501,8 @@ def _record_batch(
             same_token_other_winner = known.token_id == b.token_id and known.winner != request.winner
             decisions.append((known, "conflict") if same_token_other_winner else known)
             continue
-        (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
-        counted = b.annotator_id not in flagged  # a flagged annotator's votes are kept but do not count
-        new_a, new_b = (
-            update_elo(ra, rb, parse_outcome(request.winner), config=config, games_a=ga, games_b=gb)
-            if counted
-            else (ra, rb)
-        )
-        if counted:
-            ratings[b.model_a_id] = (new_a, ga + 1)
-            ratings[b.model_b_id] = (new_b, gb + 1)
-            touched.update((b.model_a_id, b.model_b_id))
+        step = _elo_step(request, config, ratings, flagged)
+        step.apply(ratings, touched)
         voted_at = request.voted_at or utcnow()
         battle_rows.append(
             {
@@ -506,10 +528,10 @@ def _record_batch(
                 "seconds_to_vote": max(0.0, (voted_at - b.issued_at).total_seconds()),
                 "client_hash": request.client_hash,
                 "idempotency_key": request.idempotency_key,
-                "live_elo": {"a_before": ra, "a_after": new_a, "b_before": rb, "b_after": new_b},
+                "live_elo": step.live_elo(),
             }
         )
-        elo.append((ra, new_a, rb, new_b))
+        elo.append(step)
         known = _Known(b.token_id, request.winner, index=len(vote_rows) - 1)
         by_token[b.token_id] = known
         if request.idempotency_key is not None:
@@ -526,7 +548,7 @@ def _record_batch(
             row["battle_id"] = battle_id
         vote_id_of: dict[int, int] = dict(conn.execute(_INSERT_VOTES, vote_rows).all())
         vote_ids = [vote_id_of[battle_id] for battle_id in battle_ids]
-        for battle, vote, battle_id, vote_id, (ra, new_a, rb, new_b) in zip(
+        for battle, vote, battle_id, vote_id, step in zip(
             battle_rows, vote_rows, battle_ids, vote_ids, elo, strict=True
         ):
             new_results.append(
@@ -536,10 +558,10 @@ def _record_batch(
                     winner=vote["winner"],
                     model_a=names[battle["model_a_id"]],
                     model_b=names[battle["model_b_id"]],
-                    rating_a_before=ra,
-                    rating_a_after=new_a,
-                    rating_b_before=rb,
-                    rating_b_after=new_b,
+                    rating_a_before=step.a_before,
+                    rating_a_after=step.a_after,
+                    rating_b_before=step.b_before,
+                    rating_b_after=step.b_after,
                 )
             )
     results: list[VoteResult | VoteError] = []
