@@ -239,6 +239,11 @@ def process_table() -> dict[int, ProcessInfo]:
     return table
 
 
+def processes_in_group(pgid: int) -> dict[int, ProcessInfo]:
+    """The live (not zombie) processes of a process group, by pid."""
+    return {pid: p for pid, p in process_table().items() if p.pgid == pgid and p.state != "Z"}
+
+
 def machine_info() -> dict[str, Any]:
     """Enough about the machine to read a figure: cores, load, Python."""
     try:

@@ -31,7 +31,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _bench_common import is_vote_writer, process_table  # noqa: E402
+from _bench_common import free_port, is_vote_writer, processes_in_group  # noqa: E402
 from sqlalchemy import func, select, text  # noqa: E402
 from sqlalchemy.engine import Engine  # noqa: E402
 from sqlmodel import Session, SQLModel  # noqa: E402
@@ -94,13 +93,6 @@ def seed_catalog(engine: Engine, *, n_models: int, n_prompts: int) -> None:
             for m in models:
                 session.add(Output(prompt_id=p.id, model_id=m.id, text=f"Answer number {m.id} to {p.text}"))  # type: ignore[arg-type]
         session.commit()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Server:
@@ -171,13 +163,13 @@ class Server:
         self.process.wait()
         if self.workers > 1:  # the group's other members, reparented; wait until they are gone
             deadline = time.monotonic() + 10
-            while _group_alive(self.process.pid) and time.monotonic() < deadline:
+            while processes_in_group(self.process.pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
 
     def kill_writer(self) -> None:
         """SIGKILL the vote writer process only; the workers go on with their own writers."""
         assert self.process is not None
-        writers = [pid for pid, cmd in _processes_in_group(self.process.pid) if is_vote_writer(cmd)]
+        writers = [pid for pid, p in processes_in_group(self.process.pid).items() if is_vote_writer(p.cmd)]
         if not writers:
             raise RuntimeError("no vote writer process to kill (it needs --workers > 1)")
         for pid in writers:
@@ -191,15 +183,6 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-
-def _processes_in_group(pgid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of the live processes in a process group."""
-    return [(pid, p.cmd) for pid, p in process_table().items() if p.pgid == pgid and p.state != "Z"]
-
-
-def _group_alive(pgid: int) -> bool:
-    return bool(_processes_in_group(pgid))
 
 
 @dataclass

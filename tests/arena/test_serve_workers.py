@@ -27,16 +27,12 @@ from votes.db import make_engine
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+BENCH = load_script("_bench_common")  # the scripts' /proc process table and free port
 
 
 def _group(pgid: int) -> list[str]:
     """Command lines of the live processes in a process group."""
-    table = load_script("_bench_common").process_table()
-    return [p.cmd for p in table.values() if p.pgid == pgid and p.state != "Z"]
+    return [p.cmd for p in BENCH.processes_in_group(pgid).values()]
 
 
 def _listening(path: str) -> bool:
@@ -49,16 +45,12 @@ def _listening(path: str) -> bool:
 
 
 def _writers(pgid: int) -> list[int]:
-    bench = load_script("_bench_common")
-    table = bench.process_table()
-    return [
-        pid for pid, p in table.items() if p.pgid == pgid and p.state != "Z" and bench.is_vote_writer(p.cmd)
-    ]
+    return [pid for pid, p in BENCH.processes_in_group(pgid).items() if BENCH.is_vote_writer(p.cmd)]
 
 
 def test_two_workers_write_through_one_writer_process_and_stop_cleanly(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/arena.db"
-    port = _free_port()
+    port = BENCH.free_port()
     env = {
         **os.environ,
         "ARENA_DATABASE_URL": url,
