@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import text
@@ -34,22 +35,29 @@ def _pg_admin() -> Engine | None:
     return engine
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """URL of a fresh, empty PostgreSQL database, dropped after the test."""
+@contextmanager
+def scratch_pg_database() -> Iterator[str]:
+    """URL of a fresh, empty PostgreSQL database, dropped on exit (a skip, or under CI a failure, when
+    no server answers)."""
     admin = _pg_admin()
     if admin is None:
         pytest.skip("PostgreSQL is not reachable (set CI=true to make this a failure)")
     name = f"arena_test_{uuid.uuid4().hex[:12]}"
     with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = admin.url.set(database=name).render_as_string(hide_password=False)
     try:
-        yield url
+        yield admin.url.set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """URL of a fresh, empty PostgreSQL database, dropped after the test."""
+    with scratch_pg_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

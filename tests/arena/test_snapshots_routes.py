@@ -4,18 +4,16 @@ board filters, and no way to change or delete a published snapshot over HTTP."""
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from arena.app import create_app
 from arena.publishing import FitOptions, SliceSpec, publish_slices
 from tests.arena.conftest import make_settings
-from tests.conftest import _pg_admin
+from tests.conftest import scratch_pg_database
 from votes.db import make_engine
 from votes.demo import load_demo
 from votes.migrate import upgrade_database
@@ -31,18 +29,8 @@ def module_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('routes')}/arena.db"
         return
-    admin = _pg_admin()
-    if admin is None:
-        pytest.skip("PostgreSQL is not reachable (set CI=true to make this a failure)")
-    name = f"arena_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin.url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_pg_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
