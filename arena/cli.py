@@ -1,29 +1,25 @@
 """`arena`: the command line. A small registry: each module in COMMAND_MODULES adds its own commands.
 
-To add commands, write ``arena/commands/<name>.py`` with ``register(app: typer.Typer) -> None`` and add
-one line to COMMAND_MODULES. A listed module that does not exist (yet) is skipped; an error inside an
-existing module is not hidden.
+To add commands, write ``arena/commands/<name>.py`` with ``register(app: typer.Typer) -> None``, import it
+here and add it to COMMAND_MODULES. Every command module is imported unconditionally: one that cannot be
+imported is an error at start-up, never a silently missing command.
 """
 
 from __future__ import annotations
 
-import importlib
+from types import ModuleType
 
 import typer
 
+from arena.commands import admin, data, evaluate, leaderboard, serve, snapshots
+
 __all__ = ["COMMAND_MODULES", "app", "build_app"]
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "arena.commands.data",
-    "arena.commands.serve",
-    "arena.commands.leaderboard",
-    "arena.commands.evaluate",
-    "arena.commands.admin",
-)
+COMMAND_MODULES: tuple[ModuleType, ...] = (data, serve, leaderboard, snapshots, evaluate, admin)
 
 
 def build_app() -> typer.Typer:
-    """A fresh Typer app with every available command module registered."""
+    """A fresh Typer app with every command module registered."""
     cli = typer.Typer(
         name="arena",
         help="Arena: blind pairwise votes on LLM answers, live Elo, published Bradley-Terry leaderboards.",
@@ -31,13 +27,7 @@ def build_app() -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
     )
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
+    for module in COMMAND_MODULES:
         module.register(cli)
     return cli
 

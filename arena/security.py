@@ -1,4 +1,4 @@
-"""Sessions, battle tokens, CSRF, rate limits, admin tokens and security headers.
+"""Sessions, battle tokens, CSRF, rate limits and admin tokens.
 
 Battle tokens are *encrypted* as well as signed (Fernet: AES-CBC + HMAC-SHA256, with a timestamp), because
 the token carries the model ids of both sides: a signed-only token would be readable base64, and after a
@@ -11,7 +11,6 @@ import base64
 import functools
 import hashlib
 import hmac
-import ipaddress
 import json
 import secrets
 import threading
@@ -23,7 +22,6 @@ from typing import Protocol
 
 from cryptography.fernet import Fernet, InvalidToken
 from itsdangerous import BadSignature, URLSafeSerializer
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from votes.store import IssuedBattle
 
@@ -33,10 +31,8 @@ __all__ = [
     "InMemoryRateLimiter",
     "RateLimiter",
     "RedisRateLimiter",
-    "SecurityHeadersMiddleware",
     "SessionData",
     "Signer",
-    "client_address",
     "hash_secret",
     "verify_admin_token",
 ]
@@ -117,10 +113,16 @@ class BattleTokenError(Exception):
         "expired": "This battle has expired; here is a fresh one.",
         "foreign": "This battle was issued to another session and cannot be voted on here.",
     }
+    HTTP_STATUS = {"forged": 400, "expired": 410, "foreign": 403}
 
     def __init__(self, reason: str) -> None:
         super().__init__(self.MESSAGES[reason])
         self.reason = reason
+
+    @property
+    def status_code(self) -> int:
+        """The HTTP status the pages and the API answer this token with."""
+        return self.HTTP_STATUS[self.reason]
 
 
 class BattleTokens:
@@ -231,7 +233,7 @@ class RedisRateLimiter:
 
 
 # --------------------------------------------------------------------------------------------------
-# Admin, client address, headers
+# Admin tokens
 
 
 def verify_admin_token(expected: str | None, authorization: str | None) -> bool:
@@ -240,57 +242,3 @@ def verify_admin_token(expected: str | None, authorization: str | None) -> bool:
         return False
     scheme, _, token = authorization.partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected.encode())
-
-
-def client_address(peer: str | None, forwarded_for: str | None, trusted_proxies: list[str]) -> str:
-    """The client's address; ``X-Forwarded-For`` is believed only when the peer is a trusted proxy."""
-    address = peer or "unknown"
-    if not forwarded_for or not trusted_proxies:
-        return address
-    try:
-        networks = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
-        hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
-        # Walk from the nearest hop outwards while the hop is one of our proxies.
-        while hops and any(ipaddress.ip_address(address) in n for n in networks):
-            hop = hops.pop()
-            ipaddress.ip_address(hop)  # a hop that is not an address ends the walk (ValueError below)
-            address = hop
-    except ValueError:
-        return peer or "unknown"
-    return address
-
-
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
-)
-SECURITY_HEADERS = [
-    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
-    (b"x-frame-options", b"DENY"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),
-    (b"permissions-policy", b"camera=(), microphone=(), geolocation=(), interest-cohort=()"),
-    (b"cross-origin-opener-policy", b"same-origin"),
-]
-
-
-class SecurityHeadersMiddleware:
-    """Pure ASGI middleware adding the security headers to every HTTP response."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                present = {k.lower() for k, _ in headers}
-                headers.extend((k, v) for k, v in SECURITY_HEADERS if k not in present)
-                message["headers"] = headers
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)

@@ -5,17 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from arena.settings import Settings
+from arena.settings import Settings, elo_config
 from votes.db import make_engine
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["annotators", "leaks", "register"]
 
@@ -43,7 +40,6 @@ def annotators(
 ) -> None:
     """Per-annotator statistics against the current fit; list (with --apply, flag) the outliers."""
     from leaderboard.annotators import FlagRule
-    from leaderboard.elo import EloConfig
     from votes.review import review_annotators
 
     settings = Settings()
@@ -54,7 +50,7 @@ def annotators(
             engine,
             rule=rule,
             apply=apply,
-            elo_config=EloConfig(k=settings.elo_k, initial=settings.elo_initial),
+            elo_config=elo_config(settings),
         )
     finally:
         engine.dispose()

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
-from arena.settings import Settings
-
-if TYPE_CHECKING:
-    from leaderboard.elo import EloConfig
+from arena.settings import elo_config
 
 __all__ = ["register"]
 
@@ -32,13 +29,6 @@ class KindChoice(StrEnum):
 class ExportWhat(StrEnum):
     votes = "votes"
     catalog = "catalog"
-
-
-def elo_config(settings: Settings) -> EloConfig:
-    """The live Elo parameters the site uses, so a rebuild after an import matches it."""
-    from leaderboard.elo import EloConfig
-
-    return EloConfig(k=settings.elo_k, initial=settings.elo_initial)
 
 
 def import_command(

@@ -1,13 +1,13 @@
-"""`arena recompute`, `arena publish` and `arena snapshots list|show|diff`: the published leaderboard.
+"""`arena recompute` and `arena publish`: fitting the published leaderboard, and the board's console table.
 
 recompute fits a board from a battles file or the database and writes a snapshot folder anywhere
-(nothing is stored); publish fits from the database and stores an immutable snapshot; snapshots reads
-what was published. All three go through :mod:`arena.publishing`, so they agree byte for byte.
+(nothing is stored); publish fits from the database and stores an immutable snapshot. Both go through
+:mod:`arena.publishing`, so they agree byte for byte; `arena snapshots` (:mod:`arena.commands.snapshots`)
+reads what was published.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +19,6 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from sqlmodel import Session
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
 
@@ -371,140 +370,6 @@ def publish(
         out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")
 
 
-snapshots_app = typer.Typer(help="Published snapshots: list, show, diff (read only).", no_args_is_help=True)
-
-
-@contextmanager
-def _session(database_url: str | None) -> Iterator[Session]:
-    engine = open_store(settings_for(database_url))
-    try:
-        with Session(engine) as session:
-            yield session
-    finally:
-        engine.dispose()
-
-
-@snapshots_app.command("list")
-def snapshots_list(
-    database_url: DatabaseUrlOption = None,
-    slice_: Annotated[str | None, typer.Option("--slice", help="all, category=..., language=...")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Manifests as JSON.")] = False,
-) -> None:
-    """Published snapshots, newest first, with their manifests."""
-    from votes.snapshots import list_snapshots, snapshot_manifest
-
-    with _session(database_url) as session:
-        rows = list_snapshots(session=session, slice=slice_)
-        manifests = [snapshot_manifest(row) for row in rows]
-    if as_json:
-        out.print_json(json.dumps(manifests))
-        return
-    table = Table(title=f"{len(rows)} published snapshots")
-    for column in ("id", "created", "slice", "method", "votes", "votes sha256"):
-        table.add_column(column)
-    for m in manifests:
-        table.add_row(
-            m["id"],
-            m["created_at"][:19],
-            m["slice"],
-            m["method"],
-            f"{m['n_votes']:,}",
-            m["votes_sha256"][:16],
-        )
-    out.print(table)
-
-
-@snapshots_app.command("show")
-def snapshots_show(
-    snapshot_id: Annotated[str, typer.Argument(help="Snapshot id.")],
-    database_url: DatabaseUrlOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Metadata as JSON.")] = False,
-) -> None:
-    """One snapshot: its metadata, file sha256s (checked against the files) and the board."""
-    from leaderboard.snapshot import read_snapshot
-    from votes.snapshots import get_snapshot, snapshot_manifest
-
-    with _session(database_url) as session:
-        row = get_snapshot(session=session, snapshot_id=snapshot_id)
-        if row is None:
-            raise typer.BadParameter(f"no snapshot {snapshot_id!r}")
-        manifest = snapshot_manifest(row)
-    data = read_snapshot(row.path)
-    if as_json:
-        out.print_json(json.dumps({**manifest, "metadata": data.metadata}))
-        return
-    out.print(summary_table(data.leaderboard, title=f"{row.id}: {row.method}, {row.slice}"))
-    for name, digest in manifest["files"].items():
-        out.print(f"  {digest}  {name}")
-
-
-@snapshots_app.command("diff")
-def snapshots_diff(
-    a: Annotated[str, typer.Argument(help="Older snapshot id.")],
-    b: Annotated[str, typer.Argument(help="Newer snapshot id.")],
-    database_url: DatabaseUrlOption = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Rating and rank changes from A to B, new and dropped models, and whether votes or method changed."""
-    from leaderboard.snapshot import diff_snapshots, read_snapshot
-    from votes.snapshots import get_snapshot
-
-    with _session(database_url) as session:
-        rows = [get_snapshot(session=session, snapshot_id=x) for x in (a, b)]
-    for given, row in zip((a, b), rows, strict=True):
-        if row is None:
-            raise typer.BadParameter(f"no snapshot {given!r}")
-    left, right = (read_snapshot(row.path) for row in rows if row is not None)
-    diff = diff_snapshots(left, right)
-    if as_json:
-        payload = {
-            "a": diff.a_id,
-            "b": diff.b_id,
-            "added": diff.added,
-            "dropped": diff.dropped,
-            "votes_changed": diff.votes_changed,
-            "method_changed": diff.method_changed,
-            "changes": {k: list(v) for k, v in diff.changes.items()},
-            "models": json.loads(diff.table.to_json(orient="records")),
-        }
-        out.print_json(json.dumps(payload, default=str))
-        return
-    out.print(f"{diff.a_id} -> {diff.b_id}")
-    out.print(
-        f"votes changed: {'yes' if diff.votes_changed else 'no'}; "
-        f"method changed: {'yes' if diff.method_changed else 'no'}"
-    )
-    for key, (old, new) in diff.changes.items():
-        out.print(f"  {key}: {old} -> {new}")
-    table = Table()
-    for column in ("model", "rating A", "rating B", "change", "rank A", "rank B", "moved"):
-        table.add_column(column, justify="left" if column == "model" else "right")
-    for rec in diff.table.itertuples(index=False):
-        table.add_row(
-            str(rec.model),
-            _fmt(rec.rating_a, "{:.1f}"),
-            _fmt(rec.rating_b, "{:.1f}"),
-            _fmt(rec.rating_change, "{:+.1f}"),
-            _fmt(rec.rank_a, "{:.0f}"),
-            _fmt(rec.rank_b, "{:.0f}"),
-            _fmt(rec.rank_change, "{:+.0f}"),
-        )
-    out.print(table)
-    if diff.added:
-        out.print("new: " + ", ".join(diff.added))
-    if diff.dropped:
-        out.print("dropped: " + ", ".join(diff.dropped))
-
-
-def _fmt(value: Any, spec: str) -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "—"
-    return "—" if number != number else spec.format(number)
-
-
 def register(app: typer.Typer) -> None:
     app.command("recompute")(recompute)
     app.command("publish")(publish)
-    app.add_typer(snapshots_app, name="snapshots")

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, File, Header, HTTPException, Request, Up
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
+from arena.publishing import FitOptions, publish_snapshot
 from arena.routes.deps import StateDep
 from arena.security import hash_secret, verify_admin_token
 from votes.db import session_scope
@@ -116,10 +117,6 @@ class PublishIn(BaseModel):
 @router.post("/publish")
 def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
     """Fit and publish an immutable leaderboard snapshot from the votes in the database."""
-    try:  # the publisher belongs to the published-leaderboard work; the site runs without it
-        from arena.publishing import FitOptions, publish_snapshot
-    except ImportError as exc:
-        raise HTTPException(501, f"Publishing is not available in this installation ({exc}).") from None
     options = FitOptions(method=body.method, n_rounds=body.n_rounds, random_state=body.seed)
     try:
         row = publish_snapshot(

@@ -11,14 +11,14 @@ from pydantic import BaseModel, Field
 from arena.routes.deps import (
     SessionDep,
     StateDep,
-    check_rate_limits_async,
+    check_rate_limits,
     get_state,
     request_address,
     require_session,
-    session_or_new_async,
+    session_or_new,
 )
-from arena.routes.flow import next_battle_async, submit_vote_async, vote_result_json
 from arena.security import BattleTokenError
+from arena.voting import next_battle, submit_vote, vote_result_json
 from votes.store import AlreadyVotedError, VoteError, count_annotator_votes, live_standings
 
 router = APIRouter(prefix="/api", tags=["api"])
@@ -114,11 +114,9 @@ async def api_next_battle(request: Request) -> BattleOut:
     """Issue the next blind battle for this session (a session cookie is set on the first call)."""
     state = get_state(request)  # not a dependency: FastAPI spends more per request on one than it saves
     # async, and from memory (see PairingService): a battle costs no thread hop and no query.
-    who = await session_or_new_async(request, state)
-    await check_rate_limits_async(
-        state, address=request_address(request, state), annotator_id=None, voting=False
-    )
-    battle = await next_battle_async(state, who.annotator_id)
+    who = await session_or_new(request, state)
+    await check_rate_limits(state, address=request_address(request), annotator_id=None, voting=False)
+    battle = await next_battle(state, who.annotator_id)
     if battle is None:
         raise HTTPException(404, "No battle left for this annotator: every available pair has been judged.")
     return BattleOut(
@@ -152,15 +150,20 @@ async def api_vote(
     who = require_session(request, state)
     if not state.signer.check_csrf(who, x_csrf_token):
         raise HTTPException(403, "Missing or wrong X-CSRF-Token header (take it from GET /api/battles/next).")
-    await check_rate_limits_async(
-        state, address=request_address(request, state), annotator_id=who.annotator_id, voting=True
-    )
+    address = request_address(request)
+    await check_rate_limits(state, address=address, annotator_id=who.annotator_id, voting=True)
     try:
-        result = await submit_vote_async(
-            state, request, who, token=body.token, winner=body.winner, idempotency_key=idempotency_key
+        result = await submit_vote(
+            state,
+            who,
+            token=body.token,
+            winner=body.winner,
+            address=address,
+            user_agent=request.headers.get("user-agent", ""),
+            idempotency_key=idempotency_key,
         )
     except BattleTokenError as exc:
-        raise HTTPException({"forged": 400, "expired": 410, "foreign": 403}[exc.reason], str(exc)) from None
+        raise HTTPException(exc.status_code, str(exc)) from None
     except AlreadyVotedError as exc:
         raise HTTPException(409, str(exc)) from None
     except VoteError as exc:

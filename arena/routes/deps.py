@@ -1,4 +1,8 @@
-"""Shared route plumbing: the app state, DB sessions, the annotator session, CSRF and rate limits."""
+"""Shared route plumbing: the app state, DB sessions, the annotator session, the client address, rate limits.
+
+Everything a handler awaits here does its blocking part (a new annotator row, a shared Redis limiter) in
+a worker thread, so handlers stay ``async`` without blocking the event loop.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +13,22 @@ from fastapi import Depends, HTTPException, Request
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
-from arena.app import ArenaState
-from arena.security import SESSION_COOKIE, InMemoryRateLimiter, SessionData, client_address
+from arena.security import SESSION_COOKIE, InMemoryRateLimiter, SessionData
+from arena.state import ArenaState
 from votes.db import read_session, session_scope
 from votes.store import create_annotator
 
 __all__ = [
+    "NeedsInvite",
     "RateLimited",
     "SessionDep",
     "StateDep",
     "check_rate_limits",
-    "check_rate_limits_async",
     "get_session",
     "get_state",
     "request_address",
     "require_session",
     "session_or_new",
-    "session_or_new_async",
 ]
 
 
@@ -61,33 +64,33 @@ class NeedsInvite(Exception):
     """Invite-only site and no session."""
 
 
-def request_address(request: Request, state: ArenaState) -> str:
-    peer = request.client.host if request.client else None
-    return client_address(peer, request.headers.get("x-forwarded-for"), state.settings.trusted_proxies)
+def request_address(request: Request) -> str:
+    """The client's address (behind trusted proxies, as :class:`arena.middleware.TrustedProxyMiddleware`
+    found it)."""
+    return request.client.host if request.client else "unknown"
 
 
-def session_or_new(request: Request, state: ArenaState) -> SessionData:
-    """The annotator session from the cookie, or a new anonymous annotator (cookie set on the response)."""
+def _new_annotator(state: ArenaState) -> int:
+    with session_scope(state.engine) as session:
+        annotator = create_annotator(session=session)
+        assert annotator.id is not None  # nosec B101 # type narrowing
+        return annotator.id
+
+
+async def session_or_new(request: Request, state: ArenaState) -> SessionData:
+    """The annotator session from the cookie, or a new anonymous annotator (cookie set on the response).
+
+    Only creating the annotator touches the database (in a worker thread).
+    """
     data = state.signer.read_session(request.cookies.get(SESSION_COOKIE))
     if data is not None:
         return data
     if state.settings.invite_only:
         raise NeedsInvite()
-    with session_scope(state.engine) as session:
-        annotator = create_annotator(session=session)
-        assert annotator.id is not None  # nosec B101 # type narrowing
-        annotator_id = annotator.id
+    annotator_id = await run_in_threadpool(_new_annotator, state)
     data, cookie = state.signer.new_session(annotator_id)
     request.state.set_session = cookie
     return data
-
-
-async def session_or_new_async(request: Request, state: ArenaState) -> SessionData:
-    """:func:`session_or_new` for async handlers: only creating an annotator goes to a thread."""
-    data = state.signer.read_session(request.cookies.get(SESSION_COOKIE))
-    if data is not None:
-        return data
-    return await run_in_threadpool(session_or_new, request, state)
 
 
 def require_session(request: Request, state: ArenaState) -> SessionData:
@@ -100,25 +103,27 @@ def require_session(request: Request, state: ArenaState) -> SessionData:
     return data
 
 
-def check_rate_limits(state: ArenaState, *, address: str, annotator_id: int | None, voting: bool) -> None:
-    """Per-address limit on every battle and vote request; per-annotator and daily limits on votes."""
+def _count_hits(state: ArenaState, address: str, annotator_id: int | None, voting: bool) -> float | None:
     s = state.settings
     retry = state.limiter.hit(f"addr:{address}", limit=s.rate_limit_per_address_per_minute, window_s=60)
     if retry is None and voting and annotator_id is not None:
         retry = state.limiter.hit(f"ann:{annotator_id}", limit=s.rate_limit_per_minute, window_s=60)
         if retry is None and s.daily_vote_cap is not None:
             retry = state.limiter.hit(f"day:{annotator_id}", limit=s.daily_vote_cap, window_s=86_400)
-    if retry is not None:
-        raise RateLimited(retry)
+    return retry
 
 
-async def check_rate_limits_async(
+async def check_rate_limits(
     state: ArenaState, *, address: str, annotator_id: int | None, voting: bool
 ) -> None:
-    """:func:`check_rate_limits` for async handlers; a shared (Redis) limiter is asked from a thread."""
+    """Per-address limit on every battle and vote request; per-annotator and daily limits on votes.
+
+    The in-process limiter is counted on the spot; a shared (Redis) limiter is asked from a worker thread.
+    Raises :class:`RateLimited` with the seconds to wait.
+    """
     if isinstance(state.limiter, InMemoryRateLimiter):
-        check_rate_limits(state, address=address, annotator_id=annotator_id, voting=voting)
+        retry = _count_hits(state, address, annotator_id, voting)
     else:
-        await run_in_threadpool(
-            check_rate_limits, state, address=address, annotator_id=annotator_id, voting=voting
-        )
+        retry = await run_in_threadpool(_count_hits, state, address, annotator_id, voting)
+    if retry is not None:
+        raise RateLimited(retry)

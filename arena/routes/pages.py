@@ -1,4 +1,8 @@
-"""HTML pages: they work with plain form posts (PRG redirects) and, with JavaScript, as fragments."""
+"""HTML pages: they work with plain form posts (PRG redirects) and, with JavaScript, as fragments.
+
+The vote flow (``/vote``, the vote post, the reveal) is ``async`` like the JSON API and goes through the
+same voting service (:mod:`arena.voting`); its database reads run in worker threads.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.engine import Engine
 from sqlmodel import col, select
+from starlette.concurrency import run_in_threadpool
 
 from arena.routes.deps import (
     SessionDep,
@@ -16,12 +22,13 @@ from arena.routes.deps import (
     require_session,
     session_or_new,
 )
-from arena.routes.flow import next_battle, submit_vote
-from arena.security import CSRF_FIELD, BattleTokenError, SessionData
-from votes.db import session_scope
+from arena.security import CSRF_FIELD, BattleTokenError, SessionData, hash_secret
+from arena.voting import next_battle, submit_vote
+from votes.db import read_session
 from votes.models import WINNERS, Model
 from votes.store import (
     AlreadyVotedError,
+    BattleView,
     VoteError,
     count_annotator_votes,
     find_annotator_by_token_hash,
@@ -67,15 +74,18 @@ def guidelines(request: Request, state: StateDep) -> HTMLResponse:
     return _render(request, state, "pages/guidelines.html", {"labels": WINNER_LABELS})
 
 
-def _battle_page(
-    request: Request, state: StateDep, db: SessionDep, who: SessionData, notice: str | None
-) -> Response:
-    battle = next_battle(state, who.annotator_id)
+def _count_votes(engine: Engine, annotator_id: int) -> int:
+    with read_session(engine) as db:
+        return count_annotator_votes(session=db, annotator_id=annotator_id)
+
+
+async def _battle_page(request: Request, state: StateDep, who: SessionData, notice: str | None) -> Response:
+    battle = await next_battle(state, who.annotator_id)
     fragment = request.headers.get(FRAGMENT_HEADER) == "1"
     context = {
         "battle": battle,
         "csrf_token": state.signer.csrf_token(who),
-        "n_votes": count_annotator_votes(session=db, annotator_id=who.annotator_id),
+        "n_votes": await run_in_threadpool(_count_votes, state.engine, who.annotator_id),
         "labels": WINNER_LABELS,
         "notice": notice,
     }
@@ -84,15 +94,15 @@ def _battle_page(
 
 
 @router.get("/vote", response_class=HTMLResponse)
-def vote_page(request: Request, state: StateDep, db: SessionDep, notice: str | None = None) -> Response:
-    who = session_or_new(request, state)
-    check_rate_limits(state, address=request_address(request, state), annotator_id=None, voting=False)
+async def vote_page(request: Request, state: StateDep, notice: str | None = None) -> Response:
+    who = await session_or_new(request, state)
+    await check_rate_limits(state, address=request_address(request), annotator_id=None, voting=False)
     notice = {"expired": "That battle had expired; here is a fresh one."}.get(notice or "")
-    return _battle_page(request, state, db, who, notice)
+    return await _battle_page(request, state, who, notice)
 
 
 @router.post("/vote", response_class=HTMLResponse)
-def vote_submit(  # nosec B107 # form field defaults, not passwords
+async def vote_submit(  # nosec B107 # form field defaults, not passwords
     request: Request,
     state: StateDep,
     token: Annotated[str, Form(max_length=4096)],
@@ -110,31 +120,40 @@ def vote_submit(  # nosec B107 # form field defaults, not passwords
         )
     if winner not in WINNERS:
         return _message(request, state, "Unknown choice", "Please use one of the vote buttons.", 422)
-    check_rate_limits(
-        state, address=request_address(request, state), annotator_id=who.annotator_id, voting=True
-    )
+    address = request_address(request)
+    await check_rate_limits(state, address=address, annotator_id=who.annotator_id, voting=True)
     try:
-        result = submit_vote(state, request, who, token=token, winner=winner)
+        result = await submit_vote(
+            state,
+            who,
+            token=token,
+            winner=winner,
+            address=address,
+            user_agent=request.headers.get("user-agent", ""),
+        )
     except BattleTokenError as exc:
         if exc.reason == "expired" and request.headers.get(FRAGMENT_HEADER) != "1":
             return RedirectResponse("/vote?notice=expired", status_code=303)
-        status = {"forged": 400, "expired": 410, "foreign": 403}[exc.reason]
-        return _message(request, state, "Battle not accepted", str(exc), status)
+        return _message(request, state, "Battle not accepted", str(exc), exc.status_code)
     except AlreadyVotedError as exc:
         return _message(request, state, "Already voted", str(exc), 409, link=f"/battles/{exc.battle_id}")
     except VoteError as exc:
         return _message(request, state, "Vote not recorded", str(exc), 409)
     if request.headers.get(FRAGMENT_HEADER) == "1":
-        return _reveal(request, state, result.battle_id, who, fragment=True)
+        return await _reveal(request, state, result.battle_id, who, fragment=True)
     return RedirectResponse(f"/battles/{result.battle_id}", status_code=303)
 
 
-def _reveal(
+def _read_reveal(engine: Engine, battle_id: int, annotator_id: int) -> tuple[BattleView | None, int]:
+    with read_session(engine) as db:
+        view = get_battle_view(session=db, battle_id=battle_id)
+        return view, count_annotator_votes(session=db, annotator_id=annotator_id)
+
+
+async def _reveal(
     request: Request, state: StateDep, battle_id: int, who: SessionData, *, fragment: bool
 ) -> Response:
-    with session_scope(state.engine) as db:
-        view = get_battle_view(session=db, battle_id=battle_id)
-        n_votes = count_annotator_votes(session=db, annotator_id=who.annotator_id)
+    view, n_votes = await run_in_threadpool(_read_reveal, state.engine, battle_id, who.annotator_id)
     if view is None or view.annotator_id != who.annotator_id or view.result is None:
         return _message(request, state, "Not found", "There is no such battle of yours.", 404)
     name = "partials/_reveal.html" if fragment else "pages/reveal.html"
@@ -143,15 +162,13 @@ def _reveal(
 
 
 @router.get("/battles/{battle_id}", response_class=HTMLResponse)
-def reveal_page(request: Request, state: StateDep, battle_id: int) -> Response:
+async def reveal_page(request: Request, state: StateDep, battle_id: int) -> Response:
     who = require_session(request, state)
-    return _reveal(request, state, battle_id, who, fragment=request.headers.get(FRAGMENT_HEADER) == "1")
+    return await _reveal(request, state, battle_id, who, fragment=request.headers.get(FRAGMENT_HEADER) == "1")
 
 
 @router.get("/invite/{token}", response_class=HTMLResponse)
 def accept_invite(request: Request, state: StateDep, db: SessionDep, token: str) -> Response:
-    from arena.security import hash_secret
-
     annotator = find_annotator_by_token_hash(session=db, token_hash=hash_secret(token))
     if annotator is None or annotator.id is None:
         return _message(request, state, "Invite not valid", "This invite link is not valid.", 404, link="/")

@@ -11,6 +11,8 @@ from pydantic import BaseModel
 
 from arena.routes.admin import require_admin
 from arena.routes.deps import StateDep
+from leaderboard.annotators import FlagRule
+from votes.review import find_leaks, review_annotators
 
 router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 
@@ -60,9 +62,6 @@ def admin_annotators(
     min_votes: int = Query(20, ge=1, le=1_000_000),
 ) -> list[AnnotatorReviewOut]:
     """Per-annotator statistics against the current fit; flagged and suspicious annotators first."""
-    from leaderboard.annotators import FlagRule  # heavy (scipy, scikit-learn): imported on use
-    from votes.review import review_annotators
-
     rows = review_annotators(
         state.engine, rule=FlagRule(alpha=alpha, min_votes=min_votes), apply=apply, elo_config=state.elo
     )
@@ -74,7 +73,5 @@ def admin_annotators(
 @router.get("/leaks", response_model=list[LeakOut])
 def admin_leaks(state: StateDep) -> list[LeakOut]:
     """Outputs that name their own model or maker (kept out of battles)."""
-    from votes.review import find_leaks
-
     with state.engine.connect() as conn:
         return [LeakOut(**_finite(r)) for r in find_leaks(conn)]

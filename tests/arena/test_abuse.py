@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from typing import Any
@@ -12,13 +13,15 @@ import typer
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
+from starlette.types import Message, Receive, Scope, Send
 from typer.testing import CliRunner
 
+from arena.app import create_app
 from arena.commands.admin import register
-from arena.security import client_address
+from arena.middleware import TrustedProxyMiddleware
 from leaderboard.annotators import outcome_probabilities
 from leaderboard.elo import EloConfig
-from tests.arena.conftest import ADMIN_TOKEN
+from tests.arena.conftest import ADMIN_TOKEN, make_settings
 from votes.models import Annotator, Model, Output, utcnow
 from votes.store import (
     VoteRequest,
@@ -72,7 +75,48 @@ def test_daily_vote_cap(make_client: Any) -> None:
 def test_forwarded_for_trusted_only_from_proxies(
     peer: str, header: str, trusted: list[str], expected: str
 ) -> None:
-    assert client_address(peer, header, trusted) == expected
+    assert client_behind_proxies(peer, header, trusted) == expected
+
+
+def client_behind_proxies(peer: str, header: str, trusted: list[str]) -> str:
+    """The client address an app behind :class:`TrustedProxyMiddleware` sees for this connection."""
+    seen: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(scope["client"][0])
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        pass
+
+    scope: Scope = {
+        "type": "http",
+        "client": (peer, 50_000),
+        "headers": [(b"x-forwarded-for", header.encode())],
+    }
+    asyncio.run(TrustedProxyMiddleware(app, trusted=trusted)(scope, receive, send))
+    assert len(seen) == 1
+    return seen[0]
+
+
+def test_the_app_counts_each_client_behind_a_trusted_proxy(seeded: Engine, db_url: str) -> None:
+    now = [1_300_000.0]
+    settings = make_settings(db_url, rate_limit_per_address_per_minute=3, trusted_proxies=["10.0.0.0/8"])
+    app = create_app(settings, engine=seeded, seed=1, clock=lambda: now[0])
+    with TestClient(app, client=("10.0.0.2", 50_000)) as proxied:
+        # Behind our proxy each forwarded client has its own budget; the same one runs out.
+        distinct = [
+            proxied.get("/api/battles/next", headers={"X-Forwarded-For": f"198.51.100.{i}"}).status_code
+            for i in range(5)
+        ]
+        same = [
+            proxied.get("/api/battles/next", headers={"X-Forwarded-For": "198.51.100.99"}).status_code
+            for _ in range(5)
+        ]
+    assert distinct == [200] * 5
+    assert same == [200, 200, 200, 429, 429]
 
 
 def test_spoofed_forwarded_for_does_not_escape_the_address_limit(make_client: Any) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from tests.votes.helpers import row_counts
 from votes.db import is_sqlite, make_engine
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -118,7 +122,7 @@ def test_postgres_store_must_be_upgraded_first(pg_url: str, tmp_path: Path) -> N
     assert code == 2 and "arena db upgrade" in out
 
 
-def test_registry_skips_absent_modules_but_not_broken_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_registry_registers_each_command_module(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     fake = types.ModuleType("arena.commands.fake")
 
@@ -127,20 +131,20 @@ def test_registry_skips_absent_modules_but_not_broken_ones(monkeypatch: pytest.M
         cli.command("fake")(lambda: None)
 
     fake.register = register  # type: ignore[attr-defined]
-    monkeypatch.setitem(__import__("sys").modules, "arena.commands.fake", fake)
-    monkeypatch.setattr(
-        arena.cli, "COMMAND_MODULES", ("arena.commands.fake", "arena.commands.not_written_yet")
-    )
+    monkeypatch.setattr(arena.cli, "COMMAND_MODULES", (fake,))
     cli = build_app()
     assert calls == ["fake"] and [c.name for c in cli.registered_commands] == ["fake"]
 
-    def import_broken(name: str) -> types.ModuleType:
-        raise ModuleNotFoundError("No module named 'missing_dep'", name="missing_dep")
 
-    monkeypatch.setattr(arena.cli, "importlib", types.SimpleNamespace(import_module=import_broken))
-    monkeypatch.setattr(arena.cli, "COMMAND_MODULES", ("arena.commands.fake",))
-    with pytest.raises(ModuleNotFoundError, match="missing_dep"):
-        build_app()  # a module that exists but cannot import is an error, not a silently missing command
+def test_a_command_module_that_cannot_import_is_an_error_not_a_missing_command() -> None:
+    # None in sys.modules makes importing that module fail, as a broken or absent module would.
+    code = "import sys; sys.modules['arena.commands.evaluate'] = None; import arena.cli"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert done.returncode != 0
+    assert "ModuleNotFoundError" in done.stderr and "arena.commands.evaluate" in done.stderr
 
 
 def test_help_lists_the_data_commands() -> None:

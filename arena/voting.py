@@ -1,4 +1,10 @@
-"""The battle -> vote flow shared by the HTML pages and the JSON API."""
+"""The voting service: issue the next blind battle and record a vote, shared by the HTML pages and the API.
+
+Entry points: :func:`next_battle` (choose and issue, from memory where it can), :func:`submit_vote` (check
+the token, hand the vote to the group-commit writer, await its commit) and :func:`vote_result_json`. Both
+are coroutines: the database is only ever touched from a worker thread or the writer, never on the event
+loop.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +13,15 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from arena.app import ArenaState
 from arena.pairing import Choice
-from arena.routes.deps import request_address
 from arena.security import SessionData
+from arena.state import ArenaState
 from votes.models import Output, Prompt
 from votes.store import IssuedBattle, VoteRequest, VoteResult, issue_battle
 
-__all__ = [
-    "BattleContext",
-    "next_battle",
-    "next_battle_async",
-    "submit_vote",
-    "submit_vote_async",
-    "vote_result_json",
-]
+__all__ = ["VOTE_TIMEOUT_S", "BattleContext", "next_battle", "submit_vote", "vote_result_json"]
 
 VOTE_TIMEOUT_S = 60.0
 
@@ -61,16 +58,8 @@ def _issue(
     )
 
 
-def next_battle(state: ArenaState, annotator_id: int) -> BattleContext | None:
-    """Choose and issue a battle (blocking: may read the store; for sync handlers)."""
-    choice = state.pairing.choose(annotator_id)
-    if choice is None:
-        return None
-    return _issue(state, annotator_id, choice, state.pairing.load_texts(choice))
-
-
-async def next_battle_async(state: ArenaState, annotator_id: int) -> BattleContext | None:
-    """:func:`next_battle` for async handlers: from memory, reading the store in a thread only on a miss."""
+async def next_battle(state: ArenaState, annotator_id: int) -> BattleContext | None:
+    """Choose and issue a battle: from memory, reading the store in a worker thread only on a miss."""
     pairing = state.pairing
     if not pairing.ready(annotator_id):
         await run_in_threadpool(pairing.prepare, annotator_id)
@@ -83,71 +72,43 @@ async def next_battle_async(state: ArenaState, annotator_id: int) -> BattleConte
     return _issue(state, annotator_id, choice, texts)
 
 
-def _vote_request(
+async def submit_vote(
     state: ArenaState,
-    request: Request,
     who: SessionData,
     *,
     token: str,
     winner: str,
-    idempotency_key: str | None,
-) -> VoteRequest:
+    address: str,
+    user_agent: str,
+    idempotency_key: str | None = None,
+) -> VoteResult:
+    """Check the token, queue the vote for the group-commit writer, and await its commit (no thread held).
+
+    ``address`` and ``user_agent`` make the client's keyed fingerprint stored with the vote. Raises
+    ``BattleTokenError`` or ``VoteError`` (nothing written), or a writer/database error.
+    """
     battle: IssuedBattle = state.tokens.read(token, annotator_id=who.annotator_id)
-    address = request_address(request, state)
-    return VoteRequest(
+    vote = VoteRequest(
         battle=battle,
         winner=winner,
-        client_hash=state.signer.client_hash(address, request.headers.get("user-agent", "")),
+        client_hash=state.signer.client_hash(address, user_agent),
         idempotency_key=f"{who.annotator_id}:{idempotency_key}" if idempotency_key else None,
     )
-
-
-def _note(state: ArenaState, vote: VoteRequest, result: VoteResult) -> VoteResult:
+    future = asyncio.wrap_future(state.writer.submit(vote))
+    result = await asyncio.wait_for(future, VOTE_TIMEOUT_S)
     if not result.replayed:
-        b = vote.battle
         state.pairing.note_vote(
-            annotator_id=b.annotator_id,
+            annotator_id=battle.annotator_id,
             battle_id=result.battle_id,
-            prompt_id=b.prompt_id,
-            model_a_id=b.model_a_id,
-            model_b_id=b.model_b_id,
+            prompt_id=battle.prompt_id,
+            model_a_id=battle.model_a_id,
+            model_b_id=battle.model_b_id,
         )
     return result
 
 
-def submit_vote(
-    state: ArenaState,
-    request: Request,
-    who: SessionData,
-    *,
-    token: str,
-    winner: str,
-    idempotency_key: str | None = None,
-) -> VoteResult:
-    """Check the token, queue the vote for the group-commit writer, and wait for its commit.
-
-    Raises ``BattleTokenError`` or ``VoteError`` (nothing written), or a writer/database error.
-    """
-    vote = _vote_request(state, request, who, token=token, winner=winner, idempotency_key=idempotency_key)
-    return _note(state, vote, state.writer.submit(vote).result(timeout=VOTE_TIMEOUT_S))
-
-
-async def submit_vote_async(
-    state: ArenaState,
-    request: Request,
-    who: SessionData,
-    *,
-    token: str,
-    winner: str,
-    idempotency_key: str | None = None,
-) -> VoteResult:
-    """:func:`submit_vote` for async handlers: awaits the commit without holding a thread."""
-    vote = _vote_request(state, request, who, token=token, winner=winner, idempotency_key=idempotency_key)
-    future = asyncio.wrap_future(state.writer.submit(vote))
-    return _note(state, vote, await asyncio.wait_for(future, VOTE_TIMEOUT_S))
-
-
 def vote_result_json(result: VoteResult) -> dict[str, Any]:
+    """A recorded vote as the API answers it: both names, and each side's live rating before and after."""
     return {
         "battle_id": result.battle_id,
         "vote_id": result.vote_id,

@@ -1,0 +1,250 @@
+"""The pairing service: what choosing the next battle needs, cached per process (catalog, histories, texts).
+
+:class:`PairingService` keeps :mod:`arena.pairing`'s inputs in memory so that issuing a battle usually
+touches no database; :meth:`PairingService.ready`, :meth:`~PairingService.prepare` and
+:meth:`~PairingService.pick` are its entry points, used by :mod:`arena.voting`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from arena.pairing import Choice, PairingCatalog, choose_battle
+from arena.settings import Settings
+from votes.db import read_session
+from votes.models import LiveRating, Output, Prompt
+from votes.review import LeakScanner
+from votes.store import annotator_battles_since, load_pairing_catalog, pair_vote_counts
+
+__all__ = ["PairingService"]
+
+log = logging.getLogger(__name__)
+
+
+class _History:
+    """One annotator's judged battles, as pairing needs them (kept per process, synced from the store)."""
+
+    __slots__ = ("battles", "high_water", "keys", "n_votes", "per_pair", "synced_at")
+
+    def __init__(self) -> None:
+        self.battles: dict[int, tuple[int, int, int]] = {}  # battle id -> (prompt, lower, higher model)
+        self.keys: dict[tuple[int, int, int], int] = {}  # (prompt, lower, higher) -> battles
+        self.per_pair: dict[tuple[int, int], int] = {}  # (lower, higher) -> distinct prompts judged
+        self.n_votes = 0
+        self.high_water = 0  # highest battle id read from the store
+        self.synced_at = -float("inf")
+
+    def add(self, battle_id: int, key: tuple[int, int, int], *, voted: bool) -> None:
+        if battle_id in self.battles:
+            return
+        self.battles[battle_id] = key
+        n = self.keys.get(key, 0)
+        self.keys[key] = n + 1
+        if n == 0:
+            pair = (key[1], key[2])
+            self.per_pair[pair] = self.per_pair.get(pair, 0) + 1
+        self.n_votes += voted
+
+
+class PairingService:
+    """What pairing needs, cached per process, so that issuing a battle touches no database.
+
+    The catalog (prompts, outputs, pair vote counts, live ratings) is reloaded every ``ttl_s`` seconds in
+    the background (requests go on with the previous copy meanwhile). Each annotator's judged battles are
+    kept in memory: a vote recorded by this process is added at once, votes recorded elsewhere (another
+    worker, an import) are read incrementally from the store when the copy is older than ``history_ttl_s``.
+    With one worker the history is therefore exact; with several, a battle voted through another worker
+    in the last ``history_ttl_s`` seconds could be offered again. Prompt and answer texts never change
+    in place except by a re-import, so they are cached for ``texts_ttl_s`` seconds.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        *,
+        rng: random.Random,
+        ttl_s: float = 10.0,
+        history_ttl_s: float = 2.0,
+        texts_ttl_s: float = 300.0,
+        max_histories: int = 50_000,
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.rng = rng
+        self.ttl_s = ttl_s
+        self.history_ttl_s = history_ttl_s
+        self.texts_ttl_s = texts_ttl_s
+        self.max_histories = max_histories
+        self._lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+        self._refreshing = False
+        self._loaded_at = -float("inf")
+        self._texts_loaded_at = time.monotonic()
+        self._catalog = PairingCatalog(outputs={})
+        self._counts: dict[tuple[int, int], int] = {}
+        self._ratings: dict[int, float] = {}
+        self._texts: dict[tuple[str, int], Prompt | Output] = {}
+        self._histories: OrderedDict[int, _History] = OrderedDict()
+        # Answers that name their own model or maker are kept out of battles (``votes.leaks``).
+        self.leaks = LeakScanner()
+
+    # -- the catalog ------------------------------------------------------------------------------
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Reload the catalog now if it is older than ``ttl_s`` (or always with ``force``)."""
+        with self._refresh_lock:
+            if not force and time.monotonic() - self._loaded_at < self.ttl_s:
+                return
+            with read_session(self.engine) as session:
+                leaking = self.leaks.leaking_output_ids(session.connection())
+                rows = [r for r in load_pairing_catalog(session=session) if r.output_id not in leaking]
+                catalog = PairingCatalog.from_rows(rows)
+                counts = pair_vote_counts(session=session)
+                ratings = dict(session.exec(select(LiveRating.model_id, LiveRating.rating)).all())
+            now = time.monotonic()
+            with self._lock:
+                self._catalog, self._counts, self._ratings = catalog, counts, ratings
+                if force or now - self._texts_loaded_at > self.texts_ttl_s:
+                    self._texts.clear()
+                    self._texts_loaded_at = now
+                if force:
+                    for history in self._histories.values():
+                        history.synced_at = -float("inf")
+                self._loaded_at = now
+
+    def _refresh_in_background(self) -> None:
+        with self._lock:
+            if self._refreshing:
+                return
+            self._refreshing = True
+
+        def run() -> None:
+            try:
+                self.refresh()
+            except Exception:  # noqa: BLE001 - keep serving the previous catalog; try again next time
+                log.exception("pairing catalog refresh failed")
+            finally:
+                self._refreshing = False
+
+        threading.Thread(target=run, name="arena-pairing-refresh", daemon=True).start()
+
+    @property
+    def catalog(self) -> PairingCatalog:
+        self.refresh()
+        return self._catalog
+
+    # -- annotators' histories --------------------------------------------------------------------
+
+    def _history(self, annotator_id: int) -> _History:
+        history = self._histories.get(annotator_id)
+        if history is None:
+            history = self._histories[annotator_id] = _History()
+            while len(self._histories) > self.max_histories:
+                self._histories.popitem(last=False)
+        else:
+            self._histories.move_to_end(annotator_id)
+        return history
+
+    def _sync_history(self, annotator_id: int) -> None:
+        with self._lock:
+            since = self._history(annotator_id).high_water
+        with read_session(self.engine) as session:
+            rows = annotator_battles_since(session=session, annotator_id=annotator_id, after_id=since)
+        with self._lock:
+            history = self._history(annotator_id)
+            for battle_id, prompt_id, a, b, voted in rows:
+                history.add(battle_id, (prompt_id, min(a, b), max(a, b)), voted=voted)
+                history.high_water = max(history.high_water, battle_id)
+            history.synced_at = time.monotonic()
+
+    def ready(self, annotator_id: int) -> bool:
+        """True when :meth:`pick` can run from memory (a stale catalog is refreshed in the background)."""
+        now = time.monotonic()
+        if self._loaded_at == -float("inf"):
+            return False
+        if now - self._loaded_at >= self.ttl_s:
+            self._refresh_in_background()
+        history = self._histories.get(annotator_id)
+        return history is not None and now - history.synced_at < self.history_ttl_s
+
+    def prepare(self, annotator_id: int) -> None:
+        """Do the database reads :meth:`pick` needs (blocking: call it from a worker thread)."""
+        if self._loaded_at == -float("inf"):
+            self.refresh()
+        if not self.ready(annotator_id):
+            self._sync_history(annotator_id)
+
+    def pick(self, annotator_id: int) -> Choice | None:
+        """Choose the next battle from memory; call :meth:`prepare` first when not :meth:`ready`."""
+        with self._lock:
+            history = self._history(annotator_id)
+            return choose_battle(
+                self._catalog,
+                policy=self.settings.pairing_policy,
+                counts=self._counts,
+                seen=history.keys.keys(),
+                rng=self.rng,
+                power=self.settings.pairing_balance_power,
+                ratings=self._ratings,
+                seen_per_pair=history.per_pair,
+            )
+
+    def n_votes(self, annotator_id: int) -> int:
+        """Votes of this annotator as of the last :meth:`prepare` and this process's votes since."""
+        with self._lock:
+            return self._history(annotator_id).n_votes
+
+    def note_vote(
+        self, *, annotator_id: int, battle_id: int, prompt_id: int, model_a_id: int, model_b_id: int
+    ) -> None:
+        """A vote this process recorded: count its pair and add it to the annotator's history at once."""
+        key = (min(model_a_id, model_b_id), max(model_a_id, model_b_id))
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+            history = self._histories.get(annotator_id)
+            if history is not None:
+                history.add(battle_id, (prompt_id, *key), voted=True)
+
+    # -- texts ------------------------------------------------------------------------------------
+
+    def cached_texts(self, choice: Choice) -> tuple[Prompt, Output, Output] | None:
+        """The prompt and both answers from memory, or None when one must be read."""
+        texts = self._texts
+        prompt = texts.get(("prompt", choice.prompt_id))
+        out_a = texts.get(("output", choice.output_a.output_id))
+        out_b = texts.get(("output", choice.output_b.output_id))
+        if prompt is None or out_a is None or out_b is None:
+            return None
+        return prompt, out_a, out_b  # type: ignore[return-value]
+
+    def load_texts(self, choice: Choice) -> tuple[Prompt, Output, Output]:
+        """The prompt and both answers, read from the store when not cached (blocking)."""
+        hit = self.cached_texts(choice)
+        if hit is not None:
+            return hit
+        with read_session(self.engine) as session:
+            prompt = self._cached(session, Prompt, "prompt", choice.prompt_id)
+            out_a = self._cached(session, Output, "output", choice.output_a.output_id)
+            out_b = self._cached(session, Output, "output", choice.output_b.output_id)
+        return prompt, out_a, out_b  # type: ignore[return-value]
+
+    def _cached(
+        self, session: Session, table: type[Prompt] | type[Output], kind: str, key: int
+    ) -> Prompt | Output:
+        hit = self._texts.get((kind, key))
+        if hit is not None:
+            return hit
+        row: Prompt | Output | None = session.get(table, key)  # type: ignore[assignment]
+        if row is None:
+            raise LookupError(f"{kind} {key} not found")
+        session.expunge(row)
+        self._texts[(kind, key)] = row
+        return row

@@ -1,0 +1,38 @@
+"""The web app's shared state: :class:`ArenaState`, one per app on ``app.state.arena``.
+
+Built by :func:`arena.app.create_app`; route handlers reach it through :func:`arena.routes.deps.get_state`.
+It sits below both the app factory and the routes, so neither has to import the other to name it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fastapi.templating import Jinja2Templates
+from sqlalchemy.engine import Engine
+
+from arena.pairing_service import PairingService
+from arena.security import BattleTokens, RateLimiter, Signer
+from arena.settings import Settings
+from leaderboard.elo import EloConfig
+from votes.store import VoteWriter
+
+__all__ = ["ArenaState"]
+
+
+@dataclass
+class ArenaState:
+    """Everything the routes share; one per app, on ``app.state.arena``."""
+
+    settings: Settings
+    engine: Engine
+    elo: EloConfig
+    writer: VoteWriter
+    signer: Signer
+    tokens: BattleTokens
+    limiter: RateLimiter
+    pairing: PairingService
+    templates: Jinja2Templates
+    clock: Callable[[], float] = field(default=time.time)
