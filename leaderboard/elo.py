@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from leaderboard.data import Outcome
 from leaderboard.elo_schedules import KSchedule
-from leaderboard.raters import OnlineRater, TieMode, davidson_probabilities
+from leaderboard.raters import OnlineRater, TieMode, check_votes, davidson_probabilities
 
 __all__ = [
     "EloConfig",
@@ -244,18 +244,8 @@ def replay_elo_indices(
     ValueError
         On arrays of different lengths, an out-of-range position or an unknown outcome code.
     """
-    ia_arr = np.asarray(model_a, dtype=np.int64)
-    ib_arr = np.asarray(model_b, dtype=np.int64)
-    code_arr = np.asarray(outcome, dtype=np.int64)
     names = tuple(models)
-    if not (ia_arr.shape == ib_arr.shape == code_arr.shape) or ia_arr.ndim != 1:
-        raise ValueError("model_a, model_b and outcome must be 1-d and have the same length")
-    if ia_arr.size:
-        if min(ia_arr.min(), ib_arr.min()) < 0 or max(ia_arr.max(), ib_arr.max()) >= len(names):
-            raise ValueError("model position out of range")
-        if code_arr.min() < 0 or code_arr.max() > 3:
-            bad = code_arr[(code_arr < 0) | (code_arr > 3)][0]
-            raise ValueError(f"unknown outcome code {int(bad)}")
+    ia_arr, ib_arr, code_arr = check_votes(model_a, model_b, outcome, n_models=len(names))
     if start is None:
         rating = [config.initial] * len(names)
         games = [0] * len(names)

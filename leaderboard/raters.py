@@ -24,12 +24,14 @@ __all__ = [
     "TIE_MODES",
     "OnlineRater",
     "TieMode",
+    "check_votes",
     "davidson_probabilities",
     "rolling_forecasts",
     "score_of",
 ]
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 #: How a rater treats a tie (and a both-bad vote):
 #: ``ignore`` as if the vote had not happened; ``half`` half a win for each side in a two-outcome model;
@@ -189,6 +191,29 @@ def rolling_forecasts(
     return proba
 
 
+def check_votes(
+    model_a: npt.ArrayLike, model_b: npt.ArrayLike, outcome: npt.ArrayLike, *, n_models: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """A vote stream as three int64 arrays, checked: same length, positions in range, codes 0-3.
+
+    Raises
+    ------
+    ValueError
+        On arrays of different lengths or shapes, an out-of-range position or an unknown outcome code.
+    """
+    ia = np.asarray(model_a, dtype=np.int64)
+    ib = np.asarray(model_b, dtype=np.int64)
+    codes = np.asarray(outcome, dtype=np.int64)
+    if not (ia.shape == ib.shape == codes.shape) or ia.ndim != 1:
+        raise ValueError("model_a, model_b and outcome must be 1-d and have the same length")
+    if ia.size:
+        if min(ia.min(), ib.min()) < 0 or max(ia.max(), ib.max()) >= n_models:
+            raise ValueError("model position out of range")
+        if codes.min() < 0 or codes.max() > 3:
+            raise ValueError(f"unknown outcome code {int(codes[(codes < 0) | (codes > 3)][0])}")
+    return ia, ib, codes
+
+
 def _run(
     rater: OnlineRater[S],
     model_a: npt.ArrayLike,
@@ -201,16 +226,8 @@ def _run(
     forecast: bool,
 ) -> tuple[list[S], FloatArray]:
     """The one loop over a vote stream: advance both states, forecast if asked, update."""
-    ia = np.asarray(model_a, dtype=np.int64)
-    ib = np.asarray(model_b, dtype=np.int64)
-    codes = np.asarray(outcome, dtype=np.int64)
-    n = ia.shape[0] if ia.ndim == 1 else -1
-    if n < 0 or ib.shape != (n,) or codes.shape != (n,):
-        raise ValueError("model_a, model_b and outcome must be 1-d and have the same length")
-    if n and (min(ia.min(), ib.min()) < 0 or max(ia.max(), ib.max()) >= n_models):
-        raise ValueError("model position out of range")
-    if n and (codes.min() < 0 or codes.max() > 3):
-        raise ValueError(f"unknown outcome code {int(codes[(codes < 0) | (codes > 3)][0])}")
+    ia, ib, codes = check_votes(model_a, model_b, outcome, n_models=n_models)
+    n = ia.shape[0]
     if n and np.any(ia == ib):
         raise ValueError("a model cannot meet itself")
     clock = np.arange(n, dtype=np.float64) if times is None else np.asarray(times, dtype=np.float64)
