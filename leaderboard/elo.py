@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from leaderboard.data import Outcome
 from leaderboard.elo_schedules import KSchedule
-from leaderboard.raters import OnlineRater, TieMode, check_votes, davidson_probabilities
+from leaderboard.raters import TIE_MODES, OnlineRater, TieMode, check_votes, davidson_probabilities
 
 __all__ = [
     "EloConfig",
@@ -325,7 +325,9 @@ class EloRater(OnlineRater[EloState]):
         K from rating, games and peak (:class:`~leaderboard.elo_schedules.FideK`, ``UscfK``,
         ``FixedK``) in place of ``config.k`` and ``config.provisional`` (which must then be empty).
     max_difference : float, optional
-        A rating difference counts at most this much in the expectation (FIDE: 400 points).
+        A rating difference counts at most this much in the expectation (FIDE: 400 points). FIDE
+        itself reads the expectation from its own table (built on the normal curve); this rater
+        keeps the logistic curve of the rest of Arena.
     left_advantage : float
         Rating points added to the left model in the expectation; 0 is position off.
     tie_nu : float
@@ -346,7 +348,7 @@ class EloRater(OnlineRater[EloState]):
             raise ValueError("ties='davidson' needs config.davidson_nu > 0")
         if self.ties in ("half", "ignore") and nu:
             raise ValueError(f"ties={self.ties!r} updates without Davidson: leave config.davidson_nu unset")
-        if self.ties not in ("half", "ignore", "davidson"):
+        if self.ties not in TIE_MODES:
             raise ValueError(f"unknown tie mode {self.ties!r}")
         if self.schedule is not None and self.config.provisional:
             raise ValueError("give either a schedule or config.provisional, not both")

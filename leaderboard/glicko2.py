@@ -14,6 +14,10 @@ Davidson's three-outcome likelihood in the place of the logistic one, which chan
 each game: the expected score ``E = P(win) + P(tie) / 2`` and the information
 ``I = P(win) P(loss) + (P(win) + P(loss)) P(tie) / 4`` (``= E (1 - E)`` when ``nu = 0``), both taken at
 the opponent-deviation-shrunk difference ``g(phi_j) (mu - mu_j)``.
+
+Forecasts (:meth:`Glicko2Rater.expected`) use the values at the start of the vote's period, as the
+updates do: within a period the games already played are counted but not yet rated. Without vote
+times the clock is the vote's position in the stream, so by default every vote is a period of its own.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from leaderboard.raters import OnlineRater, TieMode, davidson_probabilities, score_of
+from leaderboard.raters import TIE_MODES, OnlineRater, TieMode, davidson_probabilities, score_of
 
 __all__ = ["GLICKO_SCALE", "Glicko2Rater", "Glicko2State"]
 
@@ -105,7 +109,7 @@ class Glicko2Rater(OnlineRater[Glicko2State]):
     max_iterations: int = 100
 
     def __post_init__(self) -> None:
-        if self.ties not in ("half", "ignore", "davidson"):
+        if self.ties not in TIE_MODES:
             raise ValueError(f"unknown tie mode {self.ties!r}")
         if self.ties == "davidson" and self.nu <= 0:
             raise ValueError("ties='davidson' needs nu > 0")

@@ -208,3 +208,46 @@ def test_bad_streams_raise() -> None:
         score_of(4)
     with pytest.raises(ValueError, match="outcome code"):
         rater.update(rater.initial(), rater.initial(), -1)
+
+
+def _simulated_davidson_votes(
+    seed: int, n: int = 4000, n_models: int = 8, nu: float = 0.6
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Votes from known strengths (natural-log units, 0.4 apart) under Davidson's model with ties."""
+    rng = np.random.default_rng(seed)
+    strength = np.linspace(-1.4, 1.4, n_models)
+    a = rng.integers(0, n_models, n)
+    b = (a + rng.integers(1, n_models, n)) % n_models
+    rows = [davidson_probabilities(float(d), nu) for d in strength[a] - strength[b]]
+    p = np.asarray(rows)
+    u = rng.random(n)
+    outcome = np.where(u < p[:, 0], 0, np.where(u < p[:, 0] + p[:, 1], 2, 1))
+    return a, b, outcome, strength
+
+
+LEARNERS: dict[str, OnlineRater[Any]] = {
+    "elo": EloRater(EloConfig(k=16.0), tie_nu=0.6),
+    "elo-davidson": EloRater(EloConfig(k=16.0, davidson_nu=0.6), ties="davidson"),
+    "glicko2": Glicko2Rater(nu=0.6, period_length=50.0),
+    "trueskill": TrueSkillRater(draw_probability=0.2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_raters_learn_the_true_order_and_forecast_better_than_chance(name: str) -> None:
+    rater = LEARNERS[name]
+    a, b, o, strength = _simulated_davidson_votes(21)
+    states = rater.replay(a, b, o, n_models=8)
+    levels = [
+        _level(rater, rater.advance(s, len(o)) if isinstance(rater, Glicko2Rater) else s) for s in states
+    ]
+    # Online ratings keep the noise of their last few dozen votes: neighbours 0.4 apart may swap.
+    rank_corr = np.corrcoef(np.argsort(np.argsort(levels)), np.arange(8))[0, 1]
+    assert rank_corr > 0.85
+    proba = rolling_forecasts(rater, a, b, o, n_models=8)
+    column = np.array([0, 2, 1, 1])[o]  # outcome code -> [left, tie, right] column
+    late = np.arange(len(o)) >= len(o) // 2
+    log_loss = -np.mean(np.log(np.clip(proba[late, column[late]], 1e-15, 1.0)))
+    base = np.bincount(column[~late], minlength=3) / np.sum(~late)  # the early votes' outcome shares
+    base_loss = -np.mean(np.log(base[column[late]]))
+    assert log_loss < base_loss - 0.05
