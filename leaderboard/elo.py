@@ -300,7 +300,10 @@ def _replay_lists(
 
 @dataclass(frozen=True)
 class EloState:
-    """One model's Elo state: rating, games played and the highest rating it has had (for FIDE's K)."""
+    """One model's Elo state: rating, games played and the highest rating it has had (for FIDE's K).
+
+    ``peak`` may lag the rating (the default knows no history): schedules see ``max(peak, rating)``.
+    """
 
     rating: float
     games: int = 0
@@ -343,13 +346,13 @@ class EloRater(OnlineRater[EloState]):
     tie_nu: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.ties not in TIE_MODES:
+            raise ValueError(f"unknown tie mode {self.ties!r}")
         nu = self.config.davidson_nu
         if self.ties == "davidson" and not nu:
             raise ValueError("ties='davidson' needs config.davidson_nu > 0")
-        if self.ties in ("half", "ignore") and nu:
+        if self.ties != "davidson" and nu:
             raise ValueError(f"ties={self.ties!r} updates without Davidson: leave config.davidson_nu unset")
-        if self.ties not in TIE_MODES:
-            raise ValueError(f"unknown tie mode {self.ties!r}")
         if self.schedule is not None and self.config.provisional:
             raise ValueError("give either a schedule or config.provisional, not both")
         if self.max_difference is not None and self.max_difference <= 0:
@@ -381,7 +384,7 @@ class EloRater(OnlineRater[EloState]):
         """K factor of the model's next game."""
         if self.schedule is None:
             return self.config.k_for(state.games)
-        return self.schedule.k(state.rating, state.games, state.peak)
+        return self.schedule.k(state.rating, state.games, max(state.peak, state.rating))
 
     def _step(self, a: EloState, b: EloState, outcome: int) -> tuple[EloState, EloState]:
         delta = _SCORE_A[outcome] - self.expected_score(a.rating, b.rating)

@@ -82,3 +82,9 @@ def test_schedules_refuse_nonsense() -> None:
         UscfK(games_per_event=0)
     with pytest.raises(ValueError, match="either a schedule"):
         EloRater(EloConfig(provisional=((10, 40.0),)), schedule=FixedK(16.0))
+
+
+def test_a_state_without_history_counts_its_own_rating_as_peak() -> None:
+    rater = EloRater(EloConfig(initial=1500.0), schedule=FideK())
+    assert rater.k_of(EloState(rating=2450.0, games=40)) == 10.0
+    assert rater.k_of(EloState(rating=2350.0, games=40)) == 20.0
