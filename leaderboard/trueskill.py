@@ -4,7 +4,7 @@ Each model's skill is a Gaussian ``N(mu, sigma^2)``; a game draws performances `
 and the left model wins when ``p_a - p_b > eps``, loses when ``< -eps``, and draws in between. The draw
 margin ``eps`` follows from the draw probability of two equal players: ``eps = Phi^-1((p_draw + 1) / 2)
 sqrt(2) beta``. Before every game each skill widens by the dynamics ``tau^2``. For two players the
-factor graph is a tree and the update is closed-form (the paper's Table 1):
+factor graph is a tree and message passing ends in one closed-form step:
 
 * ``c^2 = 2 beta^2 + sigma_a^2 + sigma_b^2``, ``t = (mu_winner - mu_loser) / c``, ``e = eps / c``;
 * ``mu_winner += sigma_winner^2 / c * v(t, e)``, ``mu_loser -= sigma_loser^2 / c * v(t, e)``;
@@ -14,10 +14,10 @@ with ``v, w`` the mean and variance corrections of a Gaussian truncated to ``(e,
 ``(-e, e)`` for a draw (there ``t`` is left minus right). They are computed here through
 ``log Phi`` so that long-shot results neither divide by zero nor lose all their digits.
 
-Why our own code rather than the ``trueskill`` package: that package is unmaintained since 2018 (it
-no longer compiles without warnings on current Python), and the two-player case is a dozen lines of
-published formulas. The package is kept as a test oracle only (dev extra): the tests compare the two
-on random games.
+Why our own code rather than the ``trueskill`` package: that package has had no release for years
+(0.4.5; its source no longer compiles without warnings on current Python, an error under this
+project's warnings-as-errors tests), and the two-player case is a dozen lines of published formulas.
+The package is kept as a test oracle only (dev extra): the tests compare the two on random games.
 """
 
 from __future__ import annotations
