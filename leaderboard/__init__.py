@@ -15,18 +15,29 @@ _EXPORTS: dict[str, str] = {
     "DegenerateRoundsWarning": "bootstrap",
     "DisconnectedComparisonError": "bt",
     "EloConfig": "elo",
+    "EloRater": "elo",
     "EloStandings": "elo",
+    "EloState": "elo",
+    "FideK": "elo_schedules",
+    "FixedK": "elo_schedules",
+    "Glicko2Rater": "glicko2",
+    "Glicko2State": "glicko2",
     "IntervalResult": "bootstrap",
     "Leaderboard": "result",
     "MethodOutput": "compute",
     "MethodRequest": "compute",
     "NonConvergenceError": "bt",
     "OUTCOME_STRINGS": "data",
+    "OnlineRater": "raters",
     "Outcome": "data",
     "PairCounts": "data",
     "PairStats": "data",
     "SimulatedBattles": "simulate",
+    "TieMode": "raters",
+    "TrueSkillRater": "trueskill",
+    "TrueSkillState": "trueskill",
     "UnboundedRatingWarning": "bt",
+    "UscfK": "elo_schedules",
     "aggregate_battles": "data",
     "aggregate_codes": "data",
     "available_methods": "compute",
@@ -49,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "ranks_of": "bootstrap",
     "register_method": "compute",
     "replay_elo": "elo",
+    "rolling_forecasts": "raters",
     "sandwich_intervals": "bootstrap",
     "simulate_battles": "simulate",
     "solve_bt_batch": "bt",
@@ -95,10 +107,21 @@ if TYPE_CHECKING:
     )
     from leaderboard.elo import (
         EloConfig,
+        EloRater,
         EloStandings,
+        EloState,
         expected_score,
         replay_elo,
         update_elo,
+    )
+    from leaderboard.elo_schedules import (
+        FideK,
+        FixedK,
+        UscfK,
+    )
+    from leaderboard.glicko2 import (
+        Glicko2Rater,
+        Glicko2State,
     )
     from leaderboard.matrices import (
         battle_count_matrix,
@@ -108,12 +131,21 @@ if TYPE_CHECKING:
         performance_rating,
         predicted_win_rates,
     )
+    from leaderboard.raters import (
+        OnlineRater,
+        TieMode,
+        rolling_forecasts,
+    )
     from leaderboard.result import (
         Leaderboard,
     )
     from leaderboard.simulate import (
         SimulatedBattles,
         simulate_battles,
+    )
+    from leaderboard.trueskill import (
+        TrueSkillRater,
+        TrueSkillState,
     )
 
 __all__ = [
@@ -123,17 +155,28 @@ __all__ = [
     "DegenerateRoundsWarning",
     "DisconnectedComparisonError",
     "EloConfig",
+    "EloRater",
     "EloStandings",
+    "EloState",
+    "FideK",
+    "FixedK",
+    "Glicko2Rater",
+    "Glicko2State",
     "IntervalResult",
     "Leaderboard",
     "MethodOutput",
     "MethodRequest",
     "NonConvergenceError",
+    "OnlineRater",
     "Outcome",
     "PairCounts",
     "PairStats",
     "SimulatedBattles",
+    "TieMode",
+    "TrueSkillRater",
+    "TrueSkillState",
     "UnboundedRatingWarning",
+    "UscfK",
     "aggregate_battles",
     "aggregate_codes",
     "available_methods",
@@ -156,6 +199,7 @@ __all__ = [
     "ranks_of",
     "register_method",
     "replay_elo",
+    "rolling_forecasts",
     "sandwich_intervals",
     "simulate_battles",
     "solve_bt_batch",

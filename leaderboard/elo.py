@@ -1,9 +1,13 @@
-"""Online Elo for the live standings: O(1) per vote, replayable bit for bit.
+"""Online Elo: the live standings' update and replay, and the Elo member of the online raters.
 
 The web app calls :func:`update_elo` inside the vote's transaction; :func:`replay_elo` runs the very
 same arithmetic over a stream of votes, so the stored live ratings can be checked against a replay.
 A tie (and a both-bad vote) scores 0.5 for each side. The Elo-Davidson variant replaces the logistic
 expected score by the Davidson (1970) one with a tie propensity ``nu``.
+
+:class:`EloRater` is the same update as an :class:`~leaderboard.raters.OnlineRater`, with what the
+chess federations add: K schedules (:mod:`leaderboard.elo_schedules`), FIDE's cap on the rating
+difference, a choice of tie handling and three-outcome forecasts.
 """
 
 from __future__ import annotations
@@ -16,9 +20,13 @@ import numpy as np
 import numpy.typing as npt
 
 from leaderboard.data import Outcome
+from leaderboard.elo_schedules import KSchedule
+from leaderboard.raters import TIE_MODES, OnlineRater, TieMode, check_votes, davidson_probabilities
 
 __all__ = [
     "EloConfig",
+    "EloRater",
+    "EloState",
     "EloStandings",
     "expected_score",
     "replay_elo",
@@ -102,6 +110,14 @@ def _davidson_expected(ra: float, rb: float, scale: float, base: float, nu: floa
     return (e + 0.5 * nu * m) / (1.0 + e + nu * m)
 
 
+def _expected_for(ra: float, rb: float, config: EloConfig) -> float:
+    """Expected score of A under ``config``: Elo-Davidson when it has a tie propensity, else logistic."""
+    nu = config.davidson_nu
+    if nu:
+        return _davidson_expected(ra, rb, config.scale, config.base, nu)
+    return expected_score(ra, rb, scale=config.scale, base=config.base)
+
+
 def update_elo(
     rating_a: float,
     rating_b: float,
@@ -132,12 +148,7 @@ def update_elo(
     if not 0 <= code <= 3:
         raise ValueError(f"unknown outcome code {code}")
     s = _SCORE_A[code]
-    nu = config.davidson_nu
-    if nu:
-        e = _davidson_expected(rating_a, rating_b, config.scale, config.base, nu)
-    else:
-        e = expected_score(rating_a, rating_b, scale=config.scale, base=config.base)
-    delta = s - e
+    delta = s - _expected_for(rating_a, rating_b, config)
     return rating_a + config.k_for(games_a) * delta, rating_b - config.k_for(games_b) * delta
 
 
@@ -233,18 +244,8 @@ def replay_elo_indices(
     ValueError
         On arrays of different lengths, an out-of-range position or an unknown outcome code.
     """
-    ia_arr = np.asarray(model_a, dtype=np.int64)
-    ib_arr = np.asarray(model_b, dtype=np.int64)
-    code_arr = np.asarray(outcome, dtype=np.int64)
     names = tuple(models)
-    if not (ia_arr.shape == ib_arr.shape == code_arr.shape) or ia_arr.ndim != 1:
-        raise ValueError("model_a, model_b and outcome must be 1-d and have the same length")
-    if ia_arr.size:
-        if min(ia_arr.min(), ib_arr.min()) < 0 or max(ia_arr.max(), ib_arr.max()) >= len(names):
-            raise ValueError("model position out of range")
-        if code_arr.min() < 0 or code_arr.max() > 3:
-            bad = code_arr[(code_arr < 0) | (code_arr > 3)][0]
-            raise ValueError(f"unknown outcome code {int(bad)}")
+    ia_arr, ib_arr, code_arr = check_votes(model_a, model_b, outcome, n_models=len(names))
     if start is None:
         rating = [config.initial] * len(names)
         games = [0] * len(names)
@@ -295,3 +296,101 @@ def _replay_lists(
             rating[j] = rb - k_for(games[j]) * delta
         games[i] += 1
         games[j] += 1
+
+
+@dataclass(frozen=True)
+class EloState:
+    """One model's Elo state: rating, games played and the highest rating it has had (for FIDE's K).
+
+    ``peak`` may lag the rating (the default knows no history): schedules see ``max(peak, rating)``.
+    """
+
+    rating: float
+    games: int = 0
+    peak: float = -math.inf
+
+
+@dataclass(frozen=True)
+class EloRater(OnlineRater[EloState]):
+    """Online Elo as an :class:`~leaderboard.raters.OnlineRater`: ``R += K (S - E)`` for each side.
+
+    With the defaults it is :func:`update_elo` under ``config`` (the same floats, vote for vote).
+
+    Parameters
+    ----------
+    config : EloConfig
+        Scale, base, initial rating, K (with its provisional steps) and the Elo-Davidson ``nu``.
+    ties : {"half", "ignore", "davidson"}
+        ``half``: a tie scores 0.5 against the logistic expectation; ``ignore``: ties change nothing;
+        ``davidson``: Elo-Davidson, a tie scores 0.5 against the Davidson expectation (needs
+        ``config.davidson_nu > 0``; the other modes need it unset).
+    schedule : KSchedule, optional
+        K from rating, games and peak (:class:`~leaderboard.elo_schedules.FideK`, ``UscfK``,
+        ``FixedK``) in place of ``config.k`` and ``config.provisional`` (which must then be empty).
+    max_difference : float, optional
+        A rating difference counts at most this much in the expectation (FIDE: 400 points). FIDE
+        itself reads the expectation from its own table (built on the normal curve); this rater
+        keeps the logistic curve of the rest of Arena.
+    left_advantage : float
+        Rating points added to the left model in the expectation; 0 is position off.
+    tie_nu : float
+        Davidson tie propensity of the forecasts when the updates are not Davidson's (``half``,
+        ``ignore``); 0 forecasts no ties. In ``davidson`` mode the forecasts use ``config.davidson_nu``.
+    """
+
+    config: EloConfig = field(default_factory=EloConfig)
+    ties: TieMode = "half"
+    schedule: KSchedule | None = None
+    max_difference: float | None = None
+    left_advantage: float = 0.0
+    tie_nu: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.ties not in TIE_MODES:
+            raise ValueError(f"unknown tie mode {self.ties!r}")
+        nu = self.config.davidson_nu
+        if self.ties == "davidson" and not nu:
+            raise ValueError("ties='davidson' needs config.davidson_nu > 0")
+        if self.ties != "davidson" and nu:
+            raise ValueError(f"ties={self.ties!r} updates without Davidson: leave config.davidson_nu unset")
+        if self.schedule is not None and self.config.provisional:
+            raise ValueError("give either a schedule or config.provisional, not both")
+        if self.max_difference is not None and self.max_difference <= 0:
+            raise ValueError("max_difference must be positive")
+        if self.tie_nu < 0 or (self.tie_nu and self.ties == "davidson"):
+            raise ValueError("tie_nu must be >= 0 and is for the half and ignore modes only")
+
+    def initial(self) -> EloState:
+        return EloState(rating=self.config.initial, games=0, peak=self.config.initial)
+
+    def _difference(self, ra: float, rb: float) -> float:
+        d = ra - rb + self.left_advantage
+        cap = self.max_difference
+        return d if cap is None else min(max(d, -cap), cap)
+
+    def expected_score(self, ra: float, rb: float) -> float:
+        """Expected score of the left model, the ``E`` of the update."""
+        if self.max_difference is None and not self.left_advantage:
+            return _expected_for(ra, rb, self.config)
+        return _expected_for(self._difference(ra, rb), 0.0, self.config)
+
+    def expected(self, a: EloState, b: EloState) -> tuple[float, float, float]:
+        cfg = self.config
+        nu = cfg.davidson_nu if self.ties == "davidson" else self.tie_nu
+        d = self._difference(a.rating, b.rating) / cfg.scale * math.log(cfg.base)
+        return davidson_probabilities(d, nu or 0.0)
+
+    def k_of(self, state: EloState) -> float:
+        """K factor of the model's next game."""
+        if self.schedule is None:
+            return self.config.k_for(state.games)
+        return self.schedule.k(state.rating, state.games, max(state.peak, state.rating))
+
+    def _step(self, a: EloState, b: EloState, outcome: int) -> tuple[EloState, EloState]:
+        delta = _SCORE_A[outcome] - self.expected_score(a.rating, b.rating)
+        ra = a.rating + self.k_of(a) * delta
+        rb = b.rating - self.k_of(b) * delta
+        return (
+            EloState(rating=ra, games=a.games + 1, peak=max(a.peak, ra)),
+            EloState(rating=rb, games=b.games + 1, peak=max(b.peak, rb)),
+        )
