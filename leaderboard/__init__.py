@@ -1,166 +1,31 @@
-"""Arena's math room: aggregation, online Elo, Bradley-Terry, bootstrap and sandwich intervals, ranks.
+"""Arena's math room: aggregation, online Elo, the Bradley-Terry family, intervals and ranks.
 
-Names are loaded on first use (PEP 562), so `import leaderboard.elo` in the web app's vote path does not
-pay for scikit-learn and scipy.optimize at start-up.
+The public names are listed once, as plain re-exports in ``__init__.pyi`` (which type checkers read).
+This module loads each of them from its submodule on first use (PEP 562), so that ``import
+leaderboard.elo`` in the web app's vote path does not pay for scikit-learn and scipy.optimize.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
-_EXPORTS: dict[str, str] = {
-    "BTFit": "bt",
-    "BootstrapResult": "bootstrap",
-    "DegenerateRoundsWarning": "bootstrap",
-    "DisconnectedComparisonError": "bt",
-    "EloConfig": "elo",
-    "EloStandings": "elo",
-    "IntervalResult": "bootstrap",
-    "Leaderboard": "result",
-    "MethodOutput": "compute",
-    "MethodRequest": "compute",
-    "NonConvergenceError": "bt",
-    "OUTCOME_STRINGS": "data",
-    "Outcome": "data",
-    "PairCounts": "data",
-    "PairStats": "data",
-    "SimulatedBattles": "simulate",
-    "UnboundedRatingWarning": "bt",
-    "aggregate_battles": "data",
-    "aggregate_codes": "data",
-    "available_methods": "compute",
-    "battle_count_matrix": "matrices",
-    "bootstrap_ratings": "bootstrap",
-    "check_comparison_graph": "bt",
-    "collapse_pairs": "data",
-    "compute_leaderboard": "compute",
-    "expected_score": "elo",
-    "expected_score_table": "matrices",
-    "fit_bt": "bt",
-    "model_totals": "matrices",
-    "observed_win_rates": "matrices",
-    "parse_outcome": "data",
-    "percentile_intervals": "bootstrap",
-    "performance_rating": "matrices",
-    "predicted_win_rates": "matrices",
-    "rank_intervals": "bootstrap",
-    "rank_upper_bound": "bootstrap",
-    "ranks_of": "bootstrap",
-    "register_method": "compute",
-    "replay_elo": "elo",
-    "sandwich_intervals": "bootstrap",
-    "simulate_battles": "simulate",
-    "solve_bt_batch": "bt",
-    "update_elo": "elo",
-}
 
-if TYPE_CHECKING:
-    from leaderboard.bootstrap import (
-        BootstrapResult,
-        DegenerateRoundsWarning,
-        IntervalResult,
-        bootstrap_ratings,
-        percentile_intervals,
-        rank_intervals,
-        rank_upper_bound,
-        ranks_of,
-        sandwich_intervals,
-    )
-    from leaderboard.bt import (
-        BTFit,
-        DisconnectedComparisonError,
-        NonConvergenceError,
-        UnboundedRatingWarning,
-        check_comparison_graph,
-        fit_bt,
-        solve_bt_batch,
-    )
-    from leaderboard.compute import (
-        MethodOutput,
-        MethodRequest,
-        available_methods,
-        compute_leaderboard,
-        register_method,
-    )
-    from leaderboard.data import (
-        OUTCOME_STRINGS,
-        Outcome,
-        PairCounts,
-        PairStats,
-        aggregate_battles,
-        aggregate_codes,
-        collapse_pairs,
-        parse_outcome,
-    )
-    from leaderboard.elo import (
-        EloConfig,
-        EloStandings,
-        expected_score,
-        replay_elo,
-        update_elo,
-    )
-    from leaderboard.matrices import (
-        battle_count_matrix,
-        expected_score_table,
-        model_totals,
-        observed_win_rates,
-        performance_rating,
-        predicted_win_rates,
-    )
-    from leaderboard.result import (
-        Leaderboard,
-    )
-    from leaderboard.simulate import (
-        SimulatedBattles,
-        simulate_battles,
-    )
+def _read_exports() -> dict[str, str]:
+    """``{name: submodule}`` from the ``from .module import name as name`` lines of the stub."""
+    tree = ast.parse(Path(__file__).with_suffix(".pyi").read_text(encoding="utf-8"))
+    return {
+        alias.asname or alias.name: str(node.module)
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
 
-__all__ = [
-    "OUTCOME_STRINGS",
-    "BTFit",
-    "BootstrapResult",
-    "DegenerateRoundsWarning",
-    "DisconnectedComparisonError",
-    "EloConfig",
-    "EloStandings",
-    "IntervalResult",
-    "Leaderboard",
-    "MethodOutput",
-    "MethodRequest",
-    "NonConvergenceError",
-    "Outcome",
-    "PairCounts",
-    "PairStats",
-    "SimulatedBattles",
-    "UnboundedRatingWarning",
-    "aggregate_battles",
-    "aggregate_codes",
-    "available_methods",
-    "battle_count_matrix",
-    "bootstrap_ratings",
-    "check_comparison_graph",
-    "collapse_pairs",
-    "compute_leaderboard",
-    "expected_score",
-    "expected_score_table",
-    "fit_bt",
-    "model_totals",
-    "observed_win_rates",
-    "parse_outcome",
-    "percentile_intervals",
-    "performance_rating",
-    "predicted_win_rates",
-    "rank_intervals",
-    "rank_upper_bound",
-    "ranks_of",
-    "register_method",
-    "replay_elo",
-    "sandwich_intervals",
-    "simulate_battles",
-    "solve_bt_batch",
-    "update_elo",
-]
+
+_EXPORTS = _read_exports()
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
@@ -173,4 +38,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return list(__all__)

@@ -18,18 +18,11 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from leaderboard.bt import BTFit, fit_bt, predict_proba
 from leaderboard.data import Outcome, PairCounts, aggregate_codes
 from leaderboard.elo import EloConfig, replay_elo
-from leaderboard.extended import (
-    ELO_PER_NAT,
-    Cells,
-    ExtendedFit,
-    FitSpec,
-    fit_extended,
-    make_cells,
-    predict_proba,
-    sandwich_extended,
-)
+from leaderboard.intervals import sandwich_intervals
+from leaderboard.spec import BTSpec
 
 __all__ = [
     "DEFAULT_METHODS",
@@ -45,6 +38,8 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+#: Rating points per natural-log unit of strength on the Elo scale (``400 / ln 10``).
+_ELO_PER_NAT = 400.0 / math.log(10.0)
 #: Column order of forecasts: left wins, tie, right wins.
 _COLUMN = {int(Outcome.MODEL_A): 0, int(Outcome.TIE): 1, int(Outcome.MODEL_B): 2, int(Outcome.BOTHBAD): 1}
 
@@ -148,13 +143,13 @@ def _loglik(proba: FloatArray, outcome: IntArray) -> float:
 class MethodSpec:
     """A row of the comparison table: a name and how to fit it.
 
-    ``kind`` is ``extended`` (a :class:`FitSpec` fit) or ``elo`` (online Elo replayed over the training
-    votes in order). ``style`` fits use the per-vote covariates; ``time`` fits weight votes by age.
+    ``kind`` is ``bt`` (a :class:`~leaderboard.spec.BTSpec` fit) or ``elo`` (online Elo replayed over the
+    training votes in order). ``style`` fits use the per-vote covariates; ``time`` fits weight votes by age.
     """
 
     name: str
-    kind: Literal["extended", "elo"] = "extended"
-    spec: FitSpec = field(default_factory=FitSpec)
+    kind: Literal["bt", "elo"] = "bt"
+    spec: BTSpec = field(default_factory=BTSpec)
     style: bool = False
     elo_k: float = 4.0
 
@@ -165,25 +160,23 @@ def default_methods(*, half_life: float | None, prior_sd: float, style: bool) ->
     methods = [
         MethodSpec("elo", kind="elo"),
         MethodSpec("bt"),
-        MethodSpec("bt-position", spec=FitSpec(position="common")),
-        MethodSpec("davidson", spec=FitSpec(ties="davidson")),
-        MethodSpec("davidson-position", spec=FitSpec(position="common", ties="davidson")),
+        MethodSpec("bt-position", spec=BTSpec(position="common")),
+        MethodSpec("davidson", spec=BTSpec(ties="davidson")),
+        MethodSpec("davidson-position", spec=BTSpec(position="common", ties="davidson")),
         MethodSpec(
             "davidson-position+time",
-            spec=FitSpec(position="common", ties="davidson", half_life=half_life or 1.0),
+            spec=BTSpec(position="common", ties="davidson", half_life=half_life or 1.0),
         ),
         MethodSpec(
-            "davidson-position+prior", spec=FitSpec(position="common", ties="davidson", prior_sd=prior_sd)
+            "davidson-position+prior", spec=BTSpec(position="common", ties="davidson", prior_sd=prior_sd)
         ),
     ]
     if half_life is None:
         methods = [m for m in methods if m.spec.half_life is None]
     if style:
-        methods.append(MethodSpec("bt-position+style", spec=FitSpec(position="common"), style=True))
+        methods.append(MethodSpec("bt-position+style", spec=BTSpec(position="common"), style=True))
         methods.append(
-            MethodSpec(
-                "davidson-position+style", spec=FitSpec(position="common", ties="davidson"), style=True
-            )
+            MethodSpec("davidson-position+style", spec=BTSpec(position="common", ties="davidson"), style=True)
         )
     return methods
 
@@ -219,19 +212,15 @@ def votes_to_counts(battles: Battles, *, keep_time: bool, per_vote: bool) -> Pai
     )
 
 
-def fit_method(method: MethodSpec, train: Battles) -> tuple[ExtendedFit, Cells]:
-    """Fit an ``extended`` method on training votes; also returns the cells it was fitted on."""
+def fit_method(method: MethodSpec, train: Battles) -> BTFit:
+    """Fit a Bradley-Terry method on training votes."""
     counts = votes_to_counts(train, keep_time=method.spec.half_life is not None, per_vote=method.style)
-    features = train.features if method.style else None
-    if method.style and features is None:
-        raise ValueError(f"method {method.name} needs style covariates")
-    cells = make_cells(
-        counts,
-        method.spec,
-        features=features,
-        feature_names=train.feature_names if method.style else (),
-    )
-    return fit_extended(cells, method.spec), cells
+    spec = method.spec
+    if method.style:
+        if train.features is None:
+            raise ValueError(f"method {method.name} needs style covariates")
+        spec = replace(spec, features=train.features, feature_names=train.feature_names)
+    return fit_bt(counts, spec=spec)
 
 
 def _elo_forecaster(method: MethodSpec, train: Battles) -> tuple[Callable[[Battles], FloatArray], int]:
@@ -335,14 +324,14 @@ def evaluate_methods(
         if method.kind == "elo":
             forecast, n_params = _elo_forecaster(method, train)
         else:
-            fit, cells = fit_method(method, train)
+            fit = fit_method(method, train)
             n_params = fit.n_params
-            intervals = sandwich_extended(cells, fit, level=level)
+            intervals = sandwich_intervals(fit=fit, level=level)
             extras = {
                 k: {"value": v, "ci_low": lo, "ci_high": hi} for k, (v, lo, hi) in intervals.extra.items()
             }
 
-            def forecast(battles: Battles, fit: ExtendedFit = fit, style: bool = method.style) -> FloatArray:
+            def forecast(battles: Battles, fit: BTFit = fit, style: bool = method.style) -> FloatArray:
                 return predict_proba(
                     fit, battles.left, battles.right, features=battles.features if style else None
                 )
@@ -407,12 +396,12 @@ def simulate_battles(
     r = np.tile(np.asarray(ratings, dtype=np.float64), (n_votes, 1))
     if change_at is not None and ratings_after is not None:
         r[time >= change_at] = ratings_after
-    u = (r[np.arange(n_votes), left] - r[np.arange(n_votes), right] + position_elo) / ELO_PER_NAT
+    u = (r[np.arange(n_votes), left] - r[np.arange(n_votes), right] + position_elo) / _ELO_PER_NAT
     features = None
     if n_features:
         features = rng.standard_normal((n_votes, n_features))
         if style_elo is not None:
-            u = u + features @ (np.asarray(style_elo) / ELO_PER_NAT)
+            u = u + features @ (np.asarray(style_elo) / _ELO_PER_NAT)
     h = u / 2
     denom = np.exp(h) + np.exp(-h) + nu
     p_left, p_tie = np.exp(h) / denom, nu / denom

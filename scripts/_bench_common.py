@@ -7,6 +7,7 @@ name from the scripts folder; it imports the project's packages, never the other
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import resource
@@ -280,7 +281,7 @@ def _fmt(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        if value != value:  # NaN
+        if math.isnan(value):
             return "-"
         if abs(value) >= 100:
             return f"{value:,.0f}"

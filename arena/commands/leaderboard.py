@@ -8,6 +8,7 @@ what was published. All three go through :mod:`arena.publishing`, so they agree 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -184,7 +185,7 @@ def _options(
     prior: float | None = None,
     both_bad: str = "tie",
 ) -> FitOptions:
-    """Fit options; the extended methods' options are passed only when set, so plain BT stays plain."""
+    """Fit options; the model options are passed only when set, so plain BT stays plain."""
     from arena.publishing import FitOptions
 
     if both_bad not in ("tie", "exclude"):
@@ -196,8 +197,6 @@ def _options(
         extra["prior"] = prior
     if both_bad != "tie":
         extra["both_bad"] = both_bad
-    if extra and method == "bt":
-        method = "bt-extended"
     return FitOptions(
         extra=extra,
         method=method,
@@ -501,7 +500,7 @@ def _fmt(value: Any, spec: str) -> str:
         number = float(value)
     except (TypeError, ValueError):
         return "—"
-    return "—" if number != number else spec.format(number)
+    return "—" if math.isnan(number) else spec.format(number)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,19 +1,14 @@
-"""Bootstrap, sandwich and rank intervals; the compute_leaderboard entry point."""
+"""The bootstrap driver; sandwich and rank intervals on plain fits."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from leaderboard import (
-    Leaderboard,
-    MethodOutput,
     aggregate_codes,
     bootstrap_ratings,
-    compute_leaderboard,
     fit_bt,
     rank_upper_bound,
-    register_method,
     sandwich_intervals,
     simulate_battles,
 )
@@ -115,30 +110,3 @@ def test_rank_upper_bound() -> None:
     low = np.array([10.0, 5.0, 0.0, -10.0])
     high = np.array([20.0, 15.0, 6.0, -1.0])
     assert rank_upper_bound(low, high).tolist() == [1, 1, 2, 4]
-
-
-def test_compute_leaderboard_fields_and_anchor() -> None:
-    c = simulate_battles(np.linspace(900, 1200, 6), 6000, random_state=3, tie_rate=0.1).counts()
-    lb = compute_leaderboard(c, n_rounds=100, anchor=("model-000", 900.0))
-    assert isinstance(lb, Leaderboard) and lb.method == "bt" and lb.interval == "bootstrap"
-    assert lb.rating[0] == pytest.approx(900.0) and lb.ci_low[0] == pytest.approx(900.0)
-    assert lb.rank.tolist() == [6, 5, 4, 3, 2, 1]
-    assert np.all(lb.rank_low <= lb.rank) and np.all(lb.rank <= lb.rank_high)
-    assert lb.battles.sum() == pytest.approx(2 * 6000) and lb.n_votes == 6000
-    assert np.all((lb.win_rate > 0) & (lb.win_rate < 1))
-    sw = compute_leaderboard(c, interval="sandwich")
-    assert np.all(sw.ci_low < sw.rating) and sw.parameters["n_rounds"] == 0
-    none = compute_leaderboard(c, interval="none")
-    assert np.array_equal(none.ci_low, none.rating)
-    with pytest.raises(ValueError):
-        compute_leaderboard(c, method="nope")
-
-
-def test_register_method() -> None:
-    def constant(counts, request):  # type: ignore[no-untyped-def]
-        return MethodOutput(rating=np.arange(counts.n_models, dtype=float), parameters={"k": 1})
-
-    register_method("test-constant", constant, replace=True)
-    c = simulate_battles(np.linspace(900, 1200, 3), 300, random_state=3).counts()
-    lb = compute_leaderboard(c, method="test-constant", interval="none")
-    assert lb.rating.tolist() == [0, 1, 2] and lb.parameters["k"] == 1 and lb.rank.tolist() == [3, 2, 1]

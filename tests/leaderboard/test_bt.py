@@ -1,4 +1,4 @@
-"""Bradley-Terry: aggregated == per-vote fit, sklearn == Newton, properties, errors."""
+"""Bradley-Terry: aggregated == per-vote fit, sklearn == Newton, properties, errors; the whole family."""
 
 from __future__ import annotations
 
@@ -12,15 +12,21 @@ from hypothesis import strategies as st
 from sklearn.linear_model import LogisticRegression
 
 from leaderboard import (
+    BTSpec,
     DisconnectedComparisonError,
     NonConvergenceError,
     Outcome,
+    PairCounts,
     UnboundedRatingWarning,
     aggregate_battles,
     aggregate_codes,
+    bootstrap_ratings,
     fit_bt,
+    sandwich_intervals,
     simulate_battles,
 )
+from leaderboard.evaluate import Battles, votes_to_counts
+from leaderboard.evaluate import simulate_battles as simulate_votes
 
 ELO_TOL = 1e-6
 
@@ -138,3 +144,163 @@ def test_non_convergence_raises() -> None:
             fit_bt(sim.counts(), max_iter=1, polish=False)
         with pytest.raises(NonConvergenceError):
             fit_bt(sim.counts(), max_iter=1, polish=True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The rest of the family: position, Davidson ties, time weights, a prior, style covariates
+
+FAMILY_TRUE = np.array([1150.0, 1080.0, 1030.0, 1000.0, 960.0, 920.0])
+FAMILY_CENTRED = FAMILY_TRUE - FAMILY_TRUE.mean() + 1000.0
+
+
+def _votes_counts(b: Battles) -> PairCounts:
+    return aggregate_codes(b.left, b.right, b.outcome, models=b.models)
+
+
+def test_davidson_position_recovers_parameters_within_intervals() -> None:
+    sim = simulate_votes(30_000, FAMILY_TRUE, position_elo=45.0, nu=0.6, random_state=11)
+    counts = _votes_counts(sim)
+    fit = fit_bt(counts, spec=BTSpec(position="common", ties="davidson"))
+    sandwich = sandwich_intervals(fit=fit)
+    boot = bootstrap_ratings(counts, fit=fit, n_rounds=200, random_state=5)
+    for iv in (sandwich, boot):
+        pos, pos_lo, pos_hi = iv.extra["position_advantage_elo"]
+        assert pos_lo < 45.0 < pos_hi
+        nu, nu_lo, nu_hi = iv.extra["tie_propensity_nu"]
+        assert nu_lo < 0.6 < nu_hi
+        covered = (iv.ci_low < FAMILY_CENTRED) & (FAMILY_CENTRED < iv.ci_high)
+        assert covered.sum() >= len(FAMILY_TRUE) - 1
+    # the two kinds of interval agree on width (within 25% at 200 rounds)
+    np.testing.assert_allclose(boot.ci_high - boot.ci_low, sandwich.ci_high - sandwich.ci_low, rtol=0.25)
+
+
+def test_per_model_position_and_style_coefficients_are_recovered() -> None:
+    style = np.array([60.0, -25.0])
+    sim = simulate_votes(
+        30_000, FAMILY_TRUE, position_elo=30.0, nu=0.4, n_features=2, style_elo=style, random_state=4
+    )
+    spec = BTSpec(position="per-model", ties="davidson", features=sim.features, feature_names=("len", "md"))
+    fit = fit_bt(votes_to_counts(sim, keep_time=False, per_vote=True), spec=spec)
+    iv = sandwich_intervals(fit=fit)
+    for name, truth in (("style_len_elo", 60.0), ("style_md_elo", -25.0)):
+        _, lo, hi = iv.extra[name]
+        assert lo < truth < hi
+    inside = [
+        lo < 30.0 < hi for k, (_, lo, hi) in iv.extra.items() if k.startswith("position_advantage_elo:")
+    ]
+    assert sum(inside) >= len(FAMILY_TRUE) - 1
+    covered = (iv.ci_low < FAMILY_CENTRED) & (FAMILY_CENTRED < iv.ci_high)
+    assert covered.sum() >= len(FAMILY_TRUE) - 1
+
+
+def _sklearn_bt(counts: PairCounts) -> np.ndarray:
+    """The plain, obvious BT: logistic regression on rows, a win weighing 2, a tie 1 for each side."""
+    n = counts.n_models
+    rows, ys, ws = [], [], []
+    for a, b, o, c in zip(counts.model_a, counts.model_b, counts.outcome, counts.count, strict=True):
+        x = np.zeros(n)
+        x[a], x[b] = np.log(10), -np.log(10)
+        if o in (Outcome.MODEL_A, Outcome.MODEL_B):
+            rows.append(x)
+            ys.append(1 if o == Outcome.MODEL_A else 0)
+            ws.append(2 * c)
+        else:
+            rows += [x, x]
+            ys += [1, 0]
+            ws += [c, c]
+    lr = LogisticRegression(fit_intercept=False, C=np.inf, tol=1e-10, max_iter=1000)
+    lr.fit(np.array(rows), np.array(ys), sample_weight=np.array(ws))
+    coef = lr.coef_[0]
+    rating: np.ndarray = 400 * (coef - coef.mean()) + 1000
+    return rating
+
+
+def test_davidson_reduces_to_plain_bt_as_nu_goes_to_zero() -> None:
+    sim = simulate_votes(8000, FAMILY_TRUE, nu=0.5, random_state=7)
+    counts = _votes_counts(sim)  # no both-bad votes, so excluding them changes nothing but the path
+    reference = _sklearn_bt(counts)
+    plain = fit_bt(counts, spec=BTSpec(both_bad="exclude"))
+    assert plain.solver == "trust-exact"  # the general path, on the cells
+    np.testing.assert_allclose(plain.rating, reference, atol=1e-3)
+    gaps = []
+    for nu in (1e-2, 1e-4, 1e-8):
+        spec = BTSpec(ties="davidson", nu_fixed=nu)
+        gaps.append(np.max(np.abs(fit_bt(counts, spec=spec).rating - reference)))
+    assert gaps[0] > gaps[1] > gaps[2]
+    assert gaps[2] < 1e-3
+
+
+def test_time_weights_track_a_model_that_changed() -> None:
+    after = FAMILY_TRUE.copy()
+    after[5] = 1200.0  # the weakest model got an update and became the best
+    sim = simulate_votes(30_000, FAMILY_TRUE, nu=0.4, change_at=0.5, ratings_after=after, random_state=2)
+    after_centred = after - after.mean() + 1000.0
+    for half_life, expect_cover in ((0.08, True), (None, False)):
+        spec = BTSpec(ties="davidson", half_life=half_life, now=1.0)
+        fit = fit_bt(votes_to_counts(sim, keep_time=True, per_vote=False), spec=spec)
+        iv = sandwich_intervals(fit=fit)
+        covered = (iv.ci_low < after_centred) & (after_centred < iv.ci_high)
+        if expect_cover:
+            assert covered.sum() >= len(FAMILY_TRUE) - 1
+        else:
+            assert not covered[5]
+
+
+def test_prior_shrinks_a_thin_model_and_vanishes_when_weak() -> None:
+    sim = simulate_votes(6000, FAMILY_TRUE, nu=0.4, random_state=9)
+    # a newcomer that won its only three votes
+    newcomer = Battles(
+        models=(*sim.models, "new"),
+        left=np.array([6, 6, 6]),
+        right=np.array([0, 1, 2]),
+        outcome=np.array([0, 0, 0]),
+    )
+    both = Battles(
+        models=newcomer.models,
+        left=np.concatenate([sim.left, newcomer.left]),
+        right=np.concatenate([sim.right, newcomer.right]),
+        outcome=np.concatenate([sim.outcome, newcomer.outcome]),
+    )
+    counts = _votes_counts(both)
+    with pytest.raises(NonConvergenceError):
+        fit_bt(counts, spec=BTSpec(ties="davidson"))
+    shrunk = fit_bt(counts, spec=BTSpec(ties="davidson", prior_sd=150.0))
+    assert 1000 < shrunk.rating[6] < 1400
+    base = fit_bt(_votes_counts(sim), spec=BTSpec(ties="davidson"))
+    weak = fit_bt(_votes_counts(sim), spec=BTSpec(ties="davidson", prior_sd=1e6))
+    np.testing.assert_allclose(weak.rating, base.rating, atol=1e-3)
+
+
+def test_family_failures_raise() -> None:
+    no_ties = aggregate_codes(
+        np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([0, 0, 1]), models=("a", "b", "c")
+    )
+    with pytest.raises(ValueError, match="tie"):
+        fit_bt(no_ties, spec=BTSpec(ties="davidson"))
+    sim = simulate_votes(500, FAMILY_TRUE[:3], nu=0.4, random_state=1)
+    with pytest.raises(NonConvergenceError):
+        fit_bt(_votes_counts(sim), spec=BTSpec(ties="davidson"), max_iter=1)
+    with pytest.raises(ValueError):
+        BTSpec(position="left")  # type: ignore[arg-type]
+
+
+def test_anchor_shifts_family_ratings_and_intervals() -> None:
+    sim = simulate_votes(5000, FAMILY_TRUE, nu=0.4, random_state=5)
+    fit = fit_bt(_votes_counts(sim), spec=BTSpec(ties="davidson"))
+    iv = sandwich_intervals(fit=fit, anchor=(sim.models[2], 1200.0))
+    assert iv.rating[2] == pytest.approx(1200.0)
+    assert iv.ci_high[2] - iv.ci_low[2] == pytest.approx(0.0, abs=1e-6)
+    np.testing.assert_allclose(iv.rating - iv.rating[0], fit.rating - fit.rating[0], atol=1e-9)
+    assert fit.scale / math.log(fit.base) == pytest.approx(173.7177927613)
+
+
+def test_rating_scale_is_a_parameter_of_every_path() -> None:
+    sim = simulate_votes(5000, FAMILY_TRUE, position_elo=30.0, nu=0.4, random_state=6)
+    counts = _votes_counts(sim)
+    for spec in (BTSpec(), BTSpec(position="common", ties="davidson")):
+        elo = fit_bt(counts, spec=spec)
+        nat = fit_bt(counts, spec=spec, scale=1.0, base=math.e, initial=0.0)
+        np.testing.assert_allclose(nat.rating, (elo.rating - 1000.0) * math.log(10) / 400, atol=1e-6)
+        for name, value in elo.extras_of(elo.x).items():
+            other = nat.extras_of(nat.x)[name]
+            assert other == pytest.approx(value if "nu" in name else value * math.log(10) / 400, rel=1e-5)
