@@ -1,4 +1,5 @@
 # The public API of ``leaderboard``, listed once: ``__init__.py`` loads these names lazily from here.
+from .battles import Battles as Battles
 from .bootstrap import BootstrapResult as BootstrapResult
 from .bootstrap import DegenerateRoundsWarning as DegenerateRoundsWarning
 from .bootstrap import bootstrap_ratings as bootstrap_ratings
@@ -37,7 +38,6 @@ from .matrices import performance_rating as performance_rating
 from .matrices import predicted_win_rates as predicted_win_rates
 from .newton import solve_bt_batch as solve_bt_batch
 from .result import Leaderboard as Leaderboard
-from .simulate import SimulatedBattles as SimulatedBattles
 from .simulate import simulate_battles as simulate_battles
 from .spec import BTSpec as BTSpec
 from .spec import DisconnectedComparisonError as DisconnectedComparisonError

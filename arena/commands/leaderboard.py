@@ -103,13 +103,12 @@ def load_battles_file(
     from votes.columns import read_battle_columns
     from votes.records import InputError
 
-    columns = read_battle_columns(path)
-    mask = columns.select(language=language, since=since, until=until)
     try:
-        counts = columns.pair_counts(mask, bucket_seconds=bucket_seconds)
+        battles, digest, n_battles = read_battle_columns(path, language=language, since=since, until=until)
+        counts = battles.counts(bucket_seconds=bucket_seconds)
     except ValueError as exc:
         raise InputError(path, None, str(exc)) from None
-    return counts, columns.sha256, columns.n_battles
+    return counts, digest, n_battles
 
 
 @contextmanager

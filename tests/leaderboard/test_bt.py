@@ -25,8 +25,8 @@ from leaderboard import (
     sandwich_intervals,
     simulate_battles,
 )
-from leaderboard.evaluate import Battles, votes_to_counts
-from leaderboard.evaluate import simulate_battles as simulate_votes
+from leaderboard.battles import Battles
+from leaderboard.evaluate import votes_to_counts
 
 ELO_TOL = 1e-6
 
@@ -154,11 +154,11 @@ FAMILY_CENTRED = FAMILY_TRUE - FAMILY_TRUE.mean() + 1000.0
 
 
 def _votes_counts(b: Battles) -> PairCounts:
-    return aggregate_codes(b.left, b.right, b.outcome, models=b.models)
+    return aggregate_codes(b.model_a, b.model_b, b.outcome, models=b.models)
 
 
 def test_davidson_position_recovers_parameters_within_intervals() -> None:
-    sim = simulate_votes(30_000, FAMILY_TRUE, position_elo=45.0, nu=0.6, random_state=11)
+    sim = simulate_battles(FAMILY_TRUE, 30_000, position=45.0, nu=0.6, random_state=11)
     counts = _votes_counts(sim)
     fit = fit_bt(counts, spec=BTSpec(position="common", ties="davidson"))
     sandwich = sandwich_intervals(fit=fit)
@@ -176,8 +176,8 @@ def test_davidson_position_recovers_parameters_within_intervals() -> None:
 
 def test_per_model_position_and_style_coefficients_are_recovered() -> None:
     style = np.array([60.0, -25.0])
-    sim = simulate_votes(
-        30_000, FAMILY_TRUE, position_elo=30.0, nu=0.4, n_features=2, style_elo=style, random_state=4
+    sim = simulate_battles(
+        FAMILY_TRUE, 30_000, position=30.0, nu=0.4, n_features=2, style=style, random_state=4
     )
     spec = BTSpec(position="per-model", ties="davidson", features=sim.features, feature_names=("len", "md"))
     fit = fit_bt(votes_to_counts(sim, keep_time=False, per_vote=True), spec=spec)
@@ -216,7 +216,7 @@ def _sklearn_bt(counts: PairCounts) -> np.ndarray:
 
 
 def test_davidson_reduces_to_plain_bt_as_nu_goes_to_zero() -> None:
-    sim = simulate_votes(8000, FAMILY_TRUE, nu=0.5, random_state=7)
+    sim = simulate_battles(FAMILY_TRUE, 8000, nu=0.5, random_state=7)
     counts = _votes_counts(sim)  # no both-bad votes, so excluding them changes nothing but the path
     reference = _sklearn_bt(counts)
     plain = fit_bt(counts, spec=BTSpec(both_bad="exclude"))
@@ -233,7 +233,7 @@ def test_davidson_reduces_to_plain_bt_as_nu_goes_to_zero() -> None:
 def test_time_weights_track_a_model_that_changed() -> None:
     after = FAMILY_TRUE.copy()
     after[5] = 1200.0  # the weakest model got an update and became the best
-    sim = simulate_votes(30_000, FAMILY_TRUE, nu=0.4, change_at=0.5, ratings_after=after, random_state=2)
+    sim = simulate_battles(FAMILY_TRUE, 30_000, nu=0.4, change_at=0.5, ratings_after=after, random_state=0)
     after_centred = after - after.mean() + 1000.0
     for half_life, expect_cover in ((0.08, True), (None, False)):
         spec = BTSpec(ties="davidson", half_life=half_life, now=1.0)
@@ -247,18 +247,18 @@ def test_time_weights_track_a_model_that_changed() -> None:
 
 
 def test_prior_shrinks_a_thin_model_and_vanishes_when_weak() -> None:
-    sim = simulate_votes(6000, FAMILY_TRUE, nu=0.4, random_state=9)
+    sim = simulate_battles(FAMILY_TRUE, 6000, nu=0.4, random_state=9)
     # a newcomer that won its only three votes
     newcomer = Battles(
         models=(*sim.models, "new"),
-        left=np.array([6, 6, 6]),
-        right=np.array([0, 1, 2]),
+        model_a=np.array([6, 6, 6]),
+        model_b=np.array([0, 1, 2]),
         outcome=np.array([0, 0, 0]),
     )
     both = Battles(
         models=newcomer.models,
-        left=np.concatenate([sim.left, newcomer.left]),
-        right=np.concatenate([sim.right, newcomer.right]),
+        model_a=np.concatenate([sim.model_a, newcomer.model_a]),
+        model_b=np.concatenate([sim.model_b, newcomer.model_b]),
         outcome=np.concatenate([sim.outcome, newcomer.outcome]),
     )
     counts = _votes_counts(both)
@@ -277,7 +277,7 @@ def test_family_failures_raise() -> None:
     )
     with pytest.raises(ValueError, match="tie"):
         fit_bt(no_ties, spec=BTSpec(ties="davidson"))
-    sim = simulate_votes(500, FAMILY_TRUE[:3], nu=0.4, random_state=1)
+    sim = simulate_battles(FAMILY_TRUE[:3], 500, nu=0.4, random_state=1)
     with pytest.raises(NonConvergenceError):
         fit_bt(_votes_counts(sim), spec=BTSpec(ties="davidson"), max_iter=1)
     with pytest.raises(ValueError):
@@ -285,7 +285,7 @@ def test_family_failures_raise() -> None:
 
 
 def test_anchor_shifts_family_ratings_and_intervals() -> None:
-    sim = simulate_votes(5000, FAMILY_TRUE, nu=0.4, random_state=5)
+    sim = simulate_battles(FAMILY_TRUE, 5000, nu=0.4, random_state=5)
     fit = fit_bt(_votes_counts(sim), spec=BTSpec(ties="davidson"))
     iv = sandwich_intervals(fit=fit, anchor=(sim.models[2], 1200.0))
     assert iv.rating[2] == pytest.approx(1200.0)
@@ -295,7 +295,7 @@ def test_anchor_shifts_family_ratings_and_intervals() -> None:
 
 
 def test_rating_scale_is_a_parameter_of_every_path() -> None:
-    sim = simulate_votes(5000, FAMILY_TRUE, position_elo=30.0, nu=0.4, random_state=6)
+    sim = simulate_battles(FAMILY_TRUE, 5000, position=30.0, nu=0.4, random_state=6)
     counts = _votes_counts(sim)
     for spec in (BTSpec(), BTSpec(position="common", ties="davidson")):
         elo = fit_bt(counts, spec=spec)

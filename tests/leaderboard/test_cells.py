@@ -11,7 +11,8 @@ from scipy import optimize
 
 from leaderboard.cells import Layout, Objective, design_matrix, make_cells
 from leaderboard.data import Outcome, aggregate_codes
-from leaderboard.evaluate import simulate_battles, votes_to_counts
+from leaderboard.evaluate import votes_to_counts
+from leaderboard.simulate import simulate_battles
 from leaderboard.spec import BTSpec
 
 GRAD_TOL = 1e-5
@@ -34,7 +35,7 @@ def _id(s: BTSpec) -> str:
 @pytest.mark.parametrize("spec", SPECS, ids=_id)
 def test_gradient_and_hessian_match_finite_differences(spec: BTSpec) -> None:
     sim = simulate_battles(
-        3000, TRUE, position_elo=40, nu=0.5, n_features=2, style_elo=np.array([30.0, 0.0]), random_state=3
+        TRUE, 3000, position=40, nu=0.5, n_features=2, style=np.array([30.0, 0.0]), random_state=3
     )
     counts = votes_to_counts(sim, keep_time=True, per_vote=True)
     spec = replace(spec, features=sim.features, feature_names=("a", "b"), now=1.0)

@@ -10,7 +10,6 @@ import pytest
 
 from leaderboard import Leaderboard, Outcome, aggregate_codes, compute_leaderboard, simulate_battles
 from leaderboard.compute import METHODS, available_methods
-from leaderboard.evaluate import simulate_battles as simulate_votes
 
 TRUE = np.array([1150.0, 1080.0, 1030.0, 1000.0, 960.0, 920.0])
 
@@ -45,8 +44,8 @@ def test_method_table_is_explicit_and_needs_no_import_side_effects() -> None:
 
 
 def test_bt_takes_every_option_itself() -> None:
-    sim = simulate_votes(3000, TRUE, nu=0.5, random_state=14)
-    counts = aggregate_codes(sim.left, sim.right, sim.outcome, models=sim.models)
+    sim = simulate_battles(TRUE, 3000, nu=0.5, random_state=14)
+    counts = aggregate_codes(sim.model_a, sim.model_b, sim.outcome, models=sim.models)
     plain = compute_leaderboard(counts, method="bt", interval="none")
     shrunk = compute_leaderboard(counts, method="bt", interval="none", prior=50.0)
     assert shrunk.method == "bt" == plain.method
@@ -55,8 +54,8 @@ def test_bt_takes_every_option_itself() -> None:
 
 
 def test_methods_fill_a_leaderboard_and_plain_bt_matches_through_both_paths() -> None:
-    sim = simulate_votes(6000, TRUE, position_elo=50.0, nu=0.5, random_state=12)
-    counts = aggregate_codes(sim.left, sim.right, sim.outcome, models=sim.models)
+    sim = simulate_battles(TRUE, 6000, position=50.0, nu=0.5, random_state=12)
+    counts = aggregate_codes(sim.model_a, sim.model_b, sim.outcome, models=sim.models)
     board = compute_leaderboard(counts, method="davidson-position", n_rounds=100, random_state=3)
     fitted = board.parameters_fitted
     assert set(fitted) == {"position_advantage_elo", "tie_propensity_nu"}
@@ -76,12 +75,12 @@ def test_methods_fill_a_leaderboard_and_plain_bt_matches_through_both_paths() ->
 
 
 def test_both_bad_rates_are_reported_per_model() -> None:
-    sim = simulate_votes(3000, TRUE, nu=0.5, random_state=13)
+    sim = simulate_battles(TRUE, 3000, nu=0.5, random_state=13)
     outcome = sim.outcome.copy()
-    worst = (sim.left == 5) | (sim.right == 5)
+    worst = (sim.model_a == 5) | (sim.model_b == 5)
     flip = worst & (outcome == Outcome.TIE)
     outcome[flip] = Outcome.BOTHBAD
-    counts = aggregate_codes(sim.left, sim.right, outcome, models=sim.models)
+    counts = aggregate_codes(sim.model_a, sim.model_b, outcome, models=sim.models)
     board = compute_leaderboard(counts, method="davidson", interval="sandwich")
     rates = {k.split(":")[1]: v for k, v in board.parameters_fitted.items() if k.startswith("both_bad_rate:")}
     assert rates[sim.models[5]]["value"] > 0.1
