@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -304,3 +306,31 @@ def test_rating_scale_is_a_parameter_of_every_path() -> None:
         for name, value in elo.extras_of(elo.x).items():
             other = nat.extras_of(nat.x)[name]
             assert other == pytest.approx(value if "nu" in name else value * math.log(10) / 400, rel=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Golden cases: small data with answers known independently of this code (see each file's derivation)
+
+GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
+def test_golden_case(path: Path) -> None:
+    case = json.loads(path.read_text(encoding="utf-8"))
+    rows = case["battles"]
+    counts = aggregate_battles(
+        np.repeat([r[0] for r in rows], [r[3] for r in rows]),
+        np.repeat([r[1] for r in rows], [r[3] for r in rows]),
+        np.repeat([r[2] for r in rows], [r[3] for r in rows]),
+        models=case["models"],
+    )
+    log_strength = 400.0 * np.log10(np.asarray(case["expected_strength"], dtype=float))
+    expected = log_strength - log_strength.mean() + 1000.0
+    spec = BTSpec(**case["spec"])
+    # the plain spec also runs the general path (excluding both-bad votes, of which there are none)
+    specs = [spec, BTSpec(both_bad="exclude")] if spec.is_plain else [spec]
+    for each in specs:
+        fit = fit_bt(counts, spec=each)
+        np.testing.assert_allclose(fit.rating, expected, atol=case["rating_tolerance"])
+        if "expected_nu" in case:
+            assert fit.nu == pytest.approx(case["expected_nu"], rel=1e-6)
