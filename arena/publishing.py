@@ -57,7 +57,7 @@ class FitOptions:
     interval: str = "bootstrap"
     anchor: tuple[str, float] | None = None
     random_state: int = 0
-    # Options of the extended methods (half_life, prior, style, both_bad, ...), passed through as given.
+    # Model options of every method (half_life, prior, style, both_bad, ...), passed through as given.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

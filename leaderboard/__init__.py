@@ -7,21 +7,17 @@ leaderboard.elo`` in the web app's vote path does not pay for scikit-learn and s
 
 from __future__ import annotations
 
-import ast
 import importlib
-from pathlib import Path
+import os
 from typing import Any
 
 
 def _read_exports() -> dict[str, str]:
-    """``{name: submodule}`` from the ``from .module import name as name`` lines of the stub."""
-    tree = ast.parse(Path(__file__).with_suffix(".pyi").read_text(encoding="utf-8"))
-    return {
-        alias.asname or alias.name: str(node.module)
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
-    }
+    """``{name: submodule}`` from the stub's lines, each ``from .module import name as name``."""
+    stub = os.path.join(os.path.dirname(__file__), "__init__.pyi")
+    with open(stub, encoding="utf-8") as lines:
+        rows = [line.split() for line in lines if line.startswith("from .")]
+    return {row[3]: row[1].removeprefix(".") for row in rows}
 
 
 _EXPORTS = _read_exports()
