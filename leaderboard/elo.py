@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from leaderboard.data import Outcome
+from leaderboard.data import Outcome, parse_outcome
 
 __all__ = [
     "EloConfig",
@@ -176,7 +176,6 @@ def replay_elo(
     -------
     EloStandings
     """
-    from leaderboard.data import parse_outcome
 
     a = list(np.asarray(model_a, dtype=object).tolist())
     b = list(np.asarray(model_b, dtype=object).tolist())
