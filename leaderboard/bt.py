@@ -440,8 +440,21 @@ def predict_proba(
 ) -> FloatArray:
     """Three-outcome forecasts ``[P(left wins), P(tie), P(right wins)]`` for battles.
 
-    A fit without a tie parameter forecasts a tie at its fitted tie rate and splits the rest by its win
-    probability, so every method can be scored on the same three outcomes.
+    A Davidson fit gives ``e^h / D``, ``nu / D`` and ``e^-h / D`` with ``D = e^h + e^-h + nu`` and ``h``
+    half the linear predictor; a fit without a tie parameter forecasts a tie at its fitted tie rate and
+    splits the rest by its win probability, so every method can be scored on the same three outcomes.
+
+    Parameters
+    ----------
+    fit : BTFit
+    left, right : int arrays, shape (n,)
+        Left and right model of each battle.
+    features : array, shape (n, n_features), optional
+        Style covariates (left minus right); required when the fit has some.
+
+    Returns
+    -------
+    array, shape (n, 3)
     """
     beta = fit.theta
     u = beta[left] - beta[right]

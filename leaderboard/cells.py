@@ -75,6 +75,10 @@ def make_cells(counts: PairCounts, spec: BTSpec) -> Cells:
     spec : BTSpec
         Its ``half_life`` and ``now`` give the decay weights ``0.5 ** ((now - time) / half_life)``
         (``now`` defaults to the latest cell's time).
+
+    Returns
+    -------
+    Cells
     """
     outcome = counts.outcome.astype(np.int64).copy()
     keep = np.ones(counts.n_cells, dtype=bool)
@@ -166,6 +170,10 @@ def design_matrix(
         A model whose column is dropped (its strength held at 0); all models have one when None.
     n_position : 0, 1 or ``n_models``
     features : array, shape (n_rows, n_features), optional
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (n_rows, model columns + n_position + n_features)
     """
     n_rows = left.shape[0]
     rows = np.arange(n_rows)
@@ -320,8 +328,23 @@ class Objective:
 def maximise(
     objective: Objective, x0: FloatArray, *, tol: float, max_iter: int
 ) -> tuple[FloatArray, int, str]:
-    """Maximise the likelihood from ``x0`` with scipy's ``trust-exact``; returns ``(x, nit, message)``
-    with an empty message on success."""
+    """Maximise the (penalised) likelihood from ``x0`` with scipy's ``trust-exact`` Newton method.
+
+    Parameters
+    ----------
+    objective : Objective
+    x0 : array
+        Start, in the optimiser's parametrisation (a warm start for bootstrap rounds).
+    tol : float
+        Gradient tolerance of the per-vote objective.
+    max_iter : int
+
+    Returns
+    -------
+    x : the optimum found
+    n_iter : iterations used
+    message : empty on success, else the optimiser's reason for stopping
+    """
     result = optimize.minimize(
         objective.value_grad,
         x0,
