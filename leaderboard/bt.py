@@ -359,8 +359,8 @@ def _fit_cells(
         raise ValueError("Davidson ties need at least one tie; with none the tie propensity is 0 (use bt)")
     used = counts if spec.both_bad == "tie" else _without_both_bad(counts)
     stats = collapse_pairs(used)
-    unbounded = check_comparison_graph(stats, counts.models)
-    if unbounded and spec.prior_sd is None:
+    unbounded = check_comparison_graph(stats, counts.models, with_prior=spec.prior_sd is not None)
+    if unbounded:
         raise NonConvergenceError(
             "no finite maximum-likelihood ratings: some models only won or only lost against the rest"
             f" ({', '.join(unbounded[:5])}); add votes or a prior (prior_sd)"

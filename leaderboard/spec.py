@@ -109,8 +109,18 @@ class BTSpec:
         )
 
 
-def check_comparison_graph(stats: PairStats, models: tuple[str, ...]) -> tuple[str, ...]:
+def check_comparison_graph(
+    stats: PairStats, models: tuple[str, ...], *, with_prior: bool = False
+) -> tuple[str, ...]:
     """Raise if the models cannot be put on one scale; name the models whose MLE is infinite.
+
+    Parameters
+    ----------
+    stats : PairStats
+    models : tuple of str
+    with_prior : bool
+        The fit has a Gaussian prior, which gives every model a finite rating on one scale as long as
+        it has battles at all: only models without battles are an error then, and none is unbounded.
 
     Raises
     ------
@@ -133,6 +143,8 @@ def check_comparison_graph(stats: PairStats, models: tuple[str, ...]) -> tuple[s
     idle = [models[i] for i in np.flatnonzero(battles <= 0)]
     if idle:
         raise DisconnectedComparisonError(f"models without any battle: {', '.join(idle)}")
+    if with_prior:
+        return ()
     keep = stats.n > 0
     graph = sp.csr_matrix((np.ones(int(keep.sum())), (stats.lo[keep], stats.hi[keep])), shape=(m, m))
     n_parts, labels = connected_components(graph, directed=False)

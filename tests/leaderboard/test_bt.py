@@ -334,3 +334,21 @@ def test_golden_case(path: Path) -> None:
         np.testing.assert_allclose(fit.rating, expected, atol=case["rating_tolerance"])
         if "expected_nu" in case:
             assert fit.nu == pytest.approx(case["expected_nu"], rel=1e-6)
+
+
+def test_a_prior_puts_a_disconnected_field_on_one_scale() -> None:
+    # {a, b} and {c, d} never met: without a prior there is no common scale, with one the MAP exists
+    counts = aggregate_codes(
+        np.array([0, 1, 0, 2, 3, 2]),
+        np.array([1, 0, 1, 3, 2, 3]),
+        np.array([0, 1, 0, 0, 1, 2]),
+        models=tuple("abcd"),
+    )
+    with pytest.raises(DisconnectedComparisonError):
+        fit_bt(counts, spec=BTSpec(ties="davidson"))
+    fit = fit_bt(counts, spec=BTSpec(ties="davidson", prior_sd=200.0))
+    assert fit.rating[0] > fit.rating[1] and fit.rating[2] > fit.rating[3]
+    assert abs(fit.rating.mean() - 1000.0) < 1e-9
+    idle = aggregate_codes(np.array([0, 1]), np.array([1, 0]), np.array([0, 2]), models=tuple("abc"))
+    with pytest.raises(DisconnectedComparisonError, match="without any battle"):
+        fit_bt(idle, spec=BTSpec(ties="davidson", prior_sd=200.0))
