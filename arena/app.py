@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import random
 import secrets
 import time
@@ -46,7 +47,7 @@ def _make_templates() -> Jinja2Templates:
     loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(p)) for p in template_dirs()])
     env = jinja2.Environment(loader=loader, autoescape=True, auto_reload=False)
     env.filters["markdown"] = lambda text: markupsafe.Markup(render_markdown(text or ""))  # nosec B704 # nh3-sanitised HTML from render_markdown
-    env.filters["rating"] = lambda value: "—" if value != value else f"{value:.1f}"  # NaN: unrated
+    env.filters["rating"] = lambda value: "—" if math.isnan(value) else f"{value:.1f}"  # NaN: unrated
     env.filters["signed"] = lambda value: f"{value:+.1f}"
     return Jinja2Templates(env=env)
 

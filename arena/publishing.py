@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from leaderboard import compute_leaderboard
-from leaderboard.data import PairCounts, aggregate_codes
+from leaderboard.data import PairCounts
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot import SnapshotManifest, freeze_snapshot, slice_label, write_snapshot
 from votes.db import read_only, session_scope
@@ -57,7 +57,7 @@ class FitOptions:
     interval: str = "bootstrap"
     anchor: tuple[str, float] | None = None
     random_state: int = 0
-    # Options of the extended methods (half_life, prior, style, both_bad, ...), passed through as given.
+    # Model options of every method (half_life, prior, style, both_bad, ...), passed through as given.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -150,15 +150,7 @@ def load_from_database(
         if bucket_seconds is None:
             counts = load_pair_counts(conn, filters=vote_filter)
         else:
-            arrays = load_battles(conn, filters=vote_filter)
-            counts = aggregate_codes(
-                arrays.model_a,
-                arrays.model_b,
-                arrays.outcome,
-                models=arrays.models,
-                time=arrays.tstamp,
-                bucket_seconds=bucket_seconds,
-            )
+            counts = load_battles(conn, filters=vote_filter).counts(bucket_seconds=bucket_seconds)
         digest = votes_sha256(conn, vote_filter)
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the

@@ -1,18 +1,20 @@
-"""Bootstrap and sandwich intervals for Bradley-Terry ratings, and rank intervals.
+"""The one bootstrap driver: resample the votes as multinomial draws over cells, refit, take percentiles.
 
-Resampling N votes with replacement is one multinomial draw of N over the aggregated cells, and since
-plain BT only sees :class:`~leaderboard.data.PairStats`, cells that share a pair and an outcome class
-(left or right win, tie or both-bad) can be merged first: the merged counts of a multinomial are again
-multinomial with summed probabilities. So a round draws a multinomial over at most three categories per
-pair (about 15,000 for 100 models), exactly the vote-level bootstrap in distribution, and never touches
-the votes.
+Resampling N votes with replacement is one multinomial draw of N over the aggregated cells, so a round
+never touches the votes. Rounds run in blocks, each with its own generator spawned from one
+``SeedSequence``, so the output is the same bit for bit for a seed whatever the number of threads; numpy
+releases the GIL while drawing and in the linear algebra, so two threads use both cores.
+
+Plain Bradley-Terry only sees :class:`~leaderboard.data.PairStats`, so cells that share a pair and an
+outcome class (left or right win, tie or both-bad) are merged first: the merged counts of a multinomial
+are again multinomial with summed probabilities, at most three categories per pair, exactly the
+vote-level bootstrap in distribution. Each block is then refit at once by
+:func:`~leaderboard.newton.solve_bt_batch`, warm-started at the point estimate. Every other member of the
+family redraws its cells and refits each round by Newton's method, warm-started too.
 
 The multinomial itself is drawn by :func:`draw_multinomial` (independent Poisson counts, then an exact
 correction of their total), about twice as fast as numpy's ``Generator.multinomial``, which draws one
-conditional binomial per category. Rounds run in blocks, each with its own generator spawned from one
-``SeedSequence``, so the output is the same bit for bit for a seed whatever the number of threads;
-numpy releases the GIL while drawing and in the linear algebra, so two threads use both cores. Each
-block is refit at once by :func:`~leaderboard.bt.solve_bt_batch`, warm-started at the point estimate.
+conditional binomial per category.
 """
 
 from __future__ import annotations
@@ -22,36 +24,35 @@ import os
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy import stats as sps
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from leaderboard.bt import BTFit, NonConvergenceError, fit_bt, solve_bt_batch
+from leaderboard.bt import BTFit, fit_bt
+from leaderboard.cells import Layout, Objective, maximise
 from leaderboard.data import PairCounts, outcome_class
+from leaderboard.intervals import percentile_intervals, rank_intervals, ranks_of
+from leaderboard.newton import solve_bt_batch
+from leaderboard.spec import BTSpec, NonConvergenceError
 
 __all__ = [
     "BootstrapResult",
     "DegenerateRoundsWarning",
-    "IntervalResult",
     "bootstrap_ratings",
     "draw_multinomial",
-    "percentile_intervals",
-    "rank_intervals",
-    "rank_upper_bound",
-    "ranks_of",
-    "sandwich_intervals",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 Progress = Callable[[int, int], None]
 
-#: Ridge used only in bootstrap rounds whose MLE does not exist (a model that won or lost every draw).
+#: Ridge used only in plain bootstrap rounds whose MLE does not exist (a model that won or lost every draw).
 DEGENERATE_RIDGE = 1e-3
+#: Gradient tolerance (per vote) of a refit round of the general path.
+_ROUND_TOL = 1e-7
 
 
 class DegenerateRoundsWarning(UserWarning):
@@ -72,6 +73,7 @@ class BootstrapResult:
     rank_low, rank_high : best and worst rank at ``level`` over the rounds
     level, n_rounds, random_state : how it was made
     n_degenerate : rounds fit with the ridge (see :class:`DegenerateRoundsWarning`)
+    extra : each fitted extra parameter as ``(value, low, high)`` (percentile interval)
     """
 
     models: tuple[str, ...]
@@ -86,59 +88,7 @@ class BootstrapResult:
     n_rounds: int
     random_state: int
     n_degenerate: int
-
-
-@dataclass(frozen=True)
-class IntervalResult:
-    """Normal-approximation intervals (sandwich or model-based)."""
-
-    models: tuple[str, ...]
-    rating: FloatArray
-    ci_low: FloatArray
-    ci_high: FloatArray
-    se: FloatArray
-    cov: FloatArray
-    level: float
-    kind: str
-
-
-def percentile_intervals(samples: FloatArray, level: float) -> tuple[FloatArray, FloatArray]:
-    """Percentile interval of each column at ``level`` (linear interpolation, as numpy's default)."""
-    if not 0 < level < 1:
-        raise ValueError("level must be between 0 and 1")
-    low, high = np.percentile(samples, [50 * (1 - level), 50 * (1 + level)], axis=0)
-    return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
-
-
-def ranks_of(ratings: FloatArray) -> IntArray:
-    """Rank of each model in each row: 1 + the number of models with a strictly higher rating."""
-    r = np.atleast_2d(ratings)
-    out: IntArray = sps.rankdata(-r, method="min", axis=1).astype(np.int64)
-    return out
-
-
-def rank_intervals(ranks: IntArray, level: float) -> tuple[IntArray, IntArray]:
-    """Best and worst rank at ``level`` over rounds (inward-rounded order statistics)."""
-    low = np.quantile(ranks, (1 - level) / 2, axis=0, method="lower")
-    high = np.quantile(ranks, (1 + level) / 2, axis=0, method="higher")
-    return np.asarray(low, dtype=np.int64), np.asarray(high, dtype=np.int64)
-
-
-def rank_upper_bound(ci_low: npt.ArrayLike, ci_high: npt.ArrayLike) -> IntArray:
-    """Chatbot Arena's rank upper bound: 1 + number of models whose ``ci_low`` exceeds this ``ci_high``.
-
-    Parameters
-    ----------
-    ci_low, ci_high : arrays, shape (M,)
-
-    Returns
-    -------
-    int array, shape (M,)
-    """
-    low = np.asarray(ci_low, dtype=np.float64)
-    high = np.asarray(ci_high, dtype=np.float64)
-    out: IntArray = 1 + (low[None, :] > high[:, None]).sum(axis=1).astype(np.int64)
-    return out
+    extra: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
 def draw_multinomial(counts: npt.ArrayLike, size: int, rng: np.random.Generator) -> IntArray:
@@ -268,6 +218,27 @@ def _run_block(
     return theta, int(bad.size)
 
 
+def _run_cells_block(seed: np.random.SeedSequence, size: int, fit: BTFit) -> tuple[FloatArray, FloatArray]:
+    """Redraw the cells of a non-plain fit ``size`` times and refit each round from the point estimate;
+    returns the rounds' centred coefficients (size x M) and extra parameters (size x n_extra)."""
+    cells = fit.cells
+    if cells is None:
+        raise ValueError("this fit has no cells to resample")
+    rng = np.random.Generator(np.random.PCG64(seed))
+    draws = draw_multinomial(cells.count, size, rng).astype(np.float64)
+    layout = Layout.of(fit.spec, cells.n_models)
+    objective = Objective(cells, fit.spec, layout, nat_per_point=math.log(fit.base) / fit.scale)
+    xs = np.empty((size, fit.x.shape[0]))
+    for r in range(size):
+        objective.set_count(draws[r])
+        x, _, message = maximise(objective, fit.x, tol=_ROUND_TOL, max_iter=200)
+        if message:
+            raise NonConvergenceError(f"a bootstrap round did not converge: {message}")
+        xs[r] = x
+    extras = np.array([list(fit.extras_of(x).values()) for x in xs]).reshape(size, len(fit.extra_terms))
+    return fit.coef_of(xs), extras
+
+
 def bootstrap_ratings(
     counts: PairCounts,
     *,
@@ -276,6 +247,7 @@ def bootstrap_ratings(
     random_state: int = 0,
     progress: Progress | None = None,
     fit: BTFit | None = None,
+    spec: BTSpec | None = None,
     anchor: tuple[str, float] | None = None,
     scale: float = 400.0,
     base: float = 10.0,
@@ -284,13 +256,13 @@ def bootstrap_ratings(
     block_size: int = 50,
     tol: float = 1e-9,
 ) -> BootstrapResult:
-    """Percentile bootstrap of plain Bradley-Terry ratings by multinomial resampling of the counts.
+    """Percentile bootstrap of Bradley-Terry ratings by multinomial resampling of the counts.
 
     Parameters
     ----------
     counts : PairCounts
     n_rounds : int
-        Bootstrap rounds; each redraws all N votes with replacement and refits the MLE exactly.
+        Bootstrap rounds; each redraws all N votes with replacement and refits exactly.
     level : float
         Interval level (0.95: 2.5th and 97.5th percentiles).
     random_state : int
@@ -298,7 +270,10 @@ def bootstrap_ratings(
     progress : callable(done, total), optional
         Called after each block of rounds.
     fit : BTFit, optional
-        The point fit (computed with :func:`~leaderboard.bt.fit_bt` when not given).
+        The point fit (made with :func:`~leaderboard.bt.fit_bt` and ``spec`` when not given); its spec
+        is the member of the family refit each round.
+    spec : BTSpec, optional
+        What to fit when ``fit`` is not given (plain Bradley-Terry by default).
     anchor : (model, rating), optional
         Anchor each round's ratings (so the anchor's interval is a point).
     scale, base, initial : rating scale, when ``fit`` is not given.
@@ -307,7 +282,7 @@ def bootstrap_ratings(
     block_size : int
         Rounds per block (fixed, so results do not depend on ``n_jobs``).
     tol : float
-        Newton tolerance per round, natural-log units.
+        Newton tolerance per plain round, natural-log units.
 
     Returns
     -------
@@ -316,32 +291,45 @@ def bootstrap_ratings(
     Warns
     -----
     DegenerateRoundsWarning
-        When some rounds had no finite MLE (small data) and were fit with a weak ridge.
+        When some plain rounds had no finite MLE (small data) and were fit with a weak ridge.
     """
     if n_rounds < 1:
         raise ValueError("n_rounds must be at least 1")
     if fit is None:
-        fit = fit_bt(counts, anchor=anchor, scale=scale, base=base, initial=initial)
+        fit = fit_bt(counts, spec=spec or BTSpec(), anchor=anchor, scale=scale, base=base, initial=initial)
     if anchor is None:
         anchor = fit.anchor
-    cats = _Categories(counts, fit)
-    fixed = fit.hessian / math.log(fit.base) ** 2
     sizes = [min(block_size, n_rounds - start) for start in range(0, n_rounds, block_size)]
     seeds = np.random.SeedSequence(random_state).spawn(len(sizes))
     jobs = n_jobs if n_jobs is not None else min(2, os.cpu_count() or 1)
-    thetas: list[FloatArray] = []
+    block: Callable[[tuple[np.random.SeedSequence, int]], tuple[FloatArray, FloatArray, int]]
+    if fit.spec.is_plain:
+        cats = _Categories(counts, fit)
+        fixed = fit.hessian / math.log(fit.base) ** 2
+        no_extras = np.zeros((0, 0))
+
+        def block(job: tuple[np.random.SeedSequence, int]) -> tuple[FloatArray, FloatArray, int]:
+            theta, bad = _run_block(job[0], job[1], cats, fit, fixed, tol)
+            return theta / math.log(fit.base), no_extras, bad
+
+    else:
+
+        def block(job: tuple[np.random.SeedSequence, int]) -> tuple[FloatArray, FloatArray, int]:
+            coef, extras = _run_cells_block(job[0], job[1], fit)
+            return coef, extras, 0
+
+    coefs: list[FloatArray] = []
+    extra_rows: list[FloatArray] = []
     n_degenerate = 0
     done = 0
     # The blocks are the parallelism: BLAS threads on top (small M x M products) only contend for the
     # same cores and spin; limiting them to one made refits 2-3x cheaper on the 2-core target.
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = pool.map(
-            lambda a: _run_block(a[0], a[1], cats, fit, fixed, tol), zip(seeds, sizes, strict=True)
-        )
-        for theta, bad in results:
-            thetas.append(theta)
+        for coef, extras, bad in pool.map(block, zip(seeds, sizes, strict=True)):
+            coefs.append(coef)
+            extra_rows.append(extras)
             n_degenerate += bad
-            done += theta.shape[0]
+            done += coef.shape[0]
             if progress is not None:
                 progress(done, n_rounds)
     if n_degenerate:
@@ -351,11 +339,17 @@ def bootstrap_ratings(
             DegenerateRoundsWarning,
             stacklevel=2,
         )
-    coef = np.concatenate(thetas) / math.log(fit.base)
+    coef = np.concatenate(coefs)
     ratings = _anchor_rows(fit.scale * coef + fit.initial, fit.models, anchor)
     low, high = percentile_intervals(ratings, level)
     ranks = ranks_of(ratings)
     r_low, r_high = rank_intervals(ranks, level)
+    extra: dict[str, tuple[float, float, float]] = {}
+    if fit.extra_terms:
+        e_low, e_high = percentile_intervals(np.concatenate(extra_rows), level)
+        values = fit.extras_of(fit.x)
+        for k, name in enumerate(values):
+            extra[name] = (values[name], float(e_low[k]), float(e_high[k]))
     return BootstrapResult(
         models=fit.models,
         rating=fit.rating,
@@ -369,65 +363,5 @@ def bootstrap_ratings(
         n_rounds=n_rounds,
         random_state=random_state,
         n_degenerate=n_degenerate,
-    )
-
-
-def sandwich_intervals(
-    counts: PairCounts | None = None,
-    *,
-    fit: BTFit | None = None,
-    level: float = 0.95,
-    anchor: tuple[str, float] | None = None,
-    robust: bool = True,
-) -> IntervalResult:
-    """Normal intervals from the sandwich covariance ``H^+ S H^+`` of the coefficients.
-
-    ``H`` is the Hessian of the negative log-likelihood and ``S`` the sum of outer products of the
-    per-vote scores (Huber 1967, White 1980); with ties scored as half wins the model is misspecified
-    for them, and the sandwich stays honest where the model-based ``H^+`` would not. ``H^+`` is the
-    pseudo-inverse on the sum-zero gauge; with an anchor the covariance is that of differences to it.
-
-    Parameters
-    ----------
-    counts : PairCounts, optional
-        Needed only when ``fit`` is not given.
-    fit : BTFit, optional
-    level : float
-    anchor : (model, rating), optional; default: the fit's anchor
-    robust : bool
-        ``False`` gives the model-based covariance ``H^+``.
-
-    Returns
-    -------
-    IntervalResult
-    """
-    if fit is None:
-        if counts is None:
-            raise ValueError("give counts or fit")
-        fit = fit_bt(counts, anchor=anchor)
-    if anchor is None:
-        anchor = fit.anchor
-    m = len(fit.models)
-    h_inv = np.linalg.pinv(fit.hessian, hermitian=True)
-    cov = h_inv @ fit.score_outer @ h_inv if robust else h_inv
-    if anchor is not None:
-        k = fit.models.index(anchor[0])
-        t = np.eye(m)
-        t[:, k] -= 1.0
-        cov = t @ cov @ t.T
-    cov_rating = fit.scale**2 * cov
-    se = np.sqrt(np.maximum(np.diag(cov_rating), 0.0))
-    z = float(sps.norm.ppf(0.5 + level / 2))
-    rating = fit.rating
-    if anchor is not None:
-        rating = rating - rating[fit.models.index(anchor[0])] + anchor[1]
-    return IntervalResult(
-        models=fit.models,
-        rating=rating,
-        ci_low=rating - z * se,
-        ci_high=rating + z * se,
-        se=se,
-        cov=np.asarray(cov_rating, dtype=np.float64),
-        level=level,
-        kind="sandwich" if robust else "model",
+        extra=extra,
     )

@@ -1,14 +1,14 @@
-"""Plain Bradley-Terry maximum likelihood on aggregated counts.
+"""One Bradley-Terry fit for every method: :func:`fit_bt` on counts and a :class:`~leaderboard.spec.BTSpec`.
 
-The point fit is the Chatbot Arena recipe: scikit-learn's ``LogisticRegression`` without intercept and
-without penalty, on rows ``+ln(base)`` at the first model's column and ``-ln(base)`` at the second's,
-weighted by counts (a win counts 2 for the winner, a tie 1 for each side). Because a tie scores half a
-win, the likelihood depends on the votes only through :class:`~leaderboard.data.PairStats`, so the rows
-are two per unordered pair, whatever the number of votes.
+Plain Bradley-Terry (``BTSpec()``) takes the Chatbot Arena recipe: scikit-learn's ``LogisticRegression``
+without intercept and without penalty, on rows ``+ln(base)`` at the first model's column and
+``-ln(base)`` at the second's, weighted by counts (a win counts 2 for the winner, a tie 1 for each side).
+Because a tie scores half a win, that likelihood depends on the votes only through
+:class:`~leaderboard.data.PairStats`, so the rows are two per unordered pair; a batched Newton method on
+the same statistics (:mod:`leaderboard.newton`) then polishes the optimum to machine precision.
 
-The same likelihood is also solved here by a batched Newton method on those statistics
-(:func:`solve_bt_batch`): it polishes the scikit-learn optimum to machine precision and refits a thousand
-bootstrap rounds at once. Tests check one against the other.
+Every other member of the family (position advantage, Davidson ties, time weights, a prior, style
+covariates) is fitted by Newton's method on the aggregated cells (:mod:`leaderboard.cells`).
 
 Conventions: ``theta`` is the natural-log strength, ``coef = theta / ln(base)`` is scikit-learn's
 coefficient, ratings are ``scale * coef + initial`` with ``sum(coef) == 0`` (or shifted to an anchor).
@@ -18,48 +18,44 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from leaderboard.data import PairCounts, PairStats, collapse_pairs
+from leaderboard.cells import Cells, Layout, Objective, design_matrix, make_cells, maximise
+from leaderboard.data import Outcome, PairCounts, PairStats, collapse_pairs
+from leaderboard.newton import pair_curvature, pair_log_likelihood, solve_bt_batch
+from leaderboard.spec import (
+    BTSpec,
+    DisconnectedComparisonError,
+    NonConvergenceError,
+    UnboundedRatingWarning,
+    check_comparison_graph,
+)
 
-__all__ = [
-    "BTFit",
-    "DisconnectedComparisonError",
-    "NonConvergenceError",
-    "UnboundedRatingWarning",
-    "check_comparison_graph",
-    "fit_bt",
-    "solve_bt_batch",
-]
+__all__ = ["BTFit", "ExtraTerm", "fit_bt", "predict_proba"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
-#: Largest Newton step (natural-log units) taken at once; keeps far starts from overshooting.
-_MAX_STEP = 2.0
-
-
-class DisconnectedComparisonError(ValueError):
-    """The comparison graph falls into parts never compared with each other: no common scale exists."""
+#: A centred strength this far out (natural-log units, about 5000 Elo) means there is no finite maximum.
+_MAX_ABS_THETA = 28.8
+_PLAIN = BTSpec()
 
 
-class NonConvergenceError(RuntimeError):
-    """The optimiser stopped before the optimum; its numbers would be garbage, so none are returned."""
+@dataclass(frozen=True)
+class ExtraTerm:
+    """A fitted parameter besides the ratings: its name, its index in ``BTFit.x`` and how it is reported
+    (``points``: in rating points, ``scale / ln(base)`` per natural-log unit; ``exp``: as ``exp(x)``)."""
 
-
-class UnboundedRatingWarning(UserWarning):
-    """Some models only won or only lost (against a part of the field): their MLE is infinite.
-
-    The fit then adds a small ridge penalty so the numbers stay finite; those ratings are not MLEs.
-    """
+    name: str
+    index: int
+    kind: Literal["points", "exp"]
 
 
 @dataclass(frozen=True)
@@ -75,13 +71,25 @@ class BTFit:
     scale, base, initial : the rating scale
     anchor : (model, rating) or None
     converged, n_iter, solver : how the optimum was reached
-    log_likelihood : at the optimum, ties scored as half a win and half a loss (vote units)
-    hessian : Hessian of the negative log-likelihood with respect to ``coef`` (Fisher information)
-    score_outer : sum over votes of the outer products of per-vote scores (the sandwich's meat)
-    n_votes : number of votes (summed weights)
-    unbounded : models flagged by :class:`UnboundedRatingWarning`
-    ridge : the ridge penalty used (0 for the plain MLE)
-    stats : the sufficient statistics the fit used
+    log_likelihood : at the optimum, ties scored as half a win and half a loss (vote units) unless
+        Davidson; weighted by the time weights; without the prior
+    hessian : Hessian of the negative (penalised) log-likelihood with respect to ``x``
+    score_outer : sum over votes of the outer products of per-vote scores w.r.t. ``x`` (sandwich meat)
+    n_votes : number of votes
+    unbounded : models flagged by :class:`~leaderboard.spec.UnboundedRatingWarning`
+    ridge : the ridge penalty used by the plain path (0 for the plain MLE)
+    stats : the pair statistics of the votes fitted
+    spec : the member of the family fitted
+    x : the parameter vector the curvature refers to: ``coef`` for plain fits, the optimiser's vector
+        (strengths with the last model at 0, position, style, ``log nu``) otherwise
+    coef_map : linear map ``x -> coef`` (M x len(x)); None when ``x`` is ``coef``
+    extra_terms : the fitted parameters besides the ratings
+    position : left-side advantage(s) in natural-log units, shape (0,), (1,) or (M,)
+    log_nu : Davidson ``log nu`` (None for plain ties)
+    gamma : style coefficients (natural-log units per unit covariate)
+    feature_names : names of the style covariates
+    tie_rate : weighted share of ties among the votes fitted (the tie forecast of non-Davidson fits)
+    cells : the engine rows of a non-plain fit (what its bootstrap resamples)
     """
 
     models: tuple[str, ...]
@@ -102,6 +110,16 @@ class BTFit:
     unbounded: tuple[str, ...]
     ridge: float
     stats: PairStats
+    spec: BTSpec = _PLAIN
+    x: FloatArray = field(default_factory=lambda: np.zeros(0))
+    coef_map: FloatArray | None = None
+    extra_terms: tuple[ExtraTerm, ...] = ()
+    position: FloatArray = field(default_factory=lambda: np.zeros(0))
+    log_nu: float | None = None
+    gamma: FloatArray = field(default_factory=lambda: np.zeros(0))
+    feature_names: tuple[str, ...] = ()
+    tie_rate: float = 0.0
+    cells: Cells | None = None
 
     @property
     def ratings(self) -> FloatArray:
@@ -114,254 +132,70 @@ class BTFit:
         out: FloatArray = self.coef * math.log(self.base)
         return out
 
+    @property
+    def nu(self) -> float:
+        """Davidson tie propensity (0 without a tie parameter)."""
+        return 0.0 if self.log_nu is None else math.exp(self.log_nu)
 
-class _Pairs:
-    """The pair list of a problem, with the index arrays a batched solver needs."""
+    @property
+    def n_params(self) -> int:
+        """Free parameters of the three-outcome forecast (a tie rate counts as one when not Davidson)."""
+        return int(len(self.models) + self.position.shape[0] + self.gamma.shape[0])
 
-    def __init__(self, lo: IntArray, hi: IntArray, n_models: int) -> None:
-        self.lo = lo
-        self.hi = hi
-        self.m = n_models
-        n_pairs = len(lo)
-        rows = np.concatenate([lo, hi])
-        cols = np.concatenate([np.arange(n_pairs), np.arange(n_pairs)])
-        vals = np.concatenate([np.ones(n_pairs), -np.ones(n_pairs)])
-        # incidence (models x pairs): +1 at lo, -1 at hi
-        self.incidence = sp.csr_matrix((vals, (rows, cols)), shape=(n_models, n_pairs))
-        m = n_models
-        self.lap_index = np.concatenate([lo * m + lo, hi * m + hi, lo * m + hi, hi * m + lo])
+    def coef_of(self, x: FloatArray) -> FloatArray:
+        """Centred log-``base`` strengths of parameter vectors ``x`` (one per row, or one vector)."""
+        if self.coef_map is None:
+            return x
+        out: FloatArray = x @ self.coef_map.T
+        return out
 
-    def gradient(self, theta: FloatArray, n: FloatArray, s: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """Log-likelihood gradient (B x M) and the per-pair probabilities ``p`` (B x P)."""
-        d = theta[:, self.lo] - theta[:, self.hi]
-        p = _expit(d)
-        r = s - n * p
-        g = np.asarray(self.incidence @ r.T).T
-        return g, p
-
-    def gradient_t(self, theta_t: FloatArray, half_n_t: FloatArray, c_t: FloatArray) -> FloatArray:
-        """Log-likelihood gradient in pair-major layout, theta (M x B) -> (M x B).
-
-        With ``p = (1 + tanh(d / 2)) / 2`` the residual ``s - n p`` is ``c - (n / 2) tanh(d / 2)``
-        where ``c = s - n / 2`` and ``n / 2`` (P x B) are computed once per solve; in place, so one
-        (P x B) buffer serves the whole evaluation.
-        """
-        r = theta_t[self.lo]
-        r -= theta_t[self.hi]
-        r *= 0.5
-        np.tanh(r, out=r)
-        r *= half_n_t
-        np.subtract(c_t, r, out=r)
-        g: FloatArray = np.asarray(self.incidence @ r)
-        return g
-
-    def laplacian(self, w: FloatArray) -> FloatArray:
-        """Weighted graph Laplacians, one per row of ``w`` (B x P) -> (B x M x M)."""
-        b = w.shape[0]
-        mm = self.m * self.m
-        offsets = (np.arange(b) * mm)[:, None]
-        index = (offsets + self.lap_index[None, :]).ravel()
-        weights = np.concatenate([w, w, -w, -w], axis=1).ravel()
-        out: FloatArray = np.bincount(index, weights=weights, minlength=b * mm).astype(np.float64)
-        return out.reshape(b, self.m, self.m)
+    def extras_of(self, x: FloatArray) -> dict[str, float]:
+        """The fitted extra parameters of a parameter vector, as reported (points or ``exp``)."""
+        per_nat = self.scale / math.log(self.base)
+        return {
+            t.name: (per_nat * float(x[t.index]) if t.kind == "points" else math.exp(float(x[t.index])))
+            for t in self.extra_terms
+        }
 
 
-def _expit(x: FloatArray) -> FloatArray:
-    out: FloatArray = 0.5 * (1.0 + np.tanh(0.5 * x))
-    return out
-
-
-def _log_likelihood(theta: FloatArray, pairs: _Pairs, n: FloatArray, s: FloatArray) -> FloatArray:
-    d = theta[:, pairs.lo] - theta[:, pairs.hi]
-    ll = -(s * np.logaddexp(0.0, -d) + (n - s) * np.logaddexp(0.0, d))
-    out: FloatArray = ll.sum(axis=1)
-    return out
-
-
-def solve_bt_batch(
-    lo: IntArray,
-    hi: IntArray,
-    n: FloatArray,
-    s: FloatArray,
-    *,
-    n_models: int,
-    theta0: FloatArray | None = None,
-    fixed_hessian: FloatArray | None = None,
-    ridge: float = 0.0,
-    tol: float = 1e-10,
-    max_iter: int = 100,
-    max_fixed_iter: int = 30,
-) -> tuple[FloatArray, BoolArray, int]:
-    """Maximise B plain-BT log-likelihoods that share one pair list, all at once.
-
-    Parameters
-    ----------
-    lo, hi : int arrays, shape (P,)
-        The pairs.
-    n, s : float arrays, shape (B, P)
-        Battles per pair and the score of ``lo`` (wins plus half the ties), one row per problem.
-    n_models : int
-    theta0 : array, shape (M,) or (B, M), optional
-        Warm start (natural-log strengths); zero by default.
-    fixed_hessian : array, shape (M, M), optional
-        A Laplacian close to every problem's Hessian (say the full data's): first iterate
-        ``theta += (L0 + J)^-1 g`` with it, which costs one small matrix product per iteration, then
-        finish the rows that have not converged with full Newton steps.
-    ridge : float
-        Penalty ``ridge / 2 * |theta|^2`` (0: the maximum-likelihood estimate).
-    tol : float
-        Converged when the largest step is below ``tol`` (natural-log units).
-    max_iter, max_fixed_iter : int
-        Iteration limits of the full Newton and of the fixed-Hessian phase.
-
-    Returns
-    -------
-    theta : array, shape (B, M), each row summing to zero
-    converged : bool array, shape (B,)
-    n_iter : int, the largest number of iterations any row used
-    """
-    n = np.atleast_2d(np.asarray(n, dtype=np.float64))
-    s = np.atleast_2d(np.asarray(s, dtype=np.float64))
-    b = n.shape[0]
-    m = n_models
-    pairs = _Pairs(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64), m)
-    theta = (
-        np.zeros((b, m)) if theta0 is None else np.array(np.broadcast_to(theta0, (b, m)), dtype=np.float64)
-    )
-    theta -= theta.mean(axis=1, keepdims=True)
-    converged = np.zeros(b, dtype=bool)
-    iters = 0
-    centre = np.full((m, m), 1.0 / m)
-    active = np.arange(b)
-    if fixed_hessian is not None and max_fixed_iter > 0:
-        # Pair-major layout (pairs x problems): gathering whole rows of theta and the sparse product
-        # with the incidence matrix both run on contiguous memory, about twice as fast as row-major.
-        k = np.linalg.inv(fixed_hessian + ridge * np.eye(m) + centre)
-        theta_t = np.ascontiguousarray(theta.T)
-        half_n_t = np.ascontiguousarray(0.5 * n.T)
-        c_t = np.ascontiguousarray(s.T) - half_n_t
-        cols = np.arange(b)
-        for it in range(max_fixed_iter):
-            if cols.size == 0:
-                break
-            g_t = pairs.gradient_t(theta_t, half_n_t, c_t)
-            if ridge:
-                g_t -= ridge * theta_t
-            step_t = k @ g_t
-            big = np.abs(step_t).max(axis=0)
-            step_t *= np.minimum(1.0, _MAX_STEP / np.maximum(big, 1e-300))[None, :]
-            theta_t += step_t
-            iters = max(iters, it + 1)
-            done = big < tol
-            if done.any():
-                theta[cols] = theta_t.T
-                converged[cols[done]] = True
-                cols = cols[~done]
-                keep = np.flatnonzero(~done)
-                theta_t = np.ascontiguousarray(theta_t[:, keep])
-                half_n_t = np.ascontiguousarray(half_n_t[:, keep])
-                c_t = np.ascontiguousarray(c_t[:, keep])
-        theta[cols] = theta_t.T
-        active = cols
-    eye = ridge * np.eye(m) + centre
-    for it in range(max_iter):
-        if active.size == 0:
-            break
-        th = theta[active]
-        g, p = pairs.gradient(th, n[active], s[active])
-        g -= ridge * th
-        lap = pairs.laplacian(n[active] * p * (1.0 - p)) + eye
-        try:
-            step = np.linalg.solve(lap, g[:, :, None])[:, :, 0]
-        except np.linalg.LinAlgError:
-            step = np.einsum("bij,bj->bi", np.linalg.pinv(lap), g)
-        big = np.abs(step).max(axis=1)
-        step *= np.minimum(1.0, _MAX_STEP / np.maximum(big, 1e-300))[:, None]
-        theta[active] = th + step
-        iters = max(iters, it + 1)
-        done = big < tol
-        converged[active[done]] = True
-        active = active[~done]
-    theta -= theta.mean(axis=1, keepdims=True)
-    return theta, converged, iters
-
-
-def check_comparison_graph(stats: PairStats, models: tuple[str, ...]) -> tuple[str, ...]:
-    """Raise if the models cannot be put on one scale; name the models whose MLE is infinite.
-
-    Raises
-    ------
-    DisconnectedComparisonError
-        If a model has no battles or the models fall into groups never compared with each other.
-
-    Returns
-    -------
-    tuple of str
-        Models in a part of the field that only won or only lost against the rest (empty when the
-        "beats or ties" graph is strongly connected, the condition for a finite MLE; Zermelo 1929,
-        Ford 1957).
-    """
-    m = stats.n_models
-    if m < 2:
-        raise DisconnectedComparisonError("need at least two models")
-    battles = np.bincount(stats.lo, weights=stats.n, minlength=m) + np.bincount(
-        stats.hi, weights=stats.n, minlength=m
-    )
-    idle = [models[i] for i in np.flatnonzero(battles <= 0)]
-    if idle:
-        raise DisconnectedComparisonError(f"models without any battle: {', '.join(idle)}")
-    keep = stats.n > 0
-    graph = sp.csr_matrix((np.ones(int(keep.sum())), (stats.lo[keep], stats.hi[keep])), shape=(m, m))
-    n_parts, labels = connected_components(graph, directed=False)
-    if n_parts > 1:
-        groups = [[models[i] for i in np.flatnonzero(labels == k)] for k in range(n_parts)]
-        shown = "; ".join("{" + ", ".join(g[:5]) + (", ..." if len(g) > 5 else "") + "}" for g in groups[:5])
-        raise DisconnectedComparisonError(
-            f"the comparison graph has {n_parts} parts never compared with each other: {shown}"
-        )
-    score_lo = stats.score_lo
-    score_hi = stats.n - score_lo
-    src = np.concatenate([stats.lo[score_lo > 0], stats.hi[score_hi > 0]])
-    dst = np.concatenate([stats.hi[score_lo > 0], stats.lo[score_hi > 0]])
-    beats = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(m, m))
-    n_strong, strong = connected_components(beats, directed=True, connection="strong")
-    if n_strong == 1:
-        return ()
-    # components that are not the largest one are pushed to +/- infinity relative to it
-    sizes = np.bincount(strong)
-    main = int(np.argmax(sizes))
-    return tuple(models[i] for i in np.flatnonzero(strong != main))
-
-
-def _design(stats: PairStats, base: float) -> tuple[sp.csr_matrix, IntArray, FloatArray]:
+def _fit_sklearn(stats: PairStats, base: float, *, max_iter: int, tol: float) -> tuple[FloatArray, bool, int]:
     """Two weighted rows per pair: lo beats hi (weight ``2 wins_lo + ties``) and the reverse."""
+    x_pair = design_matrix(stats.lo, stats.hi, stats.n_models, value=math.log(base))
     p = len(stats.lo)
-    ln_base = math.log(base)
-    rows = np.repeat(np.arange(p), 2)
-    cols = np.stack([stats.lo, stats.hi], axis=1).ravel()
-    vals = np.tile([ln_base, -ln_base], p)
-    x_pair = sp.csr_matrix((vals, (rows, cols)), shape=(p, stats.n_models))
     x = sp.vstack([x_pair, x_pair]).tocsr()
     y = np.concatenate([np.ones(p, dtype=np.int64), np.zeros(p, dtype=np.int64)])
     w = np.concatenate([2 * stats.wins_lo + stats.ties, 2 * stats.wins_hi + stats.ties])
     keep = w > 0
-    return x[keep], y[keep], w[keep]
-
-
-def _fit_sklearn(stats: PairStats, base: float, *, max_iter: int, tol: float) -> tuple[FloatArray, bool, int]:
-    x, y, w = _design(stats, base)
     model = LogisticRegression(C=np.inf, fit_intercept=False, solver="lbfgs", tol=tol, max_iter=max_iter)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        model.fit(x, y, sample_weight=w)
+        model.fit(x[keep], y[keep], sample_weight=w[keep])
     converged = not any(issubclass(c.category, ConvergenceWarning) for c in caught)
     coef = np.asarray(model.coef_[0], dtype=np.float64)
     return coef - coef.mean(), converged, int(np.max(model.n_iter_))
 
 
+def _offset(
+    models: tuple[str, ...], coef: FloatArray, anchor: tuple[str, float] | None, scale: float, initial: float
+) -> float:
+    if anchor is None:
+        return initial
+    name, value = anchor
+    if name not in models:
+        raise ValueError(f"anchor model {name!r} is not among the models")
+    return float(value) - scale * float(coef[models.index(name)])
+
+
+def _tie_rate(counts: PairCounts) -> float:
+    total = float(counts.count.sum())
+    tied = (counts.outcome == Outcome.TIE) | (counts.outcome == Outcome.BOTHBAD)
+    return float(counts.count[tied].sum()) / total if total > 0 else 0.0
+
+
 def fit_bt(
     counts: PairCounts,
     *,
+    spec: BTSpec = _PLAIN,
     anchor: tuple[str, float] | None = None,
     scale: float = 400.0,
     base: float = 10.0,
@@ -372,25 +206,29 @@ def fit_bt(
     on_unbounded: str = "warn",
     unbounded_ridge: float = 1e-3,
 ) -> BTFit:
-    """Bradley-Terry maximum likelihood with scikit-learn's ``LogisticRegression`` on aggregated rows.
+    """Maximum-likelihood (or, with a prior, MAP) fit of a member of the Bradley-Terry family.
 
     Parameters
     ----------
     counts : PairCounts
-        Aggregated battles (both-bad counts as a tie).
+        Aggregated battles (with ``time`` per cell for time weights; one cell per battle when
+        ``spec.features`` holds per-battle covariates).
+    spec : BTSpec
+        What to fit; the plain spec takes scikit-learn's L-BFGS plus a Newton polish on pair statistics,
+        the others Newton's method (scipy ``trust-exact``) on the cells.
     anchor : (model, rating), optional
         Shift all ratings so that this model has this rating (default: mean rating ``initial``).
     scale, base, initial : float
         ``rating = scale * log_base(strength) + initial``.
     polish : bool
-        Finish with Newton steps on the sufficient statistics, so the result is the exact optimum to
-        machine precision (scikit-learn's L-BFGS stops at ``tol``); ``False`` returns scikit-learn's
-        coefficients as they are.
-    max_iter, tol : L-BFGS limits passed to scikit-learn.
+        Plain path: finish with Newton steps so the result is the exact optimum to machine precision
+        (scikit-learn stops at ``tol``); ``False`` returns scikit-learn's coefficients as they are.
+    max_iter, tol : int, float
+        Iteration limit and tolerance (scikit-learn's L-BFGS, or the gradient norm per vote).
     on_unbounded : ``"warn"`` or ``"raise"``
-        What to do when some models only won or only lost: warn with :class:`UnboundedRatingWarning`
-        and fit with ``unbounded_ridge`` (a weak Gaussian prior keeps numbers finite), or raise
-        :class:`DisconnectedComparisonError`.
+        Plain path, when some models only won or only lost: warn with ``UnboundedRatingWarning`` and
+        fit with ``unbounded_ridge`` (a weak Gaussian prior keeps numbers finite), or raise
+        :class:`~leaderboard.spec.DisconnectedComparisonError`. Other specs need a prior then.
 
     Returns
     -------
@@ -401,10 +239,16 @@ def fit_bt(
     DisconnectedComparisonError
         Models never compared (directly or through others), or unbounded ones with ``on_unbounded="raise"``.
     NonConvergenceError
-        If the optimiser stops before the optimum.
+        If the optimiser stops before the optimum, or the optimum lies at infinity.
+    ValueError
+        Davidson ties without a single tie.
     """
     if on_unbounded not in ("warn", "raise"):
         raise ValueError("on_unbounded must be 'warn' or 'raise'")
+    if not spec.is_plain:
+        return _fit_cells(
+            counts, spec, anchor=anchor, scale=scale, base=base, initial=initial, tol=tol, max_iter=max_iter
+        )
     models = counts.models
     stats = collapse_pairs(counts)
     unbounded = check_comparison_graph(stats, models)
@@ -450,23 +294,11 @@ def fit_bt(
             raise NonConvergenceError(f"scikit-learn's L-BFGS did not converge in {max_iter} iterations")
     coef = theta_hat / ln_base
     coef = coef - coef.mean()
-    offset = initial
-    if anchor is not None:
-        name, value = anchor
-        if name not in models:
-            raise ValueError(f"anchor model {name!r} is not among the models")
-        offset = float(value) - scale * float(coef[models.index(name)])
-    rating = scale * coef + offset
-    pairs = _Pairs(stats.lo, stats.hi, m)
-    d = (coef[stats.lo] - coef[stats.hi]) * ln_base
-    p = _expit(d)
-    hessian = ln_base**2 * pairs.laplacian((stats.n * p * (1 - p))[None, :])[0]
-    meat_w = stats.wins_lo * (1 - p) ** 2 + stats.wins_hi * p**2 + stats.ties * (0.5 - p) ** 2
-    score_outer = ln_base**2 * pairs.laplacian(meat_w[None, :])[0]
-    ll = float(_log_likelihood((coef * ln_base)[None, :], pairs, n_pair, s_pair)[0])
+    offset = _offset(models, coef, anchor, scale, initial)
+    hessian, score_outer = pair_curvature(coef * ln_base, stats)
     return BTFit(
         models=models,
-        rating=rating,
+        rating=scale * coef + offset,
         coef=coef,
         offset=offset,
         scale=scale,
@@ -476,11 +308,169 @@ def fit_bt(
         converged=converged,
         n_iter=n_iter,
         solver=solver,
-        log_likelihood=ll,
-        hessian=hessian,
-        score_outer=score_outer,
+        log_likelihood=pair_log_likelihood(coef * ln_base, stats),
+        hessian=ln_base**2 * hessian,
+        score_outer=ln_base**2 * score_outer,
         n_votes=counts.n_votes,
         unbounded=unbounded,
         ridge=ridge,
         stats=stats,
+        x=coef,
+        tie_rate=_tie_rate(counts),
     )
+
+
+def _extra_terms(layout: Layout, models: tuple[str, ...], names: tuple[str, ...]) -> tuple[ExtraTerm, ...]:
+    terms: list[ExtraTerm] = []
+    start = layout.position_slice.start
+    if layout.n_position == 1:
+        terms.append(ExtraTerm("position_advantage_elo", start, "points"))
+    elif layout.n_position > 1:
+        terms.extend(
+            ExtraTerm(f"position_advantage_elo:{m}", start + k, "points") for k, m in enumerate(models)
+        )
+    if layout.has_nu:
+        terms.append(ExtraTerm("tie_propensity_nu", layout.size - 1, "exp"))
+    start = layout.feature_slice.start
+    terms.extend(ExtraTerm(f"style_{name}_elo", start + k, "points") for k, name in enumerate(names))
+    return tuple(terms)
+
+
+def _fit_cells(
+    counts: PairCounts,
+    spec: BTSpec,
+    *,
+    anchor: tuple[str, float] | None,
+    scale: float,
+    base: float,
+    initial: float,
+    tol: float,
+    max_iter: int,
+) -> BTFit:
+    """The general path: Newton's method (scipy ``trust-exact``) on the cells of :mod:`leaderboard.cells`."""
+    cells = make_cells(counts, spec)
+    m = cells.n_models
+    live = cells.count > 0
+    if (
+        spec.ties == "davidson"
+        and spec.nu_fixed is None
+        and not np.any((cells.outcome == Outcome.TIE) & live)
+    ):
+        raise ValueError("Davidson ties need at least one tie; with none the tie propensity is 0 (use bt)")
+    used = counts if spec.both_bad == "tie" else _without_both_bad(counts)
+    stats = collapse_pairs(used)
+    unbounded = check_comparison_graph(stats, counts.models, with_prior=spec.prior_sd is not None)
+    if unbounded:
+        raise NonConvergenceError(
+            "no finite maximum-likelihood ratings: some models only won or only lost against the rest"
+            f" ({', '.join(unbounded[:5])}); add votes or a prior (prior_sd)"
+        )
+    ln_base = math.log(base)
+    layout = Layout.of(spec, m)
+    objective = Objective(cells, spec, layout, nat_per_point=ln_base / scale)
+    x0 = np.zeros(layout.size)
+    cw = cells.count * cells.weight
+    tie_rate = float(cw[cells.outcome == Outcome.TIE].sum() / cw.sum())
+    if layout.has_nu:
+        x0[-1] = math.log(max(tie_rate, 1e-3))
+    x, n_iter, message = maximise(objective, x0, tol=tol, max_iter=max_iter)
+    if message:
+        raise NonConvergenceError(
+            f"Bradley-Terry fit ({spec.position} position, {spec.ties} ties) did not converge: {message}"
+        )
+    # x -> centred coef: embed the free strengths (last model at 0), centre, change the log base
+    embed = np.zeros((m, layout.size))
+    embed[: m - 1, : m - 1] = np.eye(m - 1)
+    coef_map = (np.eye(m) - 1.0 / m) @ embed / ln_base
+    coef = coef_map @ x
+    if np.max(np.abs(coef * ln_base)) > _MAX_ABS_THETA:
+        raise NonConvergenceError(
+            "ratings diverge: some model only wins or only loses, or the comparison graph is disconnected;"
+            " add a prior (prior_sd) or more votes"
+        )
+    offset = _offset(counts.models, coef, anchor, scale, initial)
+    log_nu = float(x[-1]) if layout.has_nu else objective.theta_fixed
+    return BTFit(
+        models=counts.models,
+        rating=scale * coef + offset,
+        coef=coef,
+        offset=offset,
+        scale=scale,
+        base=base,
+        initial=initial,
+        anchor=anchor,
+        converged=True,
+        n_iter=n_iter,
+        solver="trust-exact",
+        log_likelihood=objective.loglik(x),
+        hessian=objective.hess(x) * objective.total,
+        score_outer=objective.meat(x),
+        n_votes=counts.n_votes,
+        unbounded=unbounded,
+        ridge=0.0,
+        stats=stats,
+        spec=spec,
+        x=x,
+        coef_map=coef_map,
+        extra_terms=_extra_terms(layout, counts.models, cells.feature_names),
+        position=x[layout.position_slice].copy(),
+        log_nu=log_nu,
+        gamma=x[layout.feature_slice].copy(),
+        feature_names=cells.feature_names,
+        tie_rate=tie_rate,
+        cells=cells,
+    )
+
+
+def _without_both_bad(counts: PairCounts) -> PairCounts:
+    keep = counts.outcome != Outcome.BOTHBAD
+    return PairCounts(
+        models=counts.models,
+        model_a=counts.model_a[keep],
+        model_b=counts.model_b[keep],
+        outcome=counts.outcome[keep],
+        count=counts.count[keep],
+        time=None if counts.time is None else counts.time[keep],
+        votes=None if counts.votes is None else counts.votes[keep],
+    )
+
+
+def predict_proba(
+    fit: BTFit, left: IntArray, right: IntArray, *, features: FloatArray | None = None
+) -> FloatArray:
+    """Three-outcome forecasts ``[P(left wins), P(tie), P(right wins)]`` for battles.
+
+    A Davidson fit gives ``e^h / D``, ``nu / D`` and ``e^-h / D`` with ``D = e^h + e^-h + nu`` and ``h``
+    half the linear predictor; a fit without a tie parameter forecasts a tie at its fitted tie rate and
+    splits the rest by its win probability, so every method can be scored on the same three outcomes.
+
+    Parameters
+    ----------
+    fit : BTFit
+    left, right : int arrays, shape (n,)
+        Left and right model of each battle.
+    features : array, shape (n, n_features), optional
+        Style covariates (left minus right); required when the fit has some.
+
+    Returns
+    -------
+    array, shape (n, 3)
+    """
+    beta = fit.theta
+    u = beta[left] - beta[right]
+    if fit.position.shape[0] == 1:
+        u = u + fit.position[0]
+    elif fit.position.shape[0] > 1:
+        u = u + fit.position[left]
+    if fit.gamma.shape[0]:
+        if features is None:
+            raise ValueError("this fit has style covariates; pass features")
+        u = u + np.asarray(features) @ fit.gamma
+    if fit.log_nu is None:
+        p_left = 1.0 / (1.0 + np.exp(-u))
+        return np.column_stack(
+            [(1 - fit.tie_rate) * p_left, np.full_like(u, fit.tie_rate), (1 - fit.tie_rate) * (1 - p_left)]
+        )
+    h = 0.5 * u
+    log_d = np.logaddexp(np.logaddexp(h, -h), fit.log_nu)
+    return np.column_stack([np.exp(h - log_d), np.exp(fit.log_nu - log_d), np.exp(-h - log_d)])

@@ -1,136 +1,167 @@
 """One entry point for the CLI, snapshots and the web: counts in, a filled :class:`Leaderboard` out.
 
-Methods are registered by name (``register_method``), so variants (position bias, Davidson ties, ...)
-plug in without touching :func:`compute_leaderboard`. A method returns the point ratings and, when asked,
-intervals and the per-round ratings of its bootstrap; ranks, rank intervals, the rank upper bound,
-battles and win rates are filled in here the same way for every method.
+:data:`METHODS` names the members of the Bradley-Terry family a leaderboard can be made with; every one
+runs through :func:`~leaderboard.bt.fit_bt` and :func:`~leaderboard.bootstrap.bootstrap_ratings` (or the
+sandwich), and takes every option (time weights, prior, both-bad handling, style covariates, the rating
+scale). Ranks, rank intervals, the rank upper bound, battles and win rates are filled in here the same
+way for every method.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.stats import binomtest
 
-from leaderboard.bootstrap import (
-    Progress,
-    bootstrap_ratings,
-    rank_intervals,
-    rank_upper_bound,
-    ranks_of,
-    sandwich_intervals,
-)
+from leaderboard.bootstrap import Progress, bootstrap_ratings
 from leaderboard.bt import fit_bt
-from leaderboard.data import PairCounts
+from leaderboard.data import Outcome, PairCounts
+from leaderboard.intervals import rank_intervals, rank_upper_bound, ranks_of, sandwich_intervals
 from leaderboard.matrices import model_totals
 from leaderboard.result import Leaderboard
+from leaderboard.spec import BTSpec
 
 __all__ = [
     "INTERVALS",
-    "MethodOutput",
-    "MethodRequest",
+    "METHODS",
     "available_methods",
+    "both_bad_rates",
     "compute_leaderboard",
-    "register_method",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 INTERVALS = ("bootstrap", "sandwich", "none")
 
+#: Method names and the member of the Bradley-Terry family each one fits.
+METHODS: Mapping[str, BTSpec] = {
+    "bt": BTSpec(),
+    "bt-position": BTSpec(position="common"),
+    "davidson": BTSpec(ties="davidson"),
+    "davidson-position": BTSpec(position="common", ties="davidson"),
+}
 
-@dataclass(frozen=True)
-class MethodRequest:
-    """What :func:`compute_leaderboard` asks of a method."""
-
-    interval: str
-    n_rounds: int
-    level: float
-    anchor: tuple[str, float] | None
-    random_state: int
-    progress: Progress | None
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class MethodOutput:
-    """What a method hands back; intervals may be ``None`` when ``interval == "none"``.
-
-    ``rounds`` holds per-round ratings (n_rounds x M) of a bootstrap, for rank intervals.
-    """
-
-    rating: FloatArray
-    ci_low: FloatArray | None = None
-    ci_high: FloatArray | None = None
-    rounds: FloatArray | None = None
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-    parameters_fitted: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-
-
-MethodFn = Callable[[PairCounts, MethodRequest], MethodOutput]
-_METHODS: dict[str, MethodFn] = {}
-
-
-def register_method(name: str, fn: MethodFn, *, replace: bool = False) -> None:
-    """Make ``fn`` available as ``compute_leaderboard(counts, method=name)``."""
-    if name in _METHODS and not replace:
-        raise ValueError(f"method {name!r} is already registered")
-    _METHODS[name] = fn
-
-
-# Modules that register methods when imported; loaded on first lookup so that importing this module
-# (and the web app's vote path) stays cheap.
-_BUILTIN_METHOD_MODULES = ("leaderboard.extended",)
-
-
-def _load_builtin_methods() -> None:
-    for module in _BUILTIN_METHOD_MODULES:
-        importlib.import_module(module)
+#: Options every method takes (besides the interval settings of :func:`compute_leaderboard`).
+_OPTIONS = frozenset(
+    {
+        "scale",
+        "base",
+        "initial",
+        "n_jobs",
+        "half_life",
+        "now",
+        "prior",
+        "both_bad",
+        "per_model_position",
+        "features",
+        "feature_names",
+    }
+)
 
 
 def available_methods() -> tuple[str, ...]:
-    _load_builtin_methods()
-    return tuple(sorted(_METHODS))
+    """The method names :func:`compute_leaderboard` accepts."""
+    return tuple(sorted(METHODS))
 
 
-def _plain_bt(counts: PairCounts, request: MethodRequest) -> MethodOutput:
-    options = dict(request.options)
-    unknown = set(options) - {"scale", "base", "initial", "n_jobs"}
+def method_spec(method: str, options: Mapping[str, Any]) -> BTSpec:
+    """The :class:`BTSpec` of ``method`` with the model options among ``options`` applied."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; available: {', '.join(available_methods())}")
+    unknown = set(options) - _OPTIONS
     if unknown:
-        raise ValueError(f"method 'bt' does not take options {sorted(unknown)}")
-    n_jobs = options.pop("n_jobs", None)
-    fit = fit_bt(counts, anchor=request.anchor, **options)
-    params: dict[str, Any] = {
-        "solver": fit.solver,
-        "scale": fit.scale,
-        "base": fit.base,
-        "initial": fit.initial,
-    }
-    if fit.unbounded:
-        params["unbounded_models"] = list(fit.unbounded)
-        params["ridge"] = fit.ridge
-    if request.interval == "bootstrap":
+        raise ValueError(f"method {method!r} does not take options {sorted(unknown)}")
+    base = METHODS[method]
+    per_model = bool(options.get("per_model_position", False)) and base.position != "none"
+    features = options.get("features")
+    return replace(
+        base,
+        half_life=options.get("half_life"),
+        now=options.get("now"),
+        prior_sd=options.get("prior"),
+        both_bad=options.get("both_bad", "tie"),
+        position="per-model" if per_model else base.position,
+        features=None if features is None else np.asarray(features, dtype=np.float64),
+        feature_names=tuple(options.get("feature_names", ())),
+    )
+
+
+def both_bad_rates(counts: PairCounts) -> FloatArray:
+    """Per model, the share of its votes that were ``tie (bothbad)``: an absolute quality signal."""
+    votes = counts.vote_counts
+    n = counts.n_models
+    battles = np.bincount(counts.model_a, votes, n) + np.bincount(counts.model_b, votes, n)
+    bad = counts.outcome == Outcome.BOTHBAD
+    n_bad = np.bincount(counts.model_a[bad], votes[bad], n) + np.bincount(counts.model_b[bad], votes[bad], n)
+    rates: FloatArray = np.divide(n_bad, battles, out=np.zeros(n), where=battles > 0)
+    return rates
+
+
+def _both_bad_fitted(counts: PairCounts, level: float) -> dict[str, dict[str, float]]:
+    """Per-model both-bad rates with Wilson score intervals (only when there are both-bad votes)."""
+    if not np.any(counts.outcome == Outcome.BOTHBAD):
+        return {}
+    votes = counts.vote_counts
+    n = counts.n_models
+    per_model = np.bincount(counts.model_a, votes, n) + np.bincount(counts.model_b, votes, n)
+    out: dict[str, dict[str, float]] = {}
+    for name, rate, m in zip(counts.models, both_bad_rates(counts), per_model, strict=True):
+        trials = int(round(m))
+        ci = binomtest(int(round(rate * m)), trials).proportion_ci(confidence_level=level, method="wilson")
+        out[f"both_bad_rate:{name}"] = {"value": float(rate), "ci_low": ci.low, "ci_high": ci.high}
+    return out
+
+
+def _fit_method(
+    counts: PairCounts,
+    spec: BTSpec,
+    *,
+    interval: str,
+    n_rounds: int,
+    level: float,
+    anchor: tuple[str, float] | None,
+    random_state: int,
+    progress: Progress | None,
+    options: Mapping[str, Any],
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray | None, dict[str, Any], dict[str, Any]]:
+    """Point fit and intervals through the one engine: rating, low, high, rounds, parameters, fitted."""
+    scale_options = {k: options[k] for k in ("scale", "base", "initial") if k in options}
+    fit = fit_bt(counts, spec=spec, anchor=anchor, **scale_options)
+    params: dict[str, Any]
+    if spec.is_plain:
+        params = {"solver": fit.solver, "scale": fit.scale, "base": fit.base, "initial": fit.initial}
+        if fit.unbounded:
+            params["unbounded_models"] = list(fit.unbounded)
+            params["ridge"] = fit.ridge
+    else:
+        params = {"style": list(fit.feature_names), "optimiser_iterations": fit.n_iter}
+    rating, low, high, rounds = fit.rating, fit.rating, fit.rating, None
+    extra = {name: (v, v, v) for name, v in fit.extras_of(fit.x).items()}
+    if interval == "bootstrap":
         boot = bootstrap_ratings(
             counts,
             fit=fit,
-            n_rounds=request.n_rounds,
-            level=request.level,
-            random_state=request.random_state,
-            progress=request.progress,
-            n_jobs=n_jobs,
+            n_rounds=n_rounds,
+            level=level,
+            random_state=random_state,
+            progress=progress,
+            n_jobs=options.get("n_jobs"),
         )
-        params["degenerate_rounds"] = boot.n_degenerate
-        return MethodOutput(fit.rating, boot.ci_low, boot.ci_high, boot.ratings, params)
-    if request.interval == "sandwich":
-        sw = sandwich_intervals(fit=fit, level=request.level)
-        return MethodOutput(fit.rating, sw.ci_low, sw.ci_high, None, params)
-    return MethodOutput(fit.rating, parameters=params)
-
-
-register_method("bt", _plain_bt)
+        if spec.is_plain:
+            params["degenerate_rounds"] = boot.n_degenerate
+        low, high, rounds, extra = boot.ci_low, boot.ci_high, boot.ratings, boot.extra
+    elif interval == "sandwich":
+        sw = sandwich_intervals(fit=fit, level=level)
+        low, high, extra = sw.ci_low, sw.ci_high, sw.extra
+    fitted: dict[str, Any] = {
+        k: {"value": v, "ci_low": lo, "ci_high": hi} for k, (v, lo, hi) in extra.items()
+    }
+    if not spec.is_plain:
+        fitted.update(_both_bad_fitted(counts, level))
+    return rating, low, high, rounds, params, fitted
 
 
 def compute_leaderboard(
@@ -151,14 +182,16 @@ def compute_leaderboard(
     ----------
     counts : PairCounts
     method : str
-        A registered method (see :func:`available_methods`); ``"bt"`` is plain Bradley-Terry.
+        One of :data:`METHODS`; ``"bt"`` is Bradley-Terry (plain unless options ask for more).
     n_rounds, level, random_state, progress :
         Bootstrap rounds, interval level, seed and progress callback ``(done, total)``.
     interval : ``"bootstrap"``, ``"sandwich"`` or ``"none"``
         ``"none"`` gives intervals equal to the rating and ranks from ratings alone.
     anchor : (model, rating), optional
     **options :
-        Passed to the method.
+        Model options (``half_life``, ``now``, ``prior``, ``both_bad``, ``per_model_position``,
+        ``features``, ``feature_names``), the rating scale (``scale``, ``base``, ``initial``) and
+        ``n_jobs`` for the bootstrap.
 
     Returns
     -------
@@ -169,19 +202,25 @@ def compute_leaderboard(
     """
     if interval not in INTERVALS:
         raise ValueError(f"interval must be one of {INTERVALS}")
-    if method not in _METHODS:
-        _load_builtin_methods()
-    if method not in _METHODS:
-        raise ValueError(f"unknown method {method!r}; available: {', '.join(available_methods())}")
-    request = MethodRequest(interval, n_rounds, level, anchor, random_state, progress, dict(options))
-    out = _METHODS[method](counts, request)
-    rating = np.asarray(out.rating, dtype=np.float64)
-    low = rating.copy() if out.ci_low is None else np.asarray(out.ci_low, dtype=np.float64)
-    high = rating.copy() if out.ci_high is None else np.asarray(out.ci_high, dtype=np.float64)
+    spec = method_spec(method, options)
+    rating, low, high, rounds, fit_params, fitted = _fit_method(
+        counts,
+        spec,
+        interval=interval,
+        n_rounds=n_rounds,
+        level=level,
+        anchor=anchor,
+        random_state=random_state,
+        progress=progress,
+        options=options,
+    )
+    rating = np.asarray(rating, dtype=np.float64)
+    low = np.array(low, dtype=np.float64)
+    high = np.array(high, dtype=np.float64)
     rank = ranks_of(rating)[0]
     rank_ub = rank_upper_bound(low, high)
-    if out.rounds is not None:
-        rank_low, rank_high = rank_intervals(ranks_of(np.asarray(out.rounds)), level)
+    if rounds is not None:
+        rank_low, rank_high = rank_intervals(ranks_of(np.asarray(rounds)), level)
     else:
         rank_low = rank_ub
         rank_high = (high[None, :] >= low[:, None]).sum(axis=1).astype(np.int64)
@@ -193,7 +232,7 @@ def compute_leaderboard(
         "random_state": random_state,
         "anchor": None if anchor is None else [anchor[0], float(anchor[1])],
         **{k: v for k, v in options.items() if isinstance(v, (int, float, str, bool))},
-        **dict(out.parameters),
+        **fit_params,
     }
     return Leaderboard(
         models=counts.models,
@@ -208,7 +247,7 @@ def compute_leaderboard(
         win_rate=win_rate,
         method=method,
         parameters=parameters,
-        parameters_fitted={k: dict(v) for k, v in out.parameters_fitted.items()},
+        parameters_fitted={k: dict(v) for k, v in fitted.items()},
         interval=interval,
         n_votes=counts.n_votes,
     )

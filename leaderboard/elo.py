@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from leaderboard.data import Outcome
+from leaderboard.data import Outcome, parse_outcome
 from leaderboard.elo_schedules import KSchedule
 from leaderboard.raters import TIE_MODES, OnlineRater, TieMode, check_votes, davidson_probabilities
 
@@ -187,7 +187,6 @@ def replay_elo(
     -------
     EloStandings
     """
-    from leaderboard.data import parse_outcome
 
     a = list(np.asarray(model_a, dtype=object).tolist())
     b = list(np.asarray(model_b, dtype=object).tolist())

@@ -18,73 +18,29 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from leaderboard.battles import Battles
+from leaderboard.bt import BTFit, fit_bt, predict_proba
 from leaderboard.data import Outcome, PairCounts, aggregate_codes
 from leaderboard.elo import EloConfig, replay_elo
-from leaderboard.extended import (
-    ELO_PER_NAT,
-    Cells,
-    ExtendedFit,
-    FitSpec,
-    fit_extended,
-    make_cells,
-    predict_proba,
-    sandwich_extended,
-)
+from leaderboard.intervals import sandwich_intervals
+from leaderboard.spec import BTSpec
 
 __all__ = [
     "DEFAULT_METHODS",
-    "Battles",
     "MethodScore",
     "MethodSpec",
     "evaluate_methods",
     "score_forecasts",
-    "simulate_battles",
     "split_battles",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+#: Outcome codes, any integer width.
+CodeArray = npt.NDArray[np.integer[Any]]
 
 #: Column order of forecasts: left wins, tie, right wins.
 _COLUMN = {int(Outcome.MODEL_A): 0, int(Outcome.TIE): 1, int(Outcome.MODEL_B): 2, int(Outcome.BOTHBAD): 1}
-
-
-@dataclass(frozen=True)
-class Battles:
-    """One row per vote, in arrival order.
-
-    ``outcome`` holds :class:`~leaderboard.data.Outcome` codes; ``time`` (seconds, or any increasing
-    number) is optional; ``features`` are per-vote style covariates (left minus right, see
-    :mod:`leaderboard.style`), optional.
-    """
-
-    models: tuple[str, ...]
-    left: IntArray
-    right: IntArray
-    outcome: IntArray
-    time: FloatArray | None = None
-    features: FloatArray | None = None
-    feature_names: tuple[str, ...] = ()
-
-    def __len__(self) -> int:
-        return int(self.left.shape[0])
-
-    def take(self, index: IntArray) -> Battles:
-        return replace(
-            self,
-            left=self.left[index],
-            right=self.right[index],
-            outcome=self.outcome[index],
-            time=None if self.time is None else self.time[index],
-            features=None if self.features is None else self.features[index],
-        )
-
-    def times(self) -> FloatArray:
-        """Vote times, or the arrival order when no time was recorded."""
-        if self.time is not None:
-            return self.time
-        order: FloatArray = np.arange(len(self), dtype=np.float64)
-        return order
 
 
 def split_battles(
@@ -115,7 +71,7 @@ def split_battles(
     return battles.take(train_idx), battles.take(test_idx)
 
 
-def score_forecasts(proba: FloatArray, outcome: IntArray) -> dict[str, float]:
+def score_forecasts(proba: FloatArray, outcome: CodeArray) -> dict[str, float]:
     """Log-loss, three-class Brier score and decisive-vote accuracy of forecasts ``[left, tie, right]``.
 
     Both-bad votes count as ties. Accuracy is over decisive votes only: was the side given the higher
@@ -135,7 +91,7 @@ def score_forecasts(proba: FloatArray, outcome: IntArray) -> dict[str, float]:
     }
 
 
-def _loglik(proba: FloatArray, outcome: IntArray) -> float:
+def _loglik(proba: FloatArray, outcome: CodeArray) -> float:
     column = np.array([_COLUMN[int(o)] for o in range(4)])[outcome]
     return float(np.sum(np.log(np.clip(proba[np.arange(outcome.shape[0]), column], 1e-300, 1.0))))
 
@@ -148,13 +104,13 @@ def _loglik(proba: FloatArray, outcome: IntArray) -> float:
 class MethodSpec:
     """A row of the comparison table: a name and how to fit it.
 
-    ``kind`` is ``extended`` (a :class:`FitSpec` fit) or ``elo`` (online Elo replayed over the training
-    votes in order). ``style`` fits use the per-vote covariates; ``time`` fits weight votes by age.
+    ``kind`` is ``bt`` (a :class:`~leaderboard.spec.BTSpec` fit) or ``elo`` (online Elo replayed over the
+    training votes in order). ``style`` fits use the per-vote covariates; ``time`` fits weight votes by age.
     """
 
     name: str
-    kind: Literal["extended", "elo"] = "extended"
-    spec: FitSpec = field(default_factory=FitSpec)
+    kind: Literal["bt", "elo"] = "bt"
+    spec: BTSpec = field(default_factory=BTSpec)
     style: bool = False
     elo_k: float = 4.0
 
@@ -165,25 +121,23 @@ def default_methods(*, half_life: float | None, prior_sd: float, style: bool) ->
     methods = [
         MethodSpec("elo", kind="elo"),
         MethodSpec("bt"),
-        MethodSpec("bt-position", spec=FitSpec(position="common")),
-        MethodSpec("davidson", spec=FitSpec(ties="davidson")),
-        MethodSpec("davidson-position", spec=FitSpec(position="common", ties="davidson")),
+        MethodSpec("bt-position", spec=BTSpec(position="common")),
+        MethodSpec("davidson", spec=BTSpec(ties="davidson")),
+        MethodSpec("davidson-position", spec=BTSpec(position="common", ties="davidson")),
         MethodSpec(
             "davidson-position+time",
-            spec=FitSpec(position="common", ties="davidson", half_life=half_life or 1.0),
+            spec=BTSpec(position="common", ties="davidson", half_life=half_life or 1.0),
         ),
         MethodSpec(
-            "davidson-position+prior", spec=FitSpec(position="common", ties="davidson", prior_sd=prior_sd)
+            "davidson-position+prior", spec=BTSpec(position="common", ties="davidson", prior_sd=prior_sd)
         ),
     ]
     if half_life is None:
         methods = [m for m in methods if m.spec.half_life is None]
     if style:
-        methods.append(MethodSpec("bt-position+style", spec=FitSpec(position="common"), style=True))
+        methods.append(MethodSpec("bt-position+style", spec=BTSpec(position="common"), style=True))
         methods.append(
-            MethodSpec(
-                "davidson-position+style", spec=FitSpec(position="common", ties="davidson"), style=True
-            )
+            MethodSpec("davidson-position+style", spec=BTSpec(position="common", ties="davidson"), style=True)
         )
     return methods
 
@@ -199,15 +153,15 @@ def votes_to_counts(battles: Battles, *, keep_time: bool, per_vote: bool) -> Pai
     if per_vote:
         return PairCounts(
             models=battles.models,
-            model_a=battles.left.astype(np.int64),
-            model_b=battles.right.astype(np.int64),
+            model_a=battles.model_a.astype(np.int64),
+            model_b=battles.model_b.astype(np.int64),
             outcome=battles.outcome.astype(np.int8),
             count=np.ones(len(battles)),
             time=battles.times().astype(np.float64) if keep_time else None,
         )
     if not keep_time:
-        return aggregate_codes(battles.left, battles.right, battles.outcome, models=battles.models)
-    keys = np.column_stack([battles.left, battles.right, battles.outcome, battles.times()])
+        return aggregate_codes(battles.model_a, battles.model_b, battles.outcome, models=battles.models)
+    keys = np.column_stack([battles.model_a, battles.model_b, battles.outcome, battles.times()])
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
     return PairCounts(
         models=battles.models,
@@ -219,26 +173,22 @@ def votes_to_counts(battles: Battles, *, keep_time: bool, per_vote: bool) -> Pai
     )
 
 
-def fit_method(method: MethodSpec, train: Battles) -> tuple[ExtendedFit, Cells]:
-    """Fit an ``extended`` method on training votes; also returns the cells it was fitted on."""
+def fit_method(method: MethodSpec, train: Battles) -> BTFit:
+    """Fit a Bradley-Terry method on training votes."""
     counts = votes_to_counts(train, keep_time=method.spec.half_life is not None, per_vote=method.style)
-    features = train.features if method.style else None
-    if method.style and features is None:
-        raise ValueError(f"method {method.name} needs style covariates")
-    cells = make_cells(
-        counts,
-        method.spec,
-        features=features,
-        feature_names=train.feature_names if method.style else (),
-    )
-    return fit_extended(cells, method.spec), cells
+    spec = method.spec
+    if method.style:
+        if train.features is None:
+            raise ValueError(f"method {method.name} needs style covariates")
+        spec = replace(spec, features=train.features, feature_names=train.feature_names)
+    return fit_bt(counts, spec=spec)
 
 
 def _elo_forecaster(method: MethodSpec, train: Battles) -> tuple[Callable[[Battles], FloatArray], int]:
     names = np.asarray(train.models, dtype=object)
     standings = replay_elo(
-        names[train.left],
-        names[train.right],
+        names[train.model_a],
+        names[train.model_b],
         train.outcome,
         config=EloConfig(k=method.elo_k),
         models=train.models,
@@ -247,7 +197,7 @@ def _elo_forecaster(method: MethodSpec, train: Battles) -> tuple[Callable[[Battl
     tie_rate = float(np.mean((train.outcome == Outcome.TIE) | (train.outcome == Outcome.BOTHBAD)))
 
     def forecast(battles: Battles) -> FloatArray:
-        p_left = 1.0 / (1.0 + 10.0 ** ((ratings[battles.right] - ratings[battles.left]) / 400.0))
+        p_left = 1.0 / (1.0 + 10.0 ** ((ratings[battles.model_b] - ratings[battles.model_a]) / 400.0))
         return np.column_stack(
             [(1 - tie_rate) * p_left, np.full_like(p_left, tie_rate), (1 - tie_rate) * (1 - p_left)]
         )
@@ -325,9 +275,9 @@ def evaluate_methods(
     if methods is None:
         methods = default_methods(half_life=half_life, prior_sd=prior_sd, style=train.features is not None)
     seen = np.zeros(len(train.models), dtype=bool)
-    seen[train.left] = True
-    seen[train.right] = True
-    test = test.take(np.flatnonzero(seen[test.left] & seen[test.right]))
+    seen[train.model_a] = True
+    seen[train.model_b] = True
+    test = test.take(np.flatnonzero(seen[test.model_a] & seen[test.model_b]))
     rows: list[MethodScore] = []
     n_train = len(train)
     for method in methods:
@@ -335,16 +285,16 @@ def evaluate_methods(
         if method.kind == "elo":
             forecast, n_params = _elo_forecaster(method, train)
         else:
-            fit, cells = fit_method(method, train)
+            fit = fit_method(method, train)
             n_params = fit.n_params
-            intervals = sandwich_extended(cells, fit, level=level)
+            intervals = sandwich_intervals(fit=fit, level=level)
             extras = {
                 k: {"value": v, "ci_low": lo, "ci_high": hi} for k, (v, lo, hi) in intervals.extra.items()
             }
 
-            def forecast(battles: Battles, fit: ExtendedFit = fit, style: bool = method.style) -> FloatArray:
+            def forecast(battles: Battles, fit: BTFit = fit, style: bool = method.style) -> FloatArray:
                 return predict_proba(
-                    fit, battles.left, battles.right, features=battles.features if style else None
+                    fit, battles.model_a, battles.model_b, features=battles.features if style else None
                 )
 
         ll = _loglik(forecast(train), train.outcome)
@@ -365,69 +315,3 @@ def evaluate_methods(
             )
         )
     return rows
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Simulation
-
-
-def simulate_battles(
-    n_votes: int,
-    ratings: FloatArray,
-    *,
-    position_elo: float = 0.0,
-    nu: float = 0.0,
-    change_at: float | None = None,
-    ratings_after: FloatArray | None = None,
-    style_elo: FloatArray | None = None,
-    n_features: int = 0,
-    random_state: int | np.random.Generator | None = None,
-) -> Battles:
-    """Simulate votes from the Davidson model with a left advantage, optional style effects and a change.
-
-    Parameters
-    ----------
-    n_votes : int
-    ratings : array (Elo)
-        True ratings; pairs are drawn uniformly, sides at random.
-    position_elo : left-side advantage (Elo)
-    nu : Davidson tie propensity (0 for no ties)
-    change_at, ratings_after : optional
-        From time ``change_at`` (times are uniform on [0, 1)) the true ratings are ``ratings_after``
-        (models that were updated).
-    style_elo : array (n_features,), optional
-        True style coefficients (Elo per unit covariate); covariates are standard normal.
-    random_state : seed
-    """
-    rng = np.random.default_rng(random_state)
-    n = ratings.shape[0]
-    left = rng.integers(0, n, n_votes)
-    right = (left + rng.integers(1, n, n_votes)) % n
-    time = np.sort(rng.random(n_votes))
-    r = np.tile(np.asarray(ratings, dtype=np.float64), (n_votes, 1))
-    if change_at is not None and ratings_after is not None:
-        r[time >= change_at] = ratings_after
-    u = (r[np.arange(n_votes), left] - r[np.arange(n_votes), right] + position_elo) / ELO_PER_NAT
-    features = None
-    if n_features:
-        features = rng.standard_normal((n_votes, n_features))
-        if style_elo is not None:
-            u = u + features @ (np.asarray(style_elo) / ELO_PER_NAT)
-    h = u / 2
-    denom = np.exp(h) + np.exp(-h) + nu
-    p_left, p_tie = np.exp(h) / denom, nu / denom
-    draw = rng.random(n_votes)
-    outcome = np.where(
-        draw < p_left,
-        int(Outcome.MODEL_A),
-        np.where(draw < p_left + p_tie, int(Outcome.TIE), int(Outcome.MODEL_B)),
-    )
-    return Battles(
-        models=tuple(f"model-{i:02d}" for i in range(n)),
-        left=left.astype(np.int64),
-        right=right.astype(np.int64),
-        outcome=outcome.astype(np.int64),
-        time=time,
-        features=features,
-        feature_names=tuple(f"x{k}" for k in range(n_features)),
-    )

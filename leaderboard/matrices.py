@@ -1,22 +1,26 @@
-"""Pairwise matrices, per-model totals, performance ratings and the expected-score table."""
+"""Pairwise matrices (battles, observed and predicted win rates), per-model totals, performance ratings."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 from scipy import optimize
 
-from leaderboard.data import PairCounts, collapse_pairs
+from leaderboard.data import Outcome, PairCounts, collapse_pairs
+from leaderboard.result import Leaderboard
 
 __all__ = [
+    "PairwiseMatrices",
     "battle_count_matrix",
     "expected_score_table",
     "model_totals",
     "observed_win_rates",
+    "pairwise_matrices",
     "performance_rating",
     "predicted_win_rates",
 ]
@@ -135,3 +139,72 @@ def expected_score_table(
     d = np.arange(0, 801, 50, dtype=np.float64) if differences is None else np.asarray(differences, float)
     high = 1.0 / (1.0 + base ** (-d / scale))
     return pd.DataFrame({"difference": d, "expected_higher": high, "expected_lower": 1.0 - high})
+
+
+@dataclass(frozen=True)
+class PairwiseMatrices:
+    """Per-pair matrices in the order of ``models`` (row model against column model).
+
+    Attributes
+    ----------
+    models : tuple of str
+    n_battles : battles between each pair, both sides together (symmetric)
+    observed : share of those battles the row model won, ties counting half; NaN without battles
+    predicted : the fitted chance that the row model beats the column model (expected score)
+    """
+
+    models: tuple[str, ...]
+    n_battles: npt.NDArray[np.float64]
+    observed: npt.NDArray[np.float64]
+    predicted: npt.NDArray[np.float64]
+
+    def reorder(self, names: Sequence[str]) -> PairwiseMatrices:
+        index = {name: i for i, name in enumerate(self.models)}
+        idx = np.asarray([index[name] for name in names], dtype=np.int64)
+        grid = np.ix_(idx, idx)
+        return PairwiseMatrices(
+            models=tuple(names),
+            n_battles=self.n_battles[grid],
+            observed=self.observed[grid],
+            predicted=self.predicted[grid],
+        )
+
+
+def pairwise_matrices(counts: PairCounts, leaderboard: Leaderboard) -> PairwiseMatrices:
+    """Observed and predicted win rates and battle counts for every pair of the leaderboard's models.
+
+    Parameters
+    ----------
+    counts : PairCounts
+        The aggregated votes the leaderboard was fitted on.
+    leaderboard : Leaderboard
+        Its ratings give the predicted rates, ``1 / (1 + 10 ** ((R_j - R_i) / 400))``.
+
+    Returns
+    -------
+    PairwiseMatrices
+        In the order of ``leaderboard.models``; models in ``counts`` but not on the board are left out.
+    """
+    n = len(leaderboard.models)
+    index = {name: i for i, name in enumerate(leaderboard.models)}
+    remap = np.asarray([index.get(name, -1) for name in counts.models], dtype=np.int64)
+    a = remap[counts.model_a] if counts.n_cells else np.zeros(0, dtype=np.int64)
+    b = remap[counts.model_b] if counts.n_cells else np.zeros(0, dtype=np.int64)
+    keep = (a >= 0) & (b >= 0)
+    a, b, outcome, count = a[keep], b[keep], counts.outcome[keep], counts.count[keep]
+    # Score of the left model in each cell: 1 win, 0 loss, 1/2 any tie.
+    score_a = np.where(outcome == Outcome.MODEL_A, 1.0, np.where(outcome == Outcome.MODEL_B, 0.0, 0.5))
+    n_battles = np.zeros((n, n))
+    points = np.zeros((n, n))
+    np.add.at(n_battles, (a, b), count)
+    np.add.at(n_battles, (b, a), count)
+    np.add.at(points, (a, b), count * score_a)
+    np.add.at(points, (b, a), count * (1.0 - score_a))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed: npt.NDArray[np.float64] = np.where(n_battles > 0, points / n_battles, np.nan)
+    rating = np.asarray(leaderboard.rating, dtype=np.float64)
+    predicted: npt.NDArray[np.float64] = 1.0 / (1.0 + 10.0 ** ((rating[None, :] - rating[:, None]) / 400.0))
+    np.fill_diagonal(predicted, np.nan)
+    return PairwiseMatrices(
+        models=leaderboard.models, n_battles=n_battles, observed=observed, predicted=predicted
+    )

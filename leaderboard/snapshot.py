@@ -27,7 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from leaderboard.data import Outcome, PairCounts
+from leaderboard.data import PairCounts
+from leaderboard.matrices import PairwiseMatrices, pairwise_matrices
 from leaderboard.plots import plot_battle_counts, plot_intervals, plot_win_rates, save_figure
 from leaderboard.result import Leaderboard
 
@@ -37,7 +38,6 @@ __all__ = [
     "METADATA_FILE",
     "PLOT_FILES",
     "ZIP_FILE",
-    "PairwiseMatrices",
     "SnapshotData",
     "SnapshotManifest",
     "SnapshotDiff",
@@ -48,7 +48,6 @@ __all__ = [
     "leaderboard_table",
     "make_snapshot_id",
     "package_version",
-    "pairwise_matrices",
     "read_snapshot",
     "slice_label",
     "write_snapshot",
@@ -84,35 +83,6 @@ DECIMALS = 6
 PACKAGE = "arena-leaderboard"
 # A zip entry's timestamp is part of its bytes; a fixed one keeps the archive stable.
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
-
-
-@dataclass(frozen=True)
-class PairwiseMatrices:
-    """Per-pair matrices in the order of ``models`` (row model against column model).
-
-    Attributes
-    ----------
-    models : tuple of str
-    n_battles : battles between each pair, both sides together (symmetric)
-    observed : share of those battles the row model won, ties counting half; NaN without battles
-    predicted : the fitted chance that the row model beats the column model (expected score)
-    """
-
-    models: tuple[str, ...]
-    n_battles: npt.NDArray[np.float64]
-    observed: npt.NDArray[np.float64]
-    predicted: npt.NDArray[np.float64]
-
-    def reorder(self, names: Sequence[str]) -> PairwiseMatrices:
-        index = {name: i for i, name in enumerate(self.models)}
-        idx = np.asarray([index[name] for name in names], dtype=np.int64)
-        grid = np.ix_(idx, idx)
-        return PairwiseMatrices(
-            models=tuple(names),
-            n_battles=self.n_battles[grid],
-            observed=self.observed[grid],
-            predicted=self.predicted[grid],
-        )
 
 
 @dataclass(frozen=True)
@@ -184,46 +154,6 @@ def counts_sha256(counts: PairCounts) -> str:
         merged[(a, b, o)] = merged.get((a, b, o), 0.0) + c
     text = "\n".join(f"{a}\t{b}\t{o}\t{c!r}" for (a, b, o), c in sorted(merged.items()))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def pairwise_matrices(counts: PairCounts, leaderboard: Leaderboard) -> PairwiseMatrices:
-    """Observed and predicted win rates and battle counts for every pair of the leaderboard's models.
-
-    Parameters
-    ----------
-    counts : PairCounts
-        The aggregated votes the leaderboard was fitted on.
-    leaderboard : Leaderboard
-        Its ratings give the predicted rates, ``1 / (1 + 10 ** ((R_j - R_i) / 400))``.
-
-    Returns
-    -------
-    PairwiseMatrices
-        In the order of ``leaderboard.models``; models in ``counts`` but not on the board are left out.
-    """
-    n = len(leaderboard.models)
-    index = {name: i for i, name in enumerate(leaderboard.models)}
-    remap = np.asarray([index.get(name, -1) for name in counts.models], dtype=np.int64)
-    a = remap[counts.model_a] if counts.n_cells else np.zeros(0, dtype=np.int64)
-    b = remap[counts.model_b] if counts.n_cells else np.zeros(0, dtype=np.int64)
-    keep = (a >= 0) & (b >= 0)
-    a, b, outcome, count = a[keep], b[keep], counts.outcome[keep], counts.count[keep]
-    # Score of the left model in each cell: 1 win, 0 loss, 1/2 any tie.
-    score_a = np.where(outcome == Outcome.MODEL_A, 1.0, np.where(outcome == Outcome.MODEL_B, 0.0, 0.5))
-    n_battles = np.zeros((n, n))
-    points = np.zeros((n, n))
-    np.add.at(n_battles, (a, b), count)
-    np.add.at(n_battles, (b, a), count)
-    np.add.at(points, (a, b), count * score_a)
-    np.add.at(points, (b, a), count * (1.0 - score_a))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        observed: npt.NDArray[np.float64] = np.where(n_battles > 0, points / n_battles, np.nan)
-    rating = np.asarray(leaderboard.rating, dtype=np.float64)
-    predicted: npt.NDArray[np.float64] = 1.0 / (1.0 + 10.0 ** ((rating[None, :] - rating[:, None]) / 400.0))
-    np.fill_diagonal(predicted, np.nan)
-    return PairwiseMatrices(
-        models=leaderboard.models, n_battles=n_battles, observed=observed, predicted=predicted
-    )
 
 
 def _round(values: npt.ArrayLike) -> npt.NDArray[np.float64]:

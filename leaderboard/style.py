@@ -5,7 +5,7 @@ adds, for every battle, the normalised difference of a few style counts between 
 answer as covariates of the fit; the model ratings are then the strengths *at equal style*, and the
 covariates' coefficients say how much style alone moves a vote.
 
-Pure functions on strings and arrays; the fitting lives in :mod:`leaderboard.extended`.
+Pure functions on strings and arrays; the fit is :func:`leaderboard.bt.fit_bt` with covariates in its spec.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ name from the scripts folder; it imports the project's packages, never the other
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import resource
@@ -20,21 +21,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from leaderboard.data import OUTCOME_STRINGS, Outcome, PairCounts, aggregate_codes, parse_outcome
+from leaderboard.battles import Battles
+from leaderboard.data import Outcome, parse_outcome
 
 __all__ = [
-    "Battles",
     "SIZES",
     "Timer",
     "current_rss_mb",
     "emit_json_line",
     "free_port",
     "load_battles_file",
+    "load_battles_npz",
     "machine_info",
     "peak_rss_mb",
     "print_table",
+    "save_battles",
     "synthetic_battles",
 ]
 
@@ -46,49 +48,26 @@ SIZES: dict[str, tuple[int, int]] = {
 }
 
 
-@dataclass(frozen=True)
-class Battles:
-    """Integer-coded battles: the form every contender starts from (names only for the peers' APIs)."""
+def save_battles(battles: Battles, path: Path) -> None:
+    """Write integer-coded battles to an ``.npz`` file (what each benchmark worker reads)."""
+    np.savez(
+        path,
+        models=np.array(battles.models, dtype=str),
+        model_a=battles.model_a,
+        model_b=battles.model_b,
+        outcome=battles.outcome,
+    )
 
-    models: tuple[str, ...]
-    model_a: npt.NDArray[np.int64]
-    model_b: npt.NDArray[np.int64]
-    outcome: npt.NDArray[np.int8]
-    true_rating: npt.NDArray[np.float64] | None = None
 
-    @property
-    def n_votes(self) -> int:
-        return int(self.outcome.shape[0])
-
-    def aggregate(self) -> PairCounts:
-        return aggregate_codes(self.model_a, self.model_b, self.outcome, models=self.models)
-
-    def winner_strings(self) -> npt.NDArray[np.object_]:
-        labels = np.array([OUTCOME_STRINGS[Outcome(i)] for i in range(4)], dtype=object)
-        out: npt.NDArray[np.object_] = labels[self.outcome]
-        return out
-
-    def save(self, path: Path) -> None:
-        np.savez(
-            path,
-            models=np.array(self.models, dtype=str),
-            model_a=self.model_a,
-            model_b=self.model_b,
-            outcome=self.outcome,
-            true_rating=self.true_rating if self.true_rating is not None else np.zeros(0),
+def load_battles_npz(path: Path) -> Battles:
+    """Read battles written by :func:`save_battles`."""
+    with np.load(path) as z:
+        return Battles(
+            models=tuple(str(m) for m in z["models"]),
+            model_a=z["model_a"],
+            model_b=z["model_b"],
+            outcome=z["outcome"],
         )
-
-    @classmethod
-    def load(cls, path: Path) -> Battles:
-        with np.load(path) as z:
-            true = z["true_rating"]
-            return cls(
-                models=tuple(str(m) for m in z["models"]),
-                model_a=z["model_a"].astype(np.int64),
-                model_b=z["model_b"].astype(np.int64),
-                outcome=z["outcome"].astype(np.int8),
-                true_rating=true if true.size else None,
-            )
 
 
 def synthetic_battles(
@@ -135,7 +114,7 @@ def synthetic_battles(
     outcome[bothbad] = Outcome.BOTHBAD
     width = len(str(n_models - 1))
     models = tuple(f"model-{i:0{width}d}" for i in range(n_models))
-    return Battles(models=models, model_a=a, model_b=b, outcome=outcome, true_rating=rating)
+    return Battles(models=models, model_a=a, model_b=b, outcome=outcome)
 
 
 def load_battles_file(path: str | Path) -> Battles:
@@ -280,7 +259,7 @@ def _fmt(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        if value != value:  # NaN
+        if math.isnan(value):
             return "-"
         if abs(value) >= 100:
             return f"{value:,.0f}"

@@ -57,16 +57,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _bench_common import (  # noqa: E402
     SIZES,
-    Battles,
     current_rss_mb,
     emit_json_line,
     load_battles_file,
+    load_battles_npz,
     machine_info,
     peak_rss_mb,
     print_table,
+    save_battles,
     synthetic_battles,
 )
 
+from leaderboard.battles import Battles  # noqa: E402
 from leaderboard.data import Outcome, PairCounts  # noqa: E402
 
 FloatArray = npt.NDArray[np.float64]
@@ -451,7 +453,7 @@ def worker(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(json.dumps({"name": name, "skipped": f"not importable: {exc}"}), flush=True)
         return 0
-    battles = Battles.load(Path(args.npz))
+    battles = load_battles_npz(Path(args.npz))
     plan = Plan(args.rounds, args.budget, args.extrapolate_seconds)
     rss_before = current_rss_mb()
     t0 = time.perf_counter()
@@ -564,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
         n_models = args.models or default_models
         battles = synthetic_battles(n_votes, n_models, random_state=args.seed)
         source = f"synthetic(seed={args.seed})"
-    counts = battles.aggregate()
+    counts = battles.counts()
     reference = exact_mle(counts)
     share = np.bincount(battles.outcome, minlength=4) / battles.n_votes
     print(
@@ -577,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench_fit_") as tmp:
         npz = Path(tmp) / "battles.npz"
-        battles.save(npz)
+        save_battles(battles, npz)
         for name in contenders:
             print(f"  running {name} ...", flush=True, file=sys.stderr)
             results[name] = _run_worker(name, npz, args)

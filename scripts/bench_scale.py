@@ -190,7 +190,7 @@ def fill_database(
     with engine.connect() as conn:
         count = conn.execute(text("SELECT count(*) FROM vote")).scalar_one()
     engine.dispose()
-    return {"load_s": seconds, "rows": int(count), "cells_expected": battles.aggregate().n_cells}
+    return {"load_s": seconds, "rows": int(count), "cells_expected": battles.counts().n_cells}
 
 
 def _tsv(
@@ -228,7 +228,6 @@ def _plan(conn: Any, stmt: Any) -> str:
 
 def worker(url: str, what: str) -> int:
     """Measure one thing on the filled database and print it as one JSON line."""
-    from leaderboard.data import aggregate_codes
     from votes.db import make_engine
     from votes.queries import VoteFilter, load_battles, load_pair_counts, pair_counts_statement, votes_sha256
     from votes.ratings import rebuild_live_ratings
@@ -254,8 +253,7 @@ def worker(url: str, what: str) -> int:
         detail = {"cells": counts.n_cells, "votes": counts.n_votes}
     elif what == "rows":
         with engine.connect() as conn:
-            arrays = load_battles(conn)
-        counts = aggregate_codes(arrays.model_a, arrays.model_b, arrays.outcome, models=arrays.models)
+            counts = load_battles(conn).counts()
         detail = {"cells": counts.n_cells, "votes": counts.n_votes}
     elif what == "sha256":
         with engine.connect() as conn:

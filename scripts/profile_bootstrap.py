@@ -36,8 +36,9 @@ from _bench_common import SIZES, emit_json_line, machine_info, print_table, synt
 from bench_fit import exact_mle  # noqa: E402
 
 from leaderboard.bootstrap import _Categories, bootstrap_ratings, draw_multinomial  # noqa: E402
-from leaderboard.bt import fit_bt, solve_bt_batch  # noqa: E402
+from leaderboard.bt import fit_bt  # noqa: E402
 from leaderboard.data import aggregate_codes  # noqa: E402
+from leaderboard.newton import solve_bt_batch  # noqa: E402
 
 
 def _load() -> float:

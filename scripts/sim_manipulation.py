@@ -26,8 +26,8 @@ import numpy.typing as npt
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from leaderboard.annotators import FlagRule, annotator_stats, flag_annotators, outcome_probabilities  # noqa: E402
+from leaderboard.bt import fit_bt  # noqa: E402
 from leaderboard.data import Outcome, aggregate_codes  # noqa: E402
-from leaderboard.extended import FitSpec, fit_extended, make_cells  # noqa: E402
 
 KINDS = ("left", "random", "boost")
 LEFT_ADVANTAGE_ELO = 15.0
@@ -83,8 +83,7 @@ def simulate(
 def fit_ratings(t: Traffic, keep: npt.NDArray[np.bool_], n_models: int) -> npt.NDArray[np.float64]:
     names = tuple(f"m{i}" for i in range(n_models))
     counts = aggregate_codes(t.model_a[keep], t.model_b[keep], t.outcome[keep], models=names)
-    spec = FitSpec()
-    return fit_extended(make_cells(counts, spec), spec).rating
+    return fit_bt(counts).rating
 
 
 def run_once(args: argparse.Namespace, seed: int) -> dict[str, float]:

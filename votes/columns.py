@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -25,10 +24,11 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from leaderboard.data import OUTCOME_STRINGS, PairCounts, aggregate_codes
+from leaderboard.battles import Battles
+from leaderboard.data import OUTCOME_STRINGS
 from votes.records import InputError, detect_format, parse_battles, read_rows, rows_sha256
 
-__all__ = ["BattleColumns", "read_battle_columns"]
+__all__ = ["read_battle_columns"]
 
 _NEEDED = ("model_a", "model_b", "winner")
 _OPTIONAL = ("language", "tstamp")
@@ -44,60 +44,39 @@ _SCHEMA = pa.schema(
 _CODES = {label: int(code) for code, label in OUTCOME_STRINGS.items()}
 
 
-@dataclass(frozen=True)
-class BattleColumns:
-    """The columns a fit needs, one entry per battle, in file order."""
-
-    model_a: npt.NDArray[np.object_]
-    model_b: npt.NDArray[np.object_]
-    winner: npt.NDArray[np.object_]
-    language: npt.NDArray[np.object_]
-    tstamp: npt.NDArray[np.float64]
-    sha256: str
-
-    @property
-    def n_battles(self) -> int:
-        return int(self.model_a.shape[0])
-
-    def select(
-        self, *, language: str | None = None, since: datetime | None = None, until: datetime | None = None
-    ) -> npt.NDArray[np.bool_]:
-        """Mask of battles in ``language`` with ``since <= tstamp < until`` (unknown times never match)."""
-        keep = np.ones(self.n_battles, dtype=bool)
-        if language is not None:
-            keep &= self.language == language
-        if since is not None:
-            keep &= self.tstamp >= since.timestamp()
-        if until is not None:
-            keep &= self.tstamp < until.timestamp()
-        return keep
-
-    def pair_counts(
-        self, mask: npt.NDArray[np.bool_] | None = None, *, bucket_seconds: float | None = None
-    ) -> PairCounts:
-        """Aggregate (the selected) battles; models sorted by name, as :func:`aggregate_battles` does.
-
-        With ``bucket_seconds`` the cells are also split by time bucket (for time-weighted fits); every
-        battle then needs a ``tstamp``.
-        """
-        a, b, w, t = self.model_a, self.model_b, self.winner, self.tstamp
-        if mask is not None:
-            a, b, w, t = a[mask], b[mask], w[mask], t[mask]
-        if bucket_seconds is not None and not np.all(np.isfinite(t)):
-            raise ValueError("time weights need a tstamp on every battle")
-        codes, names = pd.factorize(np.concatenate([a, b]), sort=True)
-        ia, ib = codes[: a.shape[0]], codes[a.shape[0] :]
-        if np.any(ia == ib):
-            raise ValueError(f"model {names[ia[ia == ib][0]]!r} cannot battle itself")
-        outcome = pd.Series(w, dtype=object).map(_CODES)  # NaN for anything but the four strings
-        if outcome.isna().any():
-            bad = w[outcome.isna().to_numpy()][0]
-            raise ValueError(f"unknown winner {bad!r}; expected one of {', '.join(map(repr, _CODES))}")
-        models = tuple(str(n) for n in names)
-        codes_out = outcome.to_numpy(dtype=np.int8)
-        if bucket_seconds is None:
-            return aggregate_codes(ia, ib, codes_out, models=models)
-        return aggregate_codes(ia, ib, codes_out, models=models, time=t, bucket_seconds=bucket_seconds)
+def _select(
+    model_a: npt.NDArray[np.object_],
+    model_b: npt.NDArray[np.object_],
+    winner: npt.NDArray[np.object_],
+    language: npt.NDArray[np.object_],
+    tstamp: npt.NDArray[np.float64],
+    *,
+    only_language: str | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> Battles:
+    """Battles in ``only_language`` with ``since <= tstamp < until`` (unknown times never match), coded
+    against the models they name, sorted by name (as :func:`leaderboard.data.aggregate_battles` does)."""
+    keep = np.ones(model_a.shape[0], dtype=bool)
+    if only_language is not None:
+        keep &= language == only_language
+    if since is not None:
+        keep &= tstamp >= since.timestamp()
+    if until is not None:
+        keep &= tstamp < until.timestamp()
+    a, b, w, t = model_a[keep], model_b[keep], winner[keep], tstamp[keep]
+    codes, names = pd.factorize(np.concatenate([a, b]), sort=True)
+    ia, ib = codes[: a.shape[0]], codes[a.shape[0] :]
+    if np.any(ia == ib):
+        raise ValueError(f"model {names[ia[ia == ib][0]]!r} cannot battle itself")
+    outcome = pd.Series(w, dtype=object).map(_CODES)  # NaN for anything but the four strings
+    if outcome.isna().any():
+        bad = w[outcome.isna().to_numpy()][0]
+        raise ValueError(f"unknown winner {bad!r}; expected one of {', '.join(map(repr, _CODES))}")
+    models = tuple(str(n) for n in names)
+    return Battles(
+        models=models, model_a=ia, model_b=ib, outcome=np.asarray(outcome.to_numpy(), dtype=np.int8), time=t
+    )
 
 
 def _bytes(path: Path) -> bytes:
@@ -125,8 +104,17 @@ def _arrow_table(path: Path, data: bytes) -> pa.Table | None:
     return None
 
 
-def read_battle_columns(path: Path | str) -> BattleColumns:
-    """Read a Chatbot Arena battles file (JSONL/JSON/CSV/Parquet, gz ok) as columns.
+def read_battle_columns(
+    path: Path | str,
+    *,
+    language: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[Battles, str, int]:
+    """Read a Chatbot Arena battles file (JSONL/JSON/CSV/Parquet, gz ok) as columns and select from it.
+
+    Returns the battles in ``language`` with ``since <= tstamp < until`` (all by default), the file's
+    ``sha256`` and the number of battles in the file.
 
     ``sha256`` is that of the (decompressed) file for JSONL, which equals the database's
     :func:`votes.queries.votes_sha256` when the file is an Arena export; for other formats it is the
@@ -136,7 +124,10 @@ def read_battle_columns(path: Path | str) -> BattleColumns:
     ------
     InputError
         If the file is missing, unreadable or lacks ``model_a``, ``model_b`` or ``winner``.
+    ValueError
+        If a selected battle pits a model against itself or has an unknown winner.
     """
+
     path = Path(path)
     if not path.is_file():
         raise InputError(path, None, "no such file")
@@ -163,22 +154,28 @@ def read_battle_columns(path: Path | str) -> BattleColumns:
         if digest is None:
             fmt, rows = read_rows(path)
             digest = rows_sha256(r.row() for r in parse_battles(path, fmt, rows))
-        return BattleColumns(
-            model_a=column("model_a", None),
-            model_b=column("model_b", None),
-            winner=column("winner", None),
-            language=column("language", None),
-            tstamp=tstamp,
-            sha256=digest,
+        battles = _select(
+            column("model_a", None),
+            column("model_b", None),
+            column("winner", None),
+            column("language", None),
+            tstamp,
+            only_language=language,
+            since=since,
+            until=until,
         )
+        return battles, digest, n
     # The careful path: row-by-row validation with messages that name the bad row.
     fmt, rows = read_rows(path)
     records = parse_battles(path, fmt, rows)
-    return BattleColumns(
-        model_a=np.asarray([r.model_a for r in records], dtype=object),
-        model_b=np.asarray([r.model_b for r in records], dtype=object),
-        winner=np.asarray([r.winner for r in records], dtype=object),
-        language=np.asarray([r.language for r in records], dtype=object),
-        tstamp=np.asarray([np.nan if r.tstamp is None else r.tstamp for r in records], dtype=np.float64),
-        sha256=rows_sha256(r.row() for r in records),
+    battles = _select(
+        np.asarray([r.model_a for r in records], dtype=object),
+        np.asarray([r.model_b for r in records], dtype=object),
+        np.asarray([r.winner for r in records], dtype=object),
+        np.asarray([r.language for r in records], dtype=object),
+        np.asarray([np.nan if r.tstamp is None else r.tstamp for r in records], dtype=np.float64),
+        only_language=language,
+        since=since,
+        until=until,
     )
+    return battles, rows_sha256(r.row() for r in records), len(records)

@@ -21,12 +21,12 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
+from leaderboard.battles import Battles
 from leaderboard.data import PairCounts, parse_outcome
 from votes.records import rows_sha256
 from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
 
 __all__ = [
-    "VoteArrays",
     "VoteFilter",
     "counted_vote_condition",
     "iter_catalog_rows",
@@ -54,22 +54,6 @@ class VoteFilter:
     since: datetime | None = None
     until: datetime | None = None
     exclude_flagged: bool = False
-
-
-@dataclass(frozen=True)
-class VoteArrays:
-    """Votes as arrays in vote-id (commit) order; ``model_a``/``model_b`` index into ``models``."""
-
-    models: tuple[str, ...]
-    vote_id: npt.NDArray[np.int64]
-    model_a: npt.NDArray[np.int64]
-    model_b: npt.NDArray[np.int64]
-    outcome: npt.NDArray[np.int8]
-    tstamp: npt.NDArray[np.float64]
-
-    @property
-    def n_votes(self) -> int:
-        return int(self.vote_id.shape[0])
 
 
 def _connection(db: Session | Connection) -> Connection:
@@ -143,7 +127,7 @@ def load_battles(
     until: datetime | None = None,
     exclude_flagged: bool = False,
     filters: VoteFilter | None = None,
-) -> VoteArrays:
+) -> Battles:
     """Every selected vote as arrays, in vote-id order (for Elo replays, time weights, held-out splits).
 
     Models are the ones that appear in the selection, sorted by name.
@@ -181,13 +165,13 @@ def load_battles(
     lookup = np.zeros(max(names, default=0) + 1, dtype=np.int64)
     for model_id, name in names.items():
         lookup[model_id] = models.index(name)
-    return VoteArrays(
+    return Battles(
         models=models,
         vote_id=vote_id,
         model_a=lookup[model_a_id],
         model_b=lookup[model_b_id],
         outcome=_concat(outcomes, np.int8),
-        tstamp=_concat(times, np.float64),
+        time=_concat(times, np.float64),
     )
 
 

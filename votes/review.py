@@ -16,9 +16,10 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from leaderboard.annotators import FlagRule, annotator_stats, flag_annotators
+from leaderboard.bt import fit_bt
 from leaderboard.data import aggregate_codes, parse_outcome
 from leaderboard.elo import EloConfig
-from leaderboard.extended import FitSpec, fit_extended, make_cells
+from leaderboard.spec import BTSpec
 from votes.leaks import IdentityLeak, LeakDetector
 from votes.ratings import rebuild_live_ratings
 from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
@@ -158,9 +159,9 @@ def _fit_ratings(
     """Plain Bradley-Terry ratings from the counted votes (all models start level if a fit is impossible)."""
     names = tuple(str(i) for i in range(n_models))
     counts = aggregate_codes(a[counted], b[counted], outcome[counted], models=names)
-    spec = FitSpec(prior_sd=400.0)  # a weak prior keeps models with few or one-sided votes finite
+    spec = BTSpec(prior_sd=400.0)  # a weak prior keeps models with few or one-sided votes finite
     try:
-        fitted: np.ndarray = fit_extended(make_cells(counts, spec), spec).rating
+        fitted: np.ndarray = fit_bt(counts, spec=spec).rating
     except (ValueError, RuntimeError):
         fitted = np.full(n_models, 1000.0)
     return fitted

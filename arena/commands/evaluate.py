@@ -16,7 +16,8 @@ from arena.settings import Settings
 from votes.db import make_engine
 
 if TYPE_CHECKING:
-    from leaderboard.evaluate import Battles, FloatArray, MethodScore
+    from leaderboard.battles import Battles
+    from leaderboard.evaluate import FloatArray, MethodScore
     from votes.records import BattleRecord
 
 __all__ = ["battles_from_file", "evaluate", "register"]
@@ -83,8 +84,8 @@ def _style_columns(left: list[str], right: list[str]) -> tuple[FloatArray, tuple
 def _battles_from_records(records: list[BattleRecord]) -> Battles:
     import numpy as np
 
+    from leaderboard.battles import Battles
     from leaderboard.data import parse_outcome
-    from leaderboard.evaluate import Battles
 
     models = tuple(sorted({r.model_a for r in records} | {r.model_b for r in records}))
     index = {m: i for i, m in enumerate(models)}
@@ -92,9 +93,9 @@ def _battles_from_records(records: list[BattleRecord]) -> Battles:
     time = None if any(t is None for t in stamps) else np.asarray(stamps, dtype=np.float64)
     return Battles(
         models=models,
-        left=np.fromiter((index[r.model_a] for r in records), dtype=np.int64, count=len(records)),
-        right=np.fromiter((index[r.model_b] for r in records), dtype=np.int64, count=len(records)),
-        outcome=np.fromiter((parse_outcome(r.winner) for r in records), dtype=np.int64, count=len(records)),
+        model_a=np.fromiter((index[r.model_a] for r in records), dtype=np.int64, count=len(records)),
+        model_b=np.fromiter((index[r.model_b] for r in records), dtype=np.int64, count=len(records)),
+        outcome=np.fromiter((parse_outcome(r.winner) for r in records), dtype=np.int8, count=len(records)),
         time=time,
     )
 
@@ -104,23 +105,15 @@ def _battles_from_database(url: str, *, style: bool = False) -> Battles:
     no answer texts (those votes are left out of the style rows only)."""
     import numpy as np
 
-    from leaderboard.evaluate import Battles
     from votes.queries import iter_vote_texts, load_battles
 
     engine = make_engine(url)
     try:
         with Session(engine) as session:
-            arrays = load_battles(session)
+            battles = load_battles(session)
             texts = list(iter_vote_texts(session)) if style else []
     finally:
         engine.dispose()
-    battles = Battles(
-        models=arrays.models,
-        left=arrays.model_a.astype(np.int64),
-        right=arrays.model_b.astype(np.int64),
-        outcome=arrays.outcome.astype(np.int64),
-        time=arrays.tstamp,
-    )
     if not style:
         return battles
     has_text = np.array([a is not None and b is not None for _, a, b in texts], dtype=bool)

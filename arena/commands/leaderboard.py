@@ -101,13 +101,12 @@ def load_battles_file(
     from votes.columns import read_battle_columns
     from votes.records import InputError
 
-    columns = read_battle_columns(path)
-    mask = columns.select(language=language, since=since, until=until)
     try:
-        counts = columns.pair_counts(mask, bucket_seconds=bucket_seconds)
+        battles, digest, n_battles = read_battle_columns(path, language=language, since=since, until=until)
+        counts = battles.counts(bucket_seconds=bucket_seconds)
     except ValueError as exc:
         raise InputError(path, None, str(exc)) from None
-    return counts, columns.sha256, columns.n_battles
+    return counts, digest, n_battles
 
 
 @contextmanager
@@ -183,7 +182,7 @@ def _options(
     prior: float | None = None,
     both_bad: str = "tie",
 ) -> FitOptions:
-    """Fit options; the extended methods' options are passed only when set, so plain BT stays plain."""
+    """Fit options; the model options are passed only when set, so plain BT stays plain."""
     from arena.publishing import FitOptions
 
     if both_bad not in ("tie", "exclude"):
@@ -195,8 +194,6 @@ def _options(
         extra["prior"] = prior
     if both_bad != "tie":
         extra["both_bad"] = both_bad
-    if extra and method == "bt":
-        method = "bt-extended"
     return FitOptions(
         extra=extra,
         method=method,

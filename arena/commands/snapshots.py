@@ -7,6 +7,7 @@ Each command opens the store, reads rows and files through :mod:`votes.snapshots
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -150,7 +151,7 @@ def _fmt(value: Any, spec: str) -> str:
         number = float(value)
     except (TypeError, ValueError):
         return "—"
-    return "—" if number != number else spec.format(number)
+    return "—" if math.isnan(number) else spec.format(number)
 
 
 def register(app: typer.Typer) -> None:

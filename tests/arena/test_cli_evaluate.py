@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from arena.commands.evaluate import register
 from leaderboard.data import OUTCOME_STRINGS, Outcome
-from leaderboard.evaluate import simulate_battles
+from leaderboard.simulate import simulate_battles
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
@@ -32,13 +32,13 @@ def _app() -> typer.Typer:
 @pytest.fixture
 def battles_file(tmp_path: Path) -> Path:
     sim = simulate_battles(
-        4000, np.array([1100.0, 1000.0, 950.0, 900.0]), position_elo=60.0, nu=0.5, random_state=4
+        np.array([1100.0, 1000.0, 950.0, 900.0]), 4000, position=60.0, nu=0.5, random_state=4
     )
     names = np.asarray(sim.models, dtype=object)
     frame = pd.DataFrame(
         {
-            "model_a": names[sim.left],
-            "model_b": names[sim.right],
+            "model_a": names[sim.model_a],
+            "model_b": names[sim.model_b],
             "winner": [OUTCOME_STRINGS[Outcome(int(o))] for o in sim.outcome],
             "tstamp": 1.7e9 + 86400 * 30 * sim.times(),
         }

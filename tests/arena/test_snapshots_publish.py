@@ -178,6 +178,19 @@ def test_extended_method_writes_parameters_fitted(tmp_path: Path) -> None:
     assert 0 < advantage["ci_low"] <= advantage["value"] <= advantage["ci_high"]
 
 
+def test_bt_with_options_stays_bt(tmp_path: Path) -> None:
+    """bt takes the model options itself: no silent switch to another method name."""
+    source = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
+    if not source.exists():
+        pytest.skip("shared data folder absent")
+    args = ["recompute", "--from", str(source), "--method", "bt", "--prior", "100", "--bootstrap", "10"]
+    result = CliRunner().invoke(build_app(), [*args, "--seed", "2", "--no-plots", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((tmp_path / METADATA_FILE).read_text())
+    assert meta["method"] == "bt"
+    assert meta["parameters"]["prior"] == 100.0 and meta["parameters"]["optimiser_iterations"] > 0
+
+
 def test_publish_leaves_out_flagged_annotators_by_default(demo_engine: Engine, tmp_path: Path) -> None:
     """Issue 8: a flagged annotator's votes stay out of a published fit unless asked for."""
     from sqlalchemy import func

@@ -1,19 +1,17 @@
-"""Bootstrap, sandwich and rank intervals; the compute_leaderboard entry point."""
+"""The one bootstrap driver (plain and family fits); sandwich and rank intervals."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from leaderboard import (
-    Leaderboard,
-    MethodOutput,
+    BTSpec,
+    PairCounts,
     aggregate_codes,
     bootstrap_ratings,
-    compute_leaderboard,
+    draw_multinomial,
     fit_bt,
     rank_upper_bound,
-    register_method,
     sandwich_intervals,
     simulate_battles,
 )
@@ -117,28 +115,27 @@ def test_rank_upper_bound() -> None:
     assert rank_upper_bound(low, high).tolist() == [1, 1, 2, 4]
 
 
-def test_compute_leaderboard_fields_and_anchor() -> None:
-    c = simulate_battles(np.linspace(900, 1200, 6), 6000, random_state=3, tie_rate=0.1).counts()
-    lb = compute_leaderboard(c, n_rounds=100, anchor=("model-000", 900.0))
-    assert isinstance(lb, Leaderboard) and lb.method == "bt" and lb.interval == "bootstrap"
-    assert lb.rating[0] == pytest.approx(900.0) and lb.ci_low[0] == pytest.approx(900.0)
-    assert lb.rank.tolist() == [6, 5, 4, 3, 2, 1]
-    assert np.all(lb.rank_low <= lb.rank) and np.all(lb.rank <= lb.rank_high)
-    assert lb.battles.sum() == pytest.approx(2 * 6000) and lb.n_votes == 6000
-    assert np.all((lb.win_rate > 0) & (lb.win_rate < 1))
-    sw = compute_leaderboard(c, interval="sandwich")
-    assert np.all(sw.ci_low < sw.rating) and sw.parameters["n_rounds"] == 0
-    none = compute_leaderboard(c, interval="none")
-    assert np.array_equal(none.ci_low, none.rating)
-    with pytest.raises(ValueError):
-        compute_leaderboard(c, method="nope")
-
-
-def test_register_method() -> None:
-    def constant(counts, request):  # type: ignore[no-untyped-def]
-        return MethodOutput(rating=np.arange(counts.n_models, dtype=float), parameters={"k": 1})
-
-    register_method("test-constant", constant, replace=True)
-    c = simulate_battles(np.linspace(900, 1200, 3), 300, random_state=3).counts()
-    lb = compute_leaderboard(c, method="test-constant", interval="none")
-    assert lb.rating.tolist() == [0, 1, 2] and lb.parameters["k"] == 1 and lb.rank.tolist() == [3, 2, 1]
+def test_family_bootstrap_is_seeded_and_its_rounds_are_exact_refits() -> None:
+    """A Davidson-with-position bootstrap: same seed, same rounds for any number of threads; each round
+    is a fresh fit on the cells redrawn as documented (one SeedSequence child per block)."""
+    sim = simulate_battles(np.linspace(900, 1100, 4), 1500, random_state=2, position=30.0, nu=0.5)
+    counts = sim.counts()
+    fit = fit_bt(counts, spec=BTSpec(position="common", ties="davidson"))
+    one = bootstrap_ratings(counts, fit=fit, n_rounds=6, random_state=9, n_jobs=1, block_size=4)
+    two = bootstrap_ratings(counts, fit=fit, n_rounds=6, random_state=9, n_jobs=2, block_size=4)
+    assert np.array_equal(one.ratings, two.ratings) and one.extra == two.extra
+    assert set(one.extra) == {"position_advantage_elo", "tie_propensity_nu"}
+    assert fit.cells is not None
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(9).spawn(2)[0]))
+    redrawn = draw_multinomial(fit.cells.count, 4, rng)[0]
+    # the first round's votes, cell by cell, refit from scratch
+    keep = redrawn > 0
+    again = PairCounts(
+        models=counts.models,
+        model_a=fit.cells.left[keep],
+        model_b=fit.cells.right[keep],
+        outcome=fit.cells.outcome[keep].astype(np.int8),
+        count=redrawn[keep].astype(float),
+    )
+    ref = fit_bt(again, spec=BTSpec(position="common", ties="davidson"))
+    assert np.max(np.abs(one.ratings[0] - ref.rating)) < 1e-4

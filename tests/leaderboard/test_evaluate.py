@@ -8,15 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
-from leaderboard.evaluate import (
-    Battles,
-    default_methods,
-    evaluate_methods,
-    score_forecasts,
-    simulate_battles,
-    split_battles,
-)
+from leaderboard.evaluate import default_methods, evaluate_methods, score_forecasts, split_battles
+from leaderboard.simulate import simulate_battles
 
 TRUE = np.array([1150.0, 1080.0, 1030.0, 1000.0, 960.0, 920.0])
 BATTLES_FILE = (
@@ -42,17 +37,17 @@ def test_scores_of_known_forecasts() -> None:
 
 
 def test_splits_are_seeded_and_time_split_tests_the_newest() -> None:
-    sim = simulate_battles(1000, TRUE, nu=0.3, random_state=0)
+    sim = simulate_battles(TRUE, 1000, nu=0.3, random_state=0)
     a, b = split_battles(sim, how="random", test_fraction=0.25, random_state=3)
     c, d = split_battles(sim, how="random", test_fraction=0.25, random_state=3)
-    np.testing.assert_array_equal(b.left, d.left)
+    np.testing.assert_array_equal(b.model_a, d.model_a)
     assert len(a) == 750 and len(b) == 250
     train, test = split_battles(sim, how="time", test_fraction=0.25)
     assert train.times().max() <= test.times().min()
 
 
 def test_davidson_position_wins_when_data_have_position_bias_and_ties() -> None:
-    sim = simulate_battles(20_000, TRUE, position_elo=50.0, nu=0.6, random_state=21)
+    sim = simulate_battles(TRUE, 20_000, position=50.0, nu=0.6, random_state=21)
     train, test = split_battles(sim, how="random", test_fraction=0.3, random_state=1)
     # no drift here, so no time-weighted row (with a long half-life it is the same model plus noise)
     methods = default_methods(half_life=None, prior_sd=200.0, style=False)
@@ -71,7 +66,7 @@ def test_time_weighted_method_wins_on_a_time_split_with_drift() -> None:
     after = TRUE.copy()
     after[5], after[0] = 1250.0, 900.0
     sim = simulate_battles(
-        20_000, TRUE, position_elo=40.0, nu=0.5, change_at=0.55, ratings_after=after, random_state=8
+        TRUE, 20_000, position=40.0, nu=0.5, change_at=0.55, ratings_after=after, random_state=8
     )
     train, test = split_battles(sim, how="time", test_fraction=0.2)
     rows = evaluate_methods(train, test, half_life=0.1)
@@ -81,7 +76,7 @@ def test_time_weighted_method_wins_on_a_time_split_with_drift() -> None:
 
 def test_style_rows_win_when_style_moves_votes() -> None:
     sim = simulate_battles(
-        12_000, TRUE, position_elo=30.0, nu=0.4, n_features=2, style_elo=np.array([80.0, 0.0]), random_state=6
+        TRUE, 12_000, position=30.0, nu=0.4, n_features=2, style=np.array([80.0, 0.0]), random_state=6
     )
     train, test = split_battles(sim, how="random", test_fraction=0.3, random_state=2)
     table = _table(evaluate_methods(train, test))
@@ -100,8 +95,8 @@ def test_real_llm_judge_battles_show_first_position_bias() -> None:
     index = {m: i for i, m in enumerate(models)}
     battles = Battles(
         models=models,
-        left=frame.model_a.map(index).to_numpy(np.int64),
-        right=frame.model_b.map(index).to_numpy(np.int64),
+        model_a=frame.model_a.map(index).to_numpy(np.int64),
+        model_b=frame.model_b.map(index).to_numpy(np.int64),
         outcome=np.array([parse_outcome(w) for w in frame.winner], dtype=np.int64),
     )
     train, test = split_battles(battles, how="random", test_fraction=0.2, random_state=0)

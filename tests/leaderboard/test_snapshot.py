@@ -22,7 +22,6 @@ from leaderboard.snapshot import (
     counts_sha256,
     diff_snapshots,
     freeze_snapshot,
-    pairwise_matrices,
     read_snapshot,
     slice_label,
     write_snapshot,
@@ -141,24 +140,6 @@ def test_freeze_makes_files_read_only(tmp_path: Path) -> None:
     for path in folder.iterdir():
         assert not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), path
     assert not folder.stat().st_mode & stat.S_IWUSR
-
-
-def test_pairwise_matrices_by_hand() -> None:
-    counts = aggregate_battles(
-        ["a", "a", "b", "a", "c"],
-        ["b", "b", "a", "c", "a"],
-        ["model_a", "tie", "model_a", "model_b", "model_a"],
-    )
-    board = handmade_leaderboard(counts)
-    m = pairwise_matrices(counts, board)
-    i = {name: k for k, name in enumerate(m.models)}
-    # a vs b: a won 1, tie 1, b won 1 -> 1.5 / 3
-    assert m.n_battles[i["a"], i["b"]] == 3
-    assert m.observed[i["a"], i["b"]] == pytest.approx(0.5)
-    # a vs c: c won both
-    assert m.observed[i["c"], i["a"]] == pytest.approx(1.0)
-    assert np.isnan(m.observed[i["b"], i["c"]])
-    np.testing.assert_allclose(m.predicted + m.predicted.T, np.where(np.eye(3) == 1, np.nan, 1.0))
 
 
 def test_diff_reports_changes(tmp_path: Path) -> None:

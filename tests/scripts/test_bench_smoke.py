@@ -91,7 +91,7 @@ def test_reference_mle_agrees_with_fit_bt() -> None:
     from leaderboard import fit_bt
 
     battles = bench.synthetic_battles(3000, 6, random_state=3)
-    counts = battles.aggregate()
+    counts = battles.counts()
     ref = bench.exact_mle(counts)
     ours = np.asarray(fit_bt(counts).rating)
     np.testing.assert_allclose(ref - ref.mean(), ours - ours.mean(), atol=1e-6)

@@ -36,7 +36,7 @@ def test_pair_counts_in_sql_equal_aggregating_every_vote(store: Engine) -> None:
         counts = load_pair_counts(conn)
         rows = list(iter_vote_rows(conn))
     assert battles.n_votes == 600 == counts.n_votes
-    assert np.all(np.diff(battles.vote_id) > 0)  # commit order
+    assert battles.vote_id is not None and np.all(np.diff(battles.vote_id) > 0)  # commit order
     plain = aggregate_codes(battles.model_a, battles.model_b, battles.outcome, models=battles.models)
     assert _as_dict(counts) == _as_dict(plain)
     assert counts.n_cells <= len(DEMO_MODELS) * (len(DEMO_MODELS) - 1) * 4
@@ -45,7 +45,7 @@ def test_pair_counts_in_sql_equal_aggregating_every_vote(store: Engine) -> None:
         (battles.models[a], battles.models[b]) for a, b in zip(battles.model_a, battles.model_b, strict=True)
     ]
     assert names == [(r["model_a"], r["model_b"]) for r in rows]
-    assert battles.tstamp.tolist() == [r["tstamp"] for r in rows]
+    assert battles.times().tolist() == [r["tstamp"] for r in rows]
 
 
 def test_filters_select_the_same_votes_in_sql_and_by_hand(store: Engine, tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_filters_select_the_same_votes_in_sql_and_by_hand(store: Engine, tmp_pat
         everything = load_battles(conn)
         german = load_pair_counts(conn, language="de")
         coding = load_battles(conn, category="coding")
-        cutoff = datetime.fromtimestamp(everything.tstamp[250], UTC)
+        cutoff = datetime.fromtimestamp(everything.times()[250], UTC)
         late = load_battles(conn, since=cutoff)
         early = load_battles(conn, until=cutoff)
     prompt_language = {p.id: p.language for p in DEMO_PROMPTS}
@@ -85,7 +85,7 @@ def test_filters_select_the_same_votes_in_sql_and_by_hand(store: Engine, tmp_pat
     categories = {p.id: p.category for p in DEMO_PROMPTS}
     assert coding.n_votes == sum(1 for r in rows if categories.get(r["question_id"]) == "coding") > 0
     assert late.n_votes + early.n_votes == everything.n_votes
-    assert late.tstamp.min() >= everything.tstamp[250] > early.tstamp.max()
+    assert late.times().min() >= everything.times()[250] > early.times().max()
 
 
 def test_flagged_annotators_drop_out_of_fits_hash_and_live_ratings(store: Engine) -> None:

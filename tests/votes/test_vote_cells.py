@@ -184,5 +184,5 @@ def test_fast_vote_times_equal_the_orm_times(store: Engine) -> None:
         rows = list(iter_vote_rows(conn))
     expected = [t.timestamp() for t in orm]
     assert any(t.microsecond for t in orm)
-    assert arrays.tstamp.tolist() == expected
+    assert arrays.times().tolist() == expected
     assert [r["tstamp"] for r in rows] == expected

@@ -26,6 +26,7 @@ def test_texts_are_aligned_with_load_battles_and_none_without_outputs(store: Eng
         battles = load_battles(conn)
         texts = list(iter_vote_texts(conn))
         rows = list(iter_vote_rows(conn))
+    assert battles.vote_id is not None
     assert [t[0] for t in texts] == battles.vote_id.tolist()
     assert len(rows) == len(texts) == 301
     models = {m.name: m for m in DEMO_MODELS}
@@ -41,7 +42,7 @@ def test_filters_select_the_same_votes_as_load_battles(store: Engine, tmp_path: 
     _with_textless_vote(store, tmp_path)
     with store.connect() as conn:
         everything = load_battles(conn)
-        middle = datetime.fromtimestamp(float(np.median(everything.tstamp)), UTC)
+        middle = datetime.fromtimestamp(float(np.median(everything.times())), UTC)
         for f in (
             VoteFilter(language="de"),
             VoteFilter(category="coding"),
@@ -49,7 +50,8 @@ def test_filters_select_the_same_votes_as_load_battles(store: Engine, tmp_path: 
             VoteFilter(until=middle, exclude_flagged=True),
         ):
             ids = [vid for vid, _, _ in iter_vote_texts(conn, filters=f)]
-            assert ids == load_battles(conn, filters=f).vote_id.tolist()
+            selected = load_battles(conn, filters=f).vote_id
+            assert selected is not None and ids == selected.tolist()
             assert 0 < len(ids) < everything.n_votes
         german = list(iter_vote_texts(conn, language="de"))
     assert german[-1][1] is None  # the bare German vote is selected, without texts

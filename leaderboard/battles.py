@@ -1,0 +1,122 @@
+"""Battles as arrays: the one per-vote form that files, the database, simulations and benchmarks share.
+
+One entry per vote, in arrival (commit) order: integer-coded models and outcomes, and whatever else a
+source knows (vote time, vote id, annotator and prompt ids, a weight, style covariates).
+:meth:`Battles.counts` aggregates them into the :class:`~leaderboard.data.PairCounts` every fit uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from leaderboard.data import OUTCOME_STRINGS, Outcome, PairCounts, aggregate_codes
+
+__all__ = ["Battles"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+_T = TypeVar("_T", bound=np.generic)
+
+_LABELS = np.array([OUTCOME_STRINGS[Outcome(i)] for i in range(4)], dtype=object)
+
+
+@dataclass(frozen=True)
+class Battles:
+    """One row per vote, in arrival order; ``model_a``/``model_b`` index into ``models``.
+
+    Attributes
+    ----------
+    models : tuple of str
+    model_a, model_b : int64 arrays, left and right model of each vote
+    outcome : int8 array of :class:`~leaderboard.data.Outcome` codes
+    time : float array, optional
+        Vote time (seconds since the epoch, or any increasing number).
+    vote_id, annotator, prompt : int64 arrays, optional
+        Ids of the vote, of who voted and of the prompt, where the source has them.
+    weight : float array, optional
+        Per-vote weight (``None``: every vote counts 1).
+    features : float array (n_votes, n_features), optional
+        Style covariates, left minus right (see :mod:`leaderboard.style`).
+    feature_names : names of the covariate columns
+    """
+
+    models: tuple[str, ...]
+    model_a: IntArray
+    model_b: IntArray
+    outcome: npt.NDArray[np.int8]
+    time: FloatArray | None = None
+    vote_id: IntArray | None = None
+    annotator: IntArray | None = None
+    prompt: IntArray | None = None
+    weight: FloatArray | None = None
+    features: FloatArray | None = None
+    feature_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model_a", np.asarray(self.model_a, dtype=np.int64))
+        object.__setattr__(self, "model_b", np.asarray(self.model_b, dtype=np.int64))
+        object.__setattr__(self, "outcome", np.asarray(self.outcome, dtype=np.int8))
+        n = self.model_a.shape[0]
+        columns = (self.model_b, self.outcome, self.time, self.vote_id, self.annotator, self.prompt)
+        if any(c is not None and c.shape[0] != n for c in (*columns, self.weight, self.features)):
+            raise ValueError("every column of Battles needs one entry per vote")
+
+    def __len__(self) -> int:
+        return int(self.model_a.shape[0])
+
+    @property
+    def n_votes(self) -> int:
+        return len(self)
+
+    def take(self, index: npt.ArrayLike) -> Battles:
+        """The votes at ``index`` (an index or boolean array), every column alike."""
+        idx = np.asarray(index)
+        return replace(
+            self,
+            model_a=self.model_a[idx],
+            model_b=self.model_b[idx],
+            outcome=self.outcome[idx],
+            time=_pick(self.time, idx),
+            vote_id=_pick(self.vote_id, idx),
+            annotator=_pick(self.annotator, idx),
+            prompt=_pick(self.prompt, idx),
+            weight=_pick(self.weight, idx),
+            features=_pick(self.features, idx),
+        )
+
+    def times(self) -> FloatArray:
+        """Vote times, or the arrival order when no time was recorded."""
+        if self.time is not None:
+            return self.time
+        order: FloatArray = np.arange(len(self), dtype=np.float64)
+        return order
+
+    def counts(self, *, bucket_seconds: float | None = None) -> PairCounts:
+        """Aggregate into cells (weighted when ``weight`` is set; split by time bucket when asked)."""
+        if bucket_seconds is None:
+            return aggregate_codes(
+                self.model_a, self.model_b, self.outcome, models=self.models, weight=self.weight
+            )
+        return aggregate_codes(
+            self.model_a,
+            self.model_b,
+            self.outcome,
+            models=self.models,
+            weight=self.weight,
+            time=self.times(),
+            bucket_seconds=bucket_seconds,
+        )
+
+    def winner_strings(self) -> npt.NDArray[np.object_]:
+        """Outcomes as Chatbot Arena winner strings (``model_a``, ``model_b``, ``tie``, ``tie (bothbad)``)."""
+        out: npt.NDArray[np.object_] = _LABELS[self.outcome]
+        return out
+
+
+def _pick(column: npt.NDArray[_T] | None, index: npt.NDArray[np.generic]) -> npt.NDArray[_T] | None:
+    return None if column is None else column[index]
