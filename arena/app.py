@@ -37,15 +37,11 @@ from arena.security import (
 )
 from arena.settings import Settings, elo_config
 from leaderboard.elo import EloConfig
+from votes.annotators import annotator_battles_since
 from votes.db import make_engine, read_session
 from votes.models import LiveRating, Output, Prompt
-from votes.store import (
-    GroupCommitWriter,
-    VoteWriter,
-    annotator_battles_since,
-    load_pairing_catalog,
-    pair_vote_counts,
-)
+from votes.views import load_pairing_catalog, pair_vote_counts
+from votes.writer import GroupCommitWriter, VoteWriter
 
 if TYPE_CHECKING:
     from votes.review import LeakScanner
@@ -409,7 +405,7 @@ def create_app(
         max_batch=settings.group_commit_max_batch,
     )
     if settings.vote_writer_socket:
-        from votes.writer_service import RemoteVoteWriter, writer_identity
+        from votes.writer import RemoteVoteWriter, writer_identity
 
         writer = RemoteVoteWriter(
             settings.vote_writer_socket, fallback=writer, expect=writer_identity(engine, elo)

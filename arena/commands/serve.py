@@ -248,7 +248,7 @@ def vote_writer(
     import gc
     import logging
 
-    from votes.writer_service import serve_vote_writer
+    from votes.writer import serve_vote_writer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s arena vote-writer: %(message)s")
     if database_url:

@@ -19,7 +19,9 @@ from arena.routes.deps import (
 )
 from arena.routes.flow import next_battle_async, submit_vote_async, vote_result_json
 from arena.security import BattleTokenError
-from votes.store import AlreadyVotedError, VoteError, count_annotator_votes, live_standings
+from votes.annotators import count_annotator_votes
+from votes.battles import AlreadyVotedError, VoteError
+from votes.views import live_standings
 
 router = APIRouter(prefix="/api", tags=["api"])
 

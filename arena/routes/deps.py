@@ -11,8 +11,8 @@ from starlette.concurrency import run_in_threadpool
 
 from arena.app import ArenaState
 from arena.security import SESSION_COOKIE, InMemoryRateLimiter, SessionData, client_address
+from votes.annotators import create_annotator
 from votes.db import read_session, session_scope
-from votes.store import create_annotator
 
 __all__ = [
     "RateLimited",

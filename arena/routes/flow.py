@@ -14,8 +14,8 @@ from arena.app import ArenaState
 from arena.pairing import Choice
 from arena.routes.deps import request_address
 from arena.security import SessionData
+from votes.battles import IssuedBattle, VoteRequest, VoteResult, issue_battle
 from votes.models import Output, Prompt
-from votes.store import IssuedBattle, VoteRequest, VoteResult, issue_battle
 
 __all__ = [
     "BattleContext",

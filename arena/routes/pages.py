@@ -18,16 +18,11 @@ from arena.routes.deps import (
 )
 from arena.routes.flow import next_battle, submit_vote
 from arena.security import CSRF_FIELD, BattleTokenError, SessionData
+from votes.annotators import count_annotator_votes, find_annotator_by_token_hash
+from votes.battles import AlreadyVotedError, VoteError
 from votes.db import session_scope
 from votes.models import WINNERS, Model
-from votes.store import (
-    AlreadyVotedError,
-    VoteError,
-    count_annotator_votes,
-    find_annotator_by_token_hash,
-    get_battle_view,
-    live_standings,
-)
+from votes.views import get_battle_view, live_standings
 
 router = APIRouter(include_in_schema=False)
 

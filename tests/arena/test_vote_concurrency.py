@@ -12,18 +12,13 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from leaderboard.elo import EloConfig
+from votes.annotators import create_annotator
+from votes.battles import CatalogRow, IssuedBattle, VoteRequest, issue_battle
 from votes.db import make_engine
 from votes.models import Battle, LiveRating, Model, Vote
-from votes.store import (
-    CatalogRow,
-    GroupCommitWriter,
-    IssuedBattle,
-    VoteRequest,
-    create_annotator,
-    issue_battle,
-    load_pairing_catalog,
-    replay_live_ratings,
-)
+from votes.ratings import replay_live_ratings
+from votes.views import load_pairing_catalog
+from votes.writer import GroupCommitWriter
 
 N_VOTERS = 8
 VOTES_EACH = 40

@@ -64,6 +64,7 @@ def test_model_names_absent_before_the_vote(client: TestClient) -> None:
         for name in MODEL_NAMES:
             assert name not in text
     assert b'"ma"' not in decoded
+    assert b'"model_a_id"' not in decoded
 
 
 def test_forged_token_refused(client: TestClient, seeded: Engine) -> None:
