@@ -37,7 +37,8 @@ def battles_from_file(path: Path, *, catalog: Path | None = None, style: bool = 
     With ``style``, answer texts come from the battles' conversations or, failing that, from a catalog
     file (``prompt_id``/``model``/``output``) matched on ``question_id``.
     """
-    from votes.records import parse_battles, parse_catalog, read_rows
+    from votes.catalog_records import parse_catalog
+    from votes.records import parse_battles, read_rows
 
     fmt, rows = read_rows(path)
     records = parse_battles(path, fmt, rows)

@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 from sqlalchemy.engine import Engine
 
 from tests.votes.helpers import clear, row_counts
+from votes.catalog_records import parse_catalog
+from votes.file_writers import write_rows
 from votes.io import export_catalog, export_votes, import_file
 from votes.models import WINNERS
-from votes.records import FORMATS, InputError, parse_battles, parse_catalog, read_rows, write_rows
+from votes.records import FORMATS, InputError, parse_battles, read_rows
 
 PROPERTY_SETTINGS = settings(
     max_examples=25,
