@@ -22,6 +22,7 @@ import numpy as np
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
+from leaderboard.data import OUTCOME_STRINGS, Outcome
 from leaderboard.elo import EloConfig
 from votes.catalog_records import CatalogRecord
 from votes.import_battles import import_battle_records
@@ -198,20 +199,20 @@ def simulate_votes(
         tie = TIE_NU * math.sqrt(pi_a * pi_b)
         total = pi_a + pi_b + tie
         if u[i] < pi_a / total:
-            winner = "model_a"
+            outcome = Outcome.MODEL_A
         elif u[i] < (pi_a + pi_b) / total:
-            winner = "model_b"
+            outcome = Outcome.MODEL_B
         else:
             mean = (ratings[a] + ratings[b]) / 2
             p_bad = 1 / (1 + math.exp((mean - BOTHBAD_PIVOT) / 60))
-            winner = "tie (bothbad)" if bad[i] < p_bad else "tie"
+            outcome = Outcome.BOTHBAD if bad[i] < p_bad else Outcome.TIE
         prompt = prompts[int(prompt_idx[i])]
         records.append(
             BattleRecord(
                 where=f"demo vote {i + 1}",
                 model_a=models[a].name,
                 model_b=models[b].name,
-                winner=winner,
+                winner=OUTCOME_STRINGS[outcome],
                 question_id=prompt.id,
                 judge=f"demo-annotator-{int(annotator[i]) + 1:02d}",
                 anony=True,

@@ -18,10 +18,11 @@ from arena.routes.deps import (
 )
 from arena.routes.flow import next_battle, submit_vote
 from arena.security import CSRF_FIELD, BattleTokenError, SessionData
+from leaderboard.data import OUTCOME_STRINGS
 from votes.annotators import count_annotator_votes, find_annotator_by_token_hash
 from votes.battles import AlreadyVotedError, VoteError
 from votes.db import session_scope
-from votes.models import WINNERS, Model
+from votes.models import Model
 from votes.views import get_battle_view, live_standings
 
 router = APIRouter(include_in_schema=False)
@@ -103,7 +104,7 @@ def vote_submit(  # nosec B107 # form field defaults, not passwords
             "The form's security token is missing or wrong; please vote again from a freshly loaded page.",
             403,
         )
-    if winner not in WINNERS:
+    if winner not in OUTCOME_STRINGS.values():
         return _message(request, state, "Unknown choice", "Please use one of the vote buttons.", 422)
     check_rate_limits(
         state, address=request_address(request, state), annotator_id=who.annotator_id, voting=True
