@@ -18,7 +18,7 @@ from arena.commands.admin import register
 from arena.security import client_address
 from leaderboard.annotators import outcome_probabilities
 from leaderboard.elo import EloConfig
-from tests.arena.conftest import ADMIN_TOKEN
+from tests.factories import ADMIN_TOKEN
 from votes.annotators import create_annotator
 from votes.battles import VoteRequest, issue_battle
 from votes.models import Annotator, Model, Output, utcnow

@@ -10,7 +10,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from tests.arena.conftest import ADMIN_TOKEN, MODEL_NAMES, AppFactory
+from tests.arena.conftest import AppFactory
+from tests.factories import ADMIN_TOKEN, MODEL_NAMES
 from votes.models import Battle, LiveRating, Vote
 
 TOKEN_RE = re.compile(r'name="token" value="([^"]+)"')

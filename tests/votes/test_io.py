@@ -17,7 +17,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from leaderboard.elo import EloConfig, replay_elo
-from tests.votes.helpers import clear, conversation, live_ratings, row_counts, write_jsonl
+from tests.factories import clear, conversation, live_ratings, row_counts, write_jsonl
 from votes.demo import load_demo
 from votes.io import export_catalog, export_votes, import_file
 from votes.queries import iter_vote_rows

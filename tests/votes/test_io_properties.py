@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sqlalchemy.engine import Engine
 
 from leaderboard.data import OUTCOME_STRINGS
-from tests.votes.helpers import clear, row_counts
+from tests.factories import clear, row_counts
 from votes.catalog_records import parse_catalog
 from votes.file_writers import write_rows
 from votes.io import export_catalog, export_votes, import_file

@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, replay_elo
-from tests.votes.helpers import live_ratings
+from tests.factories import live_ratings
 from votes import ratings
 from votes.battles import IssuedBattle, VoteRequest
 from votes.demo import load_demo

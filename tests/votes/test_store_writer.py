@@ -19,8 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from leaderboard.elo import EloConfig
-from tests.arena.test_vote_concurrency import battles_for
-from tests.votes.helpers import live_ratings
+from tests.factories import WINNERS, battles_for, live_ratings
 from votes.annotators import create_annotator
 from votes.battles import AlreadyVotedError, IssuedBattle, VoteError, VoteRequest, VoteResult
 from votes.db import make_engine
@@ -37,7 +36,6 @@ from votes.writer import (
 from votes.writer.wire import outcome_to_wire, settle
 
 CONFIG = EloConfig(k=16.0)  # a large K makes an ordering mistake visible in the ratings
-WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 
 
 @pytest.fixture
