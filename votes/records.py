@@ -51,7 +51,6 @@ __all__ = [
     "parse_battles",
     "read_rows",
     "rows_sha256",
-    "type_name",
 ]
 
 FileFormat = Literal["jsonl", "json", "csv", "parquet"]
@@ -177,7 +176,7 @@ def _read_jsonl(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
         except json.JSONDecodeError as exc:
             raise InputError(path, where, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(value, dict):
-            raise InputError(path, where, f"expected a JSON object, got {type_name(value)}")
+            raise InputError(path, where, f"expected a JSON object, got {_type_name(value)}")
         rows.append((where, value))
     return rows
 
@@ -192,12 +191,12 @@ def _read_json(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list):
-        raise InputError(path, None, f"expected a JSON array of objects, got {type_name(value)}")
+        raise InputError(path, None, f"expected a JSON array of objects, got {_type_name(value)}")
     rows: list[tuple[str, dict[str, Any]]] = []
     for number, item in enumerate(value, start=1):
         where = f"item {number}"
         if not isinstance(item, dict):
-            raise InputError(path, where, f"expected a JSON object, got {type_name(item)}")
+            raise InputError(path, where, f"expected a JSON object, got {_type_name(item)}")
         rows.append((where, item))
     return rows
 
@@ -300,7 +299,7 @@ class RowFields:
                 raise self.fail(f"missing field {key!r}")
             return None
         if not isinstance(value, str):
-            raise self.fail(f"{key!r} must be a string, got {type_name(value)}")
+            raise self.fail(f"{key!r} must be a string, got {_type_name(value)}")
         if value == "":
             if required:
                 raise self.fail(f"{key!r} must not be empty")
@@ -330,7 +329,7 @@ class RowFields:
             except ValueError:
                 raise self.fail(f"{key!r} must be an integer, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(f"{key!r} must be an integer, got {type_name(value)}")
+            raise self.fail(f"{key!r} must be an integer, got {_type_name(value)}")
         return value
 
     def boolean(self, key: str) -> bool | None:
@@ -345,7 +344,7 @@ class RowFields:
                 return False
             raise self.fail(f"{key!r} must be true or false, got {value!r}")
         if not isinstance(value, bool):
-            raise self.fail(f"{key!r} must be true or false, got {type_name(value)}")
+            raise self.fail(f"{key!r} must be true or false, got {_type_name(value)}")
         return value
 
     def number(self, key: str) -> float | None:
@@ -358,7 +357,7 @@ class RowFields:
             except ValueError:
                 raise self.fail(f"{key!r} must be a number, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(f"{key!r} must be a number, got {type_name(value)}")
+            raise self.fail(f"{key!r} must be a number, got {_type_name(value)}")
         result = float(value)
         if not math.isfinite(result):
             raise self.fail(f"{key!r} must be a finite number")
@@ -492,7 +491,7 @@ def rows_sha256(rows: Iterable[Mapping[str, Any]], *, kind: Kind = "battles") ->
     return digest.hexdigest()
 
 
-def type_name(value: Any) -> str:
+def _type_name(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number" if isinstance(value, int | float) else type(value).__name__
     )

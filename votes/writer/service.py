@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import json
 import logging
 import os
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -30,10 +32,11 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.elo import EloConfig
 from votes.battles import VoteRequest, VoteResult
+from votes.db import make_engine
 from votes.writer.group_commit import GroupCommitWriter
 from votes.writer.wire import MAX_LINE, encode_line, outcome_to_wire, writer_identity
 
-__all__ = ["serve_vote_writer"]
+__all__ = ["run_vote_writer", "serve_vote_writer"]
 
 log = logging.getLogger(__name__)
 
@@ -172,3 +175,40 @@ def serve_vote_writer(
             )
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+def run_vote_writer(
+    database_url: str,
+    socket_path: str | os.PathLike[str],
+    *,
+    config: EloConfig,
+    max_wait_ms: float = 2.0,
+    max_batch: int = 256,
+    parent_pid: int | None = None,
+    ignore_interrupt: bool = False,
+) -> None:
+    """The vote writer process's life: serve until SIGTERM (or SIGINT, unless ``ignore_interrupt``).
+
+    With ``parent_pid`` it also stops when that process is gone (a supervisor that died without stopping
+    it). Installs signal handlers: call it from the process's main thread.
+    """
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_interrupt else lambda *_: stop.set())
+    if parent_pid is not None:
+
+        def watch_parent() -> None:
+            while not stop.wait(1.0):
+                if os.getppid() != parent_pid:  # the parent died without stopping us
+                    stop.set()
+
+        threading.Thread(target=watch_parent, name="arena-parent-watch", daemon=True).start()
+    engine = make_engine(database_url)
+    gc.collect()
+    gc.freeze()  # start-up objects live as long as the process; full collections need not walk them
+    try:
+        serve_vote_writer(
+            engine, socket_path, config=config, max_wait_ms=max_wait_ms, max_batch=max_batch, stop=stop
+        )
+    finally:
+        engine.dispose()
