@@ -28,8 +28,7 @@ from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, Redis
 from arena.settings import Settings, elo_config
 from arena.state import ArenaState
 from votes.db import make_engine
-from votes.store import GroupCommitWriter, VoteWriter
-from votes.writer_service import RemoteVoteWriter, writer_identity
+from votes.writer import GroupCommitWriter, RemoteVoteWriter, VoteWriter, writer_identity
 
 __all__ = ["create_app", "create_app_from_env", "template_dirs"]
 

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from votes.store import CatalogRow
+from votes.battles import CatalogRow
 
 __all__ = ["Choice", "PairingCatalog", "PairingPolicy", "choose_battle", "pair_weights"]
 

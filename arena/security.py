@@ -17,13 +17,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
 from cryptography.fernet import Fernet, InvalidToken
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from votes.store import IssuedBattle
+from votes.battles import IssuedBattle
 
 __all__ = [
     "BattleTokenError",
@@ -135,17 +134,7 @@ class BattleTokens:
         self._clock = clock
 
     def issue(self, battle: IssuedBattle) -> str:
-        payload = {
-            "t": battle.token_id,
-            "s": battle.annotator_id,
-            "p": battle.prompt_id,
-            "oa": battle.output_a_id,
-            "ob": battle.output_b_id,
-            "ma": battle.model_a_id,
-            "mb": battle.model_b_id,
-            "pp": battle.pair_probability,
-            "i": battle.issued_at.timestamp(),
-        }
+        payload = battle.to_dict()
         data = json.dumps(payload, separators=(",", ":")).encode()
         return self._fernet.encrypt_at_time(data, int(self._clock())).decode()
 
@@ -160,19 +149,13 @@ class BattleTokens:
             raise BattleTokenError("forged") from None
         if self._clock() - issued > self.ttl_seconds:
             raise BattleTokenError("expired")
-        if int(payload["s"]) != annotator_id:
+        try:
+            battle = IssuedBattle.from_dict(payload)
+        except (KeyError, TypeError, ValueError):
+            raise BattleTokenError("forged") from None
+        if battle.annotator_id != annotator_id:
             raise BattleTokenError("foreign")
-        return IssuedBattle(
-            token_id=str(payload["t"]),
-            annotator_id=int(payload["s"]),
-            prompt_id=int(payload["p"]),
-            output_a_id=int(payload["oa"]),
-            output_b_id=int(payload["ob"]),
-            model_a_id=int(payload["ma"]),
-            model_b_id=int(payload["mb"]),
-            issued_at=datetime.fromtimestamp(float(payload["i"]), tz=UTC),
-            pair_probability=None if payload["pp"] is None else float(payload["pp"]),
-        )
+        return battle
 
 
 # --------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from arena.pairing_service import PairingService
 from arena.security import BattleTokens, RateLimiter, Signer
 from arena.settings import Settings
 from leaderboard.elo import EloConfig
-from votes.store import VoteWriter
+from votes.writer import VoteWriter
 
 __all__ = ["ArenaState"]
 

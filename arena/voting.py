@@ -18,8 +18,8 @@ from starlette.concurrency import run_in_threadpool
 from arena.pairing import Choice
 from arena.security import SessionData
 from arena.state import ArenaState
+from votes.battles import IssuedBattle, VoteRequest, VoteResult, issue_battle
 from votes.models import Output, Prompt
-from votes.store import IssuedBattle, VoteRequest, VoteResult, issue_battle
 
 __all__ = ["VOTE_TIMEOUT_S", "BattleContext", "next_battle", "submit_vote", "vote_result_json"]
 

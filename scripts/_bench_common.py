@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from leaderboard.battles import Battles
-from leaderboard.data import Outcome, parse_outcome
+from leaderboard.data import Outcome
 
 __all__ = [
     "SIZES",
@@ -118,33 +118,18 @@ def synthetic_battles(
 
 
 def load_battles_file(path: str | Path) -> Battles:
-    """Read a Chatbot Arena battles file (JSON, JSONL, CSV or Parquet; optionally gzipped).
+    """Read a Chatbot Arena battles file (JSON, JSONL, CSV or Parquet; optionally gzipped) with the package's
+    own reader (:func:`votes.sources.battles_from_file`): every row validated, a self-battle refused.
 
     Only ``model_a``, ``model_b`` and ``winner`` are used.
     """
-    import pandas as pd
+    from votes.sources import (
+        battles_from_file,  # scikit-learn and friends: only for the scripts that read files
+    )
 
-    p = Path(path)
-    suffixes = "".join(p.suffixes).lower()
-    if ".parquet" in suffixes:
-        frame = pd.read_parquet(p, columns=["model_a", "model_b", "winner"])
-    elif ".csv" in suffixes:
-        frame = pd.read_csv(p, usecols=["model_a", "model_b", "winner"])
-    elif ".jsonl" in suffixes:
-        frame = pd.read_json(p, lines=True)
-    else:
-        frame = pd.read_json(p)
-    frame = frame[["model_a", "model_b", "winner"]]
-    frame = frame[frame["model_a"] != frame["model_b"]]
-    codes, names = pd.factorize(pd.concat([frame["model_a"], frame["model_b"]]), sort=True)
-    n = len(frame)
-    winners = frame["winner"].astype(str)
-    lookup = {label: int(parse_outcome(label)) for label in winners.unique()}
+    battles = battles_from_file(Path(path))
     return Battles(
-        models=tuple(str(x) for x in names),
-        model_a=codes[:n].astype(np.int64),
-        model_b=codes[n:].astype(np.int64),
-        outcome=winners.map(lookup).to_numpy(dtype=np.int8),
+        models=battles.models, model_a=battles.model_a, model_b=battles.model_b, outcome=battles.outcome
     )
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 from sqlmodel import SQLModel
 
+from leaderboard.data import OUTCOME_STRINGS
 from votes.db import make_engine
 from votes.io import import_file
 
-WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
+WINNERS = tuple(OUTCOME_STRINGS.values())
 
 
 def write_battles(

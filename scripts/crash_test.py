@@ -54,14 +54,16 @@ from sqlalchemy import func, select, text  # noqa: E402
 from sqlalchemy.engine import Engine  # noqa: E402
 from sqlmodel import Session, SQLModel  # noqa: E402
 
+from leaderboard.data import OUTCOME_STRINGS  # noqa: E402
 from leaderboard.elo import EloConfig  # noqa: E402
 from votes.db import make_engine  # noqa: E402
 from votes.models import Model, Output, Prompt  # noqa: E402
-from votes.store import live_standings, replay_live_ratings  # noqa: E402
+from votes.ratings import replay_live_ratings  # noqa: E402
 from votes.tables import battle_t, vote_t  # noqa: E402
+from votes.views import live_standings  # noqa: E402
 
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
+WINNERS = tuple(OUTCOME_STRINGS.values())
 ELO_K = 4.0
 
 

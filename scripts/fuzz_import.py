@@ -48,6 +48,7 @@ from sqlmodel import SQLModel  # noqa: E402
 import votes.io as vio  # noqa: E402
 import votes.models  # noqa: E402, F401  (registers the tables)
 import votes.records as records  # noqa: E402
+from leaderboard.data import OUTCOME_STRINGS  # noqa: E402
 from votes.db import make_engine  # noqa: E402
 
 # Looked up through the modules at call time, so the atheris engine can reload them instrumented.
@@ -69,7 +70,7 @@ BATTLE_KEYS = (
 )
 CATALOG_KEYS = ("prompt_id", "prompt", "category", "language", "model", "output")
 MODELS = ("gpt4", "claude", "vicuna-13b", "bard")
-WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
+WINNERS = tuple(OUTCOME_STRINGS.values())
 EXTENSIONS = (".jsonl", ".json", ".csv", ".jsonl.gz", ".csv.gz", ".parquet", ".txt", "")
 
 # Text that has broken importers elsewhere: NUL, lone surrogates, bidi controls, very long strings.

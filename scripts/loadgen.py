@@ -31,8 +31,10 @@ import time
 from collections import Counter
 from typing import Any
 
+from leaderboard.data import OUTCOME_STRINGS
+
 HOST = "127.0.0.1"
-WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
+WINNERS = tuple(OUTCOME_STRINGS.values())
 WINNER_WEIGHTS = (0.42, 0.42, 0.12, 0.04)
 
 

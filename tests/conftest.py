@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
 import votes.models  # noqa: F401  (registers the tables)
+from tests.factories import seed_catalog
 from votes.db import make_engine
 
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -91,3 +92,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def seeded(engine: Engine) -> Engine:
+    """An engine of each backend whose catalog is :func:`tests.factories.seed_catalog`'s."""
+    seed_catalog(engine)
+    return engine

@@ -24,8 +24,6 @@ __all__ = [
     "utcnow",
 ]
 
-WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
-
 
 def utcnow() -> datetime:
     """Aware UTC now, the one time convention of the store."""

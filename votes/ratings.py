@@ -1,48 +1,31 @@
-"""Live ratings rebuilt from the vote log, so they always equal a replay of the counted votes.
+"""Live ratings replayed from the vote log: the check that they equal it, and their rebuild from it.
 
-Used after bulk imports (and by anyone who changes which votes count, e.g. flagging an annotator). The
-Elo itself lives in :mod:`leaderboard.elo`; this module only feeds it the votes in commit (id) order.
+:func:`replay_live_ratings` is what the live ratings must equal; :func:`rebuild_live_ratings` is the same
+replay, written over them (after bulk imports, or when flagging an annotator changes which votes count).
+The Elo itself lives in :mod:`leaderboard.elo`; this module only feeds it the votes in commit (id) order.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sqlalchemy import delete, insert, or_, select, text
+from sqlalchemy import delete, insert, select, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.orm import Session
 
 from leaderboard.data import OUTCOME_STRINGS, parse_outcome
 from leaderboard.elo import EloConfig, EloStandings, replay_elo_indices
 from votes.models import utcnow
 from votes.queries import counted_vote_condition
-from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
+from votes.tables import liverating_t, model_t, vote_t
 
-__all__ = ["REPLAY_CHUNK", "counted_votes_condition", "rebuild_live_ratings"]
+__all__ = ["REPLAY_CHUNK", "rebuild_live_ratings", "replay_live_ratings"]
 
 #: Votes read and replayed per chunk by :func:`rebuild_live_ratings`.
 REPLAY_CHUNK = 100_000
 
 
-def counted_votes_condition() -> ColumnElement[bool]:
-    """Votes count unless their annotator is flagged (votes without an annotator count).
-
-    For statements that join Battle and (outer) Annotator; on the vote row alone use
-    :func:`votes.queries.counted_vote_condition`.
-    """
-    return or_(battle_t.c.annotator_id.is_(None), annotator_t.c.flagged.is_(False))
-
-
-def rebuild_live_ratings(conn: Connection, *, config: EloConfig | None = None) -> EloStandings:
-    """Replace every :class:`LiveRating` row by a replay of all counted votes in vote-id order.
-
-    Only models with at least one counted vote get a row.
-
-    Runs inside the caller's transaction. On PostgreSQL the live-rating table is locked first, so a vote
-    committed concurrently cannot slip between the replay and the write.
-    """
-    config = config or EloConfig()
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
+def _replay(conn: Connection, config: EloConfig) -> tuple[list[int], EloStandings]:
+    """Every model's id (in id order) and the Elo replay of all counted votes in vote-id order."""
     models = conn.execute(select(model_t.c.id, model_t.c.name).order_by(model_t.c.id)).all()
     names = tuple(name for _, name in models)
     position = np.full(max((model_id for model_id, _ in models), default=0) + 1, -1, dtype=np.int64)
@@ -73,6 +56,34 @@ def rebuild_live_ratings(conn: Connection, *, config: EloConfig | None = None) -
             config=config,
             start=standings,
         )
+    return [model_id for model_id, _ in models], standings
+
+
+def replay_live_ratings(*, session: Session | Connection, config: EloConfig) -> dict[str, tuple[float, int]]:
+    """Replay the counted votes (annotator not flagged) in vote-id order: {model: (rating, games)}.
+
+    Writes nothing; models without a counted vote are left out, as they have no live rating.
+    """
+    conn = session.connection() if isinstance(session, Session) else session
+    _, standings = _replay(conn, config)
+    return {
+        name: (float(standings.rating[i]), int(standings.games[i]))
+        for i, name in enumerate(standings.models)
+        if standings.games[i] > 0
+    }
+
+
+def rebuild_live_ratings(conn: Connection, *, config: EloConfig | None = None) -> EloStandings:
+    """Replace every :class:`LiveRating` row by a replay of all counted votes in vote-id order.
+
+    Only models with at least one counted vote get a row.
+
+    Runs inside the caller's transaction. On PostgreSQL the live-rating table is locked first, so a vote
+    committed concurrently cannot slip between the replay and the write.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
+    model_ids, standings = _replay(conn, config or EloConfig())
     conn.execute(delete(liverating_t))
     now = utcnow()
     # Models without a counted vote get no row: the site shows them as unrated.
@@ -83,7 +94,7 @@ def rebuild_live_ratings(conn: Connection, *, config: EloConfig | None = None) -
             "games": int(standings.games[i]),
             "updated_at": now,
         }
-        for i, (model_id, _) in enumerate(models)
+        for i, model_id in enumerate(model_ids)
         if standings.games[i] > 0
     ]
     if rows_out:

@@ -1,4 +1,4 @@
-"""Interchange files without a database: reading, validating and writing catalog and battle rows.
+"""Interchange files without a database: reading rows, validating battle rows, the canonical row hash.
 
 Two schemas travel in and out of Arena:
 
@@ -7,9 +7,10 @@ Two schemas travel in and out of Arena:
 - *battles* in the Chatbot Arena format (``question_id``, ``model_a``, ``model_b``, ``winner``, ``judge``,
   ``conversation_a``, ``conversation_b``, ``turn``, ``anony``, ``language``, ``tstamp``).
 
-Both can be JSONL, a JSON array, CSV or Parquet, optionally gzipped. Validation happens here, row by row,
-before anything touches a database, and every problem is reported with the file, the line or row, and the
-reason. The writers are deterministic (fixed column order, fixed number formatting), which is what makes
+Both can be JSONL, a JSON array, CSV or Parquet, optionally gzipped. Validation happens row by row,
+before anything touches a database (battles here, catalogs in :mod:`votes.catalog_records`), and every
+problem is reported with the file, the line or row, and the reason. :func:`canonical_json` is the one
+canonical form of a row; the writers (:mod:`votes.file_writers`) and the hashes use it, which is what makes
 export -> import -> export byte-identical.
 """
 
@@ -29,26 +30,27 @@ from typing import Any, Literal, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from votes.models import WINNERS
+from leaderboard.data import OUTCOME_STRINGS
 
 __all__ = [
     "BATTLE_COLUMNS",
     "CATALOG_COLUMNS",
     "FORMATS",
+    "NAME_MAX",
+    "SHORT_MAX",
     "BattleRecord",
-    "CatalogRecord",
     "FileFormat",
     "InputError",
     "Kind",
     "Message",
+    "RowFields",
     "canonical_json",
+    "check_columns",
     "detect_format",
     "detect_kind",
     "parse_battles",
-    "parse_catalog",
     "read_rows",
     "rows_sha256",
-    "write_rows",
 ]
 
 FileFormat = Literal["jsonl", "json", "csv", "parquet"]
@@ -73,6 +75,7 @@ _REQUIRED: dict[Kind, tuple[str, ...]] = {
     "battles": ("model_a", "model_b", "winner"),
     "catalog": ("prompt_id", "prompt"),
 }
+_WINNERS = tuple(OUTCOME_STRINGS.values())
 NAME_MAX = 200
 SHORT_MAX = 100
 
@@ -280,30 +283,7 @@ class BattleRecord:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class CatalogRecord:
-    """One validated catalog row: a prompt and, unless both are None, one model's output."""
-
-    where: str
-    prompt_id: str
-    prompt: str | tuple[Message, ...]
-    category: str | None = None
-    language: str | None = None
-    model: str | None = None
-    output: str | None = None
-
-    def row(self) -> dict[str, Any]:
-        return {
-            "prompt_id": self.prompt_id,
-            "prompt": self.prompt if isinstance(self.prompt, str) else [dict(m) for m in self.prompt],
-            "category": self.category,
-            "language": self.language,
-            "model": self.model,
-            "output": self.output,
-        }
-
-
-class _Row:
+class RowFields:
     """Typed field access on one raw row; CSV rows hold strings that are converted on the way."""
 
     def __init__(self, path: Path, where: str, raw: Mapping[str, Any], *, text_cells: bool) -> None:
@@ -426,7 +406,7 @@ def _text_cells(fmt: FileFormat) -> bool:
     return fmt == "csv"
 
 
-def _check_columns(
+def check_columns(
     path: Path, fmt: FileFormat, rows: Sequence[tuple[str, Mapping[str, Any]]], kind: Kind
 ) -> None:
     """CSV and Parquet have a header: report a missing column once, for the whole file."""
@@ -445,18 +425,18 @@ def parse_battles(
 ) -> list[BattleRecord]:
     """Validate battle rows; the first problem raises :class:`InputError` naming its row."""
     rows = list(rows)
-    _check_columns(path, fmt, rows, "battles")
-    text_cells = _text_cells(fmt)
+    check_columns(path, fmt, rows, "battles")
+    as_text = _text_cells(fmt)
     records: list[BattleRecord] = []
     for where, raw in rows:
-        r = _Row(path, where, raw, text_cells=text_cells)
+        r = RowFields(path, where, raw, text_cells=as_text)
         model_a = cast(str, r.string("model_a", required=True))
         model_b = cast(str, r.string("model_b", required=True))
         winner = raw.get("winner")
         if winner is None:
             raise r.fail("missing field 'winner'")
-        if winner not in WINNERS:
-            allowed = ", ".join(repr(w) for w in WINNERS)
+        if winner not in _WINNERS:
+            allowed = ", ".join(repr(w) for w in _WINNERS)
             raise r.fail(f"unknown winner {winner!r}; expected one of {allowed}")
         if model_a == model_b:
             raise r.fail(f"model {model_a!r} cannot battle itself")
@@ -489,52 +469,6 @@ def parse_battles(
     return records
 
 
-def parse_catalog(
-    path: Path, fmt: FileFormat, rows: Iterable[tuple[str, Mapping[str, Any]]]
-) -> list[CatalogRecord]:
-    """Validate catalog rows, including that repeated prompts and outputs agree within the file."""
-    rows = list(rows)
-    _check_columns(path, fmt, rows, "catalog")
-    text_cells = fmt in ("csv", "parquet")
-    records: list[CatalogRecord] = []
-    prompts: dict[str, CatalogRecord] = {}
-    outputs: dict[tuple[str, str], str] = {}
-    for where, raw in rows:
-        r = _Row(path, where, raw, text_cells=fmt == "csv")
-        prompt_id = cast(str, r.identifier("prompt_id", required=True))
-        if isinstance(raw.get("prompt"), str) and not text_cells:
-            # In JSON a string prompt is text, even when it looks like JSON.
-            prompt: str | tuple[Message, ...] = cast(str, r.text("prompt", required=True))
-        else:
-            prompt = r.messages("prompt", required=True, text_allowed=True)
-        model = r.string("model")
-        output = r.text("output")
-        if (model is None) != (output is None):
-            raise r.fail("'model' and 'output' must be given together (or both left out for a bare prompt)")
-        record = CatalogRecord(
-            where=where,
-            prompt_id=prompt_id,
-            prompt=prompt,
-            category=r.string("category", max_length=SHORT_MAX),
-            language=r.string("language", max_length=50),
-            model=model,
-            output=output,
-        )
-        first = prompts.setdefault(prompt_id, record)
-        if (first.prompt, first.category, first.language) != (
-            record.prompt,
-            record.category,
-            record.language,
-        ):
-            raise r.fail(f"prompt {prompt_id!r} differs from its first appearance ({first.where})")
-        if model is not None and output is not None:
-            previous = outputs.setdefault((prompt_id, model), output)
-            if previous != output:
-                raise r.fail(f"a second, different output of model {model!r} for prompt {prompt_id!r}")
-        records.append(record)
-    return records
-
-
 # --------------------------------------------------------------------------------------------- writing
 
 
@@ -555,77 +489,6 @@ def rows_sha256(rows: Iterable[Mapping[str, Any]], *, kind: Kind = "battles") ->
         digest.update(canonical_json({c: row[c] for c in columns}).encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()
-
-
-def _csv_cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
-_CONVERSATION = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-_PARQUET_SCHEMAS: dict[Kind, pa.Schema] = {
-    "battles": pa.schema(
-        [
-            ("question_id", pa.string()),
-            ("model_a", pa.string()),
-            ("model_b", pa.string()),
-            ("winner", pa.string()),
-            ("judge", pa.string()),
-            ("conversation_a", _CONVERSATION),
-            ("conversation_b", _CONVERSATION),
-            ("turn", pa.int64()),
-            ("anony", pa.bool_()),
-            ("language", pa.string()),
-            ("tstamp", pa.float64()),
-        ]
-    ),
-    # A conversation prompt is stored JSON-encoded in the string column (read back by the same rule).
-    "catalog": pa.schema([(c, pa.string()) for c in CATALOG_COLUMNS]),
-}
-
-
-def write_rows(rows: Iterable[Mapping[str, Any]], out: Path, *, kind: Kind, fmt: FileFormat) -> int:
-    """Write canonical rows (in the given order) deterministically; returns the number of rows."""
-    columns = BATTLE_COLUMNS if kind == "battles" else CATALOG_COLUMNS
-    count = 0
-    if fmt in ("jsonl", "json"):
-        with out.open("w", encoding="utf-8", newline="\n") as fh:
-            if fmt == "json":
-                fh.write("[\n")
-            for row in rows:
-                if fmt == "json" and count:
-                    fh.write(",\n")
-                fh.write(canonical_json({c: row[c] for c in columns}))
-                if fmt == "jsonl":
-                    fh.write("\n")
-                count += 1
-            if fmt == "json":
-                fh.write("\n]\n" if count else "]\n")
-        return count
-    if fmt == "csv":
-        with out.open("w", encoding="utf-8", newline="") as fh:
-            # CRLF as RFC 4180 says; it also makes the writer quote any cell holding a bare \r.
-            writer = csv.writer(fh, lineterminator="\r\n")
-            writer.writerow(columns)
-            for row in rows:
-                writer.writerow([_csv_cell(row[c]) for c in columns])
-                count += 1
-        return count
-    materialised = [{c: row[c] for c in columns} for row in rows]
-    if kind == "catalog":
-        for row in materialised:
-            if isinstance(row["prompt"], list):
-                row["prompt"] = json.dumps(row["prompt"], ensure_ascii=False)
-    table = pa.Table.from_pylist(materialised, schema=_PARQUET_SCHEMAS[kind])
-    pq.write_table(table, str(out), compression="zstd", write_statistics=False)
-    return len(materialised)
 
 
 def _type_name(value: Any) -> str:

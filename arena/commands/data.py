@@ -45,7 +45,8 @@ def import_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Import files, each all-or-nothing in one transaction; importing a file again adds nothing."""
-    from votes.io import InputError, import_file
+    from votes.io import import_file
+    from votes.records import InputError
 
     settings = settings_for(database_url)
     engine = open_store(settings)

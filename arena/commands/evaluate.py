@@ -17,114 +17,9 @@ from votes.db import make_engine
 
 if TYPE_CHECKING:
     from leaderboard.battles import Battles
-    from leaderboard.evaluate import FloatArray, MethodScore
-    from votes.records import BattleRecord
+    from leaderboard.evaluate import MethodScore
 
-__all__ = ["battles_from_file", "evaluate", "register"]
-
-#: A style covariate is used only if the two answers differ in it in at least this many battles.
-MIN_STYLE_BATTLES = 30
-
-
-def _assistant_text(conversation: tuple[dict[str, str], ...] | None) -> str | None:
-    if conversation is None:
-        return None
-    return "\n\n".join(str(m.get("content", "")) for m in conversation if m.get("role") == "assistant")
-
-
-def battles_from_file(path: Path, *, catalog: Path | None = None, style: bool = False) -> Battles:
-    """Read a Chatbot Arena battles file (JSONL/JSON/CSV/Parquet, gz) into per-vote arrays.
-
-    With ``style``, answer texts come from the battles' conversations or, failing that, from a catalog
-    file (``prompt_id``/``model``/``output``) matched on ``question_id``.
-    """
-    from votes.records import parse_battles, parse_catalog, read_rows
-
-    fmt, rows = read_rows(path)
-    records = parse_battles(path, fmt, rows)
-    battles = _battles_from_records(records)
-    if not style:
-        return battles
-    texts: dict[tuple[str, str], str] = {}
-    if catalog is not None:
-        cat_fmt, cat_rows = read_rows(catalog)
-        for entry in parse_catalog(catalog, cat_fmt, cat_rows):
-            if entry.model is not None and entry.output is not None:
-                texts[(entry.prompt_id, entry.model)] = entry.output
-    left: list[str] = []
-    right: list[str] = []
-    for rec in records:
-        a = _assistant_text(rec.conversation_a)
-        b = _assistant_text(rec.conversation_b)
-        if a is None or b is None:
-            qid = rec.question_id or ""
-            a, b = texts.get((qid, rec.model_a)), texts.get((qid, rec.model_b))
-        if a is None or b is None:
-            raise typer.BadParameter(
-                f"{rec.where}: no answer texts for style control (give conversations or --catalog)"
-            )
-        left.append(a)
-        right.append(b)
-    values, names = _style_columns(left, right)
-    return replace(battles, features=values, feature_names=names)
-
-
-def _style_columns(left: list[str], right: list[str]) -> tuple[FloatArray, tuple[str, ...]]:
-    """Style covariates of the answer pairs, keeping only the columns that vary often enough."""
-    import numpy as np
-
-    from leaderboard.style import style_differences
-
-    diffs = style_differences(left, right)
-    # a covariate that differs in only a handful of battles cannot be estimated (it separates them)
-    keep = np.count_nonzero(diffs.values, axis=0) >= MIN_STYLE_BATTLES
-    return diffs.values[:, keep], tuple(n for n, k in zip(diffs.names, keep, strict=True) if k)
-
-
-def _battles_from_records(records: list[BattleRecord]) -> Battles:
-    import numpy as np
-
-    from leaderboard.battles import Battles
-    from leaderboard.data import parse_outcome
-
-    models = tuple(sorted({r.model_a for r in records} | {r.model_b for r in records}))
-    index = {m: i for i, m in enumerate(models)}
-    stamps = [r.tstamp for r in records]
-    time = None if any(t is None for t in stamps) else np.asarray(stamps, dtype=np.float64)
-    return Battles(
-        models=models,
-        model_a=np.fromiter((index[r.model_a] for r in records), dtype=np.int64, count=len(records)),
-        model_b=np.fromiter((index[r.model_b] for r in records), dtype=np.int64, count=len(records)),
-        outcome=np.fromiter((parse_outcome(r.winner) for r in records), dtype=np.int8, count=len(records)),
-        time=time,
-    )
-
-
-def _battles_from_database(url: str, *, style: bool = False) -> Battles:
-    """The stored votes; with ``style``, covariates from the battles' outputs, NaN rows where a vote has
-    no answer texts (those votes are left out of the style rows only)."""
-    import numpy as np
-
-    from votes.queries import iter_vote_texts, load_battles
-
-    engine = make_engine(url)
-    try:
-        with Session(engine) as session:
-            battles = load_battles(session)
-            texts = list(iter_vote_texts(session)) if style else []
-    finally:
-        engine.dispose()
-    if not style:
-        return battles
-    has_text = np.array([a is not None and b is not None for _, a, b in texts], dtype=bool)
-    if not has_text.any():
-        raise typer.BadParameter("no stored vote has both answer texts: nothing for the style rows")
-    left = [a for _, a, b in texts if a is not None and b is not None]
-    right = [b for _, a, b in texts if a is not None and b is not None]
-    values, names = _style_columns(left, right)
-    features = np.full((len(battles), values.shape[1]), np.nan)
-    features[has_text] = values
-    return replace(battles, features=features, feature_names=names)
+__all__ = ["evaluate", "register"]
 
 
 def _compare(
@@ -231,17 +126,29 @@ def evaluate(
 ) -> None:
     """Compare rating methods on held-out votes: log-loss, Brier, accuracy (test), AIC and BIC (train)."""
     from leaderboard.evaluate import split_battles
+    from votes.records import InputError
 
     if split not in ("random", "time"):
         raise typer.BadParameter("--split must be 'random' or 'time'")
     how: Literal["random", "time"] = "random" if split == "random" else "time"
-    if from_file is not None:
-        battles = battles_from_file(from_file, catalog=catalog, style=style)
-        source = str(from_file)
-    else:
-        url = database_url or Settings().database_url
-        battles = _battles_from_database(url, style=style)
-        source = "database"
+    from votes.sources import battles_from_file, battles_from_store
+
+    try:
+        if from_file is not None:
+            battles = battles_from_file(from_file, catalog=catalog, style=style)
+            source = str(from_file)
+        else:
+            engine = make_engine(database_url or Settings().database_url)
+            try:
+                with Session(engine) as session:
+                    battles = battles_from_store(session, style=style)
+            finally:
+                engine.dispose()
+            source = "database"
+    except InputError:
+        raise
+    except ValueError as exc:  # no answer texts for the style rows
+        raise typer.BadParameter(str(exc)) from None
     if len(battles) < 10:
         raise typer.BadParameter(f"only {len(battles)} votes: too few to evaluate")
     train, test = split_battles(battles, how=how, test_fraction=test_fraction, random_state=seed)

@@ -24,11 +24,10 @@ from arena.commands import DatabaseUrlOption, open_store, settings_for
 
 if TYPE_CHECKING:
     from arena.publishing import FitOptions
-    from leaderboard.data import PairCounts
     from leaderboard.result import Leaderboard
     from leaderboard.snapshot import SnapshotManifest
 
-__all__ = ["load_battles_file", "register"]
+__all__ = ["register"]
 
 SUMMARY_ROWS = 20
 err = Console(stderr=True)
@@ -83,30 +82,6 @@ def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def load_battles_file(
-    path: Path,
-    *,
-    language: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    bucket_seconds: float | None = None,
-) -> tuple[PairCounts, str, int]:
-    """Read a Chatbot Arena battles file as columns, filter it, aggregate it.
-
-    Returns the counts, the sha256 of the votes file (see :func:`votes.columns.read_battle_columns`)
-    and the number of battles read.
-    """
-    from votes.columns import read_battle_columns
-    from votes.records import InputError
-
-    try:
-        battles, digest, n_battles = read_battle_columns(path, language=language, since=since, until=until)
-        counts = battles.counts(bucket_seconds=bucket_seconds)
-    except ValueError as exc:
-        raise InputError(path, None, str(exc)) from None
-    return counts, digest, n_battles
 
 
 @contextmanager
@@ -234,6 +209,7 @@ def recompute(
     from arena.publishing import SliceSpec, recompute_snapshot
     from votes.queries import VoteFilter
     from votes.records import InputError
+    from votes.sources import load_battles_file
 
     options = _options(
         method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad

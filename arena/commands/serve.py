@@ -6,7 +6,6 @@ import contextlib
 import inspect
 import os
 import shutil
-import signal
 import socket
 import subprocess  # nosec B404 # starts this program's own vote writer
 import sys
@@ -245,40 +244,23 @@ def vote_writer(
     `arena serve --workers N` starts one by itself; run it yourself when the workers run under another
     process manager. SIGTERM (or Ctrl-C) stops it after the votes it holds are committed and answered.
     """
-    import gc
     import logging
 
-    from votes.writer_service import serve_vote_writer
+    from votes.writer.service import run_vote_writer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s arena vote-writer: %(message)s")
     if database_url:
         os.environ["ARENA_DATABASE_URL"] = database_url
     settings = Settings()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_interrupt else lambda *_: stop.set())
-    if parent_pid is not None:
-
-        def watch_parent() -> None:
-            while not stop.wait(1.0):
-                if os.getppid() != parent_pid:  # the serve process died without stopping us
-                    stop.set()
-
-        threading.Thread(target=watch_parent, name="arena-parent-watch", daemon=True).start()
-    engine = make_engine(settings.database_url)
-    gc.collect()
-    gc.freeze()  # start-up objects live as long as the process; full collections need not walk them
-    try:
-        serve_vote_writer(
-            engine,
-            socket_path,
-            config=elo_config(settings),
-            max_wait_ms=settings.group_commit_max_wait_ms,
-            max_batch=settings.group_commit_max_batch,
-            stop=stop,
-        )
-    finally:
-        engine.dispose()
+    run_vote_writer(
+        settings.database_url,
+        socket_path,
+        config=elo_config(settings),
+        max_wait_ms=settings.group_commit_max_wait_ms,
+        max_batch=settings.group_commit_max_batch,
+        parent_pid=parent_pid,
+        ignore_interrupt=ignore_interrupt,
+    )
 
 
 def register(app: typer.Typer) -> None:

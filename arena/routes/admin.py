@@ -15,11 +15,11 @@ from pydantic import BaseModel, Field
 from arena.publishing import FitOptions, publish_snapshot
 from arena.routes.deps import StateDep
 from arena.security import hash_secret, verify_admin_token
+from votes.annotators import create_annotator, flag_annotator
 from votes.db import session_scope
 from votes.io import import_file
 from votes.ratings import rebuild_live_ratings
 from votes.records import InputError
-from votes.store import create_annotator, flag_annotator
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
 

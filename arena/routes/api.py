@@ -19,7 +19,9 @@ from arena.routes.deps import (
 )
 from arena.security import BattleTokenError
 from arena.voting import next_battle, submit_vote, vote_result_json
-from votes.store import AlreadyVotedError, VoteError, count_annotator_votes, live_standings
+from votes.annotators import count_annotator_votes
+from votes.battles import AlreadyVotedError, VoteError
+from votes.views import live_standings
 
 router = APIRouter(prefix="/api", tags=["api"])
 

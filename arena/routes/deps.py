@@ -15,8 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 from arena.security import SESSION_COOKIE, InMemoryRateLimiter, SessionData
 from arena.state import ArenaState
+from votes.annotators import create_annotator
 from votes.db import read_session, session_scope
-from votes.store import create_annotator
 
 __all__ = [
     "NeedsInvite",

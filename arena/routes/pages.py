@@ -24,17 +24,12 @@ from arena.routes.deps import (
 )
 from arena.security import CSRF_FIELD, BattleTokenError, SessionData, hash_secret
 from arena.voting import next_battle, submit_vote
+from leaderboard.data import OUTCOME_STRINGS
+from votes.annotators import count_annotator_votes, find_annotator_by_token_hash
+from votes.battles import AlreadyVotedError, VoteError
 from votes.db import read_session
-from votes.models import WINNERS, Model
-from votes.store import (
-    AlreadyVotedError,
-    BattleView,
-    VoteError,
-    count_annotator_votes,
-    find_annotator_by_token_hash,
-    get_battle_view,
-    live_standings,
-)
+from votes.models import Model
+from votes.views import BattleView, get_battle_view, live_standings
 
 router = APIRouter(include_in_schema=False)
 
@@ -118,7 +113,7 @@ async def vote_submit(  # nosec B107 # form field defaults, not passwords
             "The form's security token is missing or wrong; please vote again from a freshly loaded page.",
             403,
         )
-    if winner not in WINNERS:
+    if winner not in OUTCOME_STRINGS.values():
         return _message(request, state, "Unknown choice", "Please use one of the vote buttons.", 422)
     address = request_address(request)
     await check_rate_limits(state, address=address, annotator_id=who.annotator_id, voting=True)

@@ -28,7 +28,7 @@ from leaderboard.snapshot import (
 )
 from votes.models import Snapshot
 from votes.snapshots import get_snapshot, latest_snapshot, list_slices, list_snapshots, snapshot_manifest
-from votes.store import live_standings
+from votes.views import live_standings
 
 __all__ = ["router"]
 

@@ -21,17 +21,13 @@ from arena.commands.admin import register
 from arena.middleware import TrustedProxyMiddleware
 from leaderboard.annotators import outcome_probabilities
 from leaderboard.elo import EloConfig
-from tests.arena.conftest import ADMIN_TOKEN, make_settings
+from tests.factories import ADMIN_TOKEN, make_settings
+from votes.annotators import create_annotator
+from votes.battles import VoteRequest, issue_battle
 from votes.models import Annotator, Model, Output, utcnow
-from votes.store import (
-    VoteRequest,
-    create_annotator,
-    issue_battle,
-    live_standings,
-    load_pairing_catalog,
-    record_votes,
-    replay_live_ratings,
-)
+from votes.ratings import replay_live_ratings
+from votes.recording import record_votes
+from votes.views import live_standings, load_pairing_catalog
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import arena.cli
 from arena.cli import app, build_app
-from tests.votes.helpers import row_counts
+from tests.factories import row_counts
 from votes.db import is_sqlite, make_engine
 
 runner = CliRunner()

@@ -12,7 +12,8 @@ from sqlmodel import Session
 
 from leaderboard.elo import EloConfig
 from votes.models import Battle, Vote
-from votes.store import live_standings, replay_live_ratings
+from votes.ratings import replay_live_ratings
+from votes.views import live_standings
 
 N_CONCURRENT = 8
 

@@ -10,7 +10,7 @@ import pytest
 
 from arena.markdown import render_markdown
 from arena.pairing import PairingCatalog, choose_battle, pair_weights
-from votes.store import CatalogRow
+from votes.battles import CatalogRow
 
 
 def catalog(n_prompts: int = 3, models: tuple[int, ...] = (1, 2, 3)) -> PairingCatalog:

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
 from arena.app import create_app
-from tests.arena.conftest import ADMIN_TOKEN, make_settings, seed_catalog
+from tests.factories import ADMIN_TOKEN, make_settings, seed_catalog
 from votes.db import make_engine
 
 

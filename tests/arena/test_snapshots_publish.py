@@ -196,8 +196,8 @@ def test_publish_leaves_out_flagged_annotators_by_default(demo_engine: Engine, t
     from sqlalchemy import func
     from sqlmodel import select
 
+    from votes.annotators import flag_annotator
     from votes.models import Annotator, Battle, Vote
-    from votes.store import flag_annotator
 
     with Session(demo_engine) as session:
         target = session.exec(select(Annotator).order_by(Annotator.id)).first()  # type: ignore[arg-type]

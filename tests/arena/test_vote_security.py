@@ -10,7 +10,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from tests.arena.conftest import ADMIN_TOKEN, MODEL_NAMES, AppFactory
+from tests.arena.conftest import AppFactory
+from tests.factories import ADMIN_TOKEN, MODEL_NAMES
 from votes.models import Battle, LiveRating, Vote
 
 TOKEN_RE = re.compile(r'name="token" value="([^"]+)"')
@@ -64,6 +65,7 @@ def test_model_names_absent_before_the_vote(client: TestClient) -> None:
         for name in MODEL_NAMES:
             assert name not in text
     assert b'"ma"' not in decoded
+    assert b'"model_a_id"' not in decoded
 
 
 def test_forged_token_refused(client: TestClient, seeded: Engine) -> None:

@@ -14,8 +14,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
 from arena.app import create_app
-from tests.arena.conftest import MODEL_NAMES, make_settings, seed_catalog
 from tests.e2e.conftest import ARTIFACTS, serve
+from tests.factories import MODEL_NAMES, make_settings, seed_catalog
 from votes.db import make_engine
 
 pytestmark = pytest.mark.e2e

@@ -18,8 +18,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel
 
 from arena.app import create_app
-from tests.arena.conftest import ADMIN_TOKEN, make_settings
 from tests.e2e.conftest import serve
+from tests.factories import ADMIN_TOKEN, make_settings
 from votes.db import make_engine
 from votes.models import Model, Output, Prompt
 

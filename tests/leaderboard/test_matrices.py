@@ -7,7 +7,7 @@ import pytest
 
 from leaderboard.data import aggregate_battles
 from leaderboard.matrices import pairwise_matrices
-from tests.leaderboard.snapshot_helpers import handmade_leaderboard
+from tests.factories import handmade_leaderboard
 
 
 def test_pairwise_matrices_by_hand() -> None:

@@ -9,7 +9,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from leaderboard.matrices import pairwise_matrices
 from leaderboard.plots import plot_battle_counts, plot_intervals, plot_win_rates, save_figure
-from tests.leaderboard.snapshot_helpers import handmade_leaderboard, simulated_counts
+from tests.factories import handmade_leaderboard, simulated_counts
 
 MIN_LABEL_POINTS = 7.0
 

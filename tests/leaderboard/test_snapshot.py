@@ -26,7 +26,7 @@ from leaderboard.snapshot import (
     slice_label,
     write_snapshot,
 )
-from tests.leaderboard.snapshot_helpers import handmade_leaderboard, simulated_counts
+from tests.factories import handmade_leaderboard, simulated_counts
 
 RATING_TOL = 1e-6
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from tests.script_modules import load_script
+from votes.records import InputError
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 OPTIONAL_PEERS = {"evalica": "evalica", "choix": "choix"}
@@ -154,3 +155,21 @@ def test_loadgen_percentile_is_nearest_rank() -> None:
     assert loadgen.percentile(values, 99) == 99.0
     assert loadgen.percentile(values, 100) == 100.0
     assert loadgen.percentile([], 50) is None
+
+
+def test_bench_battles_file_goes_through_the_package_reader(tmp_path: Path) -> None:
+    common = load_script("_bench_common")
+    rows = [
+        {"model_a": "x", "model_b": "y", "winner": "model_a"},
+        {"model_a": "y", "model_b": "z", "winner": "tie (bothbad)"},
+    ]
+    path = tmp_path / "battles.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    battles = common.load_battles_file(path)
+    assert battles.models == ("x", "y", "z")
+    assert battles.model_a.tolist() == [0, 1] and battles.model_b.tolist() == [1, 2]
+    assert battles.outcome.tolist() == [0, 3]
+    # A self-battle is refused, as `arena import` refuses it, instead of being dropped without a word.
+    path.write_text(json.dumps({"model_a": "x", "model_b": "x", "winner": "tie"}) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="cannot battle itself"):
+        common.load_battles_file(path)

@@ -12,10 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.engine import Engine
 
-from tests.votes.helpers import clear, row_counts
+from leaderboard.data import OUTCOME_STRINGS
+from tests.factories import clear, row_counts
+from votes.catalog_records import parse_catalog
+from votes.file_writers import write_rows
 from votes.io import export_catalog, export_votes, import_file
-from votes.models import WINNERS
-from votes.records import FORMATS, InputError, parse_battles, parse_catalog, read_rows, write_rows
+from votes.records import FORMATS, InputError, parse_battles, read_rows
 
 PROPERTY_SETTINGS = settings(
     max_examples=25,
@@ -57,7 +59,7 @@ def battle_rows(draw: st.DrawFn) -> dict[str, Any]:
         "question_id": draw(st.none() | name),
         "model_a": model_a,
         "model_b": model_b,
-        "winner": draw(st.sampled_from(WINNERS)),
+        "winner": draw(st.sampled_from(list(OUTCOME_STRINGS.values()))),
         "judge": draw(st.none() | name),
         "conversation_a": None,
         "conversation_b": None,

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.data import aggregate_codes
 from leaderboard.elo import EloConfig, replay_elo
-from tests.votes.helpers import live_ratings, row_counts, write_jsonl
+from tests.factories import live_ratings, row_counts, write_jsonl
 from votes.demo import DEMO_MODELS, DEMO_PROMPTS, demo_answer, demo_catalog, load_demo, simulate_votes
 from votes.io import import_file
 from votes.queries import VoteFilter, iter_vote_rows, load_battles, load_pair_counts, votes_sha256

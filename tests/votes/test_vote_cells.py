@@ -15,11 +15,12 @@ from sqlmodel import Session
 
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, replay_elo
-from tests.votes.helpers import live_ratings
+from tests.factories import live_ratings
 from votes import ratings
+from votes.battles import IssuedBattle, VoteRequest
 from votes.demo import load_demo
 from votes.queries import VoteFilter, iter_vote_rows, load_battles, load_pair_counts, pair_counts_statement
-from votes.store import IssuedBattle, VoteRequest, record_vote
+from votes.recording import record_vote
 from votes.tables import annotator_t, battle_t, model_t, output_t, vote_t
 
 

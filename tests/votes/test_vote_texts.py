@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy.engine import Engine
 
-from tests.votes.helpers import write_jsonl
+from tests.factories import write_jsonl
 from votes.demo import DEMO_MODELS, DEMO_PROMPTS, demo_answer, load_demo
 from votes.io import import_file
 from votes.queries import VoteFilter, iter_vote_rows, iter_vote_texts, load_battles

@@ -4,7 +4,6 @@ per battle, and live ratings equal to a replay of the votes in commit order. SQL
 from __future__ import annotations
 
 import random
-import secrets
 import threading
 
 import pytest
@@ -12,46 +11,17 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from leaderboard.elo import EloConfig
+from tests.factories import WINNERS, battles_for
+from votes.annotators import create_annotator
+from votes.battles import VoteRequest
 from votes.db import make_engine
 from votes.models import Battle, LiveRating, Model, Vote
-from votes.store import (
-    CatalogRow,
-    GroupCommitWriter,
-    IssuedBattle,
-    VoteRequest,
-    create_annotator,
-    issue_battle,
-    load_pairing_catalog,
-    replay_live_ratings,
-)
+from votes.ratings import replay_live_ratings
+from votes.writer import GroupCommitWriter
 
 N_VOTERS = 8
 VOTES_EACH = 40
-WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 CONFIG = EloConfig(k=16.0)  # a larger K makes any ordering mistake visible in the ratings
-
-
-def battles_for(engine: Engine, rng: random.Random, annotator_id: int, n: int) -> list[IssuedBattle]:
-    with Session(engine) as s:
-        rows = load_pairing_catalog(session=s)
-    by_prompt: dict[int, list[CatalogRow]] = {}
-    for row in rows:
-        by_prompt.setdefault(row.prompt_id, []).append(row)
-    out = []
-    for _ in range(n):
-        prompt_id = rng.choice(sorted(by_prompt))
-        a, b = rng.sample(by_prompt[prompt_id], 2)
-        out.append(
-            issue_battle(
-                token_id=secrets.token_hex(12),
-                annotator_id=annotator_id,
-                prompt_id=prompt_id,
-                output_a=a,
-                output_b=b,
-                pair_probability=0.5,
-            )
-        )
-    return out
 
 
 def _live(engine: Engine) -> dict[str, tuple[float, int]]:

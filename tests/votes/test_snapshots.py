@@ -14,7 +14,7 @@ from sqlmodel import Session, select
 
 import votes.snapshots as store
 from leaderboard.snapshot import write_snapshot
-from tests.leaderboard.snapshot_helpers import handmade_leaderboard, simulated_counts
+from tests.factories import handmade_leaderboard, simulated_counts
 from votes.db import session_scope
 from votes.models import Snapshot
 

@@ -19,34 +19,23 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from leaderboard.elo import EloConfig
-from tests.arena.test_vote_concurrency import battles_for
-from tests.votes.helpers import live_ratings
+from tests.factories import WINNERS, battles_for, live_ratings
+from votes.annotators import create_annotator
+from votes.battles import AlreadyVotedError, IssuedBattle, VoteError, VoteRequest, VoteResult
 from votes.db import make_engine
 from votes.models import Vote
-from votes.store import (
-    AlreadyVotedError,
+from votes.ratings import replay_live_ratings
+from votes.writer import (
     GroupCommitWriter,
-    IssuedBattle,
-    VoteError,
-    VoteRequest,
-    VoteResult,
-    create_annotator,
-    replay_live_ratings,
-)
-from votes.writer_service import (
     RemoteVoteWriter,
     VoteWriterError,
-    _outcome_to_wire,
-    _request_from_wire,
-    _request_to_wire,
-    _settle,
     database_fingerprint,
     serve_vote_writer,
     writer_identity,
 )
+from votes.writer.wire import outcome_to_wire, settle
 
 CONFIG = EloConfig(k=16.0)  # a large K makes an ordering mistake visible in the ratings
-WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 
 
 @pytest.fixture
@@ -130,8 +119,8 @@ def test_vote_request_survives_the_wire() -> None:
             voted_at=datetime(2026, 11, 22, 1, 2, 9, tzinfo=UTC),
         ),
     ):
-        line = json.dumps(_request_to_wire(request))
-        assert _request_from_wire(json.loads(line)) == request
+        line = json.dumps(request.to_dict())
+        assert VoteRequest.from_dict(json.loads(line)) == request
 
 
 def test_outcomes_survive_the_wire() -> None:
@@ -163,7 +152,7 @@ def test_outcomes_survive_the_wire() -> None:
         cases.append((sent, None if isinstance(outcome, VoteResult) else type(outcome)))
     for sent, kind in cases:
         received: Future[VoteResult] = Future()
-        _settle(received, json.loads(json.dumps({"id": 1, **_outcome_to_wire(sent)})))
+        settle(received, json.loads(json.dumps({"id": 1, **outcome_to_wire(sent)})))
         if kind is None:
             assert received.result() == result
         else:
@@ -315,7 +304,7 @@ def _vanishing_writer(path: Path, engine: Engine, *, commit: bool) -> Iterator[l
     def run() -> None:
         conn, _ = server.accept()
         conn.sendall((json.dumps({"hello": writer_identity(engine, CONFIG)}) + "\n").encode())
-        request = _request_from_wire(json.loads(conn.makefile("rb").readline())["vote"])
+        request = VoteRequest.from_dict(json.loads(conn.makefile("rb").readline())["vote"])
         if commit:
             writer = GroupCommitWriter(engine, config=CONFIG, max_wait_ms=0.0)
             writer.start()
@@ -397,7 +386,7 @@ def test_socket_is_private_and_garbage_is_dropped(engine: Engine, socket_dir: Pa
             raw.connect(str(path))
             stream = raw.makefile("rb")
             assert json.loads(stream.readline())["hello"] == writer_identity(engine, CONFIG)
-            vote = {"id": 2, "vote": _request_to_wire(VoteRequest(battle=battle, winner="tie"))}
+            vote = {"id": 2, "vote": VoteRequest(battle=battle, winner="tie").to_dict()}
             raw.sendall(b'{"id": 1, "vote": {"nonsense": true}}\n' + json.dumps(vote).encode() + b"\n")
             answer = json.loads(stream.readline())
         assert answer["id"] == 2 and answer["result"]["winner"] == "tie"

@@ -9,20 +9,15 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-import votes.store as store
+import votes.recording as recording
+import votes.writer.group_commit as group_commit
 from leaderboard.elo import EloConfig
+from votes.annotators import create_annotator
+from votes.battles import AlreadyVotedError, VoteError, VoteRequest, VoteResult, issue_battle
 from votes.models import Battle, Vote
-from votes.store import (
-    AlreadyVotedError,
-    VoteRequest,
-    VoteResult,
-    create_annotator,
-    issue_battle,
-    live_standings,
-    load_pairing_catalog,
-    record_votes,
-    replay_live_ratings,
-)
+from votes.ratings import replay_live_ratings
+from votes.recording import record_votes
+from votes.views import live_standings, load_pairing_catalog
 
 CONFIG = EloConfig(k=4.0)
 
@@ -56,7 +51,7 @@ def _requests(
     return out
 
 
-def _write(engine: Engine, requests: list[VoteRequest]) -> list[VoteResult | store.VoteError]:
+def _write(engine: Engine, requests: list[VoteRequest]) -> list[VoteResult | VoteError]:
     with Session(engine) as s:
         results = record_votes(session=s, requests=requests, config=CONFIG)
         s.commit()
@@ -83,7 +78,7 @@ def test_batch_with_retries_inside_uses_the_fast_path(
     def careful_path(*_args: Any) -> Any:
         raise AssertionError("a clean batch must not fall back to vote-by-vote writes")
 
-    monkeypatch.setattr(store, "_record_one_by_one", careful_path)
+    monkeypatch.setattr(recording, "_record_one_by_one", careful_path)
     requests = _requests(
         seeded,
         tokens=["t1", "t2", "t1", "t1", "t3", "t4"],
@@ -112,7 +107,7 @@ def test_unique_key_collision_falls_back_vote_by_vote(
     (original,) = _write(seeded, first)
     assert isinstance(original, VoteResult)
     # Hide the earlier vote from the batch's look-up, as a concurrent commit would be hidden.
-    monkeypatch.setattr(store, "_known_votes", lambda *_args: ({}, {}))
+    monkeypatch.setattr(recording, "_known_votes", lambda *_args: ({}, {}))
     again = [first[0], *_requests(seeded, tokens=["other"], winners=["tie"], keys=[None])]
     replayed, fresh = _write(seeded, again)
     assert isinstance(replayed, VoteResult) and replayed.replayed and replayed.vote_id == original.vote_id
@@ -129,8 +124,8 @@ def test_group_writer_starts_over_carefully_when_its_optimistic_batch_collides(s
     assert isinstance(first_s1, VoteResult) and isinstance(first_s2, VoteResult)
     fresh = _requests(seeded, tokens=["n1", "n2"], winners=["model_b", "tie (bothbad)"], keys=[None, None])
     batch = [fresh[0], stored[0], stored[1], VoteRequest(battle=stored[0].battle, winner="model_b"), fresh[1]]
-    writer = store.GroupCommitWriter(seeded, config=CONFIG, max_wait_ms=50.0)
-    pending = [store._Pending(r) for r in batch]
+    writer = group_commit.GroupCommitWriter(seeded, config=CONFIG, max_wait_ms=50.0)
+    pending = [group_commit._Pending(r) for r in batch]
     writer._write(pending)  # one batch, as the writer thread would take them together
     outcomes = [p.future.exception() or p.future.result() for p in pending]
     new_1, retry_s1, retry_s2, conflict, new_2 = outcomes
@@ -151,13 +146,13 @@ def test_group_writer_clean_batch_takes_no_look_up_and_no_savepoint(
     def forbidden(*_args: Any) -> Any:
         raise AssertionError("a clean batch of new votes needs neither the look-up nor the careful path")
 
-    monkeypatch.setattr(store, "_known_votes", forbidden)
-    monkeypatch.setattr(store, "_record_one_by_one", forbidden)
+    monkeypatch.setattr(recording, "_known_votes", forbidden)
+    monkeypatch.setattr(recording, "_record_one_by_one", forbidden)
     requests = _requests(
         seeded, tokens=["c1", "c2", "c3"], winners=["model_a", "tie", "model_b"], keys=[None] * 3
     )
-    writer = store.GroupCommitWriter(seeded, config=CONFIG)
-    pending = [store._Pending(r) for r in requests]
+    writer = group_commit.GroupCommitWriter(seeded, config=CONFIG)
+    pending = [group_commit._Pending(r) for r in requests]
     writer._write(pending)
     assert all(isinstance(p.future.result(), VoteResult) for p in pending)
     writer.stop()

@@ -1,0 +1,111 @@
+"""Bulk reads and writes shared by the imports: chunked look-ups, get-or-create of models, what is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import Integer, String, any_, bindparam, insert, select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from votes.models import utcnow
+from votes.tables import model_t, output_t, prompt_t
+
+__all__ = [
+    "CHUNK",
+    "ImportCounts",
+    "chunks",
+    "ensure_models",
+    "existing_outputs",
+    "existing_prompts",
+    "member",
+    "without_null_columns",
+]
+
+#: Values per look-up statement.
+CHUNK = 1000
+T = TypeVar("T")
+
+
+@dataclass
+class ImportCounts:
+    """What an import added: models, prompts, outputs, and rows (battles with their votes, or outputs)."""
+
+    models: int = 0
+    prompts: int = 0
+    outputs: int = 0
+    rows: int = 0
+
+
+def without_null_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop the columns that are None in every row: executemany then binds (and type-processes) less."""
+    if not rows:
+        return rows
+    keep = [k for k in rows[0] if any(row[k] is not None for row in rows)]
+    if len(keep) == len(rows[0]):
+        return rows
+    return [{k: row[k] for k in keep} for row in rows]
+
+
+def member(conn: Connection, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
+    """``column IN values``. On PostgreSQL one array parameter (``= ANY(:values)``) instead of one parameter
+    per value: psycopg prepares repeated statements, and a generic plan over a thousand parameters on a
+    freshly bulk-loaded table can take seconds per lookup."""
+    if conn.dialect.name == "postgresql":
+        element_type = Integer() if values and isinstance(values[0], int) else String()
+        return column == any_(bindparam(None, list(values), type_=ARRAY(element_type)))
+    return column.in_(values)
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def ensure_models(conn: Connection, names: Iterable[str], added: ImportCounts) -> dict[str, int]:
+    wanted = sorted(set(names))
+    ids: dict[str, int] = {}
+    for chunk in chunks(wanted):
+        stmt = select(model_t.c.name, model_t.c.id).where(member(conn, model_t.c.name, chunk))
+        ids.update((str(n), int(i)) for n, i in conn.execute(stmt))
+    missing = [n for n in wanted if n not in ids]
+    if missing:
+        now = utcnow()
+        conn.execute(
+            insert(model_t),
+            [{"name": n, "active": True, "created_at": now} for n in missing],
+        )
+        for chunk in chunks(missing):
+            stmt = select(model_t.c.name, model_t.c.id).where(member(conn, model_t.c.name, chunk))
+            ids.update((str(n), int(i)) for n, i in conn.execute(stmt))
+        added.models += len(missing)
+    return ids
+
+
+def existing_prompts(conn: Connection, external_ids: Iterable[str]) -> dict[str, int]:
+    wanted = sorted(set(external_ids))
+    ids: dict[str, int] = {}
+    for chunk in chunks(wanted):
+        stmt = select(prompt_t.c.external_id, prompt_t.c.id).where(
+            member(conn, prompt_t.c.external_id, chunk)
+        )
+        ids.update((str(e), int(i)) for e, i in conn.execute(stmt))
+    return ids
+
+
+def existing_outputs(
+    conn: Connection, prompt_ids: Iterable[int]
+) -> dict[tuple[int, int], tuple[int, Any, str]]:
+    """(prompt id, model id) -> (output id, conversation, text) for the given prompts."""
+    wanted = sorted(set(prompt_ids))
+    found: dict[tuple[int, int], tuple[int, Any, str]] = {}
+    for chunk in chunks(wanted):
+        stmt = select(
+            output_t.c.prompt_id, output_t.c.model_id, output_t.c.id, output_t.c.conversation, output_t.c.text
+        ).where(member(conn, output_t.c.prompt_id, chunk))
+        for p, m, o, conv, text in conn.execute(stmt):
+            found[(p, m)] = (o, conv, text)
+    return found

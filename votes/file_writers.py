@@ -1,0 +1,91 @@
+"""Interchange files written deterministically: JSONL, JSON, CSV and Parquet in a fixed column order.
+
+Fixed column order, fixed number formatting and one canonical JSON form (:func:`votes.records.canonical_json`)
+make export -> import -> export byte-identical.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from votes.records import BATTLE_COLUMNS, CATALOG_COLUMNS, FileFormat, Kind, canonical_json
+
+__all__ = ["write_rows"]
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+_CONVERSATION = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+_PARQUET_SCHEMAS: dict[Kind, pa.Schema] = {
+    "battles": pa.schema(
+        [
+            ("question_id", pa.string()),
+            ("model_a", pa.string()),
+            ("model_b", pa.string()),
+            ("winner", pa.string()),
+            ("judge", pa.string()),
+            ("conversation_a", _CONVERSATION),
+            ("conversation_b", _CONVERSATION),
+            ("turn", pa.int64()),
+            ("anony", pa.bool_()),
+            ("language", pa.string()),
+            ("tstamp", pa.float64()),
+        ]
+    ),
+    # A conversation prompt is stored JSON-encoded in the string column (read back by the same rule).
+    "catalog": pa.schema([(c, pa.string()) for c in CATALOG_COLUMNS]),
+}
+
+
+def write_rows(rows: Iterable[Mapping[str, Any]], out: Path, *, kind: Kind, fmt: FileFormat) -> int:
+    """Write canonical rows (in the given order) deterministically; returns the number of rows."""
+    columns = BATTLE_COLUMNS if kind == "battles" else CATALOG_COLUMNS
+    count = 0
+    if fmt in ("jsonl", "json"):
+        with out.open("w", encoding="utf-8", newline="\n") as fh:
+            if fmt == "json":
+                fh.write("[\n")
+            for row in rows:
+                if fmt == "json" and count:
+                    fh.write(",\n")
+                fh.write(canonical_json({c: row[c] for c in columns}))
+                if fmt == "jsonl":
+                    fh.write("\n")
+                count += 1
+            if fmt == "json":
+                fh.write("\n]\n" if count else "]\n")
+        return count
+    if fmt == "csv":
+        with out.open("w", encoding="utf-8", newline="") as fh:
+            # CRLF as RFC 4180 says; it also makes the writer quote any cell holding a bare \r.
+            writer = csv.writer(fh, lineterminator="\r\n")
+            writer.writerow(columns)
+            for row in rows:
+                writer.writerow([_csv_cell(row[c]) for c in columns])
+                count += 1
+        return count
+    materialised = [{c: row[c] for c in columns} for row in rows]
+    if kind == "catalog":
+        for row in materialised:
+            if isinstance(row["prompt"], list):
+                row["prompt"] = json.dumps(row["prompt"], ensure_ascii=False)
+    table = pa.Table.from_pylist(materialised, schema=_PARQUET_SCHEMAS[kind])
+    pq.write_table(table, str(out), compression="zstd", write_statistics=False)
+    return len(materialised)

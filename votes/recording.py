@@ -1,0 +1,452 @@
+"""The vote transaction: votes written with their battles and their live Elo updates, in order.
+
+Live ratings equal a replay of all votes in vote-id order because every transaction that inserts votes
+first locks the ``LiveRating`` rows of the models involved, in model-id order (``SELECT ... FOR UPDATE``
+on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` takes the whole-database write lock). Votes are inserted after
+the locks are held, so two transactions that touch a common model are ordered the same way by their vote
+ids and by their Elo updates, and votes on disjoint models commute.
+
+Two paths write the same rows (built by :func:`_rows`): the batch path, one multi-row insert per table,
+and the careful vote-by-vote path, each vote in a savepoint of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from sqlalchemy import bindparam, insert, or_, update
+from sqlalchemy import select as sa_select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from leaderboard.data import parse_outcome
+from leaderboard.elo import EloConfig, update_elo
+from votes.battles import AlreadyVotedError, VoteError, VoteRequest, VoteResult
+from votes.models import Battle, LiveRating, Model, Vote, utcnow
+from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
+
+__all__ = ["record_vote", "record_votes"]
+
+
+def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: float) -> None:
+    """Create missing LiveRating rows (in model-id order) so that every involved row can be locked."""
+    rows = [{"model_id": m, "rating": initial, "games": 0, "updated_at": utcnow()} for m in model_ids]
+    if not rows:
+        return
+    bind = session.get_bind()
+    insert = pg_insert if bind.dialect.name == "postgresql" else sqlite_insert
+    session.execute(insert(LiveRating).values(rows).on_conflict_do_nothing(index_elements=["model_id"]))
+
+
+# Statements of the batch path, built once: building and hashing a statement per batch costs more Python
+# time than SQLite takes to run it.
+_LOCK_RATINGS = (
+    sa_select(liverating_t.c.model_id, liverating_t.c.rating, liverating_t.c.games, model_t.c.name)
+    .join(model_t, model_t.c.id == liverating_t.c.model_id)
+    .where(liverating_t.c.model_id.in_(bindparam("ids", expanding=True)))
+    .order_by(liverating_t.c.model_id)
+    .with_for_update(of=liverating_t)
+)
+_FLAGGED = sa_select(annotator_t.c.id).where(
+    annotator_t.c.id.in_(bindparam("ids", expanding=True)), annotator_t.c.flagged.is_(True)
+)
+_KNOWN_COLUMNS = (
+    battle_t.c.token_id,
+    vote_t.c.idempotency_key,
+    battle_t.c.id,
+    vote_t.c.id,
+    vote_t.c.winner,
+    battle_t.c.model_a_id,
+    battle_t.c.model_b_id,
+    vote_t.c.live_elo,
+)
+_KNOWN_BY_TOKEN = (
+    sa_select(*_KNOWN_COLUMNS)
+    .select_from(battle_t.join(vote_t, vote_t.c.battle_id == battle_t.c.id))
+    .where(battle_t.c.token_id.in_(bindparam("tokens", expanding=True)))
+)
+_KNOWN_BY_TOKEN_OR_KEY = (
+    sa_select(*_KNOWN_COLUMNS)
+    .select_from(battle_t.join(vote_t, vote_t.c.battle_id == battle_t.c.id))
+    .where(
+        or_(
+            battle_t.c.token_id.in_(bindparam("tokens", expanding=True)),
+            vote_t.c.idempotency_key.in_(bindparam("keys", expanding=True)),
+        )
+    )
+)
+_INSERT_BATTLES = insert(battle_t).returning(battle_t.c.token_id, battle_t.c.id)
+_INSERT_VOTES = insert(vote_t).returning(vote_t.c.battle_id, vote_t.c.id)
+_UPDATE_RATINGS = (
+    update(liverating_t)
+    .where(liverating_t.c.model_id == bindparam("m"))
+    .values(rating=bindparam("r"), games=bindparam("g"), updated_at=bindparam("t"))
+)
+
+
+def _replayed_result(
+    session: Session,
+    names: dict[int, str],
+    *,
+    battle_id: int,
+    vote_id: int,
+    winner: str,
+    model_a_id: int,
+    model_b_id: int,
+    live_elo: dict[str, float] | None,
+) -> VoteResult:
+    """The answer to a retry: the stored vote's result, marked as replayed."""
+    return VoteResult.from_live_elo(
+        live_elo,
+        vote_id=vote_id,
+        battle_id=battle_id,
+        winner=winner,
+        model_a=names.get(model_a_id) or _model_name(session, model_a_id),
+        model_b=names.get(model_b_id) or _model_name(session, model_b_id),
+        replayed=True,
+    )
+
+
+def _model_name(session: Session, model_id: int) -> str:
+    model = session.get(Model, model_id)
+    return model.name if model else f"model #{model_id}"
+
+
+def _find_previous(
+    session: Session, request: VoteRequest, names: dict[int, str]
+) -> VoteResult | VoteError | None:
+    """An earlier vote for this token or idempotency key: its result, or a refusal if it disagrees."""
+    stmt = select(Battle, Vote).join(Vote, col(Vote.battle_id) == col(Battle.id))
+    row = None
+    if request.idempotency_key is not None:
+        row = session.exec(stmt.where(Vote.idempotency_key == request.idempotency_key)).first()
+    if row is None:
+        row = session.exec(stmt.where(Battle.token_id == request.battle.token_id)).first()
+    if row is None:
+        return None
+    battle, vote = row
+    assert battle.id is not None and vote.id is not None  # nosec B101 # type narrowing
+    if battle.token_id == request.battle.token_id and vote.winner != request.winner:
+        return AlreadyVotedError(battle.id)
+    return _replayed_result(
+        session,
+        names,
+        battle_id=battle.id,
+        vote_id=vote.id,
+        winner=vote.winner,
+        model_a_id=battle.model_a_id,
+        model_b_id=battle.model_b_id,
+        live_elo=vote.live_elo,
+    )
+
+
+@dataclass(frozen=True)
+class _EloStep:
+    """One vote's live Elo update: computed from the ratings so far, applied once the vote is written."""
+
+    model_a: int
+    model_b: int
+    a_before: float
+    a_after: float
+    games_a: int
+    b_before: float
+    b_after: float
+    games_b: int
+    counted: bool
+
+    def live_elo(self) -> dict[str, float]:
+        return {
+            "a_before": self.a_before,
+            "a_after": self.a_after,
+            "b_before": self.b_before,
+            "b_after": self.b_after,
+        }
+
+    def apply(self, ratings: dict[int, tuple[float, int]], touched: set[int]) -> None:
+        if self.counted:
+            ratings[self.model_a] = (self.a_after, self.games_a + 1)
+            ratings[self.model_b] = (self.b_after, self.games_b + 1)
+            touched.update((self.model_a, self.model_b))
+
+
+def _elo_step(
+    request: VoteRequest, config: EloConfig, ratings: dict[int, tuple[float, int]], flagged: set[int]
+) -> _EloStep:
+    b = request.battle
+    (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
+    counted = b.annotator_id not in flagged  # a flagged annotator's votes are kept but do not count
+    new_a, new_b = (
+        update_elo(ra, rb, parse_outcome(request.winner), config=config, games_a=ga, games_b=gb)
+        if counted
+        else (ra, rb)
+    )
+    return _EloStep(b.model_a_id, b.model_b_id, ra, new_a, ga, rb, new_b, gb, counted)
+
+
+def _rows(request: VoteRequest, step: _EloStep) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The battle row and the vote row (without its ``battle_id``) that record one new vote."""
+    b = request.battle
+    voted_at = request.voted_at or utcnow()
+    battle = {
+        "prompt_id": b.prompt_id,
+        "output_a_id": b.output_a_id,
+        "output_b_id": b.output_b_id,
+        "model_a_id": b.model_a_id,
+        "model_b_id": b.model_b_id,
+        "annotator_id": b.annotator_id,
+        "issued_at": b.issued_at,
+        "pair_probability": b.pair_probability,
+        "source": "site",
+        "token_id": b.token_id,
+    }
+    vote = {
+        "model_a_id": b.model_a_id,  # the battle's facts, copied for the fit's covering index
+        "model_b_id": b.model_b_id,
+        "annotator_id": b.annotator_id,
+        "winner": request.winner,
+        "created_at": voted_at,
+        "seconds_to_vote": max(0.0, (voted_at - b.issued_at).total_seconds()),
+        "client_hash": request.client_hash,
+        "idempotency_key": request.idempotency_key,
+        "live_elo": step.live_elo(),
+    }
+    return battle, vote
+
+
+def _new_result(
+    vote_id: int, battle_id: int, request: VoteRequest, step: _EloStep, names: dict[int, str]
+) -> VoteResult:
+    return VoteResult.from_live_elo(
+        step.live_elo(),
+        vote_id=vote_id,
+        battle_id=battle_id,
+        winner=request.winner,
+        model_a=names[request.battle.model_a_id],
+        model_b=names[request.battle.model_b_id],
+    )
+
+
+def _record_one_by_one(
+    session: Session,
+    requests: Sequence[VoteRequest],
+    config: EloConfig,
+    ratings: dict[int, tuple[float, int]],
+    names: dict[int, str],
+    flagged: set[int],
+) -> tuple[list[VoteResult | VoteError], set[int]]:
+    """The careful path: each vote in its own savepoint, so a unique-key race fails only that vote."""
+    results: list[VoteResult | VoteError] = []
+    touched: set[int] = set()
+    for request in requests:
+        previous = _find_previous(session, request, names)
+        if previous is not None:
+            results.append(previous)
+            continue
+        step = _elo_step(request, config, ratings, flagged)
+        battle_row, vote_row = _rows(request, step)
+        battle = Battle(**battle_row)
+        try:
+            with session.begin_nested():
+                session.add(battle)
+                session.flush()
+                assert battle.id is not None  # nosec B101 # type narrowing
+                vote = Vote(battle_id=battle.id, **vote_row)
+                session.add(vote)
+                session.flush()
+        except IntegrityError:
+            # Another worker wrote this token or key first (PostgreSQL waited for its commit).
+            session.expunge_all()
+            previous = _find_previous(session, request, names)
+            results.append(previous or VoteError("The vote could not be recorded; please try again."))
+            continue
+        assert vote.id is not None  # nosec B101 # type narrowing
+        step.apply(ratings, touched)
+        results.append(_new_result(vote.id, battle.id, request, step, names))
+    return results, touched
+
+
+@dataclass
+class _Known:
+    """A vote already in the store or earlier in the batch, by token and idempotency key."""
+
+    token_id: str | None
+    winner: str
+    result: VoteResult | None = None  # None while a new vote of this batch awaits its ids
+    index: int = -1  # position of that new vote in the batch
+
+
+def _known_votes(
+    session: Session, requests: Sequence[VoteRequest], names: dict[int, str]
+) -> tuple[dict[str, _Known], dict[str, _Known]]:
+    """Earlier votes for the batch's tokens or idempotency keys, in one query."""
+    tokens = [r.battle.token_id for r in requests]
+    keys = [r.idempotency_key for r in requests if r.idempotency_key is not None]
+    conn = session.connection()
+    if keys:
+        rows = conn.execute(_KNOWN_BY_TOKEN_OR_KEY, {"tokens": tokens, "keys": keys}).all()
+    else:
+        rows = conn.execute(_KNOWN_BY_TOKEN, {"tokens": tokens}).all()
+    by_token: dict[str, _Known] = {}
+    by_key: dict[str, _Known] = {}
+    for token_id, key, battle_id, vote_id, winner, model_a_id, model_b_id, live_elo in rows:
+        result = _replayed_result(
+            session,
+            names,
+            battle_id=battle_id,
+            vote_id=vote_id,
+            winner=winner,
+            model_a_id=model_a_id,
+            model_b_id=model_b_id,
+            live_elo=live_elo,
+        )
+        known = _Known(token_id, winner, result)
+        if token_id is not None:
+            by_token[token_id] = known
+        if key is not None:
+            by_key[key] = known
+    return by_token, by_key
+
+
+def _record_batch(
+    session: Session,
+    requests: Sequence[VoteRequest],
+    config: EloConfig,
+    ratings: dict[int, tuple[float, int]],
+    names: dict[int, str],
+    flagged: set[int],
+    *,
+    look_up: bool = True,
+) -> tuple[list[VoteResult | VoteError], set[int]]:
+    """The fast path: retries found in one query, then one multi-row insert of battles and one of votes.
+
+    Without ``look_up`` the query is skipped: a retry of a vote already stored then collides on a unique
+    key, and the caller starts over on the careful path.
+    """
+    by_token, by_key = _known_votes(session, requests, names) if look_up else ({}, {})
+    decisions: list[_Known | tuple[_Known, str]] = []  # a vote to answer with, or (vote, "conflict")
+    battle_rows: list[dict[str, Any]] = []
+    vote_rows: list[dict[str, Any]] = []
+    elo: list[_EloStep] = []
+    new_requests: list[VoteRequest] = []
+    touched: set[int] = set()
+    for request in requests:
+        b = request.battle
+        known = by_key.get(request.idempotency_key) if request.idempotency_key is not None else None
+        known = known or by_token.get(b.token_id)
+        if known is not None:
+            same_token_other_winner = known.token_id == b.token_id and known.winner != request.winner
+            decisions.append((known, "conflict") if same_token_other_winner else known)
+            continue
+        step = _elo_step(request, config, ratings, flagged)
+        step.apply(ratings, touched)
+        battle_row, vote_row = _rows(request, step)
+        battle_rows.append(battle_row)
+        vote_rows.append(vote_row)
+        elo.append(step)
+        new_requests.append(request)
+        known = _Known(b.token_id, request.winner, index=len(vote_rows) - 1)
+        by_token[b.token_id] = known
+        if request.idempotency_key is not None:
+            by_key[request.idempotency_key] = known
+        decisions.append(known)
+    new_results: list[VoteResult] = []
+    if battle_rows:
+        # RETURNING rows come back in no promised order (and asking SQLAlchemy for parameter order makes
+        # it insert row by row on SQLite), so each id is matched by the row's own unique key.
+        conn = session.connection()
+        battle_id_of: dict[str, int] = dict(conn.execute(_INSERT_BATTLES, battle_rows).all())
+        battle_ids = [battle_id_of[row["token_id"]] for row in battle_rows]
+        for row, battle_id in zip(vote_rows, battle_ids, strict=True):
+            row["battle_id"] = battle_id
+        vote_id_of: dict[int, int] = dict(conn.execute(_INSERT_VOTES, vote_rows).all())
+        vote_ids = [vote_id_of[battle_id] for battle_id in battle_ids]
+        new_results = [
+            _new_result(vote_id, battle_id, request, step, names)
+            for vote_id, battle_id, request, step in zip(vote_ids, battle_ids, new_requests, elo, strict=True)
+        ]
+    results: list[VoteResult | VoteError] = []
+    answered: set[int] = set()  # new votes already answered once; a later equal request is a retry
+    for decision in decisions:
+        known, conflict = (decision[0], True) if isinstance(decision, tuple) else (decision, False)
+        if known.result is not None:
+            first = known.result
+        else:
+            first = new_results[known.index]
+            if not conflict and known.index not in answered:
+                answered.add(known.index)
+                results.append(first)
+                continue
+            first = replace(first, replayed=True)
+        results.append(AlreadyVotedError(first.battle_id) if conflict else first)
+    return results, touched
+
+
+def record_votes(
+    *,
+    session: Session,
+    requests: Sequence[VoteRequest],
+    config: EloConfig,
+    live_rows: set[int] | None = None,
+    conflicts: Literal["savepoint", "raise", "one-by-one"] = "savepoint",
+) -> list[VoteResult | VoteError]:
+    """Write votes (and their battles) with their live Elo updates, in order, in the session's transaction.
+
+    The caller commits. A retry (same token and winner, or same idempotency key) is answered with the
+    first vote's result and writes nothing; the same token with another winner is refused.
+    The batch is written with one multi-row insert per table. If a unique key collides anyway (another
+    worker wrote the same token or key meanwhile), what happens depends on ``conflicts``: ``"savepoint"``
+    rolls the batch back to a savepoint taken before it and writes it again vote by vote, each in a
+    savepoint of its own. ``"raise"`` is optimistic: no savepoint, and no query for earlier votes of the
+    batch's tokens and keys (three round trips fewer per batch); a retry of a stored vote then collides on
+    a unique key and the ``IntegrityError`` goes to the caller, who owns the transaction: it rolls back
+    and calls again with ``"one-by-one"``, which looks each vote up and writes it in a savepoint.
+    ``live_rows``, when given, remembers the models whose ``LiveRating`` row is known to exist (a writer
+    keeps it across batches), which saves an insert per batch.
+    """
+    for r in requests:
+        parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
+    model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
+    conn = session.connection()
+    if live_rows is None or not live_rows.issuperset(model_ids):
+        _ensure_live_rows(session, model_ids, config.initial)
+    locked_rows = conn.execute(_LOCK_RATINGS, {"ids": model_ids}).all()
+    if len(locked_rows) < len(model_ids):  # a row was deleted since (a ratings rebuild): create it again
+        _ensure_live_rows(session, model_ids, config.initial)
+        locked_rows = conn.execute(_LOCK_RATINGS, {"ids": model_ids}).all()
+    if live_rows is not None:
+        live_rows.update(model_ids)
+    locked = {m: (float(r), int(g)) for m, r, g, _name in locked_rows}
+    names = {m: str(name) for m, _r, _g, name in locked_rows}
+    annotator_ids = sorted({r.battle.annotator_id for r in requests})
+    flagged = {int(a) for (a,) in conn.execute(_FLAGGED, {"ids": annotator_ids})}
+    ratings = dict(locked)
+    if conflicts == "one-by-one":
+        results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged)
+    elif conflicts == "raise":  # optimistic: a retry of a stored vote collides, and the caller starts over
+        results, touched = _record_batch(session, requests, config, ratings, names, flagged, look_up=False)
+    else:
+        try:
+            with session.begin_nested():
+                results, touched = _record_batch(session, requests, config, ratings, names, flagged)
+        except IntegrityError:
+            session.expunge_all()
+            ratings = dict(locked)
+            results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged)
+    if touched:  # one executemany for all the batch's models
+        now = utcnow()
+        rows = [{"m": m, "r": ratings[m][0], "g": ratings[m][1], "t": now} for m in sorted(touched)]
+        session.connection().execute(_UPDATE_RATINGS, rows)
+    session.expunge_all()
+    return results
+
+
+def record_vote(*, session: Session, request: VoteRequest, config: EloConfig) -> VoteResult:
+    """One vote in the session's transaction (the caller commits); raises :class:`VoteError`."""
+    (result,) = record_votes(session=session, requests=[request], config=config)
+    if isinstance(result, VoteError):
+        raise result
+    return result

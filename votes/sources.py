@@ -1,0 +1,137 @@
+"""Battles for the fits and evaluations, from a battles file or from the store, in the math's types.
+
+:func:`load_battles_file` aggregates a file into pair counts (the fast columnar read);
+:func:`battles_from_file` and :func:`battles_from_store` give one row per vote
+(:class:`leaderboard.battles.Battles`), optionally with style covariates of the two answers
+(:mod:`leaderboard.style`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+
+from leaderboard.battles import Battles
+from leaderboard.data import PairCounts, parse_outcome
+from leaderboard.evaluate import FloatArray
+from leaderboard.style import style_differences
+from votes.catalog_records import parse_catalog
+from votes.columns import read_battle_columns
+from votes.queries import iter_vote_texts, load_battles
+from votes.records import BattleRecord, InputError, parse_battles, read_rows
+
+__all__ = ["MIN_STYLE_BATTLES", "battles_from_file", "battles_from_store", "load_battles_file"]
+
+#: A style covariate is used only if the two answers differ in it in at least this many battles.
+MIN_STYLE_BATTLES = 30
+
+
+def load_battles_file(
+    path: Path,
+    *,
+    language: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    bucket_seconds: float | None = None,
+) -> tuple[PairCounts, str, int]:
+    """Read a Chatbot Arena battles file as columns, filter it, aggregate it.
+
+    Returns the counts, the sha256 of the votes file (see :func:`votes.columns.read_battle_columns`)
+    and the number of battles read. Raises :class:`~votes.records.InputError`.
+    """
+    try:
+        battles, digest, n_battles = read_battle_columns(path, language=language, since=since, until=until)
+        counts = battles.counts(bucket_seconds=bucket_seconds)
+    except ValueError as exc:
+        raise InputError(path, None, str(exc)) from None
+    return counts, digest, n_battles
+
+
+def _assistant_text(conversation: tuple[dict[str, str], ...] | None) -> str | None:
+    if conversation is None:
+        return None
+    return "\n\n".join(str(m.get("content", "")) for m in conversation if m.get("role") == "assistant")
+
+
+def battles_from_file(path: Path, *, catalog: Path | None = None, style: bool = False) -> Battles:
+    """Read a Chatbot Arena battles file (JSONL/JSON/CSV/Parquet, gz) into per-vote arrays, rows validated.
+
+    With ``style``, answer texts come from the battles' conversations or, failing that, from a catalog
+    file (``prompt_id``/``model``/``output``) matched on ``question_id``. Raises
+    :class:`~votes.records.InputError` for a bad file and ``ValueError`` for a battle without texts.
+    """
+    fmt, rows = read_rows(path)
+    records = parse_battles(path, fmt, rows)
+    battles = _battles_from_records(records)
+    if not style:
+        return battles
+    texts: dict[tuple[str, str], str] = {}
+    if catalog is not None:
+        cat_fmt, cat_rows = read_rows(catalog)
+        for entry in parse_catalog(catalog, cat_fmt, cat_rows):
+            if entry.model is not None and entry.output is not None:
+                texts[(entry.prompt_id, entry.model)] = entry.output
+    left: list[str] = []
+    right: list[str] = []
+    for rec in records:
+        a = _assistant_text(rec.conversation_a)
+        b = _assistant_text(rec.conversation_b)
+        if a is None or b is None:
+            qid = rec.question_id or ""
+            a, b = texts.get((qid, rec.model_a)), texts.get((qid, rec.model_b))
+        if a is None or b is None:
+            raise ValueError(
+                f"{rec.where}: no answer texts for style control (give conversations or an answer catalog)"
+            )
+        left.append(a)
+        right.append(b)
+    values, names = _style_columns(left, right)
+    return replace(battles, features=values, feature_names=names)
+
+
+def _style_columns(left: list[str], right: list[str]) -> tuple[FloatArray, tuple[str, ...]]:
+    """Style covariates of the answer pairs, keeping only the columns that vary often enough."""
+    diffs = style_differences(left, right)
+    # a covariate that differs in only a handful of battles cannot be estimated (it separates them)
+    keep = np.count_nonzero(diffs.values, axis=0) >= MIN_STYLE_BATTLES
+    return diffs.values[:, keep], tuple(n for n, k in zip(diffs.names, keep, strict=True) if k)
+
+
+def _battles_from_records(records: list[BattleRecord]) -> Battles:
+    models = tuple(sorted({r.model_a for r in records} | {r.model_b for r in records}))
+    index = {m: i for i, m in enumerate(models)}
+    stamps = [r.tstamp for r in records]
+    time = None if any(t is None for t in stamps) else np.asarray(stamps, dtype=np.float64)
+    return Battles(
+        models=models,
+        model_a=np.fromiter((index[r.model_a] for r in records), dtype=np.int64, count=len(records)),
+        model_b=np.fromiter((index[r.model_b] for r in records), dtype=np.int64, count=len(records)),
+        outcome=np.fromiter((parse_outcome(r.winner) for r in records), dtype=np.int8, count=len(records)),
+        time=time,
+    )
+
+
+def battles_from_store(db: Session | Connection, *, style: bool = False) -> Battles:
+    """The stored votes, one row per vote in commit order.
+
+    With ``style``, covariates from the battles' outputs, NaN rows where a vote has no answer texts (those
+    votes are left out of the style rows only); ``ValueError`` when no vote has both texts.
+    """
+    battles = load_battles(db)
+    texts = list(iter_vote_texts(db)) if style else []
+    if not style:
+        return battles
+    has_text = np.array([a is not None and b is not None for _, a, b in texts], dtype=bool)
+    if not has_text.any():
+        raise ValueError("no stored vote has both answer texts: nothing for the style rows")
+    left = [a for _, a, b in texts if a is not None and b is not None]
+    right = [b for _, a, b in texts if a is not None and b is not None]
+    values, names = _style_columns(left, right)
+    features = np.full((len(battles), values.shape[1]), np.nan)
+    features[has_text] = values
+    return replace(battles, features=features, feature_names=names)

@@ -1,0 +1,131 @@
+"""What the voting site reads: live standings, the pairing catalog and vote counts, the reveal view."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from votes.battles import CatalogRow, VoteResult
+from votes.models import Battle, LiveRating, Model, Output, Prompt, Vote
+
+__all__ = [
+    "BattleView",
+    "Standing",
+    "get_battle_view",
+    "live_standings",
+    "load_pairing_catalog",
+    "pair_vote_counts",
+]
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One model's live Elo as the site shows it (NaN rating and no time while unrated)."""
+
+    model: str
+    rating: float
+    games: int
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class BattleView:
+    """A recorded battle as the reveal page shows it."""
+
+    battle_id: int
+    annotator_id: int | None
+    prompt: Prompt
+    output_a: Output | None
+    output_b: Output | None
+    model_a: str
+    model_b: str
+    result: VoteResult | None
+
+
+def live_standings(*, session: Session) -> list[Standing]:
+    """Online Elo of every active or rated model, best first; unrated models show the initial rating."""
+    stmt = (
+        select(Model.name, Model.active, LiveRating.rating, LiveRating.games)
+        .add_columns(col(LiveRating.updated_at))
+        .join(LiveRating, col(LiveRating.model_id) == col(Model.id), isouter=True)
+        .order_by(col(Model.name))
+    )
+    rated: list[Standing] = []
+    unrated: list[Standing] = []
+    for name, active, rating, games, updated_at in session.execute(stmt).all():
+        if rating is not None:
+            rated.append(Standing(model=name, rating=float(rating), games=int(games), updated_at=updated_at))
+        elif active:
+            unrated.append(Standing(model=name, rating=float("nan"), games=0, updated_at=None))
+    return sorted(rated, key=lambda s: (-s.rating, s.model)) + unrated
+
+
+def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
+    """Every (prompt, output, model) of an active model; the pairing policy picks from these."""
+    stmt = (
+        select(Output.prompt_id, Output.id, Output.model_id)
+        .join(Model, col(Model.id) == col(Output.model_id))
+        .where(col(Model.active))
+        .order_by(col(Output.prompt_id), col(Output.model_id))
+    )
+    return [
+        CatalogRow(prompt_id=p, output_id=o, model_id=m)
+        for p, o, m in session.exec(stmt).all()
+        if o is not None
+    ]
+
+
+def pair_vote_counts(*, session: Session) -> dict[tuple[int, int], int]:
+    """Votes per unordered model pair (lower id first), aggregated in SQL."""
+    stmt = (
+        select(Battle.model_a_id, Battle.model_b_id, func.count(col(Vote.id)))
+        .join(Vote, col(Vote.battle_id) == col(Battle.id))
+        .group_by(col(Battle.model_a_id), col(Battle.model_b_id))
+    )
+    counts: dict[tuple[int, int], int] = {}
+    for a, b, n in session.exec(stmt).all():
+        key = (min(a, b), max(a, b))
+        counts[key] = counts.get(key, 0) + int(n)
+    return counts
+
+
+def _model_names(session: Session, model_ids: Sequence[int]) -> dict[int, str]:
+    stmt = select(Model.id, Model.name).where(col(Model.id).in_(model_ids))
+    return {int(m): n for m, n in session.exec(stmt).all() if m is not None}
+
+
+def get_battle_view(*, session: Session, battle_id: int) -> BattleView | None:
+    """A battle with its prompt, answers, model names and (once voted) its vote's result; None if unknown."""
+    battle = session.get(Battle, battle_id)
+    if battle is None or battle.prompt_id is None:
+        return None
+    prompt = session.get(Prompt, battle.prompt_id)
+    if prompt is None:
+        return None
+    vote = session.exec(select(Vote).where(Vote.battle_id == battle_id)).first()
+    names = _model_names(session, [battle.model_a_id, battle.model_b_id])
+    result = None
+    if vote is not None:
+        assert vote.id is not None  # nosec B101 # type narrowing
+        result = VoteResult.from_live_elo(
+            vote.live_elo,
+            vote_id=vote.id,
+            battle_id=battle_id,
+            winner=vote.winner,
+            model_a=names[battle.model_a_id],
+            model_b=names[battle.model_b_id],
+        )
+    return BattleView(
+        battle_id=battle_id,
+        annotator_id=battle.annotator_id,
+        prompt=prompt,
+        output_a=session.get(Output, battle.output_a_id) if battle.output_a_id else None,
+        output_b=session.get(Output, battle.output_b_id) if battle.output_b_id else None,
+        model_a=names[battle.model_a_id],
+        model_b=names[battle.model_b_id],
+        result=result,
+    )
