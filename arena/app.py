@@ -392,7 +392,7 @@ def create_app(
     ``freeze_gc`` is for a process that serves this app and nothing else (the uvicorn factory): after
     start-up, the objects alive are frozen out of the garbage collector's generations.
     """
-    from arena.routes import admin, api, pages, review
+    from arena.routes import admin, api, docs, pages, review
 
     own_engine = engine is None
     engine = engine or make_engine(settings.database_url)
@@ -454,6 +454,7 @@ def create_app(
         summary="Blind pairwise votes on LLM answers, live Elo, published Bradley-Terry leaderboards.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # arena.routes.docs serves /docs in the site's own accessible layout
     )
     app.state.arena = state
     _add_error_handlers(app, state)
@@ -464,6 +465,7 @@ def create_app(
     app.include_router(api.router)
     app.include_router(admin.router)
     app.include_router(review.router)
+    app.include_router(docs.router)
     try:  # the published snapshot pages (issue 5) when present
         from arena.routes import snapshots  # type: ignore[attr-defined,unused-ignore]
 

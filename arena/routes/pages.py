@@ -8,6 +8,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlmodel import col, select
 
+from arena.language import language_tag
 from arena.routes.deps import (
     SessionDep,
     StateDep,
@@ -78,6 +79,7 @@ def _battle_page(
         "n_votes": count_annotator_votes(session=db, annotator_id=who.annotator_id),
         "labels": WINNER_LABELS,
         "notice": notice,
+        "prompt_lang": language_tag(battle.prompt.language) if battle else None,
     }
     name = "partials/_battle.html" if fragment else "pages/vote.html"
     return _render(request, state, name, context)
@@ -138,7 +140,13 @@ def _reveal(
     if view is None or view.annotator_id != who.annotator_id or view.result is None:
         return _message(request, state, "Not found", "There is no such battle of yours.", 404)
     name = "partials/_reveal.html" if fragment else "pages/reveal.html"
-    context = {"view": view, "result": view.result, "labels": WINNER_LABELS, "n_votes": n_votes}
+    context = {
+        "view": view,
+        "result": view.result,
+        "labels": WINNER_LABELS,
+        "n_votes": n_votes,
+        "prompt_lang": language_tag(view.prompt.language),
+    }
     return _render(request, state, name, context)
 
 
