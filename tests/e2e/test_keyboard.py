@@ -141,9 +141,16 @@ def test_enter_on_the_reveal_page_summary_opens_the_answers(long_site: tuple[str
     page.wait_for_timeout(SETTLE_MS)
     assert page.url == landing
     assert page.locator("details.revealed-answers").get_attribute("open") is not None
-    page.locator('.site-header nav a[href="/leaderboard"]').focus()
-    page.keyboard.press("Enter")
-    page.wait_for_url(f"{base}/leaderboard")
+    page.keyboard.press("n")  # focus is outside the battle: no shortcut
+    page.wait_for_timeout(SETTLE_MS)
+    assert page.url == landing and page.locator(".reveal").count() == 1
+    page.locator("#next-battle").focus()
+    page.keyboard.press("Enter")  # the link's own action, loaded in place by the script
+    page.wait_for_selector("#vote-form")
+    assert _focused(page, "h1#area-heading")
+    # The judged battle's answers leave with it: no second copy of the answers' ids.
+    assert page.locator(".revealed-answers").count() == 0
+    assert page.locator("#answer-a-title").count() == 1
     page.context.close()
 
 
