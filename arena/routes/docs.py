@@ -41,6 +41,16 @@ class ApiOperation:
         return f"{self.method.lower()}-{slug}"
 
 
+def _type_name(schema: dict[str, Any]) -> str:
+    """A schema's type in words: ``integer``, ``string or null``, or the referenced model's name."""
+    if "type" in schema:
+        return str(schema["type"])
+    if "$ref" in schema:
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
+    options = schema.get("anyOf") or schema.get("oneOf") or []
+    return " or ".join(_type_name(option) for option in options)
+
+
 def api_operations(schema: dict[str, Any]) -> dict[str, list[ApiOperation]]:
     """The schema's operations grouped by their first tag (``Other`` when untagged), in schema order."""
     groups: dict[str, list[ApiOperation]] = {}
@@ -59,7 +69,7 @@ def api_operations(schema: dict[str, Any]) -> dict[str, list[ApiOperation]]:
                         "name": p.get("name", ""),
                         "in": p.get("in", ""),
                         "required": bool(p.get("required")),
-                        "type": (p.get("schema") or {}).get("type", ""),
+                        "type": _type_name(p.get("schema") or {}),
                         "description": p.get("description", ""),
                     }
                     for p in op.get("parameters", [])

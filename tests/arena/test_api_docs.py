@@ -23,3 +23,22 @@ def test_docs_page_lists_every_operation(client: TestClient) -> None:
     for op in operations:
         assert f'id="{op.anchor}"' in html
     assert "swagger" not in html.lower() and "cdn.jsdelivr" not in html
+
+
+def test_parameter_types_are_named() -> None:
+    optional_string = {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    schema = {
+        "paths": {
+            "/x": {
+                "get": {
+                    "tags": ["t"],
+                    "parameters": [
+                        {"name": "n", "in": "query", "schema": {"type": "integer"}},
+                        {"name": "s", "in": "query", "schema": optional_string},
+                    ],
+                }
+            }
+        }
+    }
+    (operation,) = api_operations(schema)["t"]
+    assert [p["type"] for p in operation.parameters] == ["integer", "string or null"]
