@@ -135,6 +135,9 @@ def test_enter_on_the_reveal_page_summary_opens_the_answers(long_site: tuple[str
     page.unroute("**/static/arena.js")
     page.goto(landing)  # the same page, now with the site's script
     assert page.title() == "Vote recorded · Arena"
+    prompt_lang = page.locator(".revealed-answers .prompt .md").get_attribute("lang")
+    assert prompt_lang in ("en", "de")
+    assert page.locator(f'.revealed-answers .answer .md[lang="{prompt_lang}"]').count() == 2
     summary = page.locator("summary")
     summary.focus()
     page.keyboard.press("Enter")
