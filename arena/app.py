@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from arena.markdown import render_markdown
 from arena.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
 from arena.pairing_service import PairingService
-from arena.routes import admin, api, pages, review, snapshots
+from arena.routes import admin, api, docs, pages, review, snapshots
 from arena.routes.deps import NeedsInvite, RateLimited
 from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, RedisRateLimiter, Signer
 from arena.settings import Settings, elo_config
@@ -146,6 +146,7 @@ def create_app(
         summary="Blind pairwise votes on LLM answers, live Elo, published Bradley-Terry leaderboards.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # arena.routes.docs serves /docs in the site's own accessible layout
     )
     app.state.arena = state
     _add_error_handlers(app, state)
@@ -158,6 +159,7 @@ def create_app(
     app.include_router(api.router)
     app.include_router(admin.router)
     app.include_router(review.router)
+    app.include_router(docs.router)
     app.include_router(snapshots.router)
     return app
 

@@ -22,9 +22,12 @@ from leaderboard.result import Leaderboard
 
 __all__ = [
     "FIGURE_FORMATS",
+    "contrast_ratio",
+    "label_colour",
     "plot_battle_counts",
     "plot_intervals",
     "plot_win_rates",
+    "relative_luminance",
     "save_figure",
 ]
 
@@ -36,6 +39,37 @@ ROW_INCHES = 0.16
 CELL_INCHES = 0.16
 # Below this many models the heatmap cells carry their numbers.
 ANNOTATE_MAX_MODELS = 16
+
+
+def relative_luminance(rgb: npt.ArrayLike) -> float:
+    """WCAG 2 relative luminance of an sRGB colour.
+
+    Parameters
+    ----------
+    rgb : array_like of float
+        Red, green and blue in [0, 1] (an alpha channel, if present, is ignored).
+
+    Returns
+    -------
+    float
+        ``0.2126 R + 0.7152 G + 0.0722 B`` on the linearised channels (WCAG 2.2, "relative luminance").
+    """
+    channels = np.asarray(rgb, dtype=np.float64)[:3]
+    linear = np.where(channels <= 0.04045, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4)
+    return float(linear @ np.array([0.2126, 0.7152, 0.0722]))
+
+
+def contrast_ratio(first: npt.ArrayLike, second: npt.ArrayLike) -> float:
+    """WCAG 2 contrast ratio ``(L1 + 0.05) / (L2 + 0.05)`` of two sRGB colours, from 1 to 21."""
+    high, low = sorted((relative_luminance(first), relative_luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def label_colour(background: npt.ArrayLike) -> str:
+    """Black or white, whichever contrasts more with ``background`` (an sRGB(A) colour in [0, 1])."""
+    on_black = contrast_ratio(background, (0.0, 0.0, 0.0))
+    on_white = contrast_ratio(background, (1.0, 1.0, 1.0))
+    return "black" if on_black >= on_white else "white"
 
 
 def _label_size(n_models: int) -> float:
@@ -188,8 +222,7 @@ def _heatmap(
             for j in range(n):
                 value = matrix[i, j]
                 if np.isfinite(value):
-                    shade = (value - vmin) / (vmax - vmin) if vmax > vmin else 0.5
-                    colour = "white" if shade < 0.25 or shade > 0.75 else "black"
+                    colour = label_colour(cmap(image.norm(value)))
                     ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8, color=colour)
     bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     bar.set_label(colorbar_label)

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 from starlette.concurrency import run_in_threadpool
 
+from arena.language import language_tag
 from arena.routes.deps import (
     SessionDep,
     StateDep,
@@ -83,6 +84,7 @@ async def _battle_page(request: Request, state: StateDep, who: SessionData, noti
         "n_votes": await run_in_threadpool(_count_votes, state.engine, who.annotator_id),
         "labels": WINNER_LABELS,
         "notice": notice,
+        "prompt_lang": language_tag(battle.prompt.language) if battle else None,
     }
     name = "partials/_battle.html" if fragment else "pages/vote.html"
     return _render(request, state, name, context)
@@ -152,7 +154,13 @@ async def _reveal(
     if view is None or view.annotator_id != who.annotator_id or view.result is None:
         return _message(request, state, "Not found", "There is no such battle of yours.", 404)
     name = "partials/_reveal.html" if fragment else "pages/reveal.html"
-    context = {"view": view, "result": view.result, "labels": WINNER_LABELS, "n_votes": n_votes}
+    context = {
+        "view": view,
+        "result": view.result,
+        "labels": WINNER_LABELS,
+        "n_votes": n_votes,
+        "prompt_lang": language_tag(view.prompt.language),
+    }
     return _render(request, state, name, context)
 
 

@@ -1,26 +1,72 @@
 // Progressive enhancement: keyboard shortcuts, votes without a full reload, live leaderboard refresh.
 // Everything works without this file (plain form posts and links).
+//
+// Accessibility rules kept here: native keys (Enter, Space, Tab) are never taken over; single-key shortcuts
+// act only while the battle (or nothing) has focus and can be switched off; after each step focus moves to
+// the new content's heading and one short line goes to a status element, never the answers themselves.
 (function () {
   "use strict";
   var FRAGMENT = { "X-Arena-Fragment": "1" };
+  var SHORTCUT_KEYS = ["a", "b", "t", "x", "s", "n"];
+  var STORAGE_KEY = "arena.shortcuts";
+  var SITE = " · Arena";
+  // True while focus sits where the page put it on load: the first Tab then goes to the skip link,
+  // as it would on a page that moved nothing.
+  var focusFromLoad = false;
 
   function area() { return document.getElementById("battle-area"); }
 
-  function swap(html) {
-    var target = area();
-    if (!target) { return; }
-    target.innerHTML = html;  // server-rendered, sanitised fragment from our own origin
-    window.scrollTo(0, 0);
-    var focus = target.querySelector("#next-battle, #vote-form button");
-    if (focus) { focus.focus({ preventScroll: true }); }
+  function shortcutsOn() {
+    try { return window.localStorage.getItem(STORAGE_KEY) !== "off"; } catch (e) { return true; }
   }
 
-  function load(url, options) {
+  function remember(on) {
+    try { window.localStorage.setItem(STORAGE_KEY, on ? "on" : "off"); } catch (e) { /* private mode */ }
+  }
+
+  // aria-keyshortcuts and the visible key hints only while the shortcuts work.
+  function applyShortcutSetting() {
+    var on = shortcutsOn();
+    document.documentElement.classList.toggle("shortcuts-off", !on);
+    document.querySelectorAll("[data-key]").forEach(function (el) {
+      if (on) { el.setAttribute("aria-keyshortcuts", el.getAttribute("data-key")); }
+      else { el.removeAttribute("aria-keyshortcuts"); }
+    });
+  }
+
+  function announce(text) {
+    var status = document.getElementById("vote-status");
+    if (status) { status.textContent = text; }
+  }
+
+  function focusHeading() {
+    var heading = document.getElementById("area-heading");
+    if (!heading) { return; }
+    if (heading.dataset.title) { document.title = heading.dataset.title + SITE; }
+    heading.focus({ preventScroll: true });
+  }
+
+  function swap(html, after) {
+    var target = area();
+    if (!target) { return; }
+    announce("");
+    target.innerHTML = html;  // server-rendered, sanitised fragment from our own origin
+    // The reveal page's answers belong to the battle just judged: they leave with it.
+    var old = document.querySelector(".revealed-answers");
+    if (old) { old.remove(); }
+    applyShortcutSetting();
+    window.scrollTo(0, 0);
+    focusFromLoad = false;
+    focusHeading();
+    if (after) { after(); }
+  }
+
+  function load(url, options, after) {
     var target = area();
     if (target) { target.setAttribute("aria-busy", "true"); }
     return fetch(url, options).then(function (response) {
       return response.text();
-    }).then(swap).catch(function () {
+    }).then(function (html) { swap(html, after); }).catch(function () {
       window.location.href = url;  // fall back to a normal page load
     }).finally(function () {
       if (target) { target.removeAttribute("aria-busy"); }
@@ -33,7 +79,12 @@
     var body = new URLSearchParams(new FormData(form));
     body.set("winner", winner);
     var headers = Object.assign({ "Content-Type": "application/x-www-form-urlencoded" }, FRAGMENT);
-    load("/vote", { method: "POST", body: body, headers: headers, credentials: "same-origin" });
+    load("/vote", { method: "POST", body: body, headers: headers, credentials: "same-origin" }, function () {
+      if (document.querySelector(".reveal")) {
+        var heading = document.getElementById("area-heading");
+        announce("Vote recorded. " + (heading ? heading.textContent : ""));
+      }
+    });
   }
 
   document.addEventListener("submit", function (event) {
@@ -51,25 +102,73 @@
     load("/vote", { headers: FRAGMENT, credentials: "same-origin" });
   });
 
+  // A shortcut may act only when focus is in the battle (not in a field there) or on nothing at all.
+  function shortcutTarget(target) {
+    if (!target || target === document.body || target === document.documentElement) { return true; }
+    var tag = (target.tagName || "").toLowerCase();
+    if (tag === "input" || tag === "textarea" || tag === "select" || target.isContentEditable) { return false; }
+    var battle = area();
+    return !!battle && battle.contains(target);
+  }
+
   document.addEventListener("keydown", function (event) {
-    if (event.altKey || event.ctrlKey || event.metaKey || event.repeat) { return; }
-    var tag = (event.target.tagName || "").toLowerCase();
-    if (tag === "input" || tag === "textarea" || tag === "select" || event.target.isContentEditable) { return; }
-    var key = event.key.toLowerCase();
-    if (key === "enter" && document.getElementById("next-battle")) { key = "n"; }
-    var el = document.querySelector('[data-key="' + key + '"]');
+    if (event.altKey || event.ctrlKey || event.metaKey) { return; }
+    if (event.key === "Tab" && !event.shiftKey && focusFromLoad) {
+      var skip = document.querySelector(".skip-link");
+      focusFromLoad = false;
+      if (skip && document.activeElement === document.getElementById("area-heading")) {
+        event.preventDefault();
+        skip.focus();
+      }
+      return;
+    }
+    if (event.repeat || !shortcutsOn() || !shortcutTarget(event.target)) { return; }
+    var key = (event.key || "").toLowerCase();
+    if (SHORTCUT_KEYS.indexOf(key) < 0) { return; }
+    var battle = area();
+    var el = battle && battle.querySelector('[data-key="' + key + '"]');
     if (!el) { return; }
     event.preventDefault();
     el.click();
   });
 
-  // Live leaderboard: refresh the table from the JSON API without reloading the page.
+  document.addEventListener("focusin", function (event) {
+    if (event.target !== document.getElementById("area-heading")) { focusFromLoad = false; }
+  });
+  document.addEventListener("mousedown", function () { focusFromLoad = false; });
+
+  var setting = document.querySelector("[data-shortcut-setting]");
+  if (setting) {
+    var box = setting.querySelector("input");
+    box.checked = shortcutsOn();
+    box.addEventListener("change", function () {
+      remember(box.checked);
+      applyShortcutSetting();
+      announce(box.checked ? "Keyboard shortcuts on." : "Keyboard shortcuts off.");
+    });
+    setting.hidden = false;
+  }
+  applyShortcutSetting();
+
+  // On the vote page the battle's heading takes focus, so a single key votes at once and a screen
+  // reader starts at the battle rather than at the site's navigation.
+  var start = document.getElementById("area-heading");
+  if (start && document.querySelector(".battle") && !window.location.hash) {
+    start.focus({ preventScroll: true });
+    focusFromLoad = document.activeElement === start;
+  }
+
+  // Live leaderboard: refresh the table from the JSON API every few seconds, with a Pause button.
   var live = document.querySelector("[data-live-refresh]");
   if (live) {
+    var paused = false;
+    var pause = document.getElementById("live-pause");
     var refresh = function () {
+      if (paused) { return; }
       fetch(live.getAttribute("data-live-refresh"), { credentials: "same-origin" })
         .then(function (r) { return r.json(); })
         .then(function (rows) {
+          if (paused) { return; }
           var tbody = live.querySelector("tbody");
           var fresh = document.createElement("tbody");
           var newest = null;
@@ -92,6 +191,14 @@
         })
         .catch(function () { /* keep the last table */ });
     };
+    if (pause) {
+      pause.hidden = false;
+      pause.addEventListener("click", function () {
+        paused = !paused;
+        pause.setAttribute("aria-pressed", paused ? "true" : "false");
+        if (!paused) { refresh(); }
+      });
+    }
     window.setInterval(refresh, 5000);
   }
 }());

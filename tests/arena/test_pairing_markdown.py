@@ -115,3 +115,10 @@ def test_markdown_keeps_code_lists_tables_and_safe_links() -> None:
     )
     assert "<ul>" in html and '<code class="language-python">' in html and "<table>" in html
     assert 'href="https://example.org"' in html and 'rel="nofollow noopener noreferrer"' in html
+
+
+def test_markdown_headings_sit_below_the_page_headings() -> None:
+    html = render_markdown("# Title\n\n## Part\n\n### Sub\n\n###### Deepest\n\nSetext\n======\n")
+    assert "<h1" not in html and "<h2" not in html
+    assert "<h3>Title</h3>" in html and "<h4>Part</h4>" in html and "<h5>Sub</h5>" in html
+    assert "<h6>Deepest</h6>" in html and "<h3>Setext</h3>" in html

@@ -18,6 +18,13 @@ from typing import Any
 import pytest
 import uvicorn
 
+from arena.app import create_app
+from arena.publishing import FitOptions, SliceSpec, publish_slices
+from tests.e2e.long_catalog import load_long_catalog
+from tests.factories import make_settings
+from votes.db import make_engine
+from votes.migrate import upgrade_database
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -67,3 +74,25 @@ def browser() -> Iterator[Any]:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def long_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The site on the long English and German catalog with one published snapshot: (base URL, its id)."""
+    tmp = tmp_path_factory.mktemp("e2e-long")
+    url = f"sqlite:///{tmp}/arena.db"
+    upgrade_database(url)
+    engine = make_engine(url)
+    load_long_catalog(engine)
+    rows = publish_slices(
+        engine,
+        snapshot_dir=tmp / "snapshots",
+        options=FitOptions(n_rounds=50, random_state=1),
+        slices=[SliceSpec()],
+    )
+    app = create_app(make_settings(url, snapshot_dir=str(tmp / "snapshots")), engine=engine, seed=5)
+    try:
+        with serve(app) as base:
+            yield base, rows[0].id
+    finally:
+        engine.dispose()

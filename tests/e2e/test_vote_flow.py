@@ -87,7 +87,7 @@ def test_vote_reveal_leaderboard(server: tuple[str, Engine], browser: object, ja
         assert re.search(r"/battles/\d+$", page.url), page.url  # PRG: redirected to the reveal page
     names = [n.inner_text() for n in page.locator(".model-name").all()]
     assert len(names) == 2 and set(names) <= set(MODEL_NAMES) and names[0] != names[1]
-    assert "A is better" in page.locator(".reveal h2").inner_text()
+    assert "A is better" in page.locator(".reveal h1").inner_text()
     assert page.locator("#vote-count").inner_text() == "1"
     page.screenshot(path=str(ARTIFACTS / f"reveal-{tag}.png"), full_page=True)
 

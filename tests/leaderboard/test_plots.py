@@ -8,10 +8,19 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from leaderboard.matrices import pairwise_matrices
-from leaderboard.plots import plot_battle_counts, plot_intervals, plot_win_rates, save_figure
+from leaderboard.plots import (
+    contrast_ratio,
+    label_colour,
+    plot_battle_counts,
+    plot_intervals,
+    plot_win_rates,
+    save_figure,
+)
 from tests.factories import handmade_leaderboard, simulated_counts
 
 MIN_LABEL_POINTS = 7.0
+MIN_TEXT_CONTRAST = 4.5  # WCAG 2.2 AA, 1.4.3, for text below 18 points
+RATIO_TOLERANCE = 0.01
 
 
 def test_interval_chart_is_sorted_and_labelled() -> None:
@@ -66,3 +75,35 @@ def test_heatmap_rejects_wrong_shape() -> None:
 
     with pytest.raises(ValueError, match="shape"):
         plot_win_rates(np.zeros((2, 3)), ["a", "b"], title="x")
+
+
+def test_contrast_ratio_matches_wcag_examples() -> None:
+    black, white = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
+    assert abs(contrast_ratio(black, white) - 21.0) < RATIO_TOLERANCE
+    assert abs(contrast_ratio(white, white) - 1.0) < RATIO_TOLERANCE
+    grey = (0x76 / 255, 0x76 / 255, 0x76 / 255)  # #767676: the lightest grey that passes on white
+    assert abs(contrast_ratio(grey, white) - 4.54) < RATIO_TOLERANCE
+    assert label_colour(white) == "black" and label_colour(black) == "white"
+
+
+def test_heatmap_labels_contrast_with_their_cells() -> None:
+    counts = simulated_counts(n_models=8)
+    board = handmade_leaderboard(counts)
+    matrices = pairwise_matrices(counts, board)
+    figures = [
+        plot_win_rates(matrices.observed, list(counts.models), title="observed"),
+        plot_win_rates(matrices.predicted, list(counts.models), title="predicted"),
+        plot_battle_counts(matrices.n_battles, list(counts.models)),
+    ]
+    for fig in figures:
+        ax = fig.axes[0]
+        image = ax.get_images()[0]
+        data = image.get_array()
+        assert data is not None
+        texts = ax.texts
+        assert texts, "small heatmaps carry their numbers"
+        for text in texts:
+            col, row = (round(v) for v in text.get_position())
+            cell = image.cmap(image.norm(data[row, col]))
+            label = (1.0, 1.0, 1.0) if text.get_color() == "white" else (0.0, 0.0, 0.0)
+            assert contrast_ratio(cell, label) >= MIN_TEXT_CONTRAST, (text.get_text(), cell)

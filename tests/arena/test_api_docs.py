@@ -1,0 +1,44 @@
+"""``/docs``: the OpenAPI schema as a page of the site: lang, main landmark, one h1, every operation."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi.testclient import TestClient
+
+from arena.routes.docs import HTTP_METHODS, api_operations
+
+
+def test_docs_page_lists_every_operation(client: TestClient) -> None:
+    response = client.get("/docs")
+    schema = client.get("/openapi.json").json()
+    assert response.status_code == 200
+    assert response.template.name == "pages/api_docs.html"  # type: ignore[attr-defined]
+    html = response.text
+    assert '<html lang="en">' in html and '<main id="main"' in html
+    assert len(re.findall(r"<h1[ >]", html)) == 1
+    operations = [op for ops in api_operations(schema).values() for op in ops]
+    n_schema = sum(1 for item in schema["paths"].values() for method in item if method in HTTP_METHODS)
+    assert operations and len(operations) == n_schema
+    for op in operations:
+        assert f'id="{op.anchor}"' in html
+    assert "swagger" not in html.lower() and "cdn.jsdelivr" not in html
+
+
+def test_parameter_types_are_named() -> None:
+    optional_string = {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    schema = {
+        "paths": {
+            "/x": {
+                "get": {
+                    "tags": ["t"],
+                    "parameters": [
+                        {"name": "n", "in": "query", "schema": {"type": "integer"}},
+                        {"name": "s", "in": "query", "schema": optional_string},
+                    ],
+                }
+            }
+        }
+    }
+    (operation,) = api_operations(schema)["t"]
+    assert [p["type"] for p in operation.parameters] == ["integer", "string or null"]
