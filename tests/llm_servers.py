@@ -9,9 +9,10 @@ bounded time for ``/v1/models`` to answer, and kills the whole group at the end.
 
 The weights reserve one residual dimension (`_CONSTANT_DIM`): every token embedding holds a positive
 constant there and no layer writes to it, so the final hidden state is always positive in that
-dimension, and the output rows of the special tokens point the other way. The model therefore never
-ends its own turn; answers run until ``max_tokens`` (or a grammar closes them), which keeps tests
-that count tokens or stream chunks deterministic.
+dimension, and the output rows of the tokens it must never write point the other way: the special
+tokens and every byte that is not printable ASCII or a newline. The model therefore never ends its own
+turn (answers run until ``max_tokens`` or until a grammar closes them, so tests can count tokens and
+stream chunks exactly) and its text is always valid UTF-8.
 """
 
 from __future__ import annotations
@@ -55,10 +56,12 @@ N_EMBD = 64
 N_LAYER = 2
 N_HEAD = 4
 N_FF = 128
-CONTEXT_LENGTH = 1024
+CONTEXT_LENGTH = 4096
 _CONSTANT_DIM = 0  # the residual dimension no layer writes to (see the module docstring)
 _CONSTANT_VALUE = 8.0
-_SPECIAL_LOGIT_WEIGHT = -10.0
+_NEVER_LOGIT_WEIGHT = -10.0
+#: The bytes the model writes: printable ASCII and the newline (no broken UTF-8, no control bytes).
+_WRITTEN_BYTES = (0x0A, *range(0x20, 0x7F))
 
 #: Seconds a server may take from launch to answering ``/v1/models``.
 START_TIMEOUT_S = 60.0
@@ -88,8 +91,10 @@ def _tiny_llama_tensors(seed: int) -> dict[str, npt.NDArray[np.float32]]:
     embedding = normal((N_VOCAB, N_EMBD), 1.0)
     embedding[:, _CONSTANT_DIM] = _CONSTANT_VALUE
     output = normal((N_VOCAB, N_EMBD), 0.3)
-    output[: len(SPECIAL_TOKENS), :] = 0.0
-    output[: len(SPECIAL_TOKENS), _CONSTANT_DIM] = _SPECIAL_LOGIT_WEIGHT
+    never = np.ones(N_VOCAB, dtype=bool)
+    never[[len(SPECIAL_TOKENS) + b for b in _WRITTEN_BYTES]] = False
+    output[never, :] = 0.0
+    output[never, _CONSTANT_DIM] = _NEVER_LOGIT_WEIGHT
     ones = np.ones(N_EMBD, dtype=np.float32)
 
     T = gguf.MODEL_TENSOR
@@ -173,6 +178,11 @@ class LlamaServer:
 
     def log_tail(self, n_chars: int = 2000) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")[-n_chars:]
+
+    def kill(self) -> None:
+        """A crash: SIGKILL to the whole process group, no chance to finish what it is sending."""
+        _signal_group(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=5)
 
     def stop(self) -> None:
         """Kill the server's whole process group (TERM, then KILL after 5 s) and reap it."""

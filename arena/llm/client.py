@@ -223,7 +223,7 @@ class EndpointClient:
             completion_tokens=usage.completion_tokens if usage is not None else None,
             latency_s=latency,
             finish_reason=choice.finish_reason,
-            model=response.model,
+            model=response.model or self.config.model,
             endpoint=self.config.name,
         )
 
@@ -263,13 +263,11 @@ class EndpointClient:
                                     first_token_s = time.perf_counter() - start
                                 parts.append(delta)
                                 yield delta
-            except openai.OpenAIError as exc:
-                raise self._error(exc, during=f"stream after {len(parts)} deltas") from exc
-            except (httpx2.HTTPError, OSError) as exc:  # the connection died under the stream
+            except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:  # it broke under the stream
                 raise EndpointResponseError(
                     self.config.name,
                     f"{self.config.base_url} (model {self.config.model}) stream broke after "
-                    f"{len(parts)} deltas: {type(exc).__name__}",
+                    f"{len(parts)} deltas: {type(exc).__name__}: {_short(str(exc))}",
                 ) from exc
             latency = time.perf_counter() - start
         if finish_reason is None:  # a connection closed early can look like a clean end of the body

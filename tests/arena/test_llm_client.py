@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -147,17 +148,20 @@ def test_a_server_killed_mid_stream_is_an_error_naming_the_endpoint(tmp_path: Pa
 
         async def run() -> int:
             seen = 0
-            async with EndpointClient(config_for(server, name="victim", max_tokens=1000)) as client:
+            async with EndpointClient(config_for(server, name="victim", max_tokens=4000)) as client:
                 async for item in client.stream(PROMPT):
                     assert not isinstance(item, Completion), "the stream finished before the kill"
                     seen += 1
                     if seen == 3:
-                        server.stop()
+                        server.kill()
             return seen
 
         with pytest.raises(EndpointResponseError, match="'victim'.*stream") as caught:
             asyncio.run(run())
-    assert "after 3 deltas" in str(caught.value)
+    # what was already in the socket buffers still arrives; then the stream breaks short of its end
+    broke_after = re.search(r"after (\d+) deltas", str(caught.value))
+    assert broke_after is not None
+    assert 3 <= int(broke_after.group(1)) < 4000
 
 
 # --- faults --------------------------------------------------------------------------------------------
