@@ -137,8 +137,8 @@ def write_tiny_llama(path: Path, *, seed: int) -> Path:
     writer.add_token_list([*SPECIAL_TOKENS, *(f"<0x{b:02X}>" for b in range(256))])
     writer.add_token_scores([0.0] * N_VOCAB)
     writer.add_token_types(
-        [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
-        + [gguf.TokenType.CONTROL] * (len(SPECIAL_TOKENS) - 3)
+        [gguf.TokenType.UNKNOWN]
+        + [gguf.TokenType.CONTROL] * (len(SPECIAL_TOKENS) - 1)
         + [gguf.TokenType.BYTE] * 256
     )
     writer.add_unk_token_id(0)

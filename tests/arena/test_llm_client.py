@@ -35,7 +35,7 @@ FAKE_KEY = "sk-arena-test-0123456789abcdef-do-not-leak"
 #: The openai client's first backoff (seconds) and its jitter (it takes off up to 25%).
 FIRST_BACKOFF_S = 0.5
 JITTER = 0.25
-SCHEDULING_SLACK_S = 0.3
+SCHEDULING_SLACK_S = 0.5
 
 
 def config_for(server: LlamaServer, **overrides: Any) -> EndpointConfig:
