@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
-import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -128,7 +127,7 @@ class EndpointClient:
         self._openai = openai.AsyncOpenAI(
             api_key=_read_api_key(config, os.environ if environ is None else environ),
             base_url=config.base_url,
-            timeout=httpx2.Timeout(config.timeout_s, connect=config.connect_timeout_s),
+            timeout=openai.Timeout(config.timeout_s, connect=config.connect_timeout_s),
             max_retries=config.max_retries,
         )
         self._slots = asyncio.Semaphore(config.max_concurrency)
@@ -263,7 +262,7 @@ class EndpointClient:
                                     first_token_s = time.perf_counter() - start
                                 parts.append(delta)
                                 yield delta
-            except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:  # it broke under the stream
+            except (openai.OpenAIError, OSError) as exc:  # it broke under the stream
                 raise EndpointResponseError(
                     self.config.name,
                     f"{self.config.base_url} (model {self.config.model}) stream broke after "
