@@ -29,6 +29,7 @@ class FakeOpenAI:
     delay_s: float = 0.0
     retry_after_ms: int | None = None
     answer: str = "fake answer"
+    stream_finishes: bool = True  # False: a stream whose last chunk has no finish_reason (cut short)
     base_url: str = ""
     arrivals: list[float] = field(default_factory=list)
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -109,7 +110,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             for i, word in enumerate(words):
                 last = i == len(words) - 1
                 delta = {"content": word if last else word + " "}
-                choice = {"index": 0, "delta": delta, "finish_reason": "stop" if last else None}
+                finish = "stop" if last and fake.stream_finishes else None
+                choice = {"index": 0, "delta": delta, "finish_reason": finish}
                 self._event(
                     {"id": "c", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
                 )

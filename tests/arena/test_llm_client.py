@@ -185,6 +185,17 @@ def test_a_stream_takes_its_usage_from_the_last_chunk() -> None:
     assert fake.bodies[0]["stream_options"] == {"include_usage": True}
 
 
+def test_a_stream_that_ends_without_a_finish_reason_is_an_error() -> None:
+    async def run(config: EndpointConfig) -> list[str | Completion]:
+        async with EndpointClient(config) as client:
+            return [item async for item in client.stream(PROMPT)]
+
+    with serve_fake_openai(FakeOpenAI(answer="cut short", stream_finishes=False)) as fake:
+        config = EndpointConfig(name="cut", base_url=fake.base_url, model="m")
+        with pytest.raises(EndpointResponseError, match="'cut'.*without a finish reason after 2 deltas"):
+            asyncio.run(run(config))
+
+
 def test_a_wrong_port_is_unavailable_after_the_retries() -> None:
     closed = FakeOpenAI()
     with serve_fake_openai(closed):
