@@ -1,7 +1,8 @@
-"""Shared fixtures: a fresh database per test on SQLite and on PostgreSQL.
+"""Shared fixtures: a fresh database per test on SQLite and on PostgreSQL; real LLM servers per session.
 
 PostgreSQL tests get a database of their own (created from the `test` database and dropped after), so
-no test sees another's rows. Under `CI=true` a PostgreSQL that cannot be reached fails the run.
+no test sees another's rows. Under `CI=true` a PostgreSQL that cannot be reached fails the run, and so
+does an LLM server (`tests/llm_servers.py`) that cannot start.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlmodel import SQLModel
 
 import votes.models  # noqa: F401  (registers the tables)
 from tests.factories import seed_catalog
+from tests.llm_servers import LlamaServer, LlamaServers
 from votes.db import make_engine
 
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -79,6 +81,23 @@ def engine(db_url: str) -> Iterator[Engine]:
         yield eng
     finally:
         eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def llm_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServers]:
+    """Real llama.cpp servers of tiny random models, one per seed, started on first use and stopped at
+    the end of the session (a skip, or under CI a failure, when none can start)."""
+    servers = LlamaServers(tmp_path_factory.mktemp("llm-servers"))
+    try:
+        yield servers
+    finally:
+        servers.close()
+
+
+@pytest.fixture(scope="session")
+def llm_server(llm_servers: LlamaServers) -> LlamaServer:
+    """The tiny model of seed 1 behind a real OpenAI-compatible server."""
+    return llm_servers.get(seed=1)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
