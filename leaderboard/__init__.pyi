@@ -13,6 +13,7 @@ from .compute import both_bad_rates as both_bad_rates
 from .compute import compute_leaderboard as compute_leaderboard
 from .data import OUTCOME_STRINGS as OUTCOME_STRINGS
 from .data import Outcome as Outcome
+from .data import OutcomeLabel as OutcomeLabel
 from .data import PairCounts as PairCounts
 from .data import PairStats as PairStats
 from .data import aggregate_battles as aggregate_battles

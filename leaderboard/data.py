@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,7 @@ import numpy.typing as npt
 __all__ = [
     "OUTCOME_STRINGS",
     "Outcome",
+    "OutcomeLabel",
     "PairCounts",
     "PairStats",
     "aggregate_battles",
@@ -36,17 +38,20 @@ class Outcome(IntEnum):
     BOTHBAD = 3
 
     @property
-    def label(self) -> str:
+    def label(self) -> OutcomeLabel:
         return OUTCOME_STRINGS[self]
 
 
-OUTCOME_STRINGS: dict[Outcome, str] = {
+#: The four winner strings of the Chatbot Arena battle format, as a type (API schemas use it).
+OutcomeLabel = Literal["model_a", "model_b", "tie", "tie (bothbad)"]
+
+OUTCOME_STRINGS: dict[Outcome, OutcomeLabel] = {
     Outcome.MODEL_A: "model_a",
     Outcome.MODEL_B: "model_b",
     Outcome.TIE: "tie",
     Outcome.BOTHBAD: "tie (bothbad)",
 }
-_FROM_STRING = {label: outcome for outcome, label in OUTCOME_STRINGS.items()}
+_FROM_STRING: dict[str, Outcome] = {label: outcome for outcome, label in OUTCOME_STRINGS.items()}
 
 
 def parse_outcome(value: str) -> Outcome:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, Field
@@ -19,13 +19,14 @@ from arena.routes.deps import (
 )
 from arena.security import BattleTokenError
 from arena.voting import next_battle, submit_vote, vote_result_json
+from leaderboard.data import OutcomeLabel
 from votes.annotators import count_annotator_votes
 from votes.battles import AlreadyVotedError, VoteError
 from votes.views import live_standings
 
 router = APIRouter(prefix="/api", tags=["api"])
 
-Winner = Literal["model_a", "model_b", "tie", "tie (bothbad)"]
+Winner = OutcomeLabel
 
 
 class Turn(BaseModel):

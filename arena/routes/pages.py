@@ -25,7 +25,7 @@ from arena.routes.deps import (
 )
 from arena.security import CSRF_FIELD, BattleTokenError, SessionData, hash_secret
 from arena.voting import next_battle, submit_vote
-from leaderboard.data import OUTCOME_STRINGS
+from leaderboard.data import OUTCOME_STRINGS, Outcome
 from votes.annotators import count_annotator_votes, find_annotator_by_token_hash
 from votes.battles import AlreadyVotedError, VoteError
 from votes.db import read_session
@@ -35,11 +35,11 @@ from votes.views import BattleView, get_battle_view, live_standings
 router = APIRouter(include_in_schema=False)
 
 FRAGMENT_HEADER = "x-arena-fragment"
-WINNER_LABELS = {
-    "model_a": "A is better",
-    "model_b": "B is better",
-    "tie": "Tie",
-    "tie (bothbad)": "Both are bad",
+WINNER_LABELS: dict[str, str] = {
+    OUTCOME_STRINGS[Outcome.MODEL_A]: "A is better",
+    OUTCOME_STRINGS[Outcome.MODEL_B]: "B is better",
+    OUTCOME_STRINGS[Outcome.TIE]: "Tie",
+    OUTCOME_STRINGS[Outcome.BOTHBAD]: "Both are bad",
 }
 
 
