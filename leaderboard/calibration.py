@@ -151,7 +151,8 @@ def fitted_scale(
     Returns
     -------
     dict
-        ``slope`` (``b``, NaN when the differences carry no information) and ``scale`` (``scale / b``).
+        ``slope`` (``b``) and ``scale`` (``scale / b``); both NaN when the differences carry no
+        information or separate the outcomes (no finite slope).
 
     Raises
     ------
@@ -160,20 +161,38 @@ def fitted_scale(
     """
     x = np.asarray(difference, dtype=np.float64) * math.log(base) / scale
     s = _SCORE[np.asarray(outcome, dtype=np.int64)]
-    if not np.any(x != 0):
-        return {"slope": math.nan, "scale": math.nan}
+    none = {"slope": math.nan, "scale": math.nan}
+    # a finite maximum needs votes against every sign of the slope (else the outcomes are separated)
+    against_up = np.any((x > 0) & (s < 1)) or np.any((x < 0) & (s > 0))
+    against_down = np.any((x > 0) & (s > 0)) or np.any((x < 0) & (s < 1))
+    if not (against_up and against_down):
+        return none
+
+    def loglik(b: float) -> float:
+        return float(np.sum(s * _log_sigmoid(b * x) + (1.0 - s) * _log_sigmoid(-b * x)))
+
     b = 1.0
+    current = loglik(b)
     for _ in range(max_iter):
         p = 1.0 / (1.0 + np.exp(-b * x))
         grad = float(np.sum((s - p) * x))
         info = float(np.sum(p * (1.0 - p) * x * x))
         if info <= 0:
-            break
+            return none
         step = grad / info
+        # the log-likelihood is concave in b: halve a Newton step that overshoots
+        while loglik(b + step) < current - 1e-12 and abs(step) > tol:
+            step /= 2.0
         b += step
+        current = loglik(b)
         if abs(step) < tol:
             return {"slope": b, "scale": scale / b if b else math.inf}
     raise RuntimeError("the calibration slope did not converge")
+
+
+def _log_sigmoid(v: FloatArray) -> FloatArray:
+    out: FloatArray = -np.logaddexp(0.0, -v)
+    return out
 
 
 def paired_bootstrap_difference(

@@ -36,7 +36,7 @@ from leaderboard.spec import BTSpec
 
 __all__ = [
     "DEFAULT_METHODS",
-    "batch_methods",
+    "every_method",
     "drop_unseen",
     "score_system",
     "MethodScore",
@@ -201,11 +201,11 @@ def default_methods(*, half_life: float | None, prior_sd: float, style: bool) ->
     return methods
 
 
-def batch_methods(*, half_life: float | None, prior_sd: float, style: bool) -> list[MethodSpec]:
-    """Every batch row: :func:`default_methods` without online Elo, then every member of
-    :data:`~leaderboard.compute.METHODS` not yet among them (the probit link's Thurstone-Mosteller and
+def every_method(*, half_life: float | None, prior_sd: float, style: bool) -> list[MethodSpec]:
+    """The rows of :func:`default_methods` (with its online Elo row, the live board's), then every member
+    of :data:`~leaderboard.compute.METHODS` not yet among them (the probit link's Thurstone-Mosteller and
     Glenn-David rows)."""
-    rows = [m for m in default_methods(half_life=half_life, prior_sd=prior_sd, style=style) if m.kind == "bt"]
+    rows = default_methods(half_life=half_life, prior_sd=prior_sd, style=style)
     names = {m.name for m in rows}
     rows.extend(MethodSpec(name, spec=spec) for name, spec in METHODS.items() if name not in names)
     return rows
@@ -346,6 +346,7 @@ def evaluate_methods(
     half_life: float | None = None,
     prior_sd: float = 200.0,
     level: float = 0.95,
+    all_methods: bool = False,
 ) -> list[MethodScore]:
     """Fit every method on ``train`` and score it on ``test``: the model-comparison table.
 
@@ -354,7 +355,8 @@ def evaluate_methods(
     train, test : Battles
         From :func:`split_battles`; test votes of models unseen in training are dropped.
     methods : sequence of MethodSpec, optional
-        Default: :func:`default_methods` (style rows only when ``train.features`` is given).
+        Default: :func:`default_methods`, or :func:`every_method` with ``all_methods`` (style rows only
+        when ``train.features`` is given).
     half_life : float, optional
         For the time-weighted row; default half the training time span. Without vote times there is no
         time-weighted row.
@@ -373,7 +375,8 @@ def evaluate_methods(
         span = float(np.ptp(train.times()))
         half_life = span / 2 if span > 0 else None
     if methods is None:
-        methods = default_methods(half_life=half_life, prior_sd=prior_sd, style=train.features is not None)
+        table = every_method if all_methods else default_methods
+        methods = table(half_life=half_life, prior_sd=prior_sd, style=train.features is not None)
     test = drop_unseen(train, test)
     rows: list[MethodScore] = []
     n_train = len(train)

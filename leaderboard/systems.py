@@ -21,7 +21,7 @@ paired bootstrap interval of their log-loss difference over the test votes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -206,6 +206,9 @@ class Verdict:
 
     ``difference`` is the runner-up's mean test log-loss minus the winner's (per vote, nats), with a
     paired bootstrap percentile interval ``[ci_low, ci_high]`` at ``level`` over the test votes.
+    ``margins`` gives the same (difference, low, high) for the best row of every kind (``batch``,
+    ``online``, ``rolling``) other than the winner: by how much the winner beats the best system of
+    another family, when the runner-up is a near twin of the winner.
     """
 
     winner: str
@@ -217,6 +220,7 @@ class Verdict:
     ci_high: float
     level: float
     n_test: int
+    margins: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -229,6 +233,10 @@ class Verdict:
             "ci_high": self.ci_high,
             "level": self.level,
             "n_test": self.n_test,
+            "margins": {
+                name: {"log_loss_difference": d, "ci_low": lo, "ci_high": hi}
+                for name, (d, lo, hi) in self.margins.items()
+            },
         }
 
 
@@ -251,9 +259,18 @@ def pick_winner(
     if len(eligible) < 2:
         raise ValueError("need at least two systems scored on the same test votes")
     best, second = eligible[0], eligible[1]
-    diff, low, high = paired_bootstrap_difference(
-        best.vote_losses, second.vote_losses, n_rounds=n_rounds, level=level, random_state=random_state
-    )
+
+    def margin(other: MethodScore) -> tuple[float, float, float]:
+        return paired_bootstrap_difference(
+            best.vote_losses, other.vote_losses, n_rounds=n_rounds, level=level, random_state=random_state
+        )
+
+    diff, low, high = margin(second)
+    margins: dict[str, tuple[float, float, float]] = {}
+    for kind in ("batch", "online", "rolling"):
+        first = next((r for r in eligible[1:] if r.kind == kind), None)
+        if first is not None:
+            margins[first.method] = margin(first)
     return Verdict(
         winner=best.method,
         runner_up=second.method,
@@ -264,4 +281,5 @@ def pick_winner(
         ci_high=high,
         level=level,
         n_test=common,
+        margins=margins,
     )

@@ -81,6 +81,14 @@ def test_fitted_scale_of_bradley_terry_on_its_own_votes_is_exactly_one() -> None
     assert math.isnan(fitted_scale(np.zeros(3), np.array([0, 1, 2]))["slope"])
 
 
+def test_fitted_scale_of_separated_outcomes_is_nan_and_too_few_steps_raise() -> None:
+    separated = fitted_scale(np.array([100.0, -100.0, 50.0]), np.array([0, 1, 0]))
+    assert math.isnan(separated["slope"]) and math.isnan(separated["scale"])
+    b = simulate_battles(TRUE, 500, scale=480.0, random_state=1)
+    with pytest.raises(RuntimeError):
+        fitted_scale(TRUE[b.model_a] - TRUE[b.model_b], b.outcome, max_iter=1)
+
+
 def test_paired_bootstrap_of_a_constant_shift_and_of_noise() -> None:
     rng = np.random.default_rng(0)
     a = rng.random(500)

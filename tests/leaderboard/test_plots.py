@@ -8,7 +8,13 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from leaderboard.matrices import pairwise_matrices
-from leaderboard.plots import plot_battle_counts, plot_intervals, plot_win_rates, save_figure
+from leaderboard.plots import (
+    plot_battle_counts,
+    plot_calibration,
+    plot_intervals,
+    plot_win_rates,
+    save_figure,
+)
 from tests.factories import handmade_leaderboard, simulated_counts
 
 MIN_LABEL_POINTS = 7.0
@@ -66,3 +72,15 @@ def test_heatmap_rejects_wrong_shape() -> None:
 
     with pytest.raises(ValueError, match="shape"):
         plot_win_rates(np.zeros((2, 3)), ["a", "b"], title="x")
+
+
+def test_calibration_plot_has_a_line_per_system_and_the_diagonal() -> None:
+    table = [
+        {"low": -100.0, "high": 0.0, "n": 10.0, "difference": -40.0, "expected": 0.4, "observed": 0.35},
+        {"low": 0.0, "high": 100.0, "n": 30.0, "difference": 45.0, "expected": 0.6, "observed": 0.7},
+    ]
+    fig = plot_calibration({"bt": table, "elo": table[:1], "empty": []}, title="held out")
+    left, right = fig.axes
+    assert [line.get_label() for line in left.get_lines()][1:] == ["bt", "elo"]
+    assert np.asarray(left.get_lines()[0].get_xydata()).tolist() == [[0.0, 0.0], [1.0, 1.0]]
+    assert len(right.get_lines()) == 4 and fig.texts[0].get_text() == "held out"

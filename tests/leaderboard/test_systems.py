@@ -7,7 +7,7 @@ import pytest
 
 from leaderboard.calibration import vote_log_losses
 from leaderboard.elo import EloConfig, EloRater
-from leaderboard.evaluate import batch_methods, evaluate_methods, split_battles
+from leaderboard.evaluate import evaluate_methods, every_method, split_battles
 from leaderboard.raters import rolling_forecasts
 from leaderboard.simulate import simulate_battles
 from leaderboard.systems import online_raters, online_scores, pick_winner
@@ -47,7 +47,7 @@ def test_online_and_rolling_rows_are_the_raters_own_forecasts() -> None:
 def test_verdict_names_the_best_row_and_brackets_its_margin() -> None:
     b = simulate_battles(TRUE, 8000, position=60.0, nu=0.5, random_state=4)
     train, test = split_battles(b, how="time", test_fraction=0.25)
-    rows = evaluate_methods(train, test, methods=batch_methods(half_life=None, prior_sd=200.0, style=False))
+    rows = evaluate_methods(train, test, methods=every_method(half_life=None, prior_sd=200.0, style=False))
     rows += online_scores(train, test, rolling=True)
     assert {"tm", "glenn-david-position", "elo-fide/half (rolling)", "glicko2/davidson"} <= {
         r.method for r in rows
@@ -58,6 +58,10 @@ def test_verdict_names_the_best_row_and_brackets_its_margin() -> None:
     assert "position" in verdict.winner  # the data have a left-side advantage only those rows model
     assert verdict.difference == pytest.approx(ranked[1].log_loss - ranked[0].log_loss)
     assert verdict.ci_low <= verdict.difference <= verdict.ci_high
+    best_online = next(r for r in ranked if r.kind == "online")
+    online_margin = verdict.margins[best_online.method]
+    assert online_margin[0] == pytest.approx(best_online.log_loss - ranked[0].log_loss)
+    assert {r.kind for r in rows if r.method in verdict.margins} == {"batch", "online", "rolling"}
     # against a row without position the margin is clearly positive
     plain = next(r for r in rows if r.method == "elo-k4/half")
     assert pick_winner([ranked[0], plain], n_rounds=300).ci_low > 0
