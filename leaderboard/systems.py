@@ -31,10 +31,10 @@ from leaderboard.battles import Battles
 from leaderboard.calibration import paired_bootstrap_difference, vote_log_losses
 from leaderboard.data import Outcome
 from leaderboard.elo import EloConfig, EloRater
-from leaderboard.elo_schedules import FideK, UscfK
+from leaderboard.elo_schedules import FideK, KSchedule, UscfK
 from leaderboard.evaluate import MethodScore, drop_unseen, score_system
 from leaderboard.glicko2 import Glicko2Rater
-from leaderboard.raters import OnlineRater, rolling_forecasts
+from leaderboard.raters import OnlineRater, TieMode, rolling_forecasts
 from leaderboard.trueskill import TrueSkillRater
 
 __all__ = ["Verdict", "online_raters", "online_scores", "pick_winner"]
@@ -68,27 +68,22 @@ def online_raters(*, tie_rate: float, period_length: float = 1.0) -> dict[str, O
     dict of name to rater
     """
     nu = _davidson_nu(min(tie_rate, 0.99))
-    has_ties = tie_rate > 0
+    modes: tuple[TieMode, ...] = ("ignore", "half", "davidson") if tie_rate > 0 else ("ignore", "half")
+    schedules: dict[str, KSchedule | None] = {"elo-k4": None, "elo-fide": FideK(), "elo-uscf": UscfK()}
     raters: dict[str, OnlineRater[Any]] = {}
-    elo_families: dict[str, dict[str, Any]] = {
-        "elo-k4": {"config": EloConfig(k=FIXED_K)},
-        "elo-fide": {"schedule": FideK()},
-        "elo-uscf": {"schedule": UscfK()},
-    }
-    for family, options in elo_families.items():
-        config: EloConfig = options.get("config", EloConfig())
-        schedule = options.get("schedule")
-        for ties in ("ignore", "half"):
-            raters[f"{family}/{ties}"] = EloRater(config=config, ties=ties, schedule=schedule, tie_nu=nu)
-        if has_ties:
-            davidson = EloConfig(k=config.k, davidson_nu=nu)
-            raters[f"{family}/davidson"] = EloRater(config=davidson, ties="davidson", schedule=schedule)
-    for ties in ("ignore", "half") + (("davidson",) if has_ties else ()):
-        raters[f"glicko2/{ties}"] = Glicko2Rater(ties=ties, nu=nu, period_length=period_length)  # type: ignore[arg-type]
+    for family, schedule in schedules.items():
+        for ties in modes:
+            davidson = ties == "davidson"
+            config = EloConfig(k=FIXED_K, davidson_nu=nu if davidson else None)
+            raters[f"{family}/{ties}"] = EloRater(
+                config=config, ties=ties, schedule=schedule, tie_nu=0.0 if davidson else nu
+            )
+    for ties in modes:
+        raters[f"glicko2/{ties}"] = Glicko2Rater(ties=ties, nu=nu, period_length=period_length)
     draw = min(tie_rate, 0.99)
-    if has_ties:
-        raters["trueskill/davidson"] = TrueSkillRater(ties="davidson", draw_probability=draw)
-    raters["trueskill/ignore"] = TrueSkillRater(ties="ignore", draw_probability=draw)
+    for ties in modes:
+        if ties != "half":  # TrueSkill has no half point
+            raters[f"trueskill/{ties}"] = TrueSkillRater(ties=ties, draw_probability=draw)
     return raters
 
 

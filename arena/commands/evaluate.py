@@ -65,6 +65,7 @@ def _extras_text(row: MethodScore) -> str:
     parts = []
     for name, v in row.parameters_fitted.items():
         short = name.replace("position_advantage_elo", "left").replace("tie_propensity_nu", "nu")
+        short = short.replace("tie_threshold_tau", "tau")
         short = short.replace("style_", "").replace("_elo", "")
         parts.append(f"{short} {v['value']:.3g} [{v['ci_low']:.3g}, {v['ci_high']:.3g}]")
     return "; ".join(parts)
