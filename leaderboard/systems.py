@@ -21,7 +21,7 @@ paired bootstrap interval of their log-loss difference over the test votes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -118,6 +118,7 @@ def online_scores(
     ----------
     train, test : Battles
         From :func:`~leaderboard.evaluate.split_battles`; both are replayed in order of their times.
+        Without times the training votes come first, then the test votes, each in arrival order.
     rolling : bool
         Add a ``rolling`` row per rater (meaningful on a time split: the test votes come after).
     raters : dict, optional
@@ -131,6 +132,11 @@ def online_scores(
         ``online`` rows (and ``rolling`` rows, named ``name (rolling)``), in the order of ``raters``.
     """
     test = drop_unseen(train, test)
+    has_times = train.time is not None and test.time is not None
+    if not has_times:
+        # arrival order only: the training votes, then the test votes (each set in its own order)
+        train = replace(train, time=np.arange(len(train), dtype=np.float64))
+        test = replace(test, time=len(train) + np.arange(len(test), dtype=np.float64))
     order = np.argsort(train.times(), kind="stable")
     train = train.take(order)
     t_train = train.times()
@@ -142,8 +148,9 @@ def online_scores(
         raters = online_raters(tie_rate=_tie_rate(train), period_length=period)
     n = len(train.models)
     end = float(t_train[-1]) if t_train.size else 0.0
-    # frozen states are read after the last training period has closed (and no earlier than the vote)
-    when = np.maximum(t_test, end + period)
+    # frozen states are read after the last training period has closed (and no earlier than the vote,
+    # when there is a clock: arrival order is none, so no idle periods widen the deviations then)
+    when = np.maximum(t_test, end + period) if has_times else np.full(len(test), end + period)
     together = _concatenate(train, test)
     order_all = np.argsort(together.times(), kind="stable")
     test_rows = np.flatnonzero(order_all >= len(train))  # positions of the test votes in the stream

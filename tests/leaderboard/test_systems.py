@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -42,6 +44,16 @@ def test_online_and_rolling_rows_are_the_raters_own_forecasts() -> None:
     assert np.allclose(rows["elo16"].vote_losses, vote_log_losses(frozen, test.outcome))
     assert rows["elo16"].kind == "online" and rows["elo16 (rolling)"].kind == "rolling"
     assert rows["elo16"].log_loss != rows["elo16 (rolling)"].log_loss
+
+
+def test_without_times_the_rolling_stream_is_the_training_votes_then_the_test_votes() -> None:
+    b = replace(simulate_battles(TRUE, 600, nu=0.5, random_state=3), time=None)
+    train, test = split_battles(b, how="time", test_fraction=0.25)
+    rater = EloRater(config=EloConfig(k=16.0), ties="half", tie_nu=0.3)
+    rows = {r.method: r for r in online_scores(train, test, rolling=True, raters={"elo16": rater})}
+    stream = rolling_forecasts(rater, b.model_a, b.model_b, b.outcome, n_models=len(b.models))
+    expected = vote_log_losses(stream[len(train) :], test.outcome)
+    assert np.allclose(rows["elo16 (rolling)"].vote_losses, expected)
 
 
 def test_verdict_names_the_best_row_and_brackets_its_margin() -> None:
