@@ -131,6 +131,20 @@ def test_probit_methods_run_through_the_sandwich_and_the_bootstrap() -> None:
     assert tm.method == "tm" and np.all(tm.ci_high > tm.ci_low)
 
 
+def test_thurstone_mosteller_forecasts_ties_at_the_tie_rate_and_splits_the_rest_by_phi() -> None:
+    b = simulate_battles(TRUE[:4], 2000, link="probit", tau=0.3, random_state=8)
+    counts = _counts(b)
+    fit = fit_bt(counts, spec=BTSpec(link="probit"))
+    left, right = np.array([0, 3, 2]), np.array([1, 0, 1])
+    z = (fit.theta[left] - fit.theta[right]) / PROBIT_NATS
+    rate = float(np.mean(b.outcome >= 2))
+    expected = np.column_stack([(1 - rate) * ndtr(z), np.full(3, rate), (1 - rate) * ndtr(-z)])
+    assert np.allclose(predict_proba(fit, left, right), expected)
+    no_ties = aggregate_codes(b.model_a, b.model_b, np.where(b.outcome >= 2, 0, b.outcome), models=b.models)
+    with pytest.raises(ValueError, match="tie"):
+        fit_bt(no_ties, spec=BTSpec(link="probit", ties="glenn-david"))
+
+
 def test_spec_refuses_a_tie_model_of_the_other_link() -> None:
     with pytest.raises(ValueError, match="logit"):
         BTSpec(link="probit", ties="davidson")
