@@ -4,6 +4,7 @@ side by side, the verdict with a paired bootstrap interval, and a calibration pl
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -83,7 +84,7 @@ def render_table(rows: list[MethodScore], *, title: str) -> Table:
         "log_loss": min(r.log_loss for r in rows),
         "brier": min(r.brier for r in rows),
         "accuracy": max(r.accuracy for r in rows),
-        "auc": max(r.auc for r in rows),
+        "auc": max((r.auc for r in rows if math.isfinite(r.auc)), default=math.nan),
         "aic": min(r.aic for r in rows if r.kind == "batch"),
         "bic": min(r.bic for r in rows if r.kind == "batch"),
     }
