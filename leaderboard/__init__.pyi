@@ -7,6 +7,9 @@ from .bootstrap import draw_multinomial as draw_multinomial
 from .bt import BTFit as BTFit
 from .bt import fit_bt as fit_bt
 from .bt import predict_proba as predict_proba
+from .calibration import calibration_table as calibration_table
+from .calibration import fitted_scale as fitted_scale
+from .calibration import paired_bootstrap_difference as paired_bootstrap_difference
 from .compute import METHODS as METHODS
 from .compute import available_methods as available_methods
 from .compute import both_bad_rates as both_bad_rates
@@ -45,6 +48,7 @@ from .matrices import observed_win_rates as observed_win_rates
 from .matrices import performance_rating as performance_rating
 from .matrices import predicted_win_rates as predicted_win_rates
 from .newton import solve_bt_batch as solve_bt_batch
+from .probit import PROBIT_NATS as PROBIT_NATS
 from .raters import OnlineRater as OnlineRater
 from .raters import TieMode as TieMode
 from .raters import rolling_forecasts as rolling_forecasts
@@ -55,5 +59,8 @@ from .spec import DisconnectedComparisonError as DisconnectedComparisonError
 from .spec import NonConvergenceError as NonConvergenceError
 from .spec import UnboundedRatingWarning as UnboundedRatingWarning
 from .spec import check_comparison_graph as check_comparison_graph
+from .systems import Verdict as Verdict
+from .systems import online_scores as online_scores
+from .systems import pick_winner as pick_winner
 from .trueskill import TrueSkillRater as TrueSkillRater
 from .trueskill import TrueSkillState as TrueSkillState

@@ -8,7 +8,8 @@ Because a tie scores half a win, that likelihood depends on the votes only throu
 the same statistics (:mod:`leaderboard.newton`) then polishes the optimum to machine precision.
 
 Every other member of the family (position advantage, Davidson ties, time weights, a prior, style
-covariates) is fitted by Newton's method on the aggregated cells (:mod:`leaderboard.cells`).
+covariates, the probit link of Thurstone-Mosteller with Glenn-David ties) is fitted by Newton's method
+on the aggregated cells (:mod:`leaderboard.cells`).
 
 Conventions: ``theta`` is the natural-log strength, ``coef = theta / ln(base)`` is scikit-learn's
 coefficient, ratings are ``scale * coef + initial`` with ``sum(coef) == 0`` (or shifted to an anchor).
@@ -24,12 +25,14 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
+from scipy.special import ndtr
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
 from leaderboard.cells import Cells, Layout, Objective, design_matrix, make_cells, maximise
 from leaderboard.data import Outcome, PairCounts, PairStats, collapse_pairs
 from leaderboard.newton import pair_curvature, pair_log_likelihood, solve_bt_batch
+from leaderboard.probit import PROBIT_NATS, probit_proba, tau_for_tie_rate
 from leaderboard.spec import (
     BTSpec,
     DisconnectedComparisonError,
@@ -85,7 +88,7 @@ class BTFit:
     coef_map : linear map ``x -> coef`` (M x len(x)); None when ``x`` is ``coef``
     extra_terms : the fitted parameters besides the ratings
     position : left-side advantage(s) in natural-log units, shape (0,), (1,) or (M,)
-    log_nu : Davidson ``log nu`` (None for plain ties)
+    log_nu : Davidson ``log nu``, or Glenn-David ``log tau`` with the probit link (None for half-win ties)
     gamma : style coefficients (natural-log units per unit covariate)
     feature_names : names of the style covariates
     tie_rate : weighted share of ties among the votes fitted (the tie forecast of non-Davidson fits)
@@ -134,7 +137,7 @@ class BTFit:
 
     @property
     def nu(self) -> float:
-        """Davidson tie propensity (0 without a tie parameter)."""
+        """Davidson tie propensity, or Glenn-David threshold with the probit link (0 without either)."""
         return 0.0 if self.log_nu is None else math.exp(self.log_nu)
 
     @property
@@ -320,7 +323,9 @@ def fit_bt(
     )
 
 
-def _extra_terms(layout: Layout, models: tuple[str, ...], names: tuple[str, ...]) -> tuple[ExtraTerm, ...]:
+def _extra_terms(
+    layout: Layout, models: tuple[str, ...], names: tuple[str, ...], link: str
+) -> tuple[ExtraTerm, ...]:
     terms: list[ExtraTerm] = []
     start = layout.position_slice.start
     if layout.n_position == 1:
@@ -330,7 +335,8 @@ def _extra_terms(layout: Layout, models: tuple[str, ...], names: tuple[str, ...]
             ExtraTerm(f"position_advantage_elo:{m}", start + k, "points") for k, m in enumerate(models)
         )
     if layout.has_nu:
-        terms.append(ExtraTerm("tie_propensity_nu", layout.size - 1, "exp"))
+        name = "tie_threshold_tau" if link == "probit" else "tie_propensity_nu"
+        terms.append(ExtraTerm(name, layout.size - 1, "exp"))
     start = layout.feature_slice.start
     terms.extend(ExtraTerm(f"style_{name}_elo", start + k, "points") for k, name in enumerate(names))
     return tuple(terms)
@@ -351,12 +357,8 @@ def _fit_cells(
     cells = make_cells(counts, spec)
     m = cells.n_models
     live = cells.count > 0
-    if (
-        spec.ties == "davidson"
-        and spec.nu_fixed is None
-        and not np.any((cells.outcome == Outcome.TIE) & live)
-    ):
-        raise ValueError("Davidson ties need at least one tie; with none the tie propensity is 0 (use bt)")
+    if spec.has_tie_parameter and spec.nu_fixed is None and not np.any((cells.outcome == Outcome.TIE) & live):
+        raise ValueError("a tie parameter needs at least one tie; with none it is 0 (use bt or tm)")
     used = counts if spec.both_bad == "tie" else _without_both_bad(counts)
     stats = collapse_pairs(used)
     unbounded = check_comparison_graph(stats, counts.models, with_prior=spec.prior_sd is not None)
@@ -372,7 +374,8 @@ def _fit_cells(
     cw = cells.count * cells.weight
     tie_rate = float(cw[cells.outcome == Outcome.TIE].sum() / cw.sum())
     if layout.has_nu:
-        x0[-1] = math.log(max(tie_rate, 1e-3))
+        start = tau_for_tie_rate(tie_rate) if spec.link == "probit" else max(tie_rate, 1e-3)
+        x0[-1] = math.log(start)
     x, n_iter, message = maximise(objective, x0, tol=tol, max_iter=max_iter)
     if message:
         raise NonConvergenceError(
@@ -412,7 +415,7 @@ def _fit_cells(
         spec=spec,
         x=x,
         coef_map=coef_map,
-        extra_terms=_extra_terms(layout, counts.models, cells.feature_names),
+        extra_terms=_extra_terms(layout, counts.models, cells.feature_names, spec.link),
         position=x[layout.position_slice].copy(),
         log_nu=log_nu,
         gamma=x[layout.feature_slice].copy(),
@@ -440,6 +443,7 @@ def predict_proba(
 ) -> FloatArray:
     """Three-outcome forecasts ``[P(left wins), P(tie), P(right wins)]`` for battles.
 
+    A probit fit uses the normal curve (Glenn-David with a tie threshold, :mod:`leaderboard.probit`).
     A Davidson fit gives ``e^h / D``, ``nu / D`` and ``e^-h / D`` with ``D = e^h + e^-h + nu`` and ``h``
     half the linear predictor; a fit without a tie parameter forecasts a tie at its fitted tie rate and
     splits the rest by its win probability, so every method can be scored on the same three outcomes.
@@ -467,10 +471,12 @@ def predict_proba(
             raise ValueError("this fit has style covariates; pass features")
         u = u + np.asarray(features) @ fit.gamma
     if fit.log_nu is None:
-        p_left = 1.0 / (1.0 + np.exp(-u))
+        p_left = ndtr(u / PROBIT_NATS) if fit.spec.link == "probit" else 1.0 / (1.0 + np.exp(-u))
         return np.column_stack(
             [(1 - fit.tie_rate) * p_left, np.full_like(u, fit.tie_rate), (1 - fit.tie_rate) * (1 - p_left)]
         )
+    if fit.spec.link == "probit":
+        return probit_proba(u, fit.log_nu)
     h = 0.5 * u
     log_d = np.logaddexp(np.logaddexp(h, -h), fit.log_nu)
     return np.column_stack([np.exp(h - log_d), np.exp(fit.log_nu - log_d), np.exp(-h - log_d)])

@@ -15,6 +15,9 @@ style coefficients. Plain Bradley-Terry is ``nu = 0`` with a tie scored as half 
 Chatbot Arena convention); its log-likelihood in ``h`` is exactly the Davidson one without the ``log nu``
 term, so the two share all derivatives. ``nu = exp(t)`` keeps the tie propensity positive.
 
+The probit link (Thurstone-Mosteller, Glenn-David ties) replaces these three probabilities by the normal
+ones of :mod:`leaderboard.probit` on the same linear predictor; everything else is shared.
+
 Ratings are identified by fixing the last model at 0 during the fit (centring or anchoring comes after).
 Gradients and Hessians are analytic; the optimiser is scipy's ``trust-exact`` Newton method.
 """
@@ -30,6 +33,7 @@ import scipy.sparse as sp
 from scipy import optimize
 
 from leaderboard.data import Outcome, PairCounts
+from leaderboard.probit import RowTerms, probit_row_terms
 from leaderboard.spec import BTSpec
 
 __all__ = ["Cells", "Layout", "Objective", "design_matrix", "make_cells", "maximise"]
@@ -125,7 +129,7 @@ class Layout:
     @classmethod
     def of(cls, spec: BTSpec, n_models: int) -> Layout:
         n_position = {"none": 0, "common": 1, "per-model": n_models}[spec.position]
-        has_nu = spec.ties == "davidson" and spec.nu_fixed is None
+        has_nu = spec.has_tie_parameter and spec.nu_fixed is None
         return cls(n_models, n_position, has_nu, spec.n_features)
 
     @property
@@ -232,6 +236,7 @@ class Objective:
         )
         self.is_tie = (cells.outcome == Outcome.TIE).astype(np.float64)
         self.theta_fixed = None if spec.nu_fixed is None else math.log(spec.nu_fixed)
+        self.link = spec.link
         self.set_count(cells.count)
         n = layout.n_models
         if spec.prior_sd is not None:
@@ -247,10 +252,20 @@ class Objective:
         if self.total <= 0:
             raise ValueError("no votes to fit")
 
-    def _probs(self, x: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-        h = 0.5 * (self.X @ x[: self.layout.n_linear])
+    def _theta(self, x: FloatArray) -> float | None:
+        """The log tie parameter (fitted, fixed, or None for half-win ties)."""
+        return float(x[-1]) if self.layout.has_nu else self.theta_fixed
+
+    def row_terms(self, x: FloatArray) -> RowTerms:
+        """Per-row log-likelihood and its derivatives in the linear predictor ``u`` and the log tie
+        parameter ``t``: ``(ll, l_u, l_t, l_uu, l_ut, l_tt)`` (the probit link's in
+        :mod:`leaderboard.probit`)."""
+        u = self.X @ x[: self.layout.n_linear]
+        theta = self._theta(x)
+        if self.link == "probit":
+            return probit_row_terms(u, self.sign, self.is_tie, theta)
+        h = 0.5 * u
         pair = np.logaddexp(h, -h)
-        theta = x[-1] if self.layout.has_nu else self.theta_fixed
         if theta is not None:
             log_d = np.logaddexp(pair, theta)
             pt = np.exp(theta - log_d)
@@ -259,13 +274,16 @@ class Objective:
             pt = np.zeros_like(h)
         pw = np.exp(h - log_d)
         pl = np.exp(-h - log_d)
-        return h, log_d, pw, pl, pt
-
-    def _loglik_rows(self, x: FloatArray, h: FloatArray, log_d: FloatArray) -> FloatArray:
-        theta = x[-1] if self.layout.has_nu else self.theta_fixed
-        tie_term = 0.0 if theta is None else theta
-        rows: FloatArray = self.sign * h + self.is_tie * tie_term - log_d
-        return rows
+        diff = pw - pl
+        ll = self.sign * h + self.is_tie * (0.0 if theta is None else theta) - log_d
+        return (
+            ll,
+            0.5 * (self.sign - diff),
+            self.is_tie - pt,
+            -0.25 * (pw + pl - diff**2),
+            0.5 * pt * diff,
+            pt**2 - pt,
+        )
 
     def _penalty(self, x: FloatArray) -> tuple[float, FloatArray]:
         beta = x[: self.layout.n_models - 1]
@@ -274,48 +292,41 @@ class Objective:
 
     def scores(self, x: FloatArray) -> FloatArray:
         """Per-vote score vectors (gradient of one vote's log-likelihood), one row per cell."""
-        _, _, pw, pl, pt = self._probs(x)
-        g_u = 0.5 * (self.sign - (pw - pl))
-        lin: FloatArray = self.X.multiply(g_u[:, None]).toarray()
+        _, l_u, l_t, _, _, _ = self.row_terms(x)
+        lin: FloatArray = self.X.multiply(l_u[:, None]).toarray()
         if self.layout.has_nu:
-            out: FloatArray = np.column_stack([lin, self.is_tie - pt])
+            out: FloatArray = np.column_stack([lin, l_t])
             return out
         return lin
 
     def value_grad(self, x: FloatArray) -> tuple[float, FloatArray]:
-        h, log_d, pw, pl, pt = self._probs(x)
-        ll = float(self.cw @ self._loglik_rows(x, h, log_d))
-        g_u = 0.5 * (self.sign - (pw - pl)) * self.cw
+        ll_rows, l_u, l_t, _, _, _ = self.row_terms(x)
+        ll = float(self.cw @ ll_rows)
         grad = np.empty(self.layout.size)
-        grad[: self.layout.n_linear] = self.X.T @ g_u
+        grad[: self.layout.n_linear] = self.X.T @ (l_u * self.cw)
         if self.layout.has_nu:
-            grad[-1] = float(self.cw @ (self.is_tie - pt))
+            grad[-1] = float(self.cw @ l_t)
         pen, pen_grad = self._penalty(x)
         grad[: self.layout.n_models - 1] -= pen_grad
         return (-ll + pen) / self.total, -grad / self.total
 
     def hess(self, x: FloatArray) -> FloatArray:
         """Hessian of the objective (the observed information per unit weight, plus the prior)."""
-        _, _, pw, pl, pt = self._probs(x)
-        diff = pw - pl
-        h_uu = 0.25 * (pw + pl - diff**2) * self.cw
+        _, _, _, l_uu, l_ut, l_tt = self.row_terms(x)
         out = np.empty((self.layout.size, self.layout.size))
         n_lin = self.layout.n_linear
-        out[:n_lin, :n_lin] = (self.X.T @ self.X.multiply(h_uu[:, None])).toarray()
+        out[:n_lin, :n_lin] = -(self.X.T @ self.X.multiply((l_uu * self.cw)[:, None])).toarray()
         if self.layout.has_nu:
-            h_ut = -0.5 * pt * diff * self.cw
-            h_tt = (pt - pt**2) * self.cw
-            cross = self.X.T @ h_ut
+            cross = -(self.X.T @ (l_ut * self.cw))
             out[:n_lin, -1] = cross
             out[-1, :n_lin] = cross
-            out[-1, -1] = float(h_tt.sum())
+            out[-1, -1] = -float(self.cw @ l_tt)
         nb = self.layout.n_models - 1
         out[:nb, :nb] += self.prior
         return out / self.total
 
     def loglik(self, x: FloatArray) -> float:
-        h, log_d, _, _, _ = self._probs(x)
-        return float(self.cw @ self._loglik_rows(x, h, log_d))
+        return float(self.cw @ self.row_terms(x)[0])
 
     def meat(self, x: FloatArray) -> FloatArray:
         """Sum over votes of the outer products of per-vote scores, ``sum count weight^2 g g^T``."""

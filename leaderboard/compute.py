@@ -36,12 +36,17 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 INTERVALS = ("bootstrap", "sandwich", "none")
 
-#: Method names and the member of the Bradley-Terry family each one fits.
+#: Method names and the member of the Bradley-Terry family each one fits: logit (``bt``, ``davidson``)
+#: and probit (Thurstone-Mosteller ``tm``, Glenn-David ties) links, each with and without position.
 METHODS: Mapping[str, BTSpec] = {
     "bt": BTSpec(),
     "bt-position": BTSpec(position="common"),
     "davidson": BTSpec(ties="davidson"),
     "davidson-position": BTSpec(position="common", ties="davidson"),
+    "tm": BTSpec(link="probit"),
+    "tm-position": BTSpec(position="common", link="probit"),
+    "glenn-david": BTSpec(ties="glenn-david", link="probit"),
+    "glenn-david-position": BTSpec(position="common", ties="glenn-david", link="probit"),
 }
 
 #: Options every method takes (besides the interval settings of :func:`compute_leaderboard`).

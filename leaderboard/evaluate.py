@@ -20,6 +20,15 @@ import numpy.typing as npt
 
 from leaderboard.battles import Battles
 from leaderboard.bt import BTFit, fit_bt, predict_proba
+from leaderboard.calibration import (
+    auc_of,
+    calibration_table,
+    fitted_scale,
+    implied_difference,
+    outcome_columns,
+    vote_log_losses,
+)
+from leaderboard.compute import METHODS
 from leaderboard.data import Outcome, PairCounts, aggregate_codes
 from leaderboard.elo import EloConfig, replay_elo
 from leaderboard.intervals import sandwich_intervals
@@ -27,6 +36,9 @@ from leaderboard.spec import BTSpec
 
 __all__ = [
     "DEFAULT_METHODS",
+    "every_method",
+    "drop_unseen",
+    "score_system",
     "MethodScore",
     "MethodSpec",
     "evaluate_methods",
@@ -38,9 +50,6 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 #: Outcome codes, any integer width.
 CodeArray = npt.NDArray[np.integer[Any]]
-
-#: Column order of forecasts: left wins, tie, right wins.
-_COLUMN = {int(Outcome.MODEL_A): 0, int(Outcome.TIE): 1, int(Outcome.MODEL_B): 2, int(Outcome.BOTHBAD): 1}
 
 
 def split_battles(
@@ -77,23 +86,73 @@ def score_forecasts(proba: FloatArray, outcome: CodeArray) -> dict[str, float]:
     Both-bad votes count as ties. Accuracy is over decisive votes only: was the side given the higher
     win probability the winner?
     """
-    column = np.array([_COLUMN[int(o)] for o in range(4)])[outcome]
+    column = outcome_columns(outcome)
     rows = np.arange(outcome.shape[0])
-    p_true = np.clip(proba[rows, column], 1e-15, 1.0)
     onehot = np.zeros_like(proba)
     onehot[rows, column] = 1.0
     decisive = column != 1
     correct = (proba[:, 0] > proba[:, 2]) == (column == 0)
     return {
-        "log_loss": float(-np.mean(np.log(p_true))),
+        "log_loss": float(np.mean(vote_log_losses(proba, outcome))),
         "brier": float(np.mean(np.sum((proba - onehot) ** 2, axis=1))),
         "accuracy": float(np.mean(correct[decisive])) if decisive.any() else math.nan,
     }
 
 
 def _loglik(proba: FloatArray, outcome: CodeArray) -> float:
-    column = np.array([_COLUMN[int(o)] for o in range(4)])[outcome]
-    return float(np.sum(np.log(np.clip(proba[np.arange(outcome.shape[0]), column], 1e-300, 1.0))))
+    return -float(np.sum(vote_log_losses(proba, outcome, floor=1e-300)))
+
+
+def score_system(
+    name: str,
+    proba: FloatArray,
+    outcome: CodeArray,
+    *,
+    train_loglik: float,
+    n_params: int,
+    n_train: int,
+    kind: str = "batch",
+    parameters_fitted: dict[str, dict[str, float]] | None = None,
+) -> MethodScore:
+    """One row of the comparison table from a system's forecasts of the test votes.
+
+    Parameters
+    ----------
+    name : str
+    proba : array, shape (n_test, 3)
+        Forecasts ``[left, tie, right]`` of the test votes.
+    outcome : int array, shape (n_test,)
+    train_loglik, n_params, n_train :
+        Log-likelihood of the training votes under the system, its number of parameters and of training
+        votes: ``AIC = 2 k - 2 ll``, ``BIC = k ln(n) - 2 ll``.
+    kind : ``batch``, ``online`` or ``rolling``
+    parameters_fitted : fitted extra parameters with intervals
+
+    Returns
+    -------
+    MethodScore
+    """
+    scores = score_forecasts(proba, outcome)
+    slope = fitted_scale(implied_difference(proba), outcome) if len(outcome) else {}
+    return MethodScore(
+        method=name,
+        log_loss=scores["log_loss"],
+        brier=scores["brier"],
+        accuracy=scores["accuracy"],
+        train_loglik=train_loglik,
+        aic=2 * n_params - 2 * train_loglik,
+        bic=n_params * math.log(n_train) - 2 * train_loglik,
+        n_params=n_params,
+        n_train=n_train,
+        n_test=len(outcome),
+        parameters_fitted=parameters_fitted or {},
+        kind=kind,
+        auc=auc_of(proba, outcome),
+        calibration_slope=slope.get("slope", math.nan),
+        fitted_scale=slope.get("scale", math.nan),
+        calibration=calibration_table(proba, outcome),
+        vote_losses=vote_log_losses(proba, outcome),
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -140,6 +199,16 @@ def default_methods(*, half_life: float | None, prior_sd: float, style: bool) ->
             MethodSpec("davidson-position+style", spec=BTSpec(position="common", ties="davidson"), style=True)
         )
     return methods
+
+
+def every_method(*, half_life: float | None, prior_sd: float, style: bool) -> list[MethodSpec]:
+    """The rows of :func:`default_methods` (with its online Elo row, the live board's), then every member
+    of :data:`~leaderboard.compute.METHODS` not yet among them (the probit link's Thurstone-Mosteller and
+    Glenn-David rows)."""
+    rows = default_methods(half_life=half_life, prior_sd=prior_sd, style=style)
+    names = {m.name for m in rows}
+    rows.extend(MethodSpec(name, spec=spec) for name, spec in METHODS.items() if name not in names)
+    return rows
 
 
 DEFAULT_METHODS: tuple[str, ...] = tuple(
@@ -205,10 +274,22 @@ def _elo_forecaster(method: MethodSpec, train: Battles) -> tuple[Callable[[Battl
     return forecast, len(train.models)
 
 
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
 @dataclass(frozen=True)
 class MethodScore:
     """One row of the comparison table; ``parameters_fitted`` maps each fitted extra parameter (position
-    advantage and style coefficients in Elo, tie propensity) to its value and sandwich interval."""
+    advantage and style coefficients in Elo, tie propensity) to its value and sandwich interval.
+
+    ``kind`` is ``batch`` (fitted on the training votes), ``online`` (an online rater replayed over the
+    training votes, then frozen) or ``rolling`` (an online rater forecasting each test vote from all the
+    votes before it). ``auc`` ranks decisive test votes; ``calibration`` is the table of
+    :func:`~leaderboard.calibration.calibration_table`; ``calibration_slope`` and ``fitted_scale`` come
+    from :func:`~leaderboard.calibration.fitted_scale` on the test votes; ``vote_losses`` holds each test
+    vote's log-loss (for paired comparisons; not in :meth:`as_dict`).
+    """
 
     method: str
     log_loss: float
@@ -221,13 +302,24 @@ class MethodScore:
     n_train: int
     n_test: int
     parameters_fitted: dict[str, dict[str, float]] = field(default_factory=dict)
+    kind: str = "batch"
+    auc: float = math.nan
+    calibration_slope: float = math.nan
+    fitted_scale: float = math.nan
+    calibration: list[dict[str, float]] = field(default_factory=list)
+    vote_losses: FloatArray = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "method": self.method,
+            "kind": self.kind,
             "log_loss": self.log_loss,
             "brier": self.brier,
             "accuracy": self.accuracy,
+            "auc": _finite_or_none(self.auc),
+            "calibration_slope": _finite_or_none(self.calibration_slope),
+            "fitted_scale": _finite_or_none(self.fitted_scale),
+            "calibration": [dict(row) for row in self.calibration],
             "train_loglik": self.train_loglik,
             "aic": self.aic,
             "bic": self.bic,
@@ -238,6 +330,14 @@ class MethodScore:
         }
 
 
+def drop_unseen(train: Battles, test: Battles) -> Battles:
+    """The test votes whose two models both have training votes (the others cannot be forecast)."""
+    seen = np.zeros(len(train.models), dtype=bool)
+    seen[train.model_a] = True
+    seen[train.model_b] = True
+    return test.take(np.flatnonzero(seen[test.model_a] & seen[test.model_b]))
+
+
 def evaluate_methods(
     train: Battles,
     test: Battles,
@@ -246,6 +346,7 @@ def evaluate_methods(
     half_life: float | None = None,
     prior_sd: float = 200.0,
     level: float = 0.95,
+    all_methods: bool = False,
 ) -> list[MethodScore]:
     """Fit every method on ``train`` and score it on ``test``: the model-comparison table.
 
@@ -254,7 +355,8 @@ def evaluate_methods(
     train, test : Battles
         From :func:`split_battles`; test votes of models unseen in training are dropped.
     methods : sequence of MethodSpec, optional
-        Default: :func:`default_methods` (style rows only when ``train.features`` is given).
+        Default: :func:`default_methods`, or :func:`every_method` with ``all_methods`` (style rows only
+        when ``train.features`` is given).
     half_life : float, optional
         For the time-weighted row; default half the training time span. Without vote times there is no
         time-weighted row.
@@ -273,11 +375,9 @@ def evaluate_methods(
         span = float(np.ptp(train.times()))
         half_life = span / 2 if span > 0 else None
     if methods is None:
-        methods = default_methods(half_life=half_life, prior_sd=prior_sd, style=train.features is not None)
-    seen = np.zeros(len(train.models), dtype=bool)
-    seen[train.model_a] = True
-    seen[train.model_b] = True
-    test = test.take(np.flatnonzero(seen[test.model_a] & seen[test.model_b]))
+        table = every_method if all_methods else default_methods
+        methods = table(half_life=half_life, prior_sd=prior_sd, style=train.features is not None)
+    test = drop_unseen(train, test)
     rows: list[MethodScore] = []
     n_train = len(train)
     for method in methods:
@@ -297,20 +397,15 @@ def evaluate_methods(
                     fit, battles.model_a, battles.model_b, features=battles.features if style else None
                 )
 
-        ll = _loglik(forecast(train), train.outcome)
-        scores = score_forecasts(forecast(test), test.outcome)
         rows.append(
-            MethodScore(
-                method=method.name,
-                log_loss=scores["log_loss"],
-                brier=scores["brier"],
-                accuracy=scores["accuracy"],
-                train_loglik=ll,
-                aic=2 * n_params - 2 * ll,
-                bic=n_params * math.log(n_train) - 2 * ll,
+            score_system(
+                method.name,
+                forecast(test),
+                test.outcome,
+                train_loglik=_loglik(forecast(train), train.outcome),
                 n_params=n_params,
                 n_train=n_train,
-                n_test=len(test),
+                kind="online" if method.kind == "elo" else "batch",
                 parameters_fitted=extras,
             )
         )

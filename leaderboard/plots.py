@@ -1,4 +1,4 @@
-"""Pictures of a leaderboard: interval whiskers, win-rate heatmaps, battle counts (matplotlib -> SVG/PNG).
+"""Pictures of a leaderboard: interval whiskers, win-rate heatmaps, battle counts, calibration (matplotlib).
 
 Everything here draws on a fresh :class:`~matplotlib.figure.Figure` (no pyplot state, no global
 backend switch), sizes the figure by the number of models so that 100 model names stay legible, and
@@ -8,7 +8,7 @@ the same leaderboard always gives the same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -25,6 +25,7 @@ __all__ = [
     "contrast_ratio",
     "label_colour",
     "plot_battle_counts",
+    "plot_calibration",
     "plot_intervals",
     "plot_win_rates",
     "relative_luminance",
@@ -226,6 +227,56 @@ def _heatmap(
                     ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8, color=colour)
     bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     bar.set_label(colorbar_label)
+    fig.tight_layout()
+    return fig
+
+
+def plot_calibration(
+    tables: Mapping[str, Sequence[Mapping[str, float]]], *, title: str = "Calibration on the test votes"
+) -> Figure:
+    """Expected against observed score of the left model, by bin of rating difference, one line per
+    system (the tables of :func:`leaderboard.calibration.calibration_table`).
+
+    The left panel plots each bin's observed score against the score the system expected (the diagonal
+    is perfect calibration; marker area follows the votes in the bin); the right panel plots both against
+    the bin's mean rating difference.
+
+    Parameters
+    ----------
+    tables : mapping of system name to calibration table
+    title : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    fig = Figure(figsize=(11.0, 4.8))
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2)
+    left.plot([0, 1], [0, 1], color="#999999", linewidth=0.8, linestyle="--")
+    for k, (name, table) in enumerate(tables.items()):
+        if not table:
+            continue
+        color = f"C{k % 10}"
+        expected = [row["expected"] for row in table]
+        observed = [row["observed"] for row in table]
+        diff = [row["difference"] for row in table]
+        sizes = [8.0 + 60.0 * row["n"] / max(r["n"] for r in table) for row in table]
+        left.plot(expected, observed, color=color, linewidth=0.8, label=name)
+        left.scatter(expected, observed, s=sizes, color=color)
+        right.plot(diff, observed, "o", color=color, markersize=4)
+        right.plot(diff, expected, color=color, linewidth=0.8)
+    left.set_xlabel("expected score of the left model")
+    left.set_ylabel("observed score (win 1, tie 1/2)")
+    left.set_xlim(0, 1)
+    left.set_ylim(0, 1)
+    left.legend(fontsize=7, loc="upper left")
+    right.set_xlabel("rating difference, left minus right (Elo points implied by the forecast)")
+    right.set_ylabel("score: observed (dots), expected (lines)")
+    for ax in (left, right):
+        ax.grid(color="#dddddd", linewidth=0.6)
+        ax.set_axisbelow(True)
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy.special import ndtr
 
 from leaderboard.battles import Battles
 from leaderboard.data import Outcome
+from leaderboard.probit import PROBIT_NATS, probit_proba
 
 __all__ = ["simulate_battles"]
 
@@ -29,6 +32,8 @@ def simulate_battles(
     n_features: int = 0,
     scale: float = 400.0,
     base: float = 10.0,
+    link: Literal["logit", "probit"] = "logit",
+    tau: float = 0.0,
 ) -> Battles:
     """Draw votes from the Bradley-Terry family with ratings ``true_rating``.
 
@@ -36,6 +41,8 @@ def simulate_battles(
     a left-side advantage and style effects: with ``u = (r_left - r_right + position) ln(base) / scale
     + x . style ln(base) / scale`` and ``h = u / 2``, the left side wins with ``e^h / D``, ties with
     ``nu / D`` and loses with ``e^-h / D``, ``D = e^h + e^-h + nu`` (``nu = 0``: plain Bradley-Terry).
+    With ``link="probit"`` the outcome comes from Thurstone-Mosteller on the same ``u`` instead, with
+    Glenn-David ties when ``tau > 0`` (:mod:`leaderboard.probit`).
 
     Parameters
     ----------
@@ -59,6 +66,8 @@ def simulate_battles(
     n_features : int
         Number of style covariates drawn (``features`` of the result).
     scale, base : the rating scale
+    link : ``logit`` (Bradley-Terry, Davidson ties) or ``probit`` (Thurstone-Mosteller)
+    tau : Glenn-David tie threshold in probit units (probit link; 0: no ties from the model)
 
     Returns
     -------
@@ -88,9 +97,16 @@ def simulate_battles(
         features = rng.standard_normal((n_votes, n_features))
         if style is not None:
             u = u + features @ (np.asarray(style, dtype=np.float64) * nat_per_point)
-    h = 0.5 * u
-    denom = np.exp(h) + np.exp(-h) + nu
-    p_left, p_tie = np.exp(h) / denom, nu / denom
+    if link == "probit":
+        if tau > 0:
+            proba = probit_proba(u, math.log(tau))
+            p_left, p_tie = proba[:, 0], proba[:, 1]
+        else:
+            p_left, p_tie = ndtr(u / PROBIT_NATS), np.zeros(n_votes)
+    else:
+        h = 0.5 * u
+        denom = np.exp(h) + np.exp(-h) + nu
+        p_left, p_tie = np.exp(h) / denom, nu / denom
     draw = rng.random(n_votes)
     outcome = np.where(
         draw < p_left, Outcome.MODEL_A, np.where(draw < p_left + p_tie, Outcome.TIE, Outcome.MODEL_B)

@@ -3,8 +3,9 @@
 Every rating method is one point of this family. A spec says whether the left side has an advantage
 (none, one common to all models, or one per model), whether ties get their own parameter (Davidson,
 1970) or count as half a win each, how votes are weighted by age, whether a Gaussian prior shrinks the
-ratings, and which style covariates enter the linear predictor. :func:`leaderboard.bt.fit_bt` fits any
-of them; the plain spec (``BTSpec()``) takes the fast path there.
+ratings, which style covariates enter the linear predictor, and which link turns the predictor into
+probabilities (logistic: Bradley-Terry; normal: Thurstone-Mosteller, with Glenn-David ties).
+:func:`leaderboard.bt.fit_bt` fits any of them; the plain spec (``BTSpec()``) takes the fast path there.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ __all__ = [
 ]
 
 Position = Literal["none", "common", "per-model"]
-Ties = Literal["none", "davidson"]
+Ties = Literal["none", "davidson", "glenn-david"]
+Link = Literal["logit", "probit"]
 BothBad = Literal["tie", "exclude"]
 
 
@@ -54,16 +56,19 @@ class BTSpec:
     Attributes
     ----------
     position : ``none``, ``common`` (one left-side advantage) or ``per-model`` (one per left model)
-    ties : ``none`` (plain BT: a tie scores half a win for each side) or ``davidson`` (a tie parameter)
+    ties : ``none`` (a tie scores half a win for each side), ``davidson`` (a tie parameter, logit link)
+        or ``glenn-david`` (a tie threshold on the latent difference, probit link)
     half_life : time-decay half-life in the units of ``PairCounts.time``: a vote weighs
         ``0.5 ** ((now - time) / half_life)``; None for equal weights
     now : reference time of the decay; the latest cell's time when None
     prior_sd : standard deviation, in rating points, of a Gaussian prior on the ratings around their
         mean (smaller shrinks more); None for none
     both_bad : count ``tie (bothbad)`` votes as ties, or leave them out
-    nu_fixed : with ``ties="davidson"``, hold the tie propensity at this value instead of fitting it
+    nu_fixed : with a tie parameter, hold it (Davidson's ``nu`` or Glenn-David's ``tau``) at this value
+        instead of fitting it
     features : style covariates (left minus right), one row per cell of the counts; None for none
     feature_names : names of the covariate columns
+    link : ``logit`` (Bradley-Terry) or ``probit`` (Thurstone-Mosteller, :mod:`leaderboard.probit`)
     """
 
     position: Position = "none"
@@ -75,20 +80,27 @@ class BTSpec:
     nu_fixed: float | None = None
     features: npt.NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
     feature_names: tuple[str, ...] = ()
+    link: Link = "logit"
 
     def __post_init__(self) -> None:
         if self.position not in ("none", "common", "per-model"):
             raise ValueError(f"unknown position option {self.position!r}")
-        if self.ties not in ("none", "davidson"):
+        if self.ties not in ("none", "davidson", "glenn-david"):
             raise ValueError(f"unknown ties option {self.ties!r}")
+        if self.link not in ("logit", "probit"):
+            raise ValueError(f"unknown link {self.link!r}")
+        if (self.ties == "davidson" and self.link != "logit") or (
+            self.ties == "glenn-david" and self.link != "probit"
+        ):
+            raise ValueError("Davidson ties go with the logit link, Glenn-David ties with the probit link")
         if self.both_bad not in ("tie", "exclude"):
             raise ValueError(f"unknown both_bad option {self.both_bad!r}")
         if self.prior_sd is not None and not self.prior_sd > 0:
             raise ValueError("prior_sd must be positive")
         if self.half_life is not None and not self.half_life > 0:
             raise ValueError("half_life must be positive")
-        if self.nu_fixed is not None and (self.ties != "davidson" or not self.nu_fixed > 0):
-            raise ValueError("nu_fixed needs ties='davidson' and a positive value")
+        if self.nu_fixed is not None and (self.ties == "none" or not self.nu_fixed > 0):
+            raise ValueError("nu_fixed needs a tie parameter (davidson or glenn-david) and a positive value")
         if self.features is not None and np.ndim(self.features) != 2:
             raise ValueError("features must be a two-dimensional array (cells x covariates)")
 
@@ -97,10 +109,16 @@ class BTSpec:
         return 0 if self.features is None else int(np.shape(self.features)[1])
 
     @property
+    def has_tie_parameter(self) -> bool:
+        """Ties have their own parameter (Davidson's ``nu`` or Glenn-David's ``tau``)."""
+        return self.ties != "none"
+
+    @property
     def is_plain(self) -> bool:
         """Plain Bradley-Terry on pair statistics: the scikit-learn + Newton fast path applies."""
         return (
-            self.position == "none"
+            self.link == "logit"
+            and self.position == "none"
             and self.ties == "none"
             and self.half_life is None
             and self.prior_sd is None

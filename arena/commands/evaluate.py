@@ -1,8 +1,10 @@
-"""`arena evaluate`: which rating method forecasts held-out votes best? The model-comparison table."""
+"""`arena evaluate`: which rating system forecasts held-out votes best? Batch models and online raters
+side by side, the verdict with a paired bootstrap interval, and a calibration plot."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -18,6 +20,10 @@ from votes.db import make_engine
 if TYPE_CHECKING:
     from leaderboard.battles import Battles
     from leaderboard.evaluate import MethodScore
+    from leaderboard.systems import Verdict
+
+#: Systems drawn in the calibration plot: the best few by test log-loss (more would not be legible).
+N_PLOTTED = 6
 
 __all__ = ["evaluate", "register"]
 
@@ -32,13 +38,17 @@ def _compare(
     from leaderboard.evaluate import default_methods, evaluate_methods
 
     if train.features is None or test.features is None:
-        return evaluate_methods(train, test, half_life=half_life, prior_sd=prior_sd), 0
+        return evaluate_methods(train, test, half_life=half_life, prior_sd=prior_sd, all_methods=True), 0
     ok_train = np.isfinite(train.features).all(axis=1)
     ok_test = np.isfinite(test.features).all(axis=1)
     if ok_train.all() and ok_test.all():
-        return evaluate_methods(train, test, half_life=half_life, prior_sd=prior_sd), 0
+        return evaluate_methods(train, test, half_life=half_life, prior_sd=prior_sd, all_methods=True), 0
     plain = evaluate_methods(
-        replace(train, features=None), replace(test, features=None), half_life=half_life, prior_sd=prior_sd
+        replace(train, features=None),
+        replace(test, features=None),
+        half_life=half_life,
+        prior_sd=prior_sd,
+        all_methods=True,
     )
     styled = [m for m in default_methods(half_life=half_life, prior_sd=prior_sd, style=True) if m.style]
     rows = evaluate_methods(
@@ -56,6 +66,7 @@ def _extras_text(row: MethodScore) -> str:
     parts = []
     for name, v in row.parameters_fitted.items():
         short = name.replace("position_advantage_elo", "left").replace("tie_propensity_nu", "nu")
+        short = short.replace("tie_threshold_tau", "tau")
         short = short.replace("style_", "").replace("_elo", "")
         parts.append(f"{short} {v['value']:.3g} [{v['ci_low']:.3g}, {v['ci_high']:.3g}]")
     return "; ".join(parts)
@@ -64,16 +75,18 @@ def _extras_text(row: MethodScore) -> str:
 def render_table(rows: list[MethodScore], *, title: str) -> Table:
     """The comparison table; the best value of each score is in bold."""
     table = Table(title=title)
-    for column in ("method", "log-loss", "Brier", "accuracy", "AIC", "BIC", "k", "fitted extras [95% CI]"):
+    columns = ("system", "kind", "log-loss", "Brier", "accuracy", "AUC", "scale", "AIC", "BIC", "k")
+    for column in (*columns, "fitted extras [95% CI]"):
         table.add_column(
-            column, justify="left" if column in ("method", "fitted extras [95% CI]") else "right"
+            column, justify="left" if column in ("system", "kind", "fitted extras [95% CI]") else "right"
         )
     best = {
         "log_loss": min(r.log_loss for r in rows),
         "brier": min(r.brier for r in rows),
         "accuracy": max(r.accuracy for r in rows),
-        "aic": min(r.aic for r in rows),
-        "bic": min(r.bic for r in rows),
+        "auc": max((r.auc for r in rows if math.isfinite(r.auc)), default=math.nan),
+        "aic": min(r.aic for r in rows if r.kind == "batch"),
+        "bic": min(r.bic for r in rows if r.kind == "batch"),
     }
 
     def cell(row: MethodScore, key: str, fmt: str) -> str:
@@ -81,18 +94,61 @@ def render_table(rows: list[MethodScore], *, title: str) -> Table:
         text = format(value, fmt)
         return f"[bold]{text}[/bold]" if value == best[key] else text
 
-    for r in rows:
+    for r in sorted(rows, key=lambda row: row.log_loss):
         table.add_row(
             r.method,
+            r.kind,
             cell(r, "log_loss", ".4f"),
             cell(r, "brier", ".4f"),
             cell(r, "accuracy", ".4f"),
+            cell(r, "auc", ".4f"),
+            f"{r.fitted_scale:.0f}",
             cell(r, "aic", ".1f"),
             cell(r, "bic", ".1f"),
             str(r.n_params),
             _extras_text(r),
         )
     return table
+
+
+def verdict_text(verdict: Verdict) -> str:
+    """One sentence: which system forecasts best and by how much, with the paired interval."""
+    return (
+        f"Best: {verdict.winner} (log-loss {verdict.winner_log_loss:.4f}); runner-up {verdict.runner_up} "
+        f"({verdict.runner_up_log_loss:.4f}): {verdict.difference:.4f} nats per vote worse, "
+        f"{verdict.level:.0%} paired bootstrap interval [{verdict.ci_low:.4f}, {verdict.ci_high:.4f}] "
+        f"over {verdict.n_test} test votes."
+    ) + "".join(
+        f"\n  vs {name}: {d:.4f} [{lo:.4f}, {hi:.4f}]"
+        for name, (d, lo, hi) in verdict.margins.items()
+        if name != verdict.runner_up
+    )
+
+
+def _row_dicts(rows: list[MethodScore], verdict: Verdict, left_out: int) -> list[dict[str, object]]:
+    ranked = {r.method: k + 1 for k, r in enumerate(sorted(rows, key=lambda row: row.log_loss))}
+    dicts: list[dict[str, object]] = []
+    for r in rows:
+        d = r.as_dict()
+        d["rank_log_loss"] = ranked[r.method]
+        if r.method.endswith("+style"):
+            d["votes_without_texts"] = left_out
+        if r.method == verdict.winner:
+            d["verdict"] = verdict.as_dict()
+        dicts.append(d)
+    return dicts
+
+
+def _write_out(out: Path, dicts: list[dict[str, object]], rows: list[MethodScore], title: str) -> list[Path]:
+    """The JSON table and the calibration plot of the best few systems, into ``out``."""
+    from leaderboard.plots import plot_calibration, save_figure
+
+    out.mkdir(parents=True, exist_ok=True)
+    table = out / "evaluate.json"
+    table.write_text(json.dumps(dicts, indent=2) + "\n", encoding="utf-8")
+    best = sorted(rows, key=lambda row: row.log_loss)[:N_PLOTTED]
+    figure = plot_calibration({r.method: r.calibration for r in best}, title=title)
+    return [table, *save_figure(figure, out / "calibration")]
 
 
 def evaluate(
@@ -104,8 +160,12 @@ def evaluate(
         str | None, typer.Option(help="SQLAlchemy URL (default: ARENA_DATABASE_URL).")
     ] = None,
     split: Annotated[
-        str, typer.Option(help="random, or time: fit on the older votes, test on the newer.")
-    ] = "random",
+        str,
+        typer.Option(
+            help="auto (time when the votes have times, else random), random, or time: fit on the older "
+            "votes, test on the newer (online raters also forecast each test vote from all before it)."
+        ),
+    ] = "auto",
     test_fraction: Annotated[float, typer.Option(help="Share of votes held out for testing.")] = 0.2,
     seed: Annotated[int, typer.Option(help="Seed of the random split.")] = 0,
     half_life: Annotated[
@@ -122,16 +182,24 @@ def evaluate(
         Path | None,
         typer.Option(help="Answer catalog for style features when battles carry no conversations."),
     ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for evaluate.json and the calibration plot (SVG, PNG).")
+    ] = None,
+    rounds: Annotated[int, typer.Option(help="Bootstrap rounds of the verdict's interval.")] = 2000,
     as_json: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
 ) -> None:
-    """Compare rating methods on held-out votes: log-loss, Brier, accuracy (test), AIC and BIC (train)."""
-    from leaderboard.evaluate import split_battles
-    from votes.records import InputError
+    """Compare every rating system on held-out votes: the batch models and the online raters.
 
-    if split not in ("random", "time"):
-        raise typer.BadParameter("--split must be 'random' or 'time'")
-    how: Literal["random", "time"] = "random" if split == "random" else "time"
+    Test scores: log-loss (three outcomes), Brier, accuracy, AUC, calibration and the fitted scale;
+    training: AIC and BIC. Names the best system and its margin over the runner-up.
+    """
+    from leaderboard.evaluate import split_battles
+    from leaderboard.systems import online_scores, pick_winner
+    from votes.records import InputError
     from votes.sources import battles_from_file, battles_from_store
+
+    if split not in ("auto", "random", "time"):
+        raise typer.BadParameter("--split must be 'auto', 'random' or 'time'")
 
     try:
         if from_file is not None:
@@ -151,30 +219,36 @@ def evaluate(
         raise typer.BadParameter(str(exc)) from None
     if len(battles) < 10:
         raise typer.BadParameter(f"only {len(battles)} votes: too few to evaluate")
+    how: Literal["random", "time"] = "time" if split == "time" else "random"
+    if split == "auto" and battles.time is not None:
+        how = "time"
     train, test = split_battles(battles, how=how, test_fraction=test_fraction, random_state=seed)
     rows, left_out = _compare(train, test, half_life=half_life, prior_sd=prior)
+    rows += online_scores(train, test, rolling=how == "time")
+    verdict = pick_winner(rows, n_rounds=rounds, random_state=seed)
+    dicts = _row_dicts(rows, verdict, left_out)
+    title = f"{source}: {len(train)} training / {len(test)} test votes, {how} split, seed {seed}"
+    written = [] if out is None else _write_out(out, dicts, rows, title)
     if as_json:
-        dicts = [r.as_dict() for r in rows]
-        for d in dicts:
-            if d["method"].endswith("+style"):
-                d["votes_without_texts"] = left_out
         typer.echo(json.dumps(dicts, indent=2))
         return
     console = Console()
     if not console.is_terminal:
-        console = Console(width=max(console.width, 150))
-    title = f"{source}: {len(train)} training / {len(test)} test votes, {how} split, seed {seed}"
+        console = Console(width=max(console.width, 190))
     console.print(render_table(rows, title=title))
+    console.print(verdict_text(verdict))
+    if written:
+        console.print("Wrote " + ", ".join(str(p) for p in written))
     if left_out:
         console.print(f"{left_out} votes without answer texts are left out of the style rows.")
     for r in rows:
         pos = r.parameters_fitted.get("position_advantage_elo")
         if r.method == "davidson-position" and pos is not None:
             significant = pos["ci_low"] > 0 or pos["ci_high"] < 0
-            verdict = "significant" if significant else "not significant"
+            word = "significant" if significant else "not significant"
             console.print(
                 f"Left-side advantage (davidson-position): {pos['value']:.1f} Elo "
-                f"[{pos['ci_low']:.1f}, {pos['ci_high']:.1f}], {verdict} at 95%."
+                f"[{pos['ci_low']:.1f}, {pos['ci_high']:.1f}], {word} at 95%."
             )
 
 

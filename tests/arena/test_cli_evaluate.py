@@ -68,6 +68,34 @@ def test_json_table_has_every_method_with_fitted_extras(battles_file: Path) -> N
     assert all(np.isfinite(r["aic"]) and r["log_loss"] > 0 for r in rows.values())
 
 
+def test_every_system_is_listed_with_its_scores_and_the_verdict(battles_file: Path, tmp_path: Path) -> None:
+    from leaderboard.compute import METHODS
+    from leaderboard.systems import online_raters
+
+    out = tmp_path / "evaluation"
+    result = CliRunner().invoke(
+        _app(), ["evaluate", "--from", str(battles_file), "--json", "--out", str(out), "--rounds", "200"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = {r["method"]: r for r in json.loads(result.output)}
+    online = set(online_raters(tie_rate=0.2))
+    # the votes have times, so the split is by time and the online raters also forecast rolling
+    assert set(METHODS) | online | {f"{name} (rolling)" for name in online} <= set(rows)
+    assert {r["kind"] for r in rows.values()} == {"batch", "online", "rolling"}
+    for r in rows.values():
+        assert 0 < r["log_loss"] and 0 <= r["brier"] <= 2 and 0.5 < r["auc"] <= 1
+        assert r["calibration"] and sum(b["n"] for b in r["calibration"]) == r["n_test"] == 800
+    winners = [r for r in rows.values() if "verdict" in r]
+    assert len(winners) == 1 and winners[0]["rank_log_loss"] == 1
+    verdict = winners[0]["verdict"]
+    runner_up = rows[verdict["runner_up"]]
+    assert runner_up["rank_log_loss"] == 2
+    assert verdict["log_loss_difference"] == pytest.approx(runner_up["log_loss"] - winners[0]["log_loss"])
+    assert verdict["ci_low"] <= verdict["log_loss_difference"] <= verdict["ci_high"]
+    assert json.loads((out / "evaluate.json").read_text()) == json.loads(result.output)
+    assert (out / "calibration.svg").stat().st_size > 0 and (out / "calibration.png").stat().st_size > 0
+
+
 def test_bad_split_is_refused(battles_file: Path) -> None:
     result = CliRunner().invoke(_app(), ["evaluate", "--from", str(battles_file), "--split", "sideways"])
     assert result.exit_code != 0

@@ -12,6 +12,7 @@ from leaderboard.plots import (
     contrast_ratio,
     label_colour,
     plot_battle_counts,
+    plot_calibration,
     plot_intervals,
     plot_win_rates,
     save_figure,
@@ -107,3 +108,15 @@ def test_heatmap_labels_contrast_with_their_cells() -> None:
             cell = image.cmap(image.norm(data[row, col]))
             label = (1.0, 1.0, 1.0) if text.get_color() == "white" else (0.0, 0.0, 0.0)
             assert contrast_ratio(cell, label) >= MIN_TEXT_CONTRAST, (text.get_text(), cell)
+
+
+def test_calibration_plot_has_a_line_per_system_and_the_diagonal() -> None:
+    table = [
+        {"low": -100.0, "high": 0.0, "n": 10.0, "difference": -40.0, "expected": 0.4, "observed": 0.35},
+        {"low": 0.0, "high": 100.0, "n": 30.0, "difference": 45.0, "expected": 0.6, "observed": 0.7},
+    ]
+    fig = plot_calibration({"bt": table, "elo": table[:1], "empty": []}, title="held out")
+    left, right = fig.axes
+    assert [line.get_label() for line in left.get_lines()][1:] == ["bt", "elo"]
+    assert np.asarray(left.get_lines()[0].get_xydata()).tolist() == [[0.0, 0.0], [1.0, 1.0]]
+    assert len(right.get_lines()) == 4 and fig.texts[0].get_text() == "held out"
