@@ -20,8 +20,8 @@ from arena.pairing import Choice, PairingCatalog, choose_battle
 from arena.settings import Settings
 from votes.annotators import annotator_battles_since
 from votes.db import read_session
+from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
-from votes.review import LeakScanner
 from votes.views import load_pairing_catalog, pair_vote_counts
 
 __all__ = ["PairingService"]

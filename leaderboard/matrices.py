@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from scipy import optimize
 
 from leaderboard.data import Outcome, PairCounts, collapse_pairs
 from leaderboard.result import Leaderboard
@@ -129,6 +128,8 @@ def performance_rating(
         lo -= scale
     while excess(hi) < 0:
         hi += scale
+    from scipy import optimize  # only here: the snapshot pages import this module to read matrices
+
     return float(optimize.brentq(excess, lo, hi, xtol=1e-10))
 
 

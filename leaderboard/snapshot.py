@@ -29,7 +29,6 @@ import pyarrow.parquet as pq
 
 from leaderboard.data import PairCounts
 from leaderboard.matrices import PairwiseMatrices, pairwise_matrices
-from leaderboard.plots import plot_battle_counts, plot_intervals, plot_win_rates, save_figure
 from leaderboard.result import Leaderboard
 
 __all__ = [
@@ -292,6 +291,9 @@ def write_snapshot(
     _write_parquet(table, out / PARQUET_FILE)
 
     if plots:
+        # matplotlib loads only where plots are drawn, so reading snapshots (the web pages) stays light
+        from leaderboard.plots import plot_battle_counts, plot_intervals, plot_win_rates, save_figure
+
         save_figure(plot_intervals(leaderboard), out / "ratings")
         save_figure(
             plot_win_rates(matrices.observed, names, title="observed win rate (ties count half)"),

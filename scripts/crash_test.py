@@ -120,7 +120,7 @@ class Server:
         }
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 120.0) -> None:
         if self.workers == 1:
             command = [
                 sys.executable, "-m", "uvicorn", "arena.app:create_app_from_env", "--factory",

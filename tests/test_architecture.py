@@ -165,3 +165,40 @@ def test_the_guard_check_sees_a_guard(tmp_path: Path) -> None:
     guarded = tmp_path / "guarded.py"
     guarded.write_text("try:\n    import pandas\nexcept ImportError:\n    pandas = None\n", encoding="utf-8")
     assert import_guards(guarded) == [1]
+
+
+#: Libraries of the fitting and plotting stack that a web worker loads only when it fits or draws
+#: (publishing, the annotator review): each adds seconds to every worker's start-up.
+FITTING_STACK = ("sklearn", "matplotlib", "scipy.optimize", "scipy.stats")
+
+_PROBE = """
+import sys
+from fastapi.testclient import TestClient
+from arena.app import create_app
+from arena.settings import Settings
+
+with TestClient(create_app(Settings(database_url=sys.argv[1], secret_key="k" * 32))) as client:
+    assert client.get("/vote").status_code == 200
+    assert client.get("/leaderboard").status_code == 200
+print(" ".join(sorted(m for m in sys.modules if m.startswith(tuple(sys.argv[2:])))))
+"""
+
+
+def test_web_worker_serves_without_the_fitting_stack(tmp_path: Path) -> None:
+    """The site starts and serves votes and the board without importing scikit-learn, scipy's optimisers
+    or matplotlib (they load on the first publish or review)."""
+    from votes.migrate import upgrade_database
+
+    url = f"sqlite:///{tmp_path / 'site.db'}"
+    upgrade_database(url)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, url, *FITTING_STACK],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
+    )
+    assert out.stdout.split() == []

@@ -87,7 +87,7 @@ def leaks(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per leaking output.")] = False,
 ) -> None:
     """Outputs that name their own model or maker: kept out of battles, listed here for review."""
-    from votes.review import find_leaks
+    from votes.leak_review import find_leaks
 
     engine = make_engine(database_url or Settings().database_url)
     try:

@@ -12,7 +12,6 @@ from fastapi import APIRouter, Depends, File, Header, HTTPException, Request, Up
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
-from arena.publishing import FitOptions, publish_snapshot
 from arena.routes.deps import StateDep
 from arena.security import hash_secret, verify_admin_token
 from votes.annotators import create_annotator, flag_annotator
@@ -117,6 +116,9 @@ class PublishIn(BaseModel):
 @router.post("/publish")
 def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
     """Fit and publish an immutable leaderboard snapshot from the votes in the database."""
+    # The fitting and plotting stack loads on the first publish, not when a worker starts.
+    from arena.publishing import FitOptions, publish_snapshot
+
     options = FitOptions(method=body.method, n_rounds=body.n_rounds, random_state=body.seed)
     try:
         row = publish_snapshot(

@@ -11,8 +11,7 @@ from pydantic import BaseModel
 
 from arena.routes.admin import require_admin
 from arena.routes.deps import StateDep
-from leaderboard.annotators import FlagRule
-from votes.review import find_leaks, review_annotators
+from votes.leak_review import find_leaks
 
 router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 
@@ -62,6 +61,10 @@ def admin_annotators(
     min_votes: int = Query(20, ge=1, le=1_000_000),
 ) -> list[AnnotatorReviewOut]:
     """Per-annotator statistics against the current fit; flagged and suspicious annotators first."""
+    # The fitting stack loads on the first review, not when a worker starts.
+    from leaderboard.annotators import FlagRule
+    from votes.review import review_annotators
+
     rows = review_annotators(
         state.engine, rule=FlagRule(alpha=alpha, min_votes=min_votes), apply=apply, elo_config=state.elo
     )
