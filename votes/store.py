@@ -38,6 +38,12 @@ from sqlmodel import Session, col, select
 
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, replay_elo, update_elo
+from votes.metrics import (
+    WRITER_BATCH_VOTES,
+    WRITER_COMMIT_SECONDS,
+    WRITER_VOTES_WRITTEN,
+    WRITER_WRITE_SECONDS,
+)
 from votes.models import Annotator, Battle, LiveRating, Model, Output, Prompt, Vote, utcnow
 from votes.ratings import counted_votes_condition
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
@@ -703,6 +709,11 @@ class GroupCommitWriter:
             self._thread = None
         self._drop_connection()
 
+    @property
+    def alive(self) -> bool:
+        """Whether the writer thread runs (readiness probes ask)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def submit(self, request: VoteRequest) -> Future[VoteResult]:
         if self._thread is None:
             raise RuntimeError("the vote writer is not running")
@@ -776,10 +787,16 @@ class GroupCommitWriter:
                     results = record_votes(
                         session=session, requests=requests, config=self.config, conflicts="one-by-one"
                     )
+                written = time.perf_counter()
                 session.commit()
         except Exception:
             self._drop_connection()
             raise
+        committed = time.perf_counter()
+        WRITER_WRITE_SECONDS.observe(written - started)
+        WRITER_COMMIT_SECONDS.observe(committed - written)
+        WRITER_BATCH_VOTES.observe(len(batch))
+        WRITER_VOTES_WRITTEN.inc(len(batch))
         self.busy_s += time.perf_counter() - started
         self.n_batches += 1
         self.n_votes += len(batch)

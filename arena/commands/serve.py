@@ -25,7 +25,7 @@ from arena.settings import Settings, elo_config
 from votes.db import make_engine
 from votes.models import Model
 
-__all__ = ["prepare_database", "register", "serve", "vote_writer", "vote_writer_process"]
+__all__ = ["metrics_folder", "prepare_database", "register", "serve", "vote_writer", "vote_writer_process"]
 
 
 def prepare_database(
@@ -108,7 +108,10 @@ def serve(
     if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:  # uvicorn >= 0.30
         options["timeout_worker_healthcheck"] = worker_startup_timeout
     use_writer = writer_process if writer_process is not None else workers > 1
-    with vote_writer_process() if use_writer else contextlib.nullcontext(None) as socket_path:
+    with (
+        metrics_folder() if workers > 1 else contextlib.nullcontext(None),
+        vote_writer_process() if use_writer else contextlib.nullcontext(None) as socket_path,
+    ):
         if socket_path is not None:
             os.environ["ARENA_VOTE_WRITER_SOCKET"] = socket_path
             typer.echo(f"vote writer process ready on {socket_path}")
@@ -122,6 +125,22 @@ def serve(
             proxy_headers=False,
             **options,
         )
+
+
+@contextlib.contextmanager
+def metrics_folder() -> Iterator[str]:
+    """A private folder for prometheus-client's multiprocess samples, named in ``PROMETHEUS_MULTIPROC_DIR``
+    for the processes started from here (workers and vote writer), and removed afterwards.
+
+    With one worker the site runs in this process, whose registry is already live: no folder is needed.
+    """
+    folder = tempfile.mkdtemp(prefix="arena-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+    try:
+        yield folder
+    finally:
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
