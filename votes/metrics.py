@@ -29,4 +29,7 @@ WRITER_BATCH_VOTES = Histogram(
     "Votes per committed batch.",
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
 )
-WRITER_VOTES_WRITTEN = Counter("arena_vote_writer_votes", "Votes committed by the vote writer.")
+WRITER_VOTES_WRITTEN = Counter(
+    "arena_vote_writer_votes",
+    "Votes the vote writer answered after a committed batch (refused ones, e.g. a second winner, included).",
+)
