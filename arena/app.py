@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
 
+from arena.logs import RequestLogMiddleware
 from arena.markdown import render_markdown
 from arena.metrics import RequestMetricsMiddleware
 from arena.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
@@ -154,6 +155,8 @@ def create_app(
     app.add_middleware(SecurityHeadersMiddleware)
     if settings.metrics != "off":
         app.add_middleware(RequestMetricsMiddleware)
+    if settings.log_format == "json":
+        app.add_middleware(RequestLogMiddleware)
     if settings.trusted_proxies:  # outermost: every layer inside sees the client behind the proxies
         app.add_middleware(TrustedProxyMiddleware, trusted=settings.trusted_proxies)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -21,6 +21,7 @@ import typer
 import uvicorn
 from sqlmodel import Session, select
 
+from arena.logs import log_config
 from arena.settings import Settings, elo_config
 from votes.db import make_engine
 from votes.models import Model
@@ -123,6 +124,7 @@ def serve(
             workers=workers,
             log_level=log_level,
             proxy_headers=False,
+            log_config=log_config(json_lines=settings.log_format == "json", level=log_level),
             **options,
         )
 
@@ -266,13 +268,17 @@ def vote_writer(
     """
     import gc
     import logging
+    import logging.config
 
     from votes.writer_service import serve_vote_writer
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s arena vote-writer: %(message)s")
     if database_url:
         os.environ["ARENA_DATABASE_URL"] = database_url
     settings = Settings()
+    if settings.log_format == "json":
+        logging.config.dictConfig(log_config(json_lines=True))
+    else:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s arena vote-writer: %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_interrupt else lambda *_: stop.set())

@@ -2,7 +2,7 @@
 schema and the vote writer answer) and ``/metrics`` (Prometheus text).
 
 None of them takes a session, sets a cookie or counts against a rate limit; their access-log lines are
-logged at debug level (:mod:`arena.logs`).
+logged at debug level (:data:`arena.logs.PROBE_PATHS`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ from votes.queries import count_flagged_annotators
 from votes.store import GroupCommitWriter
 from votes.writer_service import RemoteVoteWriter
 
-__all__ = ["PROBE_PATHS", "READY_TIMEOUT_S", "readiness", "router"]
+__all__ = ["READY_TIMEOUT_S", "readiness", "router"]
 
-#: Paths whose access-log lines are demoted to debug level.
-PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: A readiness check that takes longer than this answers 503 (the database is as good as down).
 READY_TIMEOUT_S = 1.5
 
