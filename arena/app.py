@@ -19,10 +19,12 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
 
+from arena.logs import RequestLogMiddleware
 from arena.markdown import render_markdown
+from arena.metrics import RequestMetricsMiddleware
 from arena.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
 from arena.pairing_service import PairingService
-from arena.routes import admin, api, docs, pages, review, snapshots
+from arena.routes import admin, api, docs, health, pages, review, snapshots
 from arena.routes.deps import NeedsInvite, RateLimited
 from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, RedisRateLimiter, Signer
 from arena.settings import Settings, elo_config
@@ -152,9 +154,14 @@ def create_app(
     _add_error_handlers(app, state)
     app.add_middleware(SessionCookieMiddleware, secure=settings.session_cookie_secure)
     app.add_middleware(SecurityHeadersMiddleware)
+    if settings.metrics != "off":
+        app.add_middleware(RequestMetricsMiddleware)
+    if settings.log_format == "json":
+        app.add_middleware(RequestLogMiddleware)
     if settings.trusted_proxies:  # outermost: every layer inside sees the client behind the proxies
         app.add_middleware(TrustedProxyMiddleware, trusted=settings.trusted_proxies)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.include_router(health.router)
     app.include_router(pages.router)
     app.include_router(api.router)
     app.include_router(admin.router)

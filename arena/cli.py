@@ -11,11 +11,11 @@ from types import ModuleType
 
 import typer
 
-from arena.commands import admin, data, evaluate, leaderboard, serve, snapshots
+from arena.commands import admin, data, evaluate, leaderboard, ops, serve, snapshots
 
 __all__ = ["COMMAND_MODULES", "app", "build_app"]
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (data, serve, leaderboard, snapshots, evaluate, admin)
+COMMAND_MODULES: tuple[ModuleType, ...] = (data, serve, leaderboard, snapshots, evaluate, admin, ops)
 
 
 def build_app() -> typer.Typer:

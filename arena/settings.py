@@ -57,6 +57,20 @@ class Settings(BaseSettings):
         "one for several workers). Unset: each worker writes its own votes.",
     )
 
+    # Operations
+    metrics: Literal["on", "off", "admin"] = Field(
+        "on", description="`/metrics`: open to all (on), absent (off), or behind the admin token (admin)."
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="Logs as plain text, or one JSON object per line (requests and access log)."
+    )
+    prometheus_multiproc_dir: str | None = Field(
+        None,
+        validation_alias="PROMETHEUS_MULTIPROC_DIR",
+        description="prometheus-client's folder for the samples of several processes (`arena serve "
+        "--workers N` makes one); unset: one process, its own registry.",
+    )
+
 
 def elo_config(settings: Settings) -> EloConfig:
     """The live Elo of these settings (the web workers and the vote writer process must agree on it)."""

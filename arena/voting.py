@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from arena.metrics import (
+    BATTLES_ISSUED,
+    VOTE_COMMIT_WAIT_SECONDS,
+    VOTES_ACCEPTED,
+    VOTES_AWAITING_COMMIT,
+    count_refusal,
+)
 from arena.pairing import Choice
-from arena.security import SessionData
+from arena.security import BattleTokenError, SessionData
 from arena.state import ArenaState
-from votes.battles import IssuedBattle, VoteRequest, VoteResult, issue_battle
+from votes.battles import AlreadyVotedError, IssuedBattle, VoteError, VoteRequest, VoteResult, issue_battle
 from votes.models import Output, Prompt
 
 __all__ = ["VOTE_TIMEOUT_S", "BattleContext", "next_battle", "submit_vote", "vote_result_json"]
@@ -49,6 +57,7 @@ def _issue(
         pair_probability=choice.pair_probability,
     )
     prompt, output_a, output_b = texts
+    BATTLES_ISSUED.inc()
     return BattleContext(
         token=state.tokens.issue(battle),
         prompt=prompt,
@@ -87,16 +96,33 @@ async def submit_vote(
     ``address`` and ``user_agent`` make the client's keyed fingerprint stored with the vote. Raises
     ``BattleTokenError`` or ``VoteError`` (nothing written), or a writer/database error.
     """
-    battle: IssuedBattle = state.tokens.read(token, annotator_id=who.annotator_id)
+    try:
+        battle: IssuedBattle = state.tokens.read(token, annotator_id=who.annotator_id)
+    except BattleTokenError as exc:
+        count_refusal(f"token_{exc.reason}")
+        raise
     vote = VoteRequest(
         battle=battle,
         winner=winner,
         client_hash=state.signer.client_hash(address, user_agent),
         idempotency_key=f"{who.annotator_id}:{idempotency_key}" if idempotency_key else None,
     )
-    future = asyncio.wrap_future(state.writer.submit(vote))
-    result = await asyncio.wait_for(future, VOTE_TIMEOUT_S)
+    started = time.perf_counter()
+    VOTES_AWAITING_COMMIT.inc()
+    try:
+        future = asyncio.wrap_future(state.writer.submit(vote))
+        result = await asyncio.wait_for(future, VOTE_TIMEOUT_S)
+    except AlreadyVotedError:
+        count_refusal("already_voted")
+        raise
+    except VoteError:
+        count_refusal("invalid")
+        raise
+    finally:
+        VOTES_AWAITING_COMMIT.dec()
+        VOTE_COMMIT_WAIT_SECONDS.observe(time.perf_counter() - started)
     if not result.replayed:
+        VOTES_ACCEPTED.inc()
         state.pairing.note_vote(
             annotator_id=battle.annotator_id,
             battle_id=result.battle_id,

@@ -28,6 +28,7 @@ from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vot
 
 __all__ = [
     "VoteFilter",
+    "count_flagged_annotators",
     "counted_vote_condition",
     "iter_catalog_rows",
     "iter_vote_rows",
@@ -373,3 +374,9 @@ def iter_catalog_rows(db: Session | Connection) -> Iterator[dict[str, Any]]:
 def votes_sha256(db: Session | Connection, filters: VoteFilter | None = None) -> str:
     """sha256 of the selected votes' canonical JSONL export (equal to ``sha256sum`` of that file)."""
     return rows_sha256(iter_vote_rows(db, filters))
+
+
+def count_flagged_annotators(db: Session | Connection) -> int:
+    """How many annotators are flagged (their votes do not count)."""
+    stmt = select(func.count()).select_from(annotator_t).where(annotator_t.c.flagged.is_(True))
+    return int(_connection(db).execute(stmt).scalar_one())

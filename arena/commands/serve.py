@@ -20,11 +20,12 @@ import typer
 import uvicorn
 from sqlmodel import Session, select
 
+from arena.logs import log_config
 from arena.settings import Settings, elo_config
 from votes.db import make_engine
 from votes.models import Model
 
-__all__ = ["prepare_database", "register", "serve", "vote_writer", "vote_writer_process"]
+__all__ = ["metrics_folder", "prepare_database", "register", "serve", "vote_writer", "vote_writer_process"]
 
 
 def prepare_database(
@@ -107,7 +108,10 @@ def serve(
     if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:  # uvicorn >= 0.30
         options["timeout_worker_healthcheck"] = worker_startup_timeout
     use_writer = writer_process if writer_process is not None else workers > 1
-    with vote_writer_process() if use_writer else contextlib.nullcontext(None) as socket_path:
+    with (
+        metrics_folder() if workers > 1 else contextlib.nullcontext(None),
+        vote_writer_process() if use_writer else contextlib.nullcontext(None) as socket_path,
+    ):
         if socket_path is not None:
             os.environ["ARENA_VOTE_WRITER_SOCKET"] = socket_path
             typer.echo(f"vote writer process ready on {socket_path}")
@@ -119,8 +123,25 @@ def serve(
             workers=workers,
             log_level=log_level,
             proxy_headers=False,
+            log_config=log_config(json_lines=settings.log_format == "json", level=log_level),
             **options,
         )
+
+
+@contextlib.contextmanager
+def metrics_folder() -> Iterator[str]:
+    """A private folder for prometheus-client's multiprocess samples, named in ``PROMETHEUS_MULTIPROC_DIR``
+    for the processes started from here (workers and vote writer), and removed afterwards.
+
+    With one worker the site runs in this process, whose registry is already live: no folder is needed.
+    """
+    folder = tempfile.mkdtemp(prefix="arena-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+    try:
+        yield folder
+    finally:
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -245,13 +266,17 @@ def vote_writer(
     process manager. SIGTERM (or Ctrl-C) stops it after the votes it holds are committed and answered.
     """
     import logging
+    import logging.config
 
     from votes.writer.service import run_vote_writer
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s arena vote-writer: %(message)s")
     if database_url:
         os.environ["ARENA_DATABASE_URL"] = database_url
     settings = Settings()
+    if settings.log_format == "json":
+        logging.config.dictConfig(log_config(json_lines=True))
+    else:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s arena vote-writer: %(message)s")
     run_vote_writer(
         settings.database_url,
         socket_path,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import tempfile
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,6 +13,7 @@ from fastapi import APIRouter, Depends, File, Header, HTTPException, Request, Up
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
+from arena.metrics import PUBLISH_SECONDS
 from arena.routes.deps import StateDep
 from arena.security import hash_secret, verify_admin_token
 from votes.annotators import create_annotator, flag_annotator
@@ -120,6 +122,7 @@ def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
     from arena.publishing import FitOptions, publish_snapshot
 
     options = FitOptions(method=body.method, n_rounds=body.n_rounds, random_state=body.seed)
+    started, result = time.perf_counter(), "error"
     try:
         row = publish_snapshot(
             state.engine,
@@ -129,8 +132,11 @@ def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
             language=body.language,
             exclude_flagged=body.exclude_flagged,
         )
+        result = "ok"
     except ValueError as exc:
         raise HTTPException(400, f"Cannot publish: {exc}") from None
+    finally:
+        PUBLISH_SECONDS.labels(result=result).observe(time.perf_counter() - started)
     return {"id": row.id, "n_votes": row.n_votes, "votes_sha256": row.votes_sha256, "slice": row.slice}
 
 

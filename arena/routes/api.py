@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, Field
 
+from arena.metrics import count_refusal
 from arena.routes.deps import (
     SessionDep,
     StateDep,
@@ -152,6 +153,7 @@ async def api_vote(
     state = get_state(request)
     who = require_session(request, state)
     if not state.signer.check_csrf(who, x_csrf_token):
+        count_refusal("csrf")
         raise HTTPException(403, "Missing or wrong X-CSRF-Token header (take it from GET /api/battles/next).")
     address = request_address(request)
     await check_rate_limits(state, address=address, annotator_id=who.annotator_id, voting=True)

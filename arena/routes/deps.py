@@ -13,6 +13,7 @@ from fastapi import Depends, HTTPException, Request
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
+from arena.metrics import count_refusal
 from arena.security import SESSION_COOKIE, InMemoryRateLimiter, SessionData
 from arena.state import ArenaState
 from votes.annotators import create_annotator
@@ -126,4 +127,6 @@ async def check_rate_limits(
     else:
         retry = await run_in_threadpool(_count_hits, state, address, annotator_id, voting)
     if retry is not None:
+        if voting:
+            count_refusal("rate_limited")
         raise RateLimited(retry)

@@ -15,6 +15,7 @@ from sqlmodel import col, select
 from starlette.concurrency import run_in_threadpool
 
 from arena.language import language_tag
+from arena.metrics import count_refusal
 from arena.routes.deps import (
     SessionDep,
     StateDep,
@@ -108,6 +109,7 @@ async def vote_submit(  # nosec B107 # form field defaults, not passwords
 ) -> Response:
     who = require_session(request, state)
     if not state.signer.check_csrf(who, csrf_token):
+        count_refusal("csrf")
         return _message(
             request,
             state,
@@ -116,6 +118,7 @@ async def vote_submit(  # nosec B107 # form field defaults, not passwords
             403,
         )
     if winner not in OUTCOME_STRINGS.values():
+        count_refusal("bad_choice")
         return _message(request, state, "Unknown choice", "Please use one of the vote buttons.", 422)
     address = request_address(request)
     await check_rate_limits(state, address=address, annotator_id=who.annotator_id, voting=True)

@@ -21,6 +21,12 @@ from sqlmodel import Session
 
 from leaderboard.elo import EloConfig
 from votes.battles import VoteError, VoteRequest, VoteResult
+from votes.metrics import (
+    WRITER_BATCH_VOTES,
+    WRITER_COMMIT_SECONDS,
+    WRITER_VOTES_WRITTEN,
+    WRITER_WRITE_SECONDS,
+)
 from votes.recording import record_votes
 
 __all__ = ["GroupCommitWriter", "VoteWriter"]
@@ -82,6 +88,11 @@ class GroupCommitWriter:
             self._thread.join()
             self._thread = None
         self._drop_connection()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the writer thread runs (readiness probes ask)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def submit(self, request: VoteRequest) -> Future[VoteResult]:
         if self._thread is None:
@@ -156,11 +167,17 @@ class GroupCommitWriter:
                     results = record_votes(
                         session=session, requests=requests, config=self.config, conflicts="one-by-one"
                     )
+                written = time.perf_counter()
                 session.commit()
         except Exception:
             self._drop_connection()
             raise
-        self.busy_s += time.perf_counter() - started
+        committed = time.perf_counter()
+        WRITER_WRITE_SECONDS.observe(written - started)
+        WRITER_COMMIT_SECONDS.observe(committed - written)
+        WRITER_BATCH_VOTES.observe(len(batch))
+        WRITER_VOTES_WRITTEN.inc(len(batch))
+        self.busy_s += committed - started
         self.n_batches += 1
         self.n_votes += len(batch)
         for pending, result in zip(batch, results, strict=True):
