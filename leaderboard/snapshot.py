@@ -43,6 +43,7 @@ __all__ = [
     "SnapshotDiff",
     "counts_sha256",
     "diff_snapshots",
+    "dump_json",
     "file_sha256",
     "freeze_snapshot",
     "leaderboard_table",
@@ -205,7 +206,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _dump_json(value: Any) -> bytes:
+def dump_json(value: Any) -> bytes:
     text = json.dumps(_jsonable(value), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     return (text + "\n").encode("utf-8")
 
@@ -237,6 +238,7 @@ def write_snapshot(
     plots: bool = True,
     make_zip: bool = True,
     extra_metadata: Mapping[str, Any] | None = None,
+    extra_files: Mapping[str, bytes] | None = None,
 ) -> SnapshotManifest:
     """Write a snapshot folder: data files, matrices, plots, ``metadata.json`` and a zip of them all.
 
@@ -260,6 +262,9 @@ def write_snapshot(
         Also write ``snapshot.zip`` with every other file.
     extra_metadata : mapping, optional
         More keys for ``metadata.json`` (e.g. the filters used).
+    extra_files : mapping, optional
+        More data files by name (e.g. the style-controlled board); listed in the manifest and part of
+        the data digest.
 
     Returns
     -------
@@ -273,7 +278,7 @@ def write_snapshot(
 
     blobs: dict[str, bytes] = {
         CSV_FILE: table.to_csv(index=False, lineterminator="\n").encode("utf-8"),
-        JSON_FILE: _dump_json(
+        JSON_FILE: dump_json(
             {
                 "method": leaderboard.method,
                 "interval": leaderboard.interval,
@@ -287,7 +292,8 @@ def write_snapshot(
         PREDICTED_FILE: _matrix_csv(matrices.predicted, names, integers=False),
         BATTLES_FILE: _matrix_csv(matrices.n_battles, names, integers=True),
     }
-    for name, blob in blobs.items():
+    added = dict(extra_files or {})
+    for name, blob in {**blobs, **added}.items():
         _replace(out / name, blob)
     _write_parquet(table, out / PARQUET_FILE)
 
@@ -303,10 +309,11 @@ def write_snapshot(
         )
         save_figure(plot_battle_counts(matrices.n_battles, names), out / "battle_counts")
 
-    files = {name: file_sha256(out / name) for name in DATA_FILES + (PLOT_FILES if plots else ())}
+    data_names = DATA_FILES + tuple(sorted(added))
+    files = {name: file_sha256(out / name) for name in data_names + (PLOT_FILES if plots else ())}
     created = (created_at or datetime.now(UTC)).astimezone(UTC)
     label = slice_label(category=category, language=language)
-    data_digest = hashlib.sha256("".join(files[n] for n in DATA_FILES).encode("ascii")).hexdigest()
+    data_digest = hashlib.sha256("".join(files[n] for n in data_names).encode("ascii")).hexdigest()
     meta: dict[str, Any] = {
         "id": snapshot_id or make_snapshot_id(created, label, data_digest),
         "created_at": created.isoformat(),
@@ -328,7 +335,7 @@ def write_snapshot(
         "files": files,
         **dict(extra_metadata or {}),
     }
-    _replace(out / METADATA_FILE, _dump_json(meta))
+    _replace(out / METADATA_FILE, dump_json(meta))
     files_all = {**files, METADATA_FILE: file_sha256(out / METADATA_FILE)}
     if make_zip:
         write_zip(out, out / ZIP_FILE, sorted(files_all))

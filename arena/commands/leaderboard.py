@@ -50,6 +50,14 @@ PriorOpt = Annotated[
     float | None, typer.Option("--prior", help="Gaussian prior on ratings: standard deviation in Elo points.")
 ]
 BothBadOpt = Annotated[str, typer.Option("--both-bad", help="'tie (bothbad)' votes: tie or exclude.")]
+StyleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--style",
+        metavar="FEATURES",
+        help="Also a style-controlled board, e.g. 'length,markdown' (features from the stored answers).",
+    ),
+]
 CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompts of this category.")]
 LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battles in this language.")]
 SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
@@ -140,9 +148,32 @@ def _print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: fl
         low, high = value.get("ci_low"), value.get("ci_high")
         interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
         out.print(f"  {name}: {value.get('value'):.3f}{interval}")
+    _print_style(meta, manifest.path)
     out.print(f"snapshot {meta['id']} in {manifest.path}")
     out.print(f"votes sha256           {meta['votes_sha256']}")
     out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}")
+
+
+def _print_style(meta: dict[str, Any], folder: Path) -> None:
+    """The style-controlled board's covariates and the models whose rank it changes."""
+    styled = meta.get("style_control")
+    if not styled:
+        return
+    import pandas as pd
+
+    from leaderboard.style_board import STYLE_CSV_FILE
+
+    out.print(f"style control on {styled['n_votes']:,.0f} votes: {', '.join(styled['features'])}")
+    for name, value in styled["coefficients_elo"].items():
+        out.print(f"  {name}: {value['value']:.3f} Elo [{value['ci_low']:.3f}, {value['ci_high']:.3f}]")
+    if styled["separating"]:
+        out.print(f"  left out, they separate the votes: {', '.join(styled['separating'])}")
+    if styled["n_votes_without_texts"]:
+        out.print(f"  {styled['n_votes_without_texts']:,} votes without answer texts left out of this board")
+    table = pd.read_csv(folder / STYLE_CSV_FILE, keep_default_na=False, dtype={"model": str})
+    moved = table[table["rank_change"] != 0]
+    for row in moved.head(SUMMARY_ROWS).to_dict(orient="records"):
+        out.print(f"  {row['model']}: rank {row['rank']} under style control ({row['rank_change']:+d})")
 
 
 def _options(
@@ -156,6 +187,7 @@ def _options(
     half_life: float | None = None,
     prior: float | None = None,
     both_bad: str = "tie",
+    style: str | None = None,
 ) -> FitOptions:
     """Fit options; the model options are passed only when set, so plain BT stays plain."""
     from arena.publishing import FitOptions
@@ -169,15 +201,20 @@ def _options(
         extra["prior"] = prior
     if both_bad != "tie":
         extra["both_bad"] = both_bad
-    return FitOptions(
-        extra=extra,
-        method=method,
-        n_rounds=bootstrap,
-        level=level,
-        interval=interval,
-        anchor=parse_anchor(anchor),
-        random_state=seed,
-    )
+    groups = tuple(g.strip() for g in (style or "").split(",") if g.strip())
+    try:
+        return FitOptions(
+            extra=extra,
+            method=method,
+            n_rounds=bootstrap,
+            level=level,
+            interval=interval,
+            anchor=parse_anchor(anchor),
+            random_state=seed,
+            style=groups,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--style") from None
 
 
 def recompute(
@@ -204,16 +241,33 @@ def recompute(
     until: UntilOpt = None,
     exclude_flagged: FlaggedOpt = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
+    style: StyleOpt = None,
+    catalog: Annotated[
+        Path | None,
+        typer.Option(
+            "--catalog", exists=True, dir_okay=False, help="Answers for --style when battles lack texts."
+        ),
+    ] = None,
 ) -> None:
     """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
     from arena.publishing import SliceSpec, recompute_snapshot
     from votes.queries import VoteFilter
     from votes.records import InputError
-    from votes.sources import load_battles_file
+    from votes.sources import battles_from_file, load_battles_file
 
     options = _options(
-        method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad
+        method,
+        bootstrap,
+        seed,
+        anchor,
+        level,
+        interval,
+        half_life=half_life,
+        prior=prior,
+        both_bad=both_bad,
+        style=style,
     )
+    battles = None
     since, until = _utc(since), _utc(until)
     started = time.perf_counter()
     with progress_bar() as bar:
@@ -221,21 +275,31 @@ def recompute(
         if source is not None:
             if category is not None:
                 raise typer.BadParameter("a battles file has no categories; use the database")
+            if options.style and (language, since, until) != (None, None, None):
+                raise typer.BadParameter("--style on a file fits every vote in it; filter the file first")
             try:
                 counts, digest, _ = load_battles_file(
                     source, language=language, since=since, until=until, bucket_seconds=options.time_bucket
                 )
+                if options.style:
+                    battles = battles_from_file(source, catalog=catalog, style=True)
             except InputError as exc:
                 raise typer.BadParameter(str(exc), param_hint="--from") from None
+            except ValueError as exc:  # a battle without answer texts
+                raise typer.BadParameter(str(exc), param_hint="--style") from None
             origin = str(source)
             filters: dict[str, Any] = {"language": language, "since": since, "until": until}
         else:
-            from arena.publishing import load_from_database
+            from arena.publishing import load_votes_with_texts
 
             engine = open_store(settings_for(database_url))
             try:
                 vote_filter = VoteFilter(category, language, since, until, exclude_flagged)
-                counts, digest = load_from_database(engine, vote_filter, bucket_seconds=options.time_bucket)
+                counts, digest, battles = load_votes_with_texts(
+                    engine, vote_filter, bucket_seconds=options.time_bucket, style=bool(options.style)
+                )
+            except ValueError as exc:  # no stored vote has answer texts
+                raise typer.BadParameter(str(exc), param_hint="--style") from None
             finally:
                 engine.dispose()
             origin = "the database"
@@ -263,6 +327,7 @@ def recompute(
                 source="file" if source is not None else "database",
                 progress=report,
                 plots=plots,
+                battles=battles,
             )
         except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
             err.print(f"[red]error:[/red] {exc}")
@@ -292,6 +357,7 @@ def publish(
         bool, typer.Option("--all-slices", help="Also one board per category and per language.")
     ] = False,
     min_votes: Annotated[int, typer.Option("--min-votes", help="Smallest slice published.")] = 50,
+    style: StyleOpt = None,
 ) -> None:
     """Recompute from the database and store an immutable snapshot (or one per category/language)."""
     from arena.publishing import SliceSpec, publish_slices, publish_snapshot
@@ -299,7 +365,16 @@ def publish(
 
     settings = settings_for(database_url)
     options = _options(
-        method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad
+        method,
+        bootstrap,
+        seed,
+        anchor,
+        level,
+        interval,
+        half_life=half_life,
+        prior=prior,
+        both_bad=both_bad,
+        style=style,
     )
     engine = open_store(settings)
     folder = snapshot_dir or Path(settings.snapshot_dir)
@@ -334,12 +409,16 @@ def publish(
                         progress=lambda d, t: report(spec.label, d, t),
                     )
                 ]
+    except ValueError as exc:  # no votes, no answer texts for --style, disconnected comparisons
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     finally:
         engine.dispose()
     for row in rows:
-        board = read_snapshot(row.path).leaderboard
+        data = read_snapshot(row.path)
         title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice})"
-        out.print(summary_table(board, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
+        out.print(summary_table(data.leaderboard, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
+        _print_style(data.metadata, Path(row.path))
         out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")
 
 
