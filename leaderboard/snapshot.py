@@ -29,7 +29,14 @@ import pyarrow.parquet as pq
 
 from leaderboard.data import PairCounts
 from leaderboard.matrices import PairwiseMatrices, pairwise_matrices
-from leaderboard.plots import plot_battle_counts, plot_intervals, plot_win_rates, save_figure
+from leaderboard.plots import (
+    plot_average_win_rates,
+    plot_battle_counts,
+    plot_bootstrap,
+    plot_intervals,
+    plot_win_rates,
+    save_figure,
+)
 from leaderboard.result import Leaderboard
 
 __all__ = [
@@ -76,7 +83,14 @@ BATTLES_FILE = "battle_counts.csv"
 METADATA_FILE = "metadata.json"
 ZIP_FILE = "snapshot.zip"
 DATA_FILES: tuple[str, ...] = (CSV_FILE, JSON_FILE, PARQUET_FILE, OBSERVED_FILE, PREDICTED_FILE, BATTLES_FILE)
-PLOT_STEMS: tuple[str, ...] = ("ratings", "winrate_observed", "winrate_predicted", "battle_counts")
+PLOT_STEMS: tuple[str, ...] = (
+    "ratings",
+    "winrate_observed",
+    "winrate_predicted",
+    "battle_counts",
+    "winrate_average",
+    "bootstrap",
+)
 PLOT_FILES: tuple[str, ...] = tuple(f"{stem}.{ext}" for stem in PLOT_STEMS for ext in ("svg", "png"))
 # Numbers in the files are rounded once, so every format carries the same values and tiny float noise
 # (summation order between a file and a database path) cannot change a byte.
@@ -299,15 +313,13 @@ def write_snapshot(
 
     if plots:
         save_figure(plot_intervals(leaderboard), out / "ratings")
-        save_figure(
-            plot_win_rates(matrices.observed, names, title="observed win rate (ties count half)"),
-            out / "winrate_observed",
-        )
-        save_figure(
-            plot_win_rates(matrices.predicted, names, title=f"predicted win rate ({leaderboard.method})"),
-            out / "winrate_predicted",
-        )
+        observed = "Observed win rate of each row model against each column model (ties count half)"
+        save_figure(plot_win_rates(matrices.observed, names, title=observed), out / "winrate_observed")
+        predicted = f"Win rate of each row model against each column model predicted by {leaderboard.method}"
+        save_figure(plot_win_rates(matrices.predicted, names, title=predicted), out / "winrate_predicted")
         save_figure(plot_battle_counts(matrices.n_battles, names), out / "battle_counts")
+        save_figure(plot_average_win_rates(matrices.observed, names), out / "winrate_average")
+        save_figure(plot_bootstrap(leaderboard), out / "bootstrap")
 
     data_names = DATA_FILES + tuple(sorted(added))
     files = {name: file_sha256(out / name) for name in data_names + (PLOT_FILES if plots else ())}

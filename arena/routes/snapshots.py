@@ -49,6 +49,8 @@ FIGURES = (
     ("winrate_observed", "Observed win rate"),
     ("winrate_predicted", "Predicted win rate"),
     ("battle_counts", "Battles per pair"),
+    ("winrate_average", "Average win rate"),
+    ("bootstrap", "Bootstrap distribution of ratings"),
 )
 
 
