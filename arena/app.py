@@ -147,6 +147,7 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         docs_url=None,  # arena.routes.docs serves /docs in the site's own accessible layout
+        redoc_url=None,  # ... and sends /redoc there: ReDoc's CDN script is blocked by the CSP too
     )
     app.state.arena = state
     _add_error_handlers(app, state)

@@ -253,7 +253,12 @@ def snapshot_file(db: SessionDep, snapshot_id: str, name: str) -> FileResponse:
 # -------------------------------------------------------------------------------------------------- API
 
 
-@router.get("/api/leaderboard/snapshots", response_model=list[SnapshotOut], tags=["snapshots"])
+@router.get(
+    "/api/leaderboard/snapshots",
+    response_model=list[SnapshotOut],
+    tags=["snapshots"],
+    summary="List snapshots",
+)
 def api_snapshots(
     db: SessionDep,
     slice_: Annotated[str | None, Query(alias="slice", description="all, category=..., language=...")] = None,
@@ -269,13 +274,18 @@ def api_snapshots(
     return [_out(r) for r in rows]
 
 
-@router.get("/api/leaderboard/slices", response_model=list[str], tags=["snapshots"])
+@router.get("/api/leaderboard/slices", response_model=list[str], tags=["snapshots"], summary="List boards")
 def api_slices(db: SessionDep) -> list[str]:
     """Boards with at least one published snapshot."""
     return list_slices(session=db)
 
 
-@router.get("/api/leaderboard/published", response_model=SnapshotDetail, tags=["snapshots"])
+@router.get(
+    "/api/leaderboard/published",
+    response_model=SnapshotDetail,
+    tags=["snapshots"],
+    summary="Latest published board",
+)
 def api_latest(
     db: SessionDep,
     slice_: Annotated[str | None, Query(alias="slice")] = None,
@@ -289,7 +299,12 @@ def api_latest(
     return _detail(row)
 
 
-@router.get("/api/leaderboard/snapshots/{snapshot_id}", response_model=SnapshotDetail, tags=["snapshots"])
+@router.get(
+    "/api/leaderboard/snapshots/{snapshot_id}",
+    response_model=SnapshotDetail,
+    tags=["snapshots"],
+    summary="One snapshot",
+)
 def api_snapshot(db: SessionDep, snapshot_id: str) -> SnapshotDetail:
     """One snapshot: manifest, metadata and rows."""
     row = get_snapshot(session=db, snapshot_id=snapshot_id)
