@@ -332,7 +332,8 @@ def write_snapshot(
         "slice": label,
         "category": category,
         "language": language,
-        "n_votes": counts.n_votes,
+        # a count reads as one (19882, not 19882.0); summed time weights keep their fraction
+        "n_votes": int(counts.n_votes) if float(counts.n_votes).is_integer() else counts.n_votes,
         "n_models": len(names),
         "votes_sha256": votes_sha256 or counts_sha256(counts),
         "counts_sha256": counts_sha256(counts),

@@ -142,7 +142,7 @@ class StyleBoard:
             "coefficients_elo": coefficients,
             "separating": list(self.separating),
             "not_varying": list(self.missing),
-            "n_votes": self.leaderboard.n_votes,
+            "n_votes": int(self.leaderboard.n_votes),
             "n_votes_without_texts": self.n_votes_without_texts,
         }
 

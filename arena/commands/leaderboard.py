@@ -119,7 +119,9 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
         ("battles", "right"),
         ("win rate", "right"),
     ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        # numbers and ranges are never cut; a long model name wraps instead
+        wraps = name == "model"
+        table.add_column(name, justify=justify, no_wrap=not wraps, overflow="fold")  # type: ignore[arg-type]
     order = board.order()
     for i in order[:rows]:
         table.add_row(
@@ -128,7 +130,7 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
             f"{board.rating[i]:.1f}",
             f"{board.ci_low[i]:.1f}-{board.ci_high[i]:.1f}",
             f"{board.rank_low[i]}-{board.rank_high[i]}",
-            f"{board.battles[i]:,.0f}",
+            _count(board.battles[i]),
             f"{board.win_rate[i]:.1%}",
         )
     if len(order) > rows:
@@ -136,10 +138,25 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
     return table
 
 
+def _count(value: float) -> str:
+    """A count as an integer when it is whole (summed time weights keep their decimals)."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _board_json(board: Leaderboard, manifest_path: Path, metadata: dict[str, Any]) -> str:
+    """What --json prints for a fitted board: the snapshot's metadata, folder and rows, best first."""
+    import json
+
+    from leaderboard.snapshot import leaderboard_table
+
+    rows = json.loads(leaderboard_table(board).to_json(orient="records"))
+    return json.dumps({"path": str(manifest_path), "metadata": metadata, "models": rows}, default=str)
+
+
 def _print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: float, source: str) -> None:
     meta = manifest.metadata
     title = (
-        f"{meta['method']} on {meta['n_votes']:,.0f} votes from {source} "
+        f"{meta['method']} on {_count(meta['n_votes'])} votes from {source} "
         f"({len(board.models)} models, {meta['slice']}, seed {meta['seed']}, {seconds:.1f} s)"
     )
     out.print(summary_table(board, title=title))
@@ -149,9 +166,9 @@ def _print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: fl
         interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
         out.print(f"  {name}: {value.get('value'):.3f}{interval}")
     _print_style(meta, manifest.path)
-    out.print(f"snapshot {meta['id']} in {manifest.path}")
-    out.print(f"votes sha256           {meta['votes_sha256']}")
-    out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}")
+    out.print(f"snapshot {meta['id']} in {manifest.path}", soft_wrap=True)
+    out.print(f"votes sha256           {meta['votes_sha256']}", soft_wrap=True)
+    out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}", soft_wrap=True)
 
 
 def _print_style(meta: dict[str, Any], folder: Path) -> None:
@@ -242,6 +259,7 @@ def recompute(
     exclude_flagged: FlaggedOpt = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
     style: StyleOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the board and metadata as JSON.")] = False,
     catalog: Annotated[
         Path | None,
         typer.Option(
@@ -270,7 +288,7 @@ def recompute(
     battles = None
     since, until = _utc(since), _utc(until)
     started = time.perf_counter()
-    with progress_bar() as bar:
+    with progress_bar(not as_json) as bar:
         reading = bar.add_task("reading votes", total=None)
         if source is not None:
             if category is not None:
@@ -333,6 +351,9 @@ def recompute(
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
         bar.update(fitting, completed=max(options.n_rounds, 1))
+    if as_json:
+        print(_board_json(board, manifest.path, manifest.metadata))  # noqa: T201 - the command's output
+        return
     _print_result(board, manifest, seconds=time.perf_counter() - started, source=origin)
 
 
@@ -358,6 +379,7 @@ def publish(
     ] = False,
     min_votes: Annotated[int, typer.Option("--min-votes", help="Smallest slice published.")] = 50,
     style: StyleOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print each published board as JSON.")] = False,
 ) -> None:
     """Recompute from the database and store an immutable snapshot (or one per category/language)."""
     from arena.publishing import SliceSpec, publish_slices, publish_snapshot
@@ -379,7 +401,7 @@ def publish(
     engine = open_store(settings)
     folder = snapshot_dir or Path(settings.snapshot_dir)
     try:
-        with progress_bar() as bar:
+        with progress_bar(not as_json) as bar:
             tasks: dict[str, Any] = {}
 
             def report(label: str, done: int, total: int) -> None:
@@ -414,6 +436,15 @@ def publish(
         raise typer.Exit(2) from None
     finally:
         engine.dispose()
+    if as_json:
+        import json
+
+        boards = [
+            json.loads(_board_json(d.leaderboard, Path(d.path), d.metadata))
+            for d in map(read_snapshot, [r.path for r in rows])
+        ]
+        print(json.dumps(boards))  # noqa: T201 - the command's output
+        return
     for row in rows:
         data = read_snapshot(row.path)
         title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice})"
