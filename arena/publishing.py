@@ -17,16 +17,26 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from leaderboard import compute_leaderboard
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts
+from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
 from leaderboard.result import Leaderboard
-from leaderboard.snapshot import SnapshotManifest, freeze_snapshot, slice_label, write_snapshot
+from leaderboard.snapshot import (
+    DATA_FILES,
+    PACKAGE,
+    SnapshotManifest,
+    counts_sha256,
+    freeze_snapshot,
+    package_version,
+    slice_label,
+    write_snapshot,
+)
 from leaderboard.style_board import StyleBoard, compute_style_board, expand_style, style_board_files
 from votes.db import read_only, session_scope
-from votes.models import Snapshot
+from votes.models import Model, Snapshot
 from votes.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
 from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
 from votes.sources import battles_from_store
@@ -38,6 +48,7 @@ __all__ = [
     "fit_counts",
     "fit_style_board",
     "load_from_database",
+    "load_model_info",
     "load_votes_with_texts",
     "publish_slices",
     "publish_snapshot",
@@ -152,12 +163,16 @@ def recompute_snapshot(
     created_at: datetime | None = None,
     plots: bool = True,
     battles: Battles | None = None,
+    model_info: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
 
     With ``options.style`` the same votes, one row per vote with their style covariates (``battles``),
     give a second, style-controlled board: its files sit beside the default board's, its covariates'
     coefficients and intervals in ``metadata.json`` under ``style_control``.
+
+    Every snapshot also carries ``models.csv`` (the metadata ``model_info`` knows about each model) and a
+    dataset card, ``README.md``, so the folder loads with ``datasets.load_dataset`` and pushes to a hub.
     """
     if counts.n_cells == 0:
         raise ValueError(f"no votes to fit for the {spec.label} board")
@@ -170,6 +185,20 @@ def recompute_snapshot(
         styled = fit_style_board(battles, board, options)
         added["style_control"] = styled.describe()
         files = style_board_files(styled)
+    files[MODELS_FILE] = models_csv([board.models[i] for i in board.order()], model_info or {})
+    card = {
+        "slice": spec.label,
+        "n_models": len(board.models),
+        "n_votes": int(counts.n_votes) if float(counts.n_votes).is_integer() else counts.n_votes,
+        "method": board.method,
+        "interval": board.interval,
+        "seed": options.random_state,
+        "votes_sha256": votes_digest or counts_sha256(counts),
+        "package": PACKAGE,
+        "package_version": package_version(),
+        "parameters": board.parameters,
+    }
+    files[CARD_FILE] = dataset_card(card, [*DATA_FILES, *files])
     manifest = write_snapshot(
         out_dir,
         board,
@@ -188,6 +217,13 @@ def recompute_snapshot(
         extra_files=files,
     )
     return board, manifest
+
+
+def load_model_info(engine: Engine) -> dict[str, dict[str, Any]]:
+    """What the store knows about each model (organisation, licence), for ``models.csv``."""
+    with Session(read_only(engine)) as session:
+        rows = session.exec(select(Model)).all()
+    return {m.name: {"organisation": m.organisation, "licence": m.licence} for m in rows}
 
 
 def load_from_database(
@@ -287,6 +323,7 @@ def publish_snapshot(
         created_at=created_at or datetime.now(UTC),
         plots=plots,
         battles=battles,
+        model_info=load_model_info(engine),
     )
     final = root / manifest.id
     try:

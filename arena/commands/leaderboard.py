@@ -286,6 +286,7 @@ def recompute(
         style=style,
     )
     battles = None
+    model_info: dict[str, dict[str, Any]] = {}
     since, until = _utc(since), _utc(until)
     started = time.perf_counter()
     with progress_bar(not as_json) as bar:
@@ -308,10 +309,11 @@ def recompute(
             origin = str(source)
             filters: dict[str, Any] = {"language": language, "since": since, "until": until}
         else:
-            from arena.publishing import load_votes_with_texts
+            from arena.publishing import load_model_info, load_votes_with_texts
 
             engine = open_store(settings_for(database_url))
             try:
+                model_info = load_model_info(engine)
                 vote_filter = VoteFilter(category, language, since, until, exclude_flagged)
                 counts, digest, battles = load_votes_with_texts(
                     engine, vote_filter, bucket_seconds=options.time_bucket, style=bool(options.style)
@@ -346,6 +348,7 @@ def recompute(
                 progress=report,
                 plots=plots,
                 battles=battles,
+                model_info=model_info,
             )
         except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
             err.print(f"[red]error:[/red] {exc}")
