@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from arena.markdown import render_markdown
 from arena.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
 from arena.pairing_service import PairingService
-from arena.routes import admin, api, docs, pages, review, snapshots
+from arena.routes import admin, api, docs, overview, pages, review, snapshots
 from arena.routes.deps import NeedsInvite, RateLimited
 from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, RedisRateLimiter, Signer
 from arena.settings import Settings, elo_config
@@ -162,6 +162,7 @@ def create_app(
     app.include_router(review.router)
     app.include_router(docs.router)
     app.include_router(snapshots.router)
+    app.include_router(overview.router)
     return app
 
 

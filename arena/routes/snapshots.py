@@ -17,6 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel
 
 from arena.routes.deps import SessionDep, StateDep
+from leaderboard.dataset_card import CARD_FILE, MODELS_FILE
 from leaderboard.snapshot import (
     DATA_FILES,
     METADATA_FILE,
@@ -200,7 +201,7 @@ def snapshot_page(
     board, rows, changes = _board(data, board)
     downloads = [
         {"name": name, "sha256": row.files[name]}
-        for name in (ZIP_FILE, *DATA_FILES, *STYLE_FILES, METADATA_FILE, *PLOT_FILES)
+        for name in (ZIP_FILE, *DATA_FILES, *STYLE_FILES, MODELS_FILE, CARD_FILE, METADATA_FILE, *PLOT_FILES)
         if name in row.files
     ]
     figures = [
