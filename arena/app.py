@@ -24,7 +24,7 @@ from arena.markdown import render_markdown
 from arena.metrics import RequestMetricsMiddleware
 from arena.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
 from arena.pairing_service import PairingService
-from arena.routes import admin, api, docs, health, pages, review, snapshots
+from arena.routes import admin, api, docs, health, overview, pages, review, snapshots
 from arena.routes.deps import NeedsInvite, RateLimited
 from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, RedisRateLimiter, Signer
 from arena.settings import Settings, elo_config
@@ -149,6 +149,7 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         docs_url=None,  # arena.routes.docs serves /docs in the site's own accessible layout
+        redoc_url=None,  # ... and sends /redoc there: ReDoc's CDN script is blocked by the CSP too
     )
     app.state.arena = state
     _add_error_handlers(app, state)
@@ -168,6 +169,7 @@ def create_app(
     app.include_router(review.router)
     app.include_router(docs.router)
     app.include_router(snapshots.router)
+    app.include_router(overview.router)
     return app
 
 

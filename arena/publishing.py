@@ -17,23 +17,39 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from leaderboard import compute_leaderboard
+from leaderboard.battles import Battles
 from leaderboard.data import PairCounts
+from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
 from leaderboard.result import Leaderboard
-from leaderboard.snapshot import SnapshotManifest, freeze_snapshot, slice_label, write_snapshot
+from leaderboard.snapshot import (
+    DATA_FILES,
+    PACKAGE,
+    SnapshotManifest,
+    counts_sha256,
+    freeze_snapshot,
+    package_version,
+    slice_label,
+    write_snapshot,
+)
+from leaderboard.style_board import StyleBoard, compute_style_board, expand_style, style_board_files
 from votes.db import read_only, session_scope
-from votes.models import Snapshot
+from votes.models import Model, Snapshot
 from votes.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
 from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
+from votes.sources import battles_from_store
 
 __all__ = [
     "FitOptions",
     "Progress",
     "SliceSpec",
     "fit_counts",
+    "fit_style_board",
     "load_from_database",
+    "load_model_info",
+    "load_votes_with_texts",
     "publish_slices",
     "publish_snapshot",
     "recompute_snapshot",
@@ -57,10 +73,14 @@ class FitOptions:
     interval: str = "bootstrap"
     anchor: tuple[str, float] | None = None
     random_state: int = 0
-    # Model options of every method (half_life, prior, style, both_bad, ...), passed through as given.
+    # Model options of every method (half_life, prior, both_bad, ...), passed through as given.
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Style groups (``length``, ``markdown``, ...) for a second, style-controlled board; empty for none.
+    style: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.style:
+            expand_style(self.style)  # an unknown name fails here, before any votes are read
         # No rounds means no bootstrap: say so, rather than ask for intervals from zero rounds.
         if self.n_rounds == 0 and self.interval == "bootstrap":
             object.__setattr__(self, "interval", "none")
@@ -76,6 +96,11 @@ class FitOptions:
             None if self.anchor is None else {"model": self.anchor[0], "rating": self.anchor[1]}
         )
         described["extra"] = dict(self.extra)
+        # The default board's metadata stays as it was before style control existed.
+        if self.style:
+            described["style"] = list(self.style)
+        else:
+            del described["style"]
         return described
 
 
@@ -106,6 +131,25 @@ def fit_counts(counts: PairCounts, options: FitOptions, *, progress: Progress | 
     )
 
 
+def fit_style_board(
+    battles: Battles, default: Leaderboard, options: FitOptions, *, progress: Progress | None = None
+) -> StyleBoard:
+    """The style-controlled board of the same votes, with the same options and seed as ``default``."""
+    return compute_style_board(
+        battles,
+        features=expand_style(options.style),
+        default=default,
+        method=options.method,
+        n_rounds=options.n_rounds,
+        level=options.level,
+        interval=options.interval,
+        anchor=options.anchor,
+        random_state=options.random_state,
+        progress=progress,
+        options=options.extra,
+    )
+
+
 def recompute_snapshot(
     counts: PairCounts,
     out_dir: Path | str,
@@ -118,11 +162,43 @@ def recompute_snapshot(
     progress: Progress | None = None,
     created_at: datetime | None = None,
     plots: bool = True,
+    battles: Battles | None = None,
+    model_info: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
-    """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only."""
+    """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
+
+    With ``options.style`` the same votes, one row per vote with their style covariates (``battles``),
+    give a second, style-controlled board: its files sit beside the default board's, its covariates'
+    coefficients and intervals in ``metadata.json`` under ``style_control``.
+
+    Every snapshot also carries ``models.csv`` (the metadata ``model_info`` knows about each model) and a
+    dataset card, ``README.md``, so the folder loads with ``datasets.load_dataset`` and pushes to a hub.
+    """
     if counts.n_cells == 0:
         raise ValueError(f"no votes to fit for the {spec.label} board")
+    if options.style and (battles is None or battles.features is None):
+        raise ValueError("style control needs the votes with their answer texts")
     board = fit_counts(counts, options, progress=progress)
+    added: dict[str, Any] = {}
+    files: dict[str, bytes] = {}
+    if options.style and battles is not None:
+        styled = fit_style_board(battles, board, options)
+        added["style_control"] = styled.describe()
+        files = style_board_files(styled)
+    files[MODELS_FILE] = models_csv([board.models[i] for i in board.order()], model_info or {})
+    card = {
+        "slice": spec.label,
+        "n_models": len(board.models),
+        "n_votes": int(counts.n_votes) if float(counts.n_votes).is_integer() else counts.n_votes,
+        "method": board.method,
+        "interval": board.interval,
+        "seed": options.random_state,
+        "votes_sha256": votes_digest or counts_sha256(counts),
+        "package": PACKAGE,
+        "package_version": package_version(),
+        "parameters": board.parameters,
+    }
+    files[CARD_FILE] = dataset_card(card, [*DATA_FILES, *files])
     manifest = write_snapshot(
         out_dir,
         board,
@@ -132,9 +208,22 @@ def recompute_snapshot(
         category=spec.category,
         language=spec.language,
         plots=plots,
-        extra_metadata={"filters": dict(filters or {}), "options": options.describe(), "source": source},
+        extra_metadata={
+            "filters": dict(filters or {}),
+            "options": options.describe(),
+            "source": source,
+            **added,
+        },
+        extra_files=files,
     )
     return board, manifest
+
+
+def load_model_info(engine: Engine) -> dict[str, dict[str, Any]]:
+    """What the store knows about each model (organisation, licence), for ``models.csv``."""
+    with Session(read_only(engine)) as session:
+        rows = session.exec(select(Model)).all()
+    return {m.name: {"organisation": m.organisation, "licence": m.licence} for m in rows}
 
 
 def load_from_database(
@@ -145,8 +234,20 @@ def load_from_database(
     With ``bucket_seconds`` the votes are read one by one and aggregated by time bucket (time weights);
     otherwise the database aggregates them (``GROUP BY``).
     """
+    counts, digest, _ = load_votes_with_texts(engine, vote_filter, bucket_seconds=bucket_seconds)
+    return counts, digest
+
+
+def load_votes_with_texts(
+    engine: Engine, vote_filter: VoteFilter, *, bucket_seconds: float | None = None, style: bool = False
+) -> tuple[PairCounts, str, Battles | None]:
+    """As :func:`load_from_database`, plus (with ``style``) the same votes one per row with the style
+    covariates of their answers, read in the same transaction."""
+    battles: Battles | None = None
     # A deferred transaction: one consistent snapshot without holding SQLite's write lock meanwhile.
     with read_only(engine).connect() as conn, conn.begin():
+        if style:
+            battles = battles_from_store(conn, style=True, filters=vote_filter)
         if bucket_seconds is None:
             counts = load_pair_counts(conn, filters=vote_filter)
         else:
@@ -157,7 +258,7 @@ def load_from_database(
     # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).
     if counts.votes is not None:
         counts = replace(counts, votes=None)
-    return counts, digest
+    return counts, digest, battles
 
 
 def _filters_dict(vote_filter: VoteFilter) -> dict[str, Any]:
@@ -204,7 +305,9 @@ def publish_snapshot(
     vote_filter = VoteFilter(
         category=category, language=language, since=since, until=until, exclude_flagged=exclude_flagged
     )
-    counts, digest = load_from_database(engine, vote_filter, bucket_seconds=options.time_bucket)
+    counts, digest, battles = load_votes_with_texts(
+        engine, vote_filter, bucket_seconds=options.time_bucket, style=bool(options.style)
+    )
     root = Path(snapshot_dir)
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".staging-{uuid.uuid4().hex}"
@@ -219,6 +322,8 @@ def publish_snapshot(
         progress=progress,
         created_at=created_at or datetime.now(UTC),
         plots=plots,
+        battles=battles,
+        model_info=load_model_info(engine),
     )
     final = root / manifest.id
     try:

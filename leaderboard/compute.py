@@ -255,4 +255,5 @@ def compute_leaderboard(
         parameters_fitted={k: dict(v) for k, v in fitted.items()},
         interval=interval,
         n_votes=counts.n_votes,
+        rounds=None if rounds is None else np.asarray(rounds, dtype=np.float64),
     )

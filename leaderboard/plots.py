@@ -1,22 +1,28 @@
-"""Pictures of a leaderboard: interval whiskers, win-rate heatmaps, battle counts, calibration (matplotlib).
+"""Pictures of a leaderboard: interval whiskers, win-rate heatmaps, battle counts, average win rates,
+bootstrap distributions and calibration (matplotlib -> SVG/PNG).
 
 Everything here draws on a fresh :class:`~matplotlib.figure.Figure` (no pyplot state, no global
-backend switch), sizes the figure by the number of models so that 100 model names stay legible, and
-saves byte-stable files: no dates or software versions in the metadata and a fixed SVG hash salt, so
-the same leaderboard always gives the same bytes.
+backend switch). Figures are sized from the number of models *and* the longest name, laid out by
+matplotlib's constrained layout and saved with ``bbox_inches="tight"``, so up to 150 models with long
+names stay legible and nothing is clipped. Model names are drawn literally (mathtext off: ``$x$`` in a
+name is two dollar signs and an x). Files are byte-stable: no dates or software versions in the
+metadata and a fixed SVG hash salt, so the same leaderboard always gives the same bytes.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 import numpy.typing as npt
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from leaderboard.result import Leaderboard
 
@@ -24,7 +30,9 @@ __all__ = [
     "FIGURE_FORMATS",
     "contrast_ratio",
     "label_colour",
+    "plot_average_win_rates",
     "plot_battle_counts",
+    "plot_bootstrap",
     "plot_calibration",
     "plot_intervals",
     "plot_win_rates",
@@ -35,11 +43,23 @@ __all__ = [
 FIGURE_FORMATS: tuple[str, ...] = ("svg", "png")
 PNG_DPI = 100
 SVG_HASH_SALT = "arena-leaderboard"
-# Heights and widths per model, in inches: enough for a 7-point label per row.
-ROW_INCHES = 0.16
-CELL_INCHES = 0.16
-# Below this many models the heatmap cells carry their numbers.
-ANNOTATE_MAX_MODELS = 16
+# Width of an average character of the default sans-serif font, in ems (generous, so names never clip).
+CHAR_EMS = 0.62
+# A row or heatmap cell is at least this many label heights tall, so neighbouring names never touch.
+ROW_LINES = 1.45
+# Heatmap cells are at most this wide (inches), and share about this width among the models.
+CELL_MAX_INCHES = 0.5
+GRID_INCHES = 7.0
+# Numbers in heatmap cells: at most this size, and left out where they would need less than the minimum.
+CELL_TEXT_POINTS = 8.0
+CELL_TEXT_MIN_POINTS = 6.0
+# Room for a colour bar, titles and axis labels around the plotting area (inches).
+COLORBAR_INCHES = 1.3
+TITLE_INCHES = 0.9
+TITLE_POINTS = 12.0
+# Width of the plotting area of the one-row-per-model figures (inches).
+PLOT_INCHES = 6.5
+AXIS_LABEL_INCHES = 0.5
 
 
 def relative_luminance(rgb: npt.ArrayLike) -> float:
@@ -74,19 +94,53 @@ def label_colour(background: npt.ArrayLike) -> str:
 
 
 def _label_size(n_models: int) -> float:
-    """Font size for model names: large for a few models, 7 points at a hundred."""
+    """Font size for model names: large for a few models, 7 points from about 70 models on."""
     return float(np.clip(13.0 - n_models / 12.0, 7.0, 11.0))
 
 
+def _text_inches(n_chars: int, points: float) -> float:
+    """Generous width estimate of a one-line text of ``n_chars`` characters at ``points``."""
+    return n_chars * points * CHAR_EMS / 72.0
+
+
+def _row_inches(points: float) -> float:
+    return ROW_LINES * points / 72.0
+
+
+def _longest(models: Sequence[str]) -> int:
+    return max((len(m) for m in models), default=1)
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    # Text is drawn literally: no mathtext, whatever a model name contains.
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _title(ax: Axes, text: str, width: float) -> None:
+    """A caption-like title, wrapped to ``width`` inches (the plotting area: titles are centred on it, so
+    wrapped to it they never run past the figure's edge)."""
+    per_line = max(20, int(width * 72.0 / (TITLE_POINTS * CHAR_EMS)))
+    ax.set_title(textwrap.fill(text, per_line), fontsize=TITLE_POINTS)
+
+
+def _literal(fig: Figure) -> None:
+    """Switch mathtext off on every text of the figure (tick labels are made when the axes are set up)."""
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+
+
 def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Figure:
-    """Ratings with their interval whiskers, one row per model, best at the top.
+    """Ratings with their interval whiskers, one row per model, best at the top; the anchor marked.
 
     Parameters
     ----------
     leaderboard : Leaderboard
         The fitted leaderboard; rows are sorted by rating (ties by name).
     title : str, optional
-        Figure title; by default names the method and interval level.
+        Figure title; by default a sentence naming the method and interval level.
 
     Returns
     -------
@@ -98,13 +152,19 @@ def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     rating = leaderboard.rating[order]
     low = leaderboard.ci_low[order]
     high = leaderboard.ci_high[order]
-    fig = Figure(figsize=(9.0, max(3.0, 1.4 + ROW_INCHES * n * (11.0 / 7.0 if n < 30 else 1.0))))
-    FigureCanvasAgg(fig)
+    size = _label_size(n)
+    width = _text_inches(_longest(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
+    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + _row_inches(size) * n))
     ax = fig.add_subplot()
     y = np.arange(n)
     err = np.vstack([np.maximum(rating - low, 0.0), np.maximum(high - rating, 0.0)])
     ax.errorbar(rating, y, xerr=err, fmt="o", color="#1f4e79", ecolor="#6f9fd8", capsize=2.5, markersize=4)
-    ax.set_yticks(y, names, fontsize=_label_size(n))
+    anchor = leaderboard.parameters.get("anchor")
+    if isinstance(anchor, list | tuple) and anchor and anchor[0] in names:
+        k = names.index(str(anchor[0]))
+        ax.plot([rating[k]], [k], "D", color="#b35806", markersize=7, label=f"anchor: {anchor[0]}")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_yticks(y, names, fontsize=size)
     ax.set_ylim(n - 0.5, -0.5)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -112,8 +172,13 @@ def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     ax.set_ylabel("model (sorted by rating)")
     level = leaderboard.parameters.get("level")
     level_text = f"{float(level):.0%} " if isinstance(level, int | float) else ""
-    ax.set_title(title or f"{leaderboard.method}: ratings with {level_text}intervals")
-    fig.tight_layout()
+    _title(
+        ax,
+        title
+        or f"Ratings of {n} models with {level_text}intervals ({leaderboard.method}, {leaderboard.interval})",
+        PLOT_INCHES,
+    )
+    _literal(fig)
     return fig
 
 
@@ -154,7 +219,10 @@ def plot_win_rates(
 
 
 def plot_battle_counts(
-    matrix: npt.NDArray[np.float64], models: Sequence[str], *, title: str = "battles per pair"
+    matrix: npt.NDArray[np.float64],
+    models: Sequence[str],
+    *,
+    title: str = "Battles between each pair of models",
 ) -> Figure:
     """A heatmap of the number of battles between each pair (both sides together).
 
@@ -185,6 +253,14 @@ def plot_battle_counts(
     )
 
 
+def _cell_text_points(text: str, cell_inches: float) -> float | None:
+    """The font size at which ``text`` fits in a cell, or None when it would be too small to read."""
+    by_width = 0.85 * cell_inches * 72.0 / (max(len(text), 1) * CHAR_EMS)
+    by_height = 0.6 * cell_inches * 72.0
+    points = min(CELL_TEXT_POINTS, by_width, by_height)
+    return points if points >= CELL_TEXT_MIN_POINTS else None
+
+
 def _heatmap(
     matrix: npt.NDArray[np.float64],
     models: Sequence[str],
@@ -199,9 +275,11 @@ def _heatmap(
     n = len(models)
     if matrix.shape != (n, n):
         raise ValueError(f"matrix has shape {matrix.shape}, expected ({n}, {n})")
-    side = max(5.0, 2.5 + CELL_INCHES * n * (1.0 if n >= 30 else 2.2))
-    fig = Figure(figsize=(side + 1.5, side))
-    FigureCanvasAgg(fig)
+    size = _label_size(n)
+    cell = max(_row_inches(size), min(CELL_MAX_INCHES, GRID_INCHES / max(n, 1)))
+    names = _text_inches(_longest(models), size) + AXIS_LABEL_INCHES
+    grid = cell * n
+    fig = _new_figure(names + grid + COLORBAR_INCHES + 0.3, names + grid + TITLE_INCHES)
     ax = fig.add_subplot()
     cmap = cmap.with_extremes(bad="#f2f2f2")
     image = ax.imshow(
@@ -212,22 +290,127 @@ def _heatmap(
         interpolation="nearest",
     )
     ticks = np.arange(n)
-    size = _label_size(n)
     ax.set_xticks(ticks, list(models), rotation=90, fontsize=size)
     ax.set_yticks(ticks, list(models), fontsize=size)
     ax.set_xlabel("opponent (column model)")
     ax.set_ylabel("model (row)")
-    ax.set_title(title)
-    if n <= ANNOTATE_MAX_MODELS:
-        for i in range(n):
-            for j in range(n):
-                value = matrix[i, j]
-                if np.isfinite(value):
-                    colour = label_colour(cmap(image.norm(value)))
-                    ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8, color=colour)
+    _title(ax, title, grid + 0.5 * COLORBAR_INCHES)
+    for i in range(n):
+        for j in range(n):
+            value = matrix[i, j]
+            if not np.isfinite(value):
+                continue
+            text = fmt.format(value)
+            points = _cell_text_points(text, cell)
+            if points is not None:
+                colour = label_colour(cmap(image.norm(value)))
+                ax.text(j, i, text, ha="center", va="center", fontsize=points, color=colour)
     bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     bar.set_label(colorbar_label)
-    fig.tight_layout()
+    _literal(fig)
+    return fig
+
+
+def plot_average_win_rates(
+    matrix: npt.NDArray[np.float64], models: Sequence[str], *, title: str | None = None
+) -> Figure:
+    """Each model's average win rate against all the others it met (ties count half), as sorted bars.
+
+    The average is the plain mean of the row's win rates over the opponents with battles, so every
+    opponent counts once whatever the number of battles (the public notebooks' "average win rate
+    against all other models").
+
+    Parameters
+    ----------
+    matrix : float array, shape (n_models, n_models)
+        Observed win rates (row against column), NaN where two models never met.
+    models : sequence of str
+        Names in matrix order.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    n = len(models)
+    if matrix.shape != (n, n):
+        raise ValueError(f"matrix has shape {matrix.shape}, expected ({n}, {n})")
+    met = np.isfinite(matrix) & ~np.eye(n, dtype=bool)
+    sums = np.where(met, matrix, 0.0).sum(axis=1)
+    average = np.divide(sums, met.sum(axis=1), out=np.full(n, np.nan), where=met.sum(axis=1) > 0)
+    order = np.lexsort((np.asarray(models, dtype=object), -np.nan_to_num(average, nan=-1.0)))
+    names = [models[i] for i in order]
+    size = _label_size(n)
+    width = _text_inches(_longest(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
+    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + _row_inches(size) * n))
+    ax = fig.add_subplot()
+    y = np.arange(n)
+    values = np.nan_to_num(average[order], nan=0.0)
+    ax.barh(y, values, color="#6f9fd8", height=0.7)
+    if _row_inches(size) >= _row_inches(CELL_TEXT_MIN_POINTS):
+        for k, v in enumerate(average[order]):
+            if np.isfinite(v):
+                ax.text(v + 0.01, k, f"{v:.2f}", va="center", fontsize=min(size, CELL_TEXT_POINTS))
+    ax.set_yticks(y, names, fontsize=size)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xlim(0.0, 1.1)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.set_xlabel("average win rate against the other models (ties count half)")
+    ax.set_ylabel("model (sorted by average win rate)")
+    _title(ax, title or f"Average win rate of each of {n} models against all the others it met", PLOT_INCHES)
+    _literal(fig)
+    return fig
+
+
+def plot_bootstrap(leaderboard: Leaderboard, *, title: str | None = None) -> Figure:
+    """The bootstrap distribution of each model's rating (box and whiskers over the rounds), best first.
+
+    Without bootstrap rounds (sandwich or no intervals) the point ratings are drawn alone and the title
+    says so.
+
+    Parameters
+    ----------
+    leaderboard : Leaderboard
+        With ``rounds`` (n_rounds x n_models) when it was bootstrapped.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    order = leaderboard.order()
+    n = len(order)
+    names = [leaderboard.models[i] for i in order]
+    size = _label_size(n)
+    width = _text_inches(_longest(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
+    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + _row_inches(size) * n))
+    ax = fig.add_subplot()
+    y = np.arange(n)
+    rounds = leaderboard.rounds
+    if rounds is not None and len(rounds):
+        samples = np.asarray(rounds, dtype=np.float64)[:, order]
+        ax.boxplot(
+            [samples[:, k] for k in range(n)],
+            positions=y,
+            orientation="horizontal",
+            widths=0.6,
+            whis=(2.5, 97.5),
+            showfliers=False,
+            medianprops={"color": "#1f4e79"},
+        )
+        described = f"over {samples.shape[0]} bootstrap rounds (whiskers: 2.5th to 97.5th percentile)"
+    else:
+        ax.plot(leaderboard.rating[order], y, "o", color="#1f4e79", markersize=4)
+        described = "(no bootstrap rounds: point ratings only)"
+    ax.set_yticks(y, names, fontsize=size)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.set_xlabel("rating (Elo scale)")
+    ax.set_ylabel("model (sorted by rating)")
+    _title(ax, title or f"Distribution of each model's rating {described}", PLOT_INCHES)
+    _literal(fig)
     return fig
 
 
@@ -291,11 +474,13 @@ def save_figure(fig: Figure, stem: Path | str, *, formats: Sequence[str] = FIGUR
     written: list[Path] = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
-        with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "none"}):
+        with matplotlib.rc_context(
+            {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "none", "text.parse_math": False}
+        ):
             if fmt == "svg":
-                fig.savefig(path, format="svg", metadata={"Date": None, "Creator": None})
+                fig.savefig(path, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
             elif fmt == "png":
-                fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None})
+                fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None}, bbox_inches="tight")
             else:
                 raise ValueError(f"unsupported figure format {fmt!r}")
         written.append(path)

@@ -32,6 +32,7 @@ class Leaderboard:
     parameters : the options the fit was run with (level, rounds, seed, anchor, ...)
     parameters_fitted : fitted extra parameters, each ``{"value": x, "ci_low": l, "ci_high": h}``
     interval : how intervals were made: ``bootstrap``, ``sandwich`` or ``none``
+    rounds : the bootstrap rounds' ratings (n_rounds x M), for the distribution plot; None without
     """
 
     models: tuple[str, ...]
@@ -49,6 +50,7 @@ class Leaderboard:
     parameters_fitted: dict[str, dict[str, float]] = field(default_factory=dict)
     interval: str = "bootstrap"
     n_votes: float = 0.0
+    rounds: FloatArray | None = field(default=None, compare=False, repr=False)
 
     def order(self) -> IntArray:
         """Indices of models from the highest rating down (ties broken by name, for stable output)."""

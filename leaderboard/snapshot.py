@@ -42,6 +42,7 @@ __all__ = [
     "SnapshotDiff",
     "counts_sha256",
     "diff_snapshots",
+    "dump_json",
     "file_sha256",
     "freeze_snapshot",
     "leaderboard_table",
@@ -74,7 +75,14 @@ BATTLES_FILE = "battle_counts.csv"
 METADATA_FILE = "metadata.json"
 ZIP_FILE = "snapshot.zip"
 DATA_FILES: tuple[str, ...] = (CSV_FILE, JSON_FILE, PARQUET_FILE, OBSERVED_FILE, PREDICTED_FILE, BATTLES_FILE)
-PLOT_STEMS: tuple[str, ...] = ("ratings", "winrate_observed", "winrate_predicted", "battle_counts")
+PLOT_STEMS: tuple[str, ...] = (
+    "ratings",
+    "winrate_observed",
+    "winrate_predicted",
+    "battle_counts",
+    "winrate_average",
+    "bootstrap",
+)
 PLOT_FILES: tuple[str, ...] = tuple(f"{stem}.{ext}" for stem in PLOT_STEMS for ext in ("svg", "png"))
 # Numbers in the files are rounded once, so every format carries the same values and tiny float noise
 # (summation order between a file and a database path) cannot change a byte.
@@ -204,7 +212,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _dump_json(value: Any) -> bytes:
+def dump_json(value: Any) -> bytes:
     text = json.dumps(_jsonable(value), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     return (text + "\n").encode("utf-8")
 
@@ -236,6 +244,7 @@ def write_snapshot(
     plots: bool = True,
     make_zip: bool = True,
     extra_metadata: Mapping[str, Any] | None = None,
+    extra_files: Mapping[str, bytes] | None = None,
 ) -> SnapshotManifest:
     """Write a snapshot folder: data files, matrices, plots, ``metadata.json`` and a zip of them all.
 
@@ -259,6 +268,9 @@ def write_snapshot(
         Also write ``snapshot.zip`` with every other file.
     extra_metadata : mapping, optional
         More keys for ``metadata.json`` (e.g. the filters used).
+    extra_files : mapping, optional
+        More data files by name (e.g. the style-controlled board); listed in the manifest and part of
+        the data digest.
 
     Returns
     -------
@@ -272,7 +284,7 @@ def write_snapshot(
 
     blobs: dict[str, bytes] = {
         CSV_FILE: table.to_csv(index=False, lineterminator="\n").encode("utf-8"),
-        JSON_FILE: _dump_json(
+        JSON_FILE: dump_json(
             {
                 "method": leaderboard.method,
                 "interval": leaderboard.interval,
@@ -286,36 +298,44 @@ def write_snapshot(
         PREDICTED_FILE: _matrix_csv(matrices.predicted, names, integers=False),
         BATTLES_FILE: _matrix_csv(matrices.n_battles, names, integers=True),
     }
-    for name, blob in blobs.items():
+    added = dict(extra_files or {})
+    for name, blob in {**blobs, **added}.items():
         _replace(out / name, blob)
     _write_parquet(table, out / PARQUET_FILE)
 
     if plots:
         # matplotlib loads only where plots are drawn, so reading snapshots (the web pages) stays light
-        from leaderboard.plots import plot_battle_counts, plot_intervals, plot_win_rates, save_figure
+        from leaderboard.plots import (
+            plot_average_win_rates,
+            plot_battle_counts,
+            plot_bootstrap,
+            plot_intervals,
+            plot_win_rates,
+            save_figure,
+        )
 
         save_figure(plot_intervals(leaderboard), out / "ratings")
-        save_figure(
-            plot_win_rates(matrices.observed, names, title="observed win rate (ties count half)"),
-            out / "winrate_observed",
-        )
-        save_figure(
-            plot_win_rates(matrices.predicted, names, title=f"predicted win rate ({leaderboard.method})"),
-            out / "winrate_predicted",
-        )
+        observed = "Observed win rate of each row model against each column model (ties count half)"
+        save_figure(plot_win_rates(matrices.observed, names, title=observed), out / "winrate_observed")
+        predicted = f"Win rate of each row model against each column model predicted by {leaderboard.method}"
+        save_figure(plot_win_rates(matrices.predicted, names, title=predicted), out / "winrate_predicted")
         save_figure(plot_battle_counts(matrices.n_battles, names), out / "battle_counts")
+        save_figure(plot_average_win_rates(matrices.observed, names), out / "winrate_average")
+        save_figure(plot_bootstrap(leaderboard), out / "bootstrap")
 
-    files = {name: file_sha256(out / name) for name in DATA_FILES + (PLOT_FILES if plots else ())}
+    data_names = DATA_FILES + tuple(sorted(added))
+    files = {name: file_sha256(out / name) for name in data_names + (PLOT_FILES if plots else ())}
     created = (created_at or datetime.now(UTC)).astimezone(UTC)
     label = slice_label(category=category, language=language)
-    data_digest = hashlib.sha256("".join(files[n] for n in DATA_FILES).encode("ascii")).hexdigest()
+    data_digest = hashlib.sha256("".join(files[n] for n in data_names).encode("ascii")).hexdigest()
     meta: dict[str, Any] = {
         "id": snapshot_id or make_snapshot_id(created, label, data_digest),
         "created_at": created.isoformat(),
         "slice": label,
         "category": category,
         "language": language,
-        "n_votes": counts.n_votes,
+        # a count reads as one (19882, not 19882.0); summed time weights keep their fraction
+        "n_votes": int(counts.n_votes) if float(counts.n_votes).is_integer() else counts.n_votes,
         "n_models": len(names),
         "votes_sha256": votes_sha256 or counts_sha256(counts),
         "counts_sha256": counts_sha256(counts),
@@ -330,7 +350,7 @@ def write_snapshot(
         "files": files,
         **dict(extra_metadata or {}),
     }
-    _replace(out / METADATA_FILE, _dump_json(meta))
+    _replace(out / METADATA_FILE, dump_json(meta))
     files_all = {**files, METADATA_FILE: file_sha256(out / METADATA_FILE)}
     if make_zip:
         write_zip(out, out / ZIP_FILE, sorted(files_all))

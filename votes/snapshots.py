@@ -22,6 +22,8 @@ from leaderboard.snapshot import SnapshotManifest
 from votes.models import Battle, Prompt, Snapshot, Vote
 
 __all__ = [
+    "AmbiguousSnapshotError",
+    "find_snapshot",
     "IMMUTABLE_MESSAGE",
     "ensure_snapshot_guards",
     "get_snapshot",
@@ -104,6 +106,32 @@ def insert_snapshot(*, session: Session, manifest: SnapshotManifest) -> Snapshot
 
 def get_snapshot(*, session: Session, snapshot_id: str) -> Snapshot | None:
     return session.get(Snapshot, snapshot_id)
+
+
+class AmbiguousSnapshotError(ValueError):
+    """A snapshot id prefix matches more than one snapshot."""
+
+
+def find_snapshot(*, session: Session, prefix: str) -> Snapshot | None:
+    """The snapshot whose id is ``prefix`` or, failing that, the one snapshot whose id starts with it.
+
+    Raises :class:`AmbiguousSnapshotError` (naming the candidates) when several ids start with it.
+    """
+    exact = session.get(Snapshot, prefix)
+    if exact is not None or not prefix:
+        return exact
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    statement = (
+        select(Snapshot)
+        .where(col(Snapshot.id).like(f"{escaped}%", escape="\\"))
+        .order_by(col(Snapshot.id))
+        .limit(6)
+    )
+    found = list(session.exec(statement).all())
+    if len(found) > 1:
+        shown = ", ".join(row.id for row in found[:5]) + (", ..." if len(found) > 5 else "")
+        raise AmbiguousSnapshotError(f"{prefix!r} is the start of several snapshot ids: {shown}")
+    return found[0] if found else None
 
 
 def latest_snapshot(*, session: Session, slice: str = "all") -> Snapshot | None:  # noqa: A002

@@ -22,7 +22,7 @@ from leaderboard.evaluate import FloatArray
 from leaderboard.style import style_differences
 from votes.catalog_records import parse_catalog
 from votes.columns import read_battle_columns
-from votes.queries import iter_vote_texts, load_battles
+from votes.queries import VoteFilter, iter_vote_texts, load_battles
 from votes.records import BattleRecord, InputError, parse_battles, read_rows
 
 __all__ = ["MIN_STYLE_BATTLES", "battles_from_file", "battles_from_store", "load_battles_file"]
@@ -116,14 +116,16 @@ def _battles_from_records(records: list[BattleRecord]) -> Battles:
     )
 
 
-def battles_from_store(db: Session | Connection, *, style: bool = False) -> Battles:
-    """The stored votes, one row per vote in commit order.
+def battles_from_store(
+    db: Session | Connection, *, style: bool = False, filters: VoteFilter | None = None
+) -> Battles:
+    """The stored votes (those ``filters`` select, all by default), one row per vote in commit order.
 
     With ``style``, covariates from the battles' outputs, NaN rows where a vote has no answer texts (those
     votes are left out of the style rows only); ``ValueError`` when no vote has both texts.
     """
-    battles = load_battles(db)
-    texts = list(iter_vote_texts(db)) if style else []
+    battles = load_battles(db, filters=filters)
+    texts = list(iter_vote_texts(db, filters=filters)) if style else []
     if not style:
         return battles
     has_text = np.array([a is not None and b is not None for _, a, b in texts], dtype=bool)

@@ -50,6 +50,14 @@ PriorOpt = Annotated[
     float | None, typer.Option("--prior", help="Gaussian prior on ratings: standard deviation in Elo points.")
 ]
 BothBadOpt = Annotated[str, typer.Option("--both-bad", help="'tie (bothbad)' votes: tie or exclude.")]
+StyleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--style",
+        metavar="FEATURES",
+        help="Also a style-controlled board, e.g. 'length,markdown' (features from the stored answers).",
+    ),
+]
 CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompts of this category.")]
 LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battles in this language.")]
 SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
@@ -111,7 +119,9 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
         ("battles", "right"),
         ("win rate", "right"),
     ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        # numbers and ranges are never cut; a long model name wraps instead
+        wraps = name == "model"
+        table.add_column(name, justify=justify, no_wrap=not wraps, overflow="fold")  # type: ignore[arg-type]
     order = board.order()
     for i in order[:rows]:
         table.add_row(
@@ -120,7 +130,7 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
             f"{board.rating[i]:.1f}",
             f"{board.ci_low[i]:.1f}-{board.ci_high[i]:.1f}",
             f"{board.rank_low[i]}-{board.rank_high[i]}",
-            f"{board.battles[i]:,.0f}",
+            _count(board.battles[i]),
             f"{board.win_rate[i]:.1%}",
         )
     if len(order) > rows:
@@ -128,10 +138,25 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
     return table
 
 
+def _count(value: float) -> str:
+    """A count as an integer when it is whole (summed time weights keep their decimals)."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _board_json(board: Leaderboard, manifest_path: Path, metadata: dict[str, Any]) -> str:
+    """What --json prints for a fitted board: the snapshot's metadata, folder and rows, best first."""
+    import json
+
+    from leaderboard.snapshot import leaderboard_table
+
+    rows = json.loads(leaderboard_table(board).to_json(orient="records"))
+    return json.dumps({"path": str(manifest_path), "metadata": metadata, "models": rows}, default=str)
+
+
 def _print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: float, source: str) -> None:
     meta = manifest.metadata
     title = (
-        f"{meta['method']} on {meta['n_votes']:,.0f} votes from {source} "
+        f"{meta['method']} on {_count(meta['n_votes'])} votes from {source} "
         f"({len(board.models)} models, {meta['slice']}, seed {meta['seed']}, {seconds:.1f} s)"
     )
     out.print(summary_table(board, title=title))
@@ -140,9 +165,32 @@ def _print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: fl
         low, high = value.get("ci_low"), value.get("ci_high")
         interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
         out.print(f"  {name}: {value.get('value'):.3f}{interval}")
-    out.print(f"snapshot {meta['id']} in {manifest.path}")
-    out.print(f"votes sha256           {meta['votes_sha256']}")
-    out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}")
+    _print_style(meta, manifest.path)
+    out.print(f"snapshot {meta['id']} in {manifest.path}", soft_wrap=True)
+    out.print(f"votes sha256           {meta['votes_sha256']}", soft_wrap=True)
+    out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}", soft_wrap=True)
+
+
+def _print_style(meta: dict[str, Any], folder: Path) -> None:
+    """The style-controlled board's covariates and the models whose rank it changes."""
+    styled = meta.get("style_control")
+    if not styled:
+        return
+    import pandas as pd
+
+    from leaderboard.style_board import STYLE_CSV_FILE
+
+    out.print(f"style control on {styled['n_votes']:,.0f} votes: {', '.join(styled['features'])}")
+    for name, value in styled["coefficients_elo"].items():
+        out.print(f"  {name}: {value['value']:.3f} Elo [{value['ci_low']:.3f}, {value['ci_high']:.3f}]")
+    if styled["separating"]:
+        out.print(f"  left out, they separate the votes: {', '.join(styled['separating'])}")
+    if styled["n_votes_without_texts"]:
+        out.print(f"  {styled['n_votes_without_texts']:,} votes without answer texts left out of this board")
+    table = pd.read_csv(folder / STYLE_CSV_FILE, keep_default_na=False, dtype={"model": str})
+    moved = table[table["rank_change"] != 0]
+    for row in moved.head(SUMMARY_ROWS).to_dict(orient="records"):
+        out.print(f"  {row['model']}: rank {row['rank']} under style control ({row['rank_change']:+d})")
 
 
 def _options(
@@ -156,6 +204,7 @@ def _options(
     half_life: float | None = None,
     prior: float | None = None,
     both_bad: str = "tie",
+    style: str | None = None,
 ) -> FitOptions:
     """Fit options; the model options are passed only when set, so plain BT stays plain."""
     from arena.publishing import FitOptions
@@ -169,15 +218,20 @@ def _options(
         extra["prior"] = prior
     if both_bad != "tie":
         extra["both_bad"] = both_bad
-    return FitOptions(
-        extra=extra,
-        method=method,
-        n_rounds=bootstrap,
-        level=level,
-        interval=interval,
-        anchor=parse_anchor(anchor),
-        random_state=seed,
-    )
+    groups = tuple(g.strip() for g in (style or "").split(",") if g.strip())
+    try:
+        return FitOptions(
+            extra=extra,
+            method=method,
+            n_rounds=bootstrap,
+            level=level,
+            interval=interval,
+            anchor=parse_anchor(anchor),
+            random_state=seed,
+            style=groups,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--style") from None
 
 
 def recompute(
@@ -204,38 +258,68 @@ def recompute(
     until: UntilOpt = None,
     exclude_flagged: FlaggedOpt = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
+    style: StyleOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the board and metadata as JSON.")] = False,
+    catalog: Annotated[
+        Path | None,
+        typer.Option(
+            "--catalog", exists=True, dir_okay=False, help="Answers for --style when battles lack texts."
+        ),
+    ] = None,
 ) -> None:
     """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
     from arena.publishing import SliceSpec, recompute_snapshot
     from votes.queries import VoteFilter
     from votes.records import InputError
-    from votes.sources import load_battles_file
+    from votes.sources import battles_from_file, load_battles_file
 
     options = _options(
-        method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad
+        method,
+        bootstrap,
+        seed,
+        anchor,
+        level,
+        interval,
+        half_life=half_life,
+        prior=prior,
+        both_bad=both_bad,
+        style=style,
     )
+    battles = None
+    model_info: dict[str, dict[str, Any]] = {}
     since, until = _utc(since), _utc(until)
     started = time.perf_counter()
-    with progress_bar() as bar:
+    with progress_bar(not as_json) as bar:
         reading = bar.add_task("reading votes", total=None)
         if source is not None:
             if category is not None:
                 raise typer.BadParameter("a battles file has no categories; use the database")
+            if options.style and (language, since, until) != (None, None, None):
+                raise typer.BadParameter("--style on a file fits every vote in it; filter the file first")
             try:
                 counts, digest, _ = load_battles_file(
                     source, language=language, since=since, until=until, bucket_seconds=options.time_bucket
                 )
+                if options.style:
+                    battles = battles_from_file(source, catalog=catalog, style=True)
             except InputError as exc:
                 raise typer.BadParameter(str(exc), param_hint="--from") from None
+            except ValueError as exc:  # a battle without answer texts
+                raise typer.BadParameter(str(exc), param_hint="--style") from None
             origin = str(source)
             filters: dict[str, Any] = {"language": language, "since": since, "until": until}
         else:
-            from arena.publishing import load_from_database
+            from arena.publishing import load_model_info, load_votes_with_texts
 
             engine = open_store(settings_for(database_url))
             try:
+                model_info = load_model_info(engine)
                 vote_filter = VoteFilter(category, language, since, until, exclude_flagged)
-                counts, digest = load_from_database(engine, vote_filter, bucket_seconds=options.time_bucket)
+                counts, digest, battles = load_votes_with_texts(
+                    engine, vote_filter, bucket_seconds=options.time_bucket, style=bool(options.style)
+                )
+            except ValueError as exc:  # no stored vote has answer texts
+                raise typer.BadParameter(str(exc), param_hint="--style") from None
             finally:
                 engine.dispose()
             origin = "the database"
@@ -263,11 +347,16 @@ def recompute(
                 source="file" if source is not None else "database",
                 progress=report,
                 plots=plots,
+                battles=battles,
+                model_info=model_info,
             )
         except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
         bar.update(fitting, completed=max(options.n_rounds, 1))
+    if as_json:
+        print(_board_json(board, manifest.path, manifest.metadata))  # noqa: T201 - the command's output
+        return
     _print_result(board, manifest, seconds=time.perf_counter() - started, source=origin)
 
 
@@ -292,6 +381,8 @@ def publish(
         bool, typer.Option("--all-slices", help="Also one board per category and per language.")
     ] = False,
     min_votes: Annotated[int, typer.Option("--min-votes", help="Smallest slice published.")] = 50,
+    style: StyleOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print each published board as JSON.")] = False,
 ) -> None:
     """Recompute from the database and store an immutable snapshot (or one per category/language)."""
     from arena.publishing import SliceSpec, publish_slices, publish_snapshot
@@ -299,12 +390,21 @@ def publish(
 
     settings = settings_for(database_url)
     options = _options(
-        method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad
+        method,
+        bootstrap,
+        seed,
+        anchor,
+        level,
+        interval,
+        half_life=half_life,
+        prior=prior,
+        both_bad=both_bad,
+        style=style,
     )
     engine = open_store(settings)
     folder = snapshot_dir or Path(settings.snapshot_dir)
     try:
-        with progress_bar() as bar:
+        with progress_bar(not as_json) as bar:
             tasks: dict[str, Any] = {}
 
             def report(label: str, done: int, total: int) -> None:
@@ -334,12 +434,25 @@ def publish(
                         progress=lambda d, t: report(spec.label, d, t),
                     )
                 ]
+    except ValueError as exc:  # no votes, no answer texts for --style, disconnected comparisons
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     finally:
         engine.dispose()
+    if as_json:
+        import json
+
+        boards = [
+            json.loads(_board_json(d.leaderboard, Path(d.path), d.metadata))
+            for d in map(read_snapshot, [r.path for r in rows])
+        ]
+        print(json.dumps(boards))  # noqa: T201 - the command's output
+        return
     for row in rows:
-        board = read_snapshot(row.path).leaderboard
+        data = read_snapshot(row.path)
         title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice})"
-        out.print(summary_table(board, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
+        out.print(summary_table(data.leaderboard, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
+        _print_style(data.metadata, Path(row.path))
         out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")
 
 

@@ -34,6 +34,19 @@ def _session(database_url: str | None) -> Iterator[Session]:
         engine.dispose()
 
 
+def _find(session: Session, given: str) -> Any:
+    """The snapshot with this id or unique id prefix; a usage error otherwise."""
+    from votes.snapshots import AmbiguousSnapshotError, find_snapshot
+
+    try:
+        row = find_snapshot(session=session, prefix=given)
+    except AmbiguousSnapshotError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if row is None:
+        raise typer.BadParameter(f"no snapshot {given!r}")
+    return row
+
+
 @snapshots_app.command("list")
 def snapshots_list(
     database_url: DatabaseUrlOption = None,
@@ -49,35 +62,32 @@ def snapshots_list(
     if as_json:
         out.print_json(json.dumps(manifests))
         return
-    table = Table(title=f"{len(rows)} published snapshots")
-    for column in ("id", "created", "slice", "method", "votes", "votes sha256"):
-        table.add_column(column)
-    for m in manifests:
-        table.add_row(
-            m["id"],
-            m["created_at"][:19],
-            m["slice"],
-            m["method"],
-            f"{m['n_votes']:,}",
-            m["votes_sha256"][:16],
+    table = Table(title=f"{len(rows)} published snapshots", title_justify="left")
+    # ids and numbers are never cut; the slice (a free-form name) wraps instead
+    for column in ("id", "created", "slice", "method", "votes"):
+        wraps = column == "slice"
+        table.add_column(
+            column, no_wrap=not wraps, overflow="fold", justify="right" if column == "votes" else "left"
         )
+    for m in manifests:
+        table.add_row(m["id"], m["created_at"][:19], m["slice"], m["method"], f"{int(m['n_votes']):,}")
     out.print(table)
+    for m in manifests:  # digests in full, one per line, for copying and checking
+        out.print(f"{m['id']}  votes sha256 {m['votes_sha256']}", soft_wrap=True)
 
 
 @snapshots_app.command("show")
 def snapshots_show(
-    snapshot_id: Annotated[str, typer.Argument(help="Snapshot id.")],
+    snapshot_id: Annotated[str, typer.Argument(help="Snapshot id, or the start of one that is unique.")],
     database_url: DatabaseUrlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Metadata as JSON.")] = False,
 ) -> None:
     """One snapshot: its metadata, file sha256s (checked against the files) and the board."""
     from leaderboard.snapshot import read_snapshot
-    from votes.snapshots import get_snapshot, snapshot_manifest
+    from votes.snapshots import snapshot_manifest
 
     with _session(database_url) as session:
-        row = get_snapshot(session=session, snapshot_id=snapshot_id)
-        if row is None:
-            raise typer.BadParameter(f"no snapshot {snapshot_id!r}")
+        row = _find(session, snapshot_id)
         manifest = snapshot_manifest(row)
     data = read_snapshot(row.path)
     if as_json:
@@ -85,26 +95,22 @@ def snapshots_show(
         return
     out.print(summary_table(data.leaderboard, title=f"{row.id}: {row.method}, {row.slice}"))
     for name, digest in manifest["files"].items():
-        out.print(f"  {digest}  {name}")
+        out.print(f"  {digest}  {name}", soft_wrap=True)
 
 
 @snapshots_app.command("diff")
 def snapshots_diff(
-    a: Annotated[str, typer.Argument(help="Older snapshot id.")],
-    b: Annotated[str, typer.Argument(help="Newer snapshot id.")],
+    a: Annotated[str, typer.Argument(help="Older snapshot id (or a unique start of one).")],
+    b: Annotated[str, typer.Argument(help="Newer snapshot id (or a unique start of one).")],
     database_url: DatabaseUrlOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Rating and rank changes from A to B, new and dropped models, and whether votes or method changed."""
     from leaderboard.snapshot import diff_snapshots, read_snapshot
-    from votes.snapshots import get_snapshot
 
     with _session(database_url) as session:
-        rows = [get_snapshot(session=session, snapshot_id=x) for x in (a, b)]
-    for given, row in zip((a, b), rows, strict=True):
-        if row is None:
-            raise typer.BadParameter(f"no snapshot {given!r}")
-    left, right = (read_snapshot(row.path) for row in rows if row is not None)
+        rows = [_find(session, x) for x in (a, b)]
+    left, right = (read_snapshot(row.path) for row in rows)
     diff = diff_snapshots(left, right)
     if as_json:
         payload = {
@@ -128,7 +134,8 @@ def snapshots_diff(
         out.print(f"  {key}: {old} -> {new}")
     table = Table()
     for column in ("model", "rating A", "rating B", "change", "rank A", "rank B", "moved"):
-        table.add_column(column, justify="left" if column == "model" else "right")
+        is_name = column == "model"  # names wrap; numbers are never cut
+        table.add_column(column, justify="left" if is_name else "right", no_wrap=not is_name, overflow="fold")
     for rec in diff.table.itertuples(index=False):
         table.add_row(
             str(rec.model),

@@ -57,7 +57,7 @@ class InviteOut(BaseModel):
     url: str
 
 
-@router.post("/annotators/{annotator_id}/flag", response_model=FlagOut)
+@router.post("/annotators/{annotator_id}/flag", response_model=FlagOut, summary="Flag an annotator")
 def admin_flag(
     state: StateDep, annotator_id: Annotated[int, PathParam(ge=1, le=2**63 - 1)], body: FlagIn
 ) -> FlagOut:
@@ -72,7 +72,7 @@ def admin_flag(
     return FlagOut(annotator_id=annotator_id, flagged=body.flagged, models_rerated=len(standings.models))
 
 
-@router.post("/invites", response_model=InviteOut)
+@router.post("/invites", response_model=InviteOut, summary="Invite an annotator")
 def admin_invite(request: Request, state: StateDep, body: InviteIn) -> InviteOut:
     """Create an invited annotator; the link is shown once (only its hash is stored)."""
     token = secrets.token_urlsafe(24)
@@ -85,7 +85,7 @@ def admin_invite(request: Request, state: StateDep, body: InviteIn) -> InviteOut
     return InviteOut(annotator_id=annotator_id, url=str(request.url_for("accept_invite", token=token)))
 
 
-@router.post("/import")
+@router.post("/import", summary="Import a file")
 def admin_import(state: StateDep, file: Annotated[UploadFile, File()]) -> dict[str, Any]:
     """Import a catalog or battles file (format from the file name); all or nothing."""
     name = Path(file.filename or "upload.jsonl").name
@@ -115,7 +115,7 @@ class PublishIn(BaseModel):
     exclude_flagged: bool = True
 
 
-@router.post("/publish")
+@router.post("/publish", summary="Publish a snapshot")
 def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
     """Fit and publish an immutable leaderboard snapshot from the votes in the database."""
     # The fitting and plotting stack loads on the first publish, not when a worker starts.
@@ -140,7 +140,7 @@ def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
     return {"id": row.id, "n_votes": row.n_votes, "votes_sha256": row.votes_sha256, "slice": row.slice}
 
 
-@router.post("/live-ratings/rebuild")
+@router.post("/live-ratings/rebuild", summary="Rebuild the live ratings")
 def admin_rebuild(state: StateDep) -> dict[str, int]:
     """Recompute the live ratings from the vote log (a replay of the counted votes)."""
     with session_scope(state.engine) as db:

@@ -113,7 +113,7 @@ def _conversation(value: list[dict[str, Any]] | None) -> list[Turn] | None:
     )
 
 
-@router.get("/battles/next", response_model=BattleOut, responses=ERRORS)
+@router.get("/battles/next", response_model=BattleOut, responses=ERRORS, summary="Next battle")
 async def api_next_battle(request: Request) -> BattleOut:
     """Issue the next blind battle for this session (a session cookie is set on the first call)."""
     state = get_state(request)  # not a dependency: FastAPI spends more per request on one than it saves
@@ -138,7 +138,7 @@ async def api_next_battle(request: Request) -> BattleOut:
     )
 
 
-@router.post("/votes", response_model=VoteOut, responses=ERRORS)
+@router.post("/votes", response_model=VoteOut, responses=ERRORS, summary="Cast a vote")
 async def api_vote(
     request: Request,
     body: VoteIn,
@@ -176,7 +176,7 @@ async def api_vote(
     return VoteOut.model_validate(vote_result_json(result))
 
 
-@router.get("/leaderboard", response_model=list[StandingOut])
+@router.get("/leaderboard", response_model=list[StandingOut], summary="Live standings")
 def api_leaderboard(db: SessionDep) -> list[StandingOut]:
     """Live online-Elo standings, best first (unrated active models last, with a null rating)."""
     return [
@@ -190,7 +190,7 @@ def api_leaderboard(db: SessionDep) -> list[StandingOut]:
     ]
 
 
-@router.get("/me", response_model=MeOut, responses=ERRORS)
+@router.get("/me", response_model=MeOut, responses=ERRORS, summary="This session")
 def api_me(request: Request, state: StateDep, db: SessionDep) -> MeOut:
     """This session's annotator and vote count."""
     who = require_session(request, state)

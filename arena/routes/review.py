@@ -50,7 +50,7 @@ def _finite(row: Any) -> dict[str, Any]:
     }
 
 
-@router.get("/annotators", response_model=list[AnnotatorReviewOut])
+@router.get("/annotators", response_model=list[AnnotatorReviewOut], summary="Review annotators")
 def admin_annotators(
     state: StateDep,
     apply: bool = Query(False, description="Flag the suspicious annotators (their votes stop counting)."),
@@ -73,7 +73,7 @@ def admin_annotators(
     return [AnnotatorReviewOut(**_finite(r)) for r in rows if show_all or r.suspicious or r.flagged]
 
 
-@router.get("/leaks", response_model=list[LeakOut])
+@router.get("/leaks", response_model=list[LeakOut], summary="Answers that leak a model name")
 def admin_leaks(state: StateDep) -> list[LeakOut]:
     """Outputs that name their own model or maker (kept out of battles)."""
     with state.engine.connect() as conn:

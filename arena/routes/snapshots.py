@@ -17,6 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel
 
 from arena.routes.deps import SessionDep, StateDep
+from leaderboard.dataset_card import CARD_FILE, MODELS_FILE
 from leaderboard.snapshot import (
     DATA_FILES,
     METADATA_FILE,
@@ -26,6 +27,7 @@ from leaderboard.snapshot import (
     read_snapshot,
     slice_label,
 )
+from leaderboard.style_board import STYLE_CSV_FILE, STYLE_JSON_FILE, read_style_table
 from votes.models import Snapshot
 from votes.snapshots import get_snapshot, latest_snapshot, list_slices, list_snapshots, snapshot_manifest
 from votes.views import live_standings
@@ -48,6 +50,8 @@ FIGURES = (
     ("winrate_observed", "Observed win rate"),
     ("winrate_predicted", "Predicted win rate"),
     ("battle_counts", "Battles per pair"),
+    ("winrate_average", "Average win rate"),
+    ("bootstrap", "Bootstrap distribution of ratings"),
 )
 
 
@@ -100,6 +104,20 @@ def _rows(data: SnapshotData) -> list[SnapshotRow]:
     return [SnapshotRow(**{k: v for k, v in r.items() if k in SnapshotRow.model_fields}) for r in records]
 
 
+STYLE_FILES = (STYLE_CSV_FILE, STYLE_JSON_FILE)
+
+
+def _board(data: SnapshotData, board: str) -> tuple[str, list[SnapshotRow], list[int] | None]:
+    """The rows of the board asked for (``default`` or ``style``), and each row's rank change under style
+    control; the default board when the snapshot has no style-controlled one."""
+    table = read_style_table(data.path) if board == "style" else None
+    if table is None:
+        return "default", _rows(data), None
+    records = table.to_dict(orient="records")
+    rows = [SnapshotRow(**{k: v for k, v in r.items() if k in SnapshotRow.model_fields}) for r in records]
+    return "style", rows, [int(r["rank_change"]) for r in records]
+
+
 def _whiskers(rows: list[SnapshotRow]) -> list[dict[str, float]]:
     """Pixel positions of each row's interval and point on a common scale (inline SVG, no inline CSS)."""
     if not rows:
@@ -130,15 +148,20 @@ def leaderboard_page(
     slice_: Annotated[str | None, Query(alias="slice")] = None,
     category: str | None = None,
     language: str | None = None,
+    board: Annotated[str, Query(pattern="^(default|style)$")] = "default",
 ) -> HTMLResponse:
     chosen = _slice_of(slice_, category, language)
     row = latest_snapshot(session=db, slice=chosen)
     rows: list[SnapshotRow] = []
     data = None
+    changes: list[int] | None = None
     if row is not None:
         data = _load(row)
-        rows = _rows(data)
+        board, rows, changes = _board(data, board)
     context = {
+        "board": board,
+        "rank_changes": changes,
+        "style_control": data.metadata.get("style_control") if data else None,
         "snapshot": row,
         "metadata": data.metadata if data else None,
         "rows": rows,
@@ -164,15 +187,21 @@ def snapshots_page(
 
 
 @router.get("/leaderboard/snapshots/{snapshot_id}", response_class=HTMLResponse, include_in_schema=False)
-def snapshot_page(request: Request, state: StateDep, db: SessionDep, snapshot_id: str) -> HTMLResponse:
+def snapshot_page(
+    request: Request,
+    state: StateDep,
+    db: SessionDep,
+    snapshot_id: str,
+    board: Annotated[str, Query(pattern="^(default|style)$")] = "default",
+) -> HTMLResponse:
     row = get_snapshot(session=db, snapshot_id=snapshot_id)
     if row is None:
         raise HTTPException(status_code=404, detail="no such snapshot")
     data = _load(row)
-    rows = _rows(data)
+    board, rows, changes = _board(data, board)
     downloads = [
         {"name": name, "sha256": row.files[name]}
-        for name in (ZIP_FILE, *DATA_FILES, METADATA_FILE, *PLOT_FILES)
+        for name in (ZIP_FILE, *DATA_FILES, *STYLE_FILES, MODELS_FILE, CARD_FILE, METADATA_FILE, *PLOT_FILES)
         if name in row.files
     ]
     figures = [
@@ -185,6 +214,9 @@ def snapshot_page(request: Request, state: StateDep, db: SessionDep, snapshot_id
         for name, value in (data.metadata.get("parameters_fitted") or {}).items()
     }
     context = {
+        "board": board,
+        "rank_changes": changes,
+        "style_control": data.metadata.get("style_control"),
         "snapshot": row,
         "metadata": data.metadata,
         "rows": rows,
@@ -222,7 +254,12 @@ def snapshot_file(db: SessionDep, snapshot_id: str, name: str) -> FileResponse:
 # -------------------------------------------------------------------------------------------------- API
 
 
-@router.get("/api/leaderboard/snapshots", response_model=list[SnapshotOut], tags=["snapshots"])
+@router.get(
+    "/api/leaderboard/snapshots",
+    response_model=list[SnapshotOut],
+    tags=["snapshots"],
+    summary="List snapshots",
+)
 def api_snapshots(
     db: SessionDep,
     slice_: Annotated[str | None, Query(alias="slice", description="all, category=..., language=...")] = None,
@@ -238,13 +275,18 @@ def api_snapshots(
     return [_out(r) for r in rows]
 
 
-@router.get("/api/leaderboard/slices", response_model=list[str], tags=["snapshots"])
+@router.get("/api/leaderboard/slices", response_model=list[str], tags=["snapshots"], summary="List boards")
 def api_slices(db: SessionDep) -> list[str]:
     """Boards with at least one published snapshot."""
     return list_slices(session=db)
 
 
-@router.get("/api/leaderboard/published", response_model=SnapshotDetail, tags=["snapshots"])
+@router.get(
+    "/api/leaderboard/published",
+    response_model=SnapshotDetail,
+    tags=["snapshots"],
+    summary="Latest published board",
+)
 def api_latest(
     db: SessionDep,
     slice_: Annotated[str | None, Query(alias="slice")] = None,
@@ -258,7 +300,12 @@ def api_latest(
     return _detail(row)
 
 
-@router.get("/api/leaderboard/snapshots/{snapshot_id}", response_model=SnapshotDetail, tags=["snapshots"])
+@router.get(
+    "/api/leaderboard/snapshots/{snapshot_id}",
+    response_model=SnapshotDetail,
+    tags=["snapshots"],
+    summary="One snapshot",
+)
 def api_snapshot(db: SessionDep, snapshot_id: str) -> SnapshotDetail:
     """One snapshot: manifest, metadata and rows."""
     row = get_snapshot(session=db, snapshot_id=snapshot_id)

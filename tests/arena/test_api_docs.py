@@ -42,3 +42,20 @@ def test_parameter_types_are_named() -> None:
     }
     (operation,) = api_operations(schema)["t"]
     assert [p["type"] for p in operation.parameters] == ["integer", "string or null"]
+
+
+def test_operation_names_read_as_english_and_redoc_leads_to_the_page(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    summaries = {
+        (method.upper(), path): op.get("summary", "")
+        for path, item in schema["paths"].items()
+        for method, op in item.items()
+        if method in HTTP_METHODS
+    }
+    assert summaries[("GET", "/api/battles/next")] == "Next battle"
+    assert summaries[("POST", "/api/votes")] == "Cast a vote"
+    for summary in summaries.values():  # no function names: "Api Vote", "Admin Flag"
+        assert summary and not summary.startswith(("Api ", "Admin ")), summary
+    redoc = client.get("/redoc", follow_redirects=False)
+    assert redoc.status_code == 308 and redoc.headers["location"] == "/docs"
+    assert "Cast a vote" in client.get("/docs").text

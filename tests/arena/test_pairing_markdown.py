@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from arena.markdown import render_markdown
+from arena.markdown import CODE_CLASSES, render_markdown
 from arena.pairing import PairingCatalog, choose_battle, pair_weights
 from votes.battles import CatalogRow
 
@@ -101,8 +101,11 @@ def test_markdown_never_emits_active_html(hostile: str) -> None:
     html = render_markdown(f"Answer:\n\n{hostile}\n\n```js\n{hostile}\n```")
     tags = _Tags()
     tags.feed(html)
-    assert {t for t, _ in tags.seen} <= {"p", "pre", "code", "a"}
-    for _tag, attrs in tags.seen:
+    # span: the highlighted code's tokens, and nothing but Pygments' token classes on them
+    assert {t for t, _ in tags.seen} <= {"p", "pre", "code", "a", "span"}
+    for tag, attrs in tags.seen:
+        if tag == "span":
+            assert all(name == "class" and value in CODE_CLASSES for name, value in attrs)
         for name, value in attrs:
             assert not name.startswith("on")
             assert name != "href" or (value or "").startswith(("http://", "https://", "mailto:"))

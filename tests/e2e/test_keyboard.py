@@ -137,7 +137,8 @@ def test_enter_on_the_reveal_page_summary_opens_the_answers(long_site: tuple[str
     assert page.title() == "Vote recorded · Arena"
     prompt_lang = page.locator(".revealed-answers .prompt .md").get_attribute("lang")
     assert prompt_lang in ("en", "de")
-    assert page.locator(f'.revealed-answers .answer .md[lang="{prompt_lang}"]').count() == 2
+    # both answers sit under their model names in the reveal
+    assert page.locator(f'.reveal .answer .md[lang="{prompt_lang}"]').count() == 2
     summary = page.locator("summary")
     summary.focus()
     page.keyboard.press("Enter")

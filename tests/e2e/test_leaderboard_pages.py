@@ -12,6 +12,7 @@ import pytest
 
 from arena.app import create_app
 from arena.publishing import FitOptions, SliceSpec, publish_slices
+from arena.routes.snapshots import FIGURES
 from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings
 from votes.db import make_engine
@@ -74,7 +75,7 @@ def test_snapshot_page_in_browser(server: tuple[str, list[str]], browser: object
     page.click(f"a[href='/leaderboard/snapshots/{ids[0]}']")
     page.wait_for_url(f"**/leaderboard/snapshots/{ids[0]}")
     images = page.locator(".figures img")
-    assert images.count() == 4
+    assert images.count() == len(FIGURES) == 6  # ratings, three matrices, average win rate, bootstrap
     # The figures load lazily: bring each into view, then poll from Python (a predicate polled inside
     # the page would need eval, which the CSP forbids).
     for i in range(images.count()):

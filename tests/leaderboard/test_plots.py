@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 from leaderboard.matrices import pairwise_matrices
 from leaderboard.plots import (
     contrast_ratio,
     label_colour,
+    plot_average_win_rates,
     plot_battle_counts,
+    plot_bootstrap,
     plot_calibration,
     plot_intervals,
     plot_win_rates,
@@ -120,3 +126,100 @@ def test_calibration_plot_has_a_line_per_system_and_the_diagonal() -> None:
     assert [line.get_label() for line in left.get_lines()][1:] == ["bt", "elo"]
     assert np.asarray(left.get_lines()[0].get_xydata()).tolist() == [[0.0, 0.0], [1.0, 1.0]]
     assert len(right.get_lines()) == 4 and fig.texts[0].get_text() == "held out"
+
+
+LONG_NAME_CHARS = 48
+N_LONG = 60
+#: Pixels two text boxes may share before they count as overlapping (anti-aliasing rounding).
+OVERLAP_PIXELS = 0.5
+
+
+def _long_names(n: int) -> list[str]:
+    """Model names as real boards have them, up to 48 characters, two of them with TeX-like markup."""
+    stems = [
+        "meta-llama/Llama-3.1-405B-Instruct-Turbo-FP8-v",
+        "mistralai/Mixtral-8x22B-Instruct-v0.1-q",
+        "qwen2",
+    ]
+    names = [f"{stems[k % 3]}{k:03d}"[-LONG_NAME_CHARS:] for k in range(n - 2)]
+    return [*names, r"$\badcmd$", r"gpt$\mathbf{5}$"]
+
+
+def _drawn_texts(fig: Figure) -> list[Text]:
+    """Every non-empty text the figure draws: tick labels only of ticks inside the view (matplotlib keeps,
+    but does not draw, the others)."""
+    hidden: set[int] = set()
+    for axes in fig.axes:
+        for axis in (axes.xaxis, axes.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not low - 1e-9 <= tick.get_loc() <= high + 1e-9:
+                    hidden.update({id(tick.label1), id(tick.label2)})
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text() and id(t) not in hidden]
+
+
+def _overlaps(boxes: list[Bbox], axis: str) -> int:
+    key = (lambda b: b.y0) if axis == "y" else (lambda b: b.x0)
+    ordered = sorted(boxes, key=key)
+    if axis == "y":
+        return sum(1 for lo, hi in zip(ordered, ordered[1:], strict=False) if hi.y0 < lo.y1 - OVERLAP_PIXELS)
+    return sum(1 for lo, hi in zip(ordered, ordered[1:], strict=False) if hi.x0 < lo.x1 - OVERLAP_PIXELS)
+
+
+def test_sixty_long_names_fit_without_clipping_or_overlap(tmp_path: Path) -> None:
+    counts = simulated_counts(n_models=N_LONG, n_votes=20_000)
+    names = _long_names(N_LONG)
+    assert max(len(n) for n in names) == LONG_NAME_CHARS
+    counts = replace(counts, models=tuple(names))
+    board = replace(
+        handmade_leaderboard(counts), rounds=np.random.default_rng(0).normal(1000, 30, (50, N_LONG))
+    )
+    order = [board.models[i] for i in board.order()]
+    m = pairwise_matrices(counts, board).reorder(order)
+    figures = {
+        "ratings": plot_intervals(board),
+        "observed": plot_win_rates(m.observed, order, title="Observed win rate"),
+        "battles": plot_battle_counts(m.n_battles, order),
+        "average": plot_average_win_rates(m.observed, order),
+        "bootstrap": plot_bootstrap(board),
+    }
+    for label, fig in figures.items():
+        canvas = fig.canvas
+        assert isinstance(canvas, FigureCanvasAgg)
+        canvas.draw()  # type: ignore[no-untyped-call]
+        renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
+        frame = fig.bbox
+        texts = _drawn_texts(fig)
+        for text in texts:
+            box = text.get_window_extent(renderer)
+            inside = box.x0 >= frame.x0 - 1 and box.x1 <= frame.x1 + 1 and box.y0 >= frame.y0 - 1
+            assert inside and box.y1 <= frame.y1 + 1, (label, text.get_text(), box.bounds, frame.bounds)
+        ax = fig.axes[0]
+        y_boxes = [t.get_window_extent(renderer) for t in ax.get_yticklabels() if t.get_text()]
+        assert len(y_boxes) == N_LONG, label
+        assert _overlaps(y_boxes, "y") == 0, label
+        x_names = [t for t in ax.get_xticklabels() if t.get_text() in names]
+        assert _overlaps([t.get_window_extent(renderer) for t in x_names], "x") == 0, label
+        assert all(not t.get_parse_math() for t in texts), label  # names are drawn literally
+        svg = save_figure(fig, tmp_path / label, formats=("svg",))[0].read_text()
+        # mathtext off: the markup is in the file as text, not as typeset glyphs
+        assert r"$\badcmd$" in svg and r"gpt$\mathbf{5}$" in svg, label
+
+
+def test_small_heatmaps_only_number_cells_where_numbers_fit() -> None:
+    counts = simulated_counts(n_models=40, n_votes=20_000)
+    board = handmade_leaderboard(counts)
+    matrices = pairwise_matrices(counts, board)
+    assert not plot_win_rates(matrices.observed, list(counts.models), title="x").axes[0].texts
+    small = simulated_counts(n_models=6)
+    small_m = pairwise_matrices(small, handmade_leaderboard(small))
+    assert len(plot_win_rates(small_m.observed, list(small.models), title="x").axes[0].texts) == 30
+
+
+def test_interval_plot_marks_the_anchor() -> None:
+    counts = simulated_counts(n_models=6)
+    board = handmade_leaderboard(counts)
+    anchored = replace(board, parameters={**board.parameters, "anchor": [board.models[2], 1000.0]})
+    legend = plot_intervals(anchored).axes[0].get_legend()
+    assert legend is not None and board.models[2] in legend.get_texts()[0].get_text()
+    assert plot_intervals(board).axes[0].get_legend() is None
