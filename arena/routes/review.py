@@ -63,7 +63,7 @@ def admin_annotators(
 ) -> list[AnnotatorReviewOut]:
     """Per-annotator statistics against the current fit; flagged and suspicious annotators first."""
     rows = review_annotators(
-        state.engine, rule=FlagRule(alpha=alpha, min_votes=min_votes), apply=apply, elo_config=state.elo
+        state.engine, rule=FlagRule(alpha=alpha, min_votes=min_votes), apply=apply, elo_config=state.live
     )
     if apply:
         state.pairing.refresh(force=True)
