@@ -124,8 +124,8 @@ class VoteRequest:
         )
 
 
-def _optional_float(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
+def _optional_float(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)

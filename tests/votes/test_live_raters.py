@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random
+import tempfile
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -21,7 +24,7 @@ from votes.battles import VoteRequest, VoteResult
 from votes.live import LiveConfig, decode_state, encode_state, rater_identity
 from votes.ratings import ensure_live_rater, rebuild_live_ratings, replay_live_rows
 from votes.recording import record_votes
-from votes.writer import writer_identity
+from votes.writer import GroupCommitWriter, RemoteVoteWriter, serve_vote_writer, writer_identity
 
 # Periods of 90 s with votes 40 s apart: votes share periods, and some periods pass without a vote.
 GLICKO = Glicko2Rater(period_length=90.0)
@@ -142,6 +145,48 @@ def test_switching_the_rater_rebuilds_the_table_by_replay(store: Engine) -> None
     assert ensure_live_rater(store, elo)  # back to Elo: rows without a rater, the Elo's ratings again
     assert live_rows(store, with_rater=False) == elo_rows
     assert {row["rater"] for row in live_rows(store).values()} == {None}
+
+
+def test_votes_through_the_writer_process_with_glicko2(store: Engine) -> None:
+    """A worker expecting Glicko-2 hands its votes to a Glicko-2 writer; one expecting Elo refuses it."""
+    seed_catalog(store)
+    requests = _requests(store)[:30]
+    stop, ready = threading.Event(), threading.Event()
+    with tempfile.TemporaryDirectory(prefix="arena-test-") as folder:
+        path = Path(folder) / "votes.sock"
+        thread = threading.Thread(
+            target=serve_vote_writer,
+            args=(store, path),
+            kwargs={"config": GLICKO, "max_wait_ms": 1.0, "stop": stop, "on_ready": ready.set},
+            daemon=True,
+        )
+        thread.start()
+        assert ready.wait(30)
+        try:
+            elo_worker = RemoteVoteWriter(
+                path,
+                fallback=GroupCommitWriter(store, config=EloConfig()),
+                expect=writer_identity(store, EloConfig()),
+            )
+            elo_worker.start()
+            assert not elo_worker.connected
+            elo_worker.stop()
+            worker = RemoteVoteWriter(
+                path,
+                fallback=GroupCommitWriter(store, config=GLICKO),
+                expect=writer_identity(store, GLICKO),
+            )
+            worker.start()
+            assert worker.connected
+            results = [worker.submit(r).result(timeout=60) for r in requests]
+            worker.stop()
+        finally:
+            stop.set()
+            thread.join(30)
+    assert worker.n_remote == len(requests) and worker.n_local == 0
+    assert all(r.deviation_a is not None for r in results)
+    with Session(store) as s:
+        assert live_rows(store) == replay_live_rows(session=s, config=GLICKO)
 
 
 def test_writer_handshake_names_the_rater(store: Engine) -> None:
