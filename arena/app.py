@@ -27,9 +27,10 @@ from arena.pairing_service import PairingService
 from arena.routes import admin, api, docs, health, overview, pages, review, snapshots
 from arena.routes.deps import NeedsInvite, RateLimited
 from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, RedisRateLimiter, Signer
-from arena.settings import Settings, elo_config
+from arena.settings import Settings, live_config
 from arena.state import ArenaState
 from votes.db import make_engine
+from votes.ratings import ensure_live_rater
 from votes.writer import GroupCommitWriter, RemoteVoteWriter, VoteWriter, writer_identity
 
 __all__ = ["create_app", "create_app_from_env", "template_dirs"]
@@ -95,7 +96,7 @@ def create_app(
     """
     own_engine = engine is None
     engine = engine or make_engine(settings.database_url)
-    elo = elo_config(settings)
+    live = live_config(settings)
     limiter: RateLimiter = (
         RedisRateLimiter(settings.redis_url, clock=clock)
         if settings.redis_url
@@ -103,19 +104,19 @@ def create_app(
     )
     writer: VoteWriter = GroupCommitWriter(
         engine,
-        config=elo,
+        config=live,
         max_wait_ms=settings.group_commit_max_wait_ms,
         max_batch=settings.group_commit_max_batch,
     )
     if settings.vote_writer_socket:
         writer = RemoteVoteWriter(
-            settings.vote_writer_socket, fallback=writer, expect=writer_identity(engine, elo)
+            settings.vote_writer_socket, fallback=writer, expect=writer_identity(engine, live)
         )
     rng = random.Random(seed) if seed is not None else random.SystemRandom(secrets.randbits(64))  # nosec B311 # pairing randomness, not a secret
     state = ArenaState(
         settings=settings,
         engine=engine,
-        elo=elo,
+        live=live,
         writer=writer,
         signer=Signer(settings.secret_key),
         tokens=BattleTokens(settings.secret_key, ttl_seconds=settings.battle_token_ttl_seconds, clock=clock),
@@ -127,6 +128,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Live rows written by another rater (the setting changed) are replaced by this one's replay.
+        ensure_live_rater(engine, live)
         state.writer.start()  # the pairing catalog is read on first use
         if freeze_gc:
             # Everything imported and built so far lives as long as the process: move it out of the

@@ -9,8 +9,9 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leaderboard.elo import EloConfig
+from votes.live import LiveConfig, live_rater_of
 
-__all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config"]
+__all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config", "live_config"]
 
 DEFAULT_DATABASE_URL = "sqlite:///arena.db"
 
@@ -35,7 +36,15 @@ class Settings(BaseSettings):
     pairing_policy: Literal["uniform", "balanced", "active"] = "balanced"
     pairing_balance_power: float = Field(1.0, ge=0.0, description="Balanced policy: weight ~ 1/(n+1)^power.")
 
-    # Live Elo
+    # Live standings: the online rater, and how the board ranks
+    live_rating: Literal["elo", "glicko2", "trueskill"] = Field(
+        "elo",
+        description="Online rater of the live standings; switching it rebuilds the live table at start-up.",
+    )
+    live_rank_by: Literal["rating", "conservative"] = Field(
+        "rating", description="Rank the live board by rating, or by rating - 2 deviations."
+    )
+    live_period_seconds: float = Field(86400.0, gt=0.0, description="Glicko-2 rating period length.")
     elo_k: float = Field(4.0, gt=0.0)
     elo_initial: float = 1000.0
 
@@ -73,5 +82,12 @@ class Settings(BaseSettings):
 
 
 def elo_config(settings: Settings) -> EloConfig:
-    """The live Elo of these settings (the web workers and the vote writer process must agree on it)."""
+    """The live Elo of these settings."""
     return EloConfig(k=settings.elo_k, initial=settings.elo_initial)
+
+
+def live_config(settings: Settings) -> LiveConfig:
+    """The live rater of these settings (the web workers and the vote writer process must agree on it)."""
+    return live_rater_of(
+        settings.live_rating, elo=elo_config(settings), period_length=settings.live_period_seconds
+    )

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 
 from arena.pairing_service import PairingService
 from arena.security import BattleTokens, RateLimiter, Signer
 from arena.settings import Settings
-from leaderboard.elo import EloConfig
+from votes.live import LiveConfig, provisional_deviation
+from votes.views import Standing, live_standings
 from votes.writer import VoteWriter
 
 __all__ = ["ArenaState"]
@@ -28,7 +30,7 @@ class ArenaState:
 
     settings: Settings
     engine: Engine
-    elo: EloConfig
+    live: LiveConfig  # the live rater: the plain Elo's configuration or another online rater
     writer: VoteWriter
     signer: Signer
     tokens: BattleTokens
@@ -36,3 +38,11 @@ class ArenaState:
     pairing: PairingService
     templates: Jinja2Templates
     clock: Callable[[], float] = field(default=time.time)
+
+    def live_standings(self, session: Session) -> list[Standing]:
+        """The live board as these settings rank it, provisional models marked."""
+        return live_standings(
+            session=session,
+            rank_by=self.settings.live_rank_by,
+            provisional_above=provisional_deviation(self.live),
+        )

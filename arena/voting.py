@@ -134,8 +134,9 @@ async def submit_vote(
 
 
 def vote_result_json(result: VoteResult) -> dict[str, Any]:
-    """A recorded vote as the API answers it: both names, and each side's live rating before and after."""
-    return {
+    """A recorded vote as the API answers it: both names, and each side's live rating before and after
+    (with its deviation after the vote, for a live rater that has one)."""
+    answer: dict[str, Any] = {
         "battle_id": result.battle_id,
         "vote_id": result.vote_id,
         "winner": result.winner,
@@ -155,3 +156,8 @@ def vote_result_json(result: VoteResult) -> dict[str, Any]:
         },
         "replayed": result.replayed,
     }
+    if result.deviation_a is not None:  # a live rater with deviations (None for Elo)
+        answer["ratings"]["model_a"]["deviation"] = result.deviation_a
+    if result.deviation_b is not None:
+        answer["ratings"]["model_b"]["deviation"] = result.deviation_b
+    return answer

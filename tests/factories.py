@@ -97,6 +97,21 @@ def live_ratings(engine: Engine) -> dict[str, tuple[float, int]]:
     return {str(n): (float(r), int(g)) for n, r, g in rows}
 
 
+def live_rows(engine: Engine, *, with_rater: bool = True) -> dict[str, dict[str, Any]]:
+    """Every rated model's LiveRating columns, by model name: what a replay of the votes must equal.
+
+    Without ``with_rater`` only rating and games (the columns an Elo row has).
+    """
+    cols = ["rating", "games"] + (["deviation", "state", "clock", "rater"] if with_rater else [])
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(model_t.c.name, *(liverating_t.c[c] for c in cols))
+            .join(liverating_t, liverating_t.c.model_id == model_t.c.id)
+            .where(liverating_t.c.games > 0)
+        ).all()
+    return {str(row[0]): dict(zip(cols, row[1:], strict=True)) for row in rows}
+
+
 def clear(engine: Engine) -> None:
     """Delete every row (children first): an empty database again."""
     with engine.begin() as conn:

@@ -124,6 +124,10 @@ class VoteRequest:
         )
 
 
+def _optional_float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
 @dataclass(frozen=True)
 class VoteResult:
     """The answer to a vote: the names revealed and each side's live rating before and after."""
@@ -139,6 +143,9 @@ class VoteResult:
     rating_b_after: float
     # True when this answer repeats an earlier vote (a retry), which recorded nothing new.
     replayed: bool = False
+    # Each side's deviation after the vote, for a live rater that has one (None for Elo).
+    deviation_a: float | None = None
+    deviation_b: float | None = None
 
     @classmethod
     def from_live_elo(
@@ -165,6 +172,8 @@ class VoteResult:
             rating_b_before=float(elo.get("b_before", float("nan"))),
             rating_b_after=float(elo.get("b_after", float("nan"))),
             replayed=replayed,
+            deviation_a=_optional_float(elo.get("a_deviation")),
+            deviation_b=_optional_float(elo.get("b_deviation")),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,10 +23,10 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
 from leaderboard.data import OUTCOME_STRINGS, Outcome
-from leaderboard.elo import EloConfig
 from votes.catalog_records import CatalogRecord
 from votes.import_battles import import_battle_records
 from votes.import_catalog import import_catalog_records
+from votes.live import LiveConfig
 from votes.records import BattleRecord
 from votes.tables import model_t
 
@@ -224,7 +224,7 @@ def simulate_votes(
 
 
 def load_demo(
-    engine: Engine, *, n_votes: int = 2000, seed: int = 0, elo_config: EloConfig | None = None
+    engine: Engine, *, n_votes: int = 2000, seed: int = 0, elo_config: LiveConfig | None = None
 ) -> str:
     """Load the demo catalog and ``n_votes`` simulated votes in one transaction; says what it did.
 

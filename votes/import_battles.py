@@ -17,7 +17,6 @@ import sqlalchemy as sa
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from leaderboard.elo import EloConfig
 from votes.bulk import (
     ImportCounts,
     chunks,
@@ -27,6 +26,7 @@ from votes.bulk import (
     member,
     without_null_columns,
 )
+from votes.live import LiveConfig
 from votes.models import utcnow
 from votes.ratings import rebuild_live_ratings
 from votes.records import BattleRecord, InputError, Message, canonical_json
@@ -100,7 +100,7 @@ def import_battle_records(
     records: Sequence[BattleRecord],
     *,
     file: str | Path = "<battles>",
-    elo_config: EloConfig | None = None,
+    elo_config: LiveConfig | None = None,
 ) -> ImportCounts:
     """Write validated battles (and their votes, prompts and outputs) inside the caller's transaction.
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from leaderboard.elo import EloConfig
 from votes.catalog_records import parse_catalog
 from votes.file_writers import write_rows
 from votes.import_battles import import_battle_records
 from votes.import_catalog import import_catalog_records
+from votes.live import LiveConfig
 from votes.queries import VoteFilter, iter_catalog_rows, iter_vote_rows
 from votes.records import FileFormat, Kind, detect_kind, parse_battles, read_rows
 
@@ -54,7 +54,7 @@ def import_file(
     *,
     fmt: FileFormat | None = None,
     kind: Kind | None = None,
-    elo_config: EloConfig | None = None,
+    elo_config: LiveConfig | None = None,
 ) -> ImportReport:
     """Validate a whole file, then write it in one transaction; raises :class:`InputError` on bad input.
 

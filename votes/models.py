@@ -134,12 +134,21 @@ class Vote(SQLModel, table=True):
 
 
 class LiveRating(SQLModel, table=True):
-    """Online Elo; always equal to replaying all counted votes in commit (vote id) order."""
+    """Live online rating; always equal to replaying all counted votes in commit (vote id) order.
+
+    Elo rows hold rating and games only. Another online rater (:mod:`votes.live`) also keeps its whole
+    state (``state``), the deviation shown, its identity (``rater``) and, with a clock, the time of the
+    model's last counted vote (``clock``, seconds since the epoch).
+    """
 
     model_id: int = Field(foreign_key="model.id", primary_key=True)
     rating: float
     games: int = 0
     updated_at: datetime = Field(default_factory=utcnow)
+    deviation: float | None = None
+    state: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    clock: float | None = None
+    rater: str | None = Field(default=None, max_length=200)
 
 
 class Snapshot(SQLModel, table=True):

@@ -8,15 +8,19 @@ ids and by their Elo updates, and votes on disjoint models commute.
 
 Two paths write the same rows (built by :func:`_rows`): the batch path, one multi-row insert per table,
 and the careful vote-by-vote path, each vote in a savepoint of its own.
+
+The live rating is the plain Elo (the fast path) or any online rater, run by :mod:`votes.live_book` on
+the states of the locked rows. A rater with a clock (Glicko-2) locks the whole table, so that its clock,
+the running maximum of the vote times, is the one the replay computes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from sqlalchemy import bindparam, insert, or_, update
+from sqlalchemy import bindparam, insert, or_, text, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -26,15 +30,17 @@ from sqlmodel import Session, col, select
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, update_elo
 from votes.battles import AlreadyVotedError, VoteError, VoteRequest, VoteResult
+from votes.live import LiveConfig, has_clock, rater_identity, shown
+from votes.live_book import LOCK_STATES, LiveBook, RaterStep, open_book, rate_vote, write_states
 from votes.models import Battle, LiveRating, Model, Vote, utcnow
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
 
 __all__ = ["record_vote", "record_votes"]
 
 
-def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: float) -> None:
+def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: dict[str, Any]) -> None:
     """Create missing LiveRating rows (in model-id order) so that every involved row can be locked."""
-    rows = [{"model_id": m, "rating": initial, "games": 0, "updated_at": utcnow()} for m in model_ids]
+    rows = [{"model_id": m, **initial, "updated_at": utcnow()} for m in model_ids]
     if not rows:
         return
     bind = session.get_bind()
@@ -157,30 +163,49 @@ class _EloStep:
     b_after: float
     games_b: int
     counted: bool
+    rated: RaterStep | None = None
 
     def live_elo(self) -> dict[str, float]:
-        return {
+        shown = {
             "a_before": self.a_before,
             "a_after": self.a_after,
             "b_before": self.b_before,
             "b_after": self.b_after,
         }
+        if self.rated is not None:
+            if self.rated.deviation_a is not None:
+                shown["a_deviation"] = self.rated.deviation_a
+            if self.rated.deviation_b is not None:
+                shown["b_deviation"] = self.rated.deviation_b
+        return shown
 
-    def apply(self, ratings: dict[int, tuple[float, int]], touched: set[int]) -> None:
+    def apply(
+        self, ratings: dict[int, tuple[float, int]], touched: set[int], book: LiveBook | None = None
+    ) -> None:
         if self.counted:
             ratings[self.model_a] = (self.a_after, self.games_a + 1)
             ratings[self.model_b] = (self.b_after, self.games_b + 1)
             touched.update((self.model_a, self.model_b))
+            if book is not None and self.rated is not None:
+                book.apply(self.model_a, self.model_b, self.rated)
 
 
 def _elo_step(
-    request: VoteRequest, config: EloConfig, ratings: dict[int, tuple[float, int]], flagged: set[int]
+    request: VoteRequest,
+    config: LiveConfig,
+    ratings: dict[int, tuple[float, int]],
+    flagged: set[int],
+    book: LiveBook | None = None,
 ) -> _EloStep:
     b = request.battle
-    (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
     counted = b.annotator_id not in flagged  # a flagged annotator's votes are kept but do not count
+    (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
+    if book is not None:
+        r = rate_vote(request, book, counted=counted)
+        return _EloStep(b.model_a_id, b.model_b_id, ra, r.rating_a, ga, rb, r.rating_b, gb, counted, r)
+    elo = cast(EloConfig, config)
     new_a, new_b = (
-        update_elo(ra, rb, parse_outcome(request.winner), config=config, games_a=ga, games_b=gb)
+        update_elo(ra, rb, parse_outcome(request.winner), config=elo, games_a=ga, games_b=gb)
         if counted
         else (ra, rb)
     )
@@ -233,10 +258,11 @@ def _new_result(
 def _record_one_by_one(
     session: Session,
     requests: Sequence[VoteRequest],
-    config: EloConfig,
+    config: LiveConfig,
     ratings: dict[int, tuple[float, int]],
     names: dict[int, str],
     flagged: set[int],
+    book: LiveBook | None = None,
 ) -> tuple[list[VoteResult | VoteError], set[int]]:
     """The careful path: each vote in its own savepoint, so a unique-key race fails only that vote."""
     results: list[VoteResult | VoteError] = []
@@ -246,7 +272,7 @@ def _record_one_by_one(
         if previous is not None:
             results.append(previous)
             continue
-        step = _elo_step(request, config, ratings, flagged)
+        step = _elo_step(request, config, ratings, flagged, book)
         battle_row, vote_row = _rows(request, step)
         battle = Battle(**battle_row)
         try:
@@ -264,7 +290,7 @@ def _record_one_by_one(
             results.append(previous or VoteError("The vote could not be recorded; please try again."))
             continue
         assert vote.id is not None  # nosec B101 # type narrowing
-        step.apply(ratings, touched)
+        step.apply(ratings, touched, book)
         results.append(_new_result(vote.id, battle.id, request, step, names))
     return results, touched
 
@@ -314,10 +340,11 @@ def _known_votes(
 def _record_batch(
     session: Session,
     requests: Sequence[VoteRequest],
-    config: EloConfig,
+    config: LiveConfig,
     ratings: dict[int, tuple[float, int]],
     names: dict[int, str],
     flagged: set[int],
+    book: LiveBook | None = None,
     *,
     look_up: bool = True,
 ) -> tuple[list[VoteResult | VoteError], set[int]]:
@@ -341,8 +368,8 @@ def _record_batch(
             same_token_other_winner = known.token_id == b.token_id and known.winner != request.winner
             decisions.append((known, "conflict") if same_token_other_winner else known)
             continue
-        step = _elo_step(request, config, ratings, flagged)
-        step.apply(ratings, touched)
+        step = _elo_step(request, config, ratings, flagged, book)
+        step.apply(ratings, touched, book)
         battle_row, vote_row = _rows(request, step)
         battle_rows.append(battle_row)
         vote_rows.append(vote_row)
@@ -389,11 +416,13 @@ def record_votes(
     *,
     session: Session,
     requests: Sequence[VoteRequest],
-    config: EloConfig,
+    config: LiveConfig,
     live_rows: set[int] | None = None,
     conflicts: Literal["savepoint", "raise", "one-by-one"] = "savepoint",
 ) -> list[VoteResult | VoteError]:
-    """Write votes (and their battles) with their live Elo updates, in order, in the session's transaction.
+    """Write votes (and their battles) with their live rating updates, in order, in the session's transaction.
+
+    ``config`` is the plain Elo's or another online rater (:data:`votes.live.LiveConfig`).
 
     The caller commits. A retry (same token and winner, or same idempotency key) is answered with the
     first vote's result and writes nothing; the same token with another winner is refused.
@@ -411,32 +440,50 @@ def record_votes(
         parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
     model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
     conn = session.connection()
+    if isinstance(config, EloConfig):
+        initial: dict[str, Any] = {"rating": config.initial, "games": 0}
+        lock = _LOCK_RATINGS
+    else:  # an online rater: the vote times are its clock, so each vote gets one before any state moves
+        now = utcnow()
+        requests = [r if r.voted_at is not None else replace(r, voted_at=now) for r in requests]
+        if has_clock(config) and conn.dialect.name == "postgresql":
+            conn.execute(text("LOCK TABLE liverating IN SHARE ROW EXCLUSIVE MODE"))
+        rating, deviation = shown(config, config.initial())
+        initial = {"rating": rating, "games": 0, "deviation": deviation, "rater": rater_identity(config)}
+        lock = LOCK_STATES
     if live_rows is None or not live_rows.issuperset(model_ids):
-        _ensure_live_rows(session, model_ids, config.initial)
-    locked_rows = conn.execute(_LOCK_RATINGS, {"ids": model_ids}).all()
+        _ensure_live_rows(session, model_ids, initial)
+    locked_rows = conn.execute(lock, {"ids": model_ids}).all()
     if len(locked_rows) < len(model_ids):  # a row was deleted since (a ratings rebuild): create it again
-        _ensure_live_rows(session, model_ids, config.initial)
-        locked_rows = conn.execute(_LOCK_RATINGS, {"ids": model_ids}).all()
+        _ensure_live_rows(session, model_ids, initial)
+        locked_rows = conn.execute(lock, {"ids": model_ids}).all()
     if live_rows is not None:
         live_rows.update(model_ids)
-    locked = {m: (float(r), int(g)) for m, r, g, _name in locked_rows}
-    names = {m: str(name) for m, _r, _g, name in locked_rows}
+    locked = {int(row[0]): (float(row[1]), int(row[2])) for row in locked_rows}
+    names = {int(row[0]): str(row[3]) for row in locked_rows}
+    book = None if isinstance(config, EloConfig) else open_book(conn, config, locked_rows)
     annotator_ids = sorted({r.battle.annotator_id for r in requests})
     flagged = {int(a) for (a,) in conn.execute(_FLAGGED, {"ids": annotator_ids})}
     ratings = dict(locked)
+    work = book.copy() if book is not None else None
     if conflicts == "one-by-one":
-        results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged)
+        results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged, work)
     elif conflicts == "raise":  # optimistic: a retry of a stored vote collides, and the caller starts over
-        results, touched = _record_batch(session, requests, config, ratings, names, flagged, look_up=False)
+        results, touched = _record_batch(
+            session, requests, config, ratings, names, flagged, work, look_up=False
+        )
     else:
         try:
             with session.begin_nested():
-                results, touched = _record_batch(session, requests, config, ratings, names, flagged)
+                results, touched = _record_batch(session, requests, config, ratings, names, flagged, work)
         except IntegrityError:
             session.expunge_all()
             ratings = dict(locked)
-            results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged)
-    if touched:  # one executemany for all the batch's models
+            work = book.copy() if book is not None else None
+            results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged, work)
+    if touched and work is not None:
+        write_states(session.connection(), work, ratings, touched)
+    elif touched:  # one executemany for all the batch's models
         now = utcnow()
         rows = [{"m": m, "r": ratings[m][0], "g": ratings[m][1], "t": now} for m in sorted(touched)]
         session.connection().execute(_UPDATE_RATINGS, rows)
@@ -444,7 +491,7 @@ def record_votes(
     return results
 
 
-def record_vote(*, session: Session, request: VoteRequest, config: EloConfig) -> VoteResult:
+def record_vote(*, session: Session, request: VoteRequest, config: LiveConfig) -> VoteResult:
     """One vote in the session's transaction (the caller commits); raises :class:`VoteError`."""
     (result,) = record_votes(session=session, requests=[request], config=config)
     if isinstance(result, VoteError):

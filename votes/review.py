@@ -17,8 +17,8 @@ from sqlalchemy.engine import Engine
 from leaderboard.annotators import FlagRule, annotator_stats, flag_annotators
 from leaderboard.bt import fit_bt
 from leaderboard.data import aggregate_codes, parse_outcome
-from leaderboard.elo import EloConfig
 from leaderboard.spec import BTSpec
+from votes.live import LiveConfig
 from votes.ratings import rebuild_live_ratings
 from votes.tables import annotator_t, battle_t, model_t, vote_t
 
@@ -57,7 +57,7 @@ def review_annotators(
     *,
     rule: FlagRule | None = None,
     apply: bool = False,
-    elo_config: EloConfig | None = None,
+    elo_config: LiveConfig | None = None,
 ) -> list[AnnotatorRow]:
     """Test every annotator against a Bradley-Terry fit of the counted votes; optionally flag.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from sqlalchemy import func
 from sqlmodel import Session, col, select
@@ -22,14 +23,34 @@ __all__ = [
 ]
 
 
+#: How the live board ranks: by rating, or by the conservative score ``rating - 2 deviations``.
+RankBy = Literal["rating", "conservative"]
+
+#: Deviations taken off the rating in the conservative score.
+CONSERVATIVE_DEVIATIONS = 2.0
+
+
 @dataclass(frozen=True)
 class Standing:
-    """One model's live Elo as the site shows it (NaN rating and no time while unrated)."""
+    """One model's live rating as the site shows it (NaN rating and no time while unrated).
+
+    ``deviation`` is the rater's uncertainty (None for Elo); ``provisional`` marks a model whose
+    deviation is still large.
+    """
 
     model: str
     rating: float
     games: int
     updated_at: datetime | None
+    deviation: float | None = None
+    provisional: bool = False
+
+    @property
+    def conservative(self) -> float:
+        """``rating - 2 deviations``; the rating itself without a deviation."""
+        if self.deviation is None:
+            return self.rating
+        return self.rating - CONSERVATIVE_DEVIATIONS * self.deviation
 
 
 @dataclass(frozen=True)
@@ -46,21 +67,40 @@ class BattleView:
     result: VoteResult | None
 
 
-def live_standings(*, session: Session) -> list[Standing]:
-    """Online Elo of every active or rated model, best first; unrated models show the initial rating."""
+def live_standings(
+    *, session: Session, rank_by: RankBy = "rating", provisional_above: float | None = None
+) -> list[Standing]:
+    """Live rating of every active or rated model, best first; unrated models last, with a NaN rating.
+
+    ``rank_by="conservative"`` ranks by ``rating - 2 deviations`` (the rating where there is no
+    deviation); a model whose deviation exceeds ``provisional_above`` is marked provisional.
+    """
     stmt = (
         select(Model.name, Model.active, LiveRating.rating, LiveRating.games)
-        .add_columns(col(LiveRating.updated_at))
+        .add_columns(col(LiveRating.updated_at), col(LiveRating.deviation))
         .join(LiveRating, col(LiveRating.model_id) == col(Model.id), isouter=True)
         .order_by(col(Model.name))
     )
     rated: list[Standing] = []
     unrated: list[Standing] = []
-    for name, active, rating, games, updated_at in session.execute(stmt).all():
+    for name, active, rating, games, updated_at, deviation in session.execute(stmt).all():
         if rating is not None:
-            rated.append(Standing(model=name, rating=float(rating), games=int(games), updated_at=updated_at))
+            dev = None if deviation is None else float(deviation)
+            provisional = dev is not None and provisional_above is not None and dev > provisional_above
+            rated.append(
+                Standing(
+                    model=name,
+                    rating=float(rating),
+                    games=int(games),
+                    updated_at=updated_at,
+                    deviation=dev,
+                    provisional=provisional,
+                )
+            )
         elif active:
             unrated.append(Standing(model=name, rating=float("nan"), games=0, updated_at=None))
+    if rank_by == "conservative":
+        return sorted(rated, key=lambda s: (-s.conservative, s.model)) + unrated
     return sorted(rated, key=lambda s: (-s.rating, s.model)) + unrated
 
 

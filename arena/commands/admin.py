@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from arena.settings import Settings, elo_config
+from arena.settings import Settings, live_config
 from votes.db import make_engine
 
 __all__ = ["annotators", "leaks", "register"]
@@ -50,7 +50,7 @@ def annotators(
             engine,
             rule=rule,
             apply=apply,
-            elo_config=elo_config(settings),
+            elo_config=live_config(settings),
         )
     finally:
         engine.dispose()

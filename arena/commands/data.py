@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
-from arena.settings import elo_config
+from arena.settings import live_config
 
 __all__ = ["register"]
 
@@ -58,7 +58,7 @@ def import_command(
                     path,
                     fmt=fmt.value if fmt else None,
                     kind=kind.value if kind else None,
-                    elo_config=elo_config(settings),
+                    elo_config=live_config(settings),
                 )
             except InputError as exc:
                 typer.echo(f"error: {exc}", err=True)
@@ -112,7 +112,7 @@ def demo_command(
     settings = settings_for(database_url)
     engine = open_store(settings)
     try:
-        summary = load_demo(engine, n_votes=votes, seed=seed, elo_config=elo_config(settings))
+        summary = load_demo(engine, n_votes=votes, seed=seed, elo_config=live_config(settings))
     finally:
         engine.dispose()
     typer.echo(summary)

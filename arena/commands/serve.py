@@ -21,7 +21,7 @@ import uvicorn
 from sqlmodel import Session, select
 
 from arena.logs import log_config
-from arena.settings import Settings, elo_config
+from arena.settings import Settings, live_config
 from votes.db import make_engine
 from votes.models import Model
 
@@ -280,7 +280,7 @@ def vote_writer(
     run_vote_writer(
         settings.database_url,
         socket_path,
-        config=elo_config(settings),
+        config=live_config(settings),
         max_wait_ms=settings.group_commit_max_wait_ms,
         max_batch=settings.group_commit_max_batch,
         parent_pid=parent_pid,

@@ -67,7 +67,7 @@ def admin_flag(
             session=db, annotator_id=annotator_id, reason=body.reason, flagged=body.flagged
         ):
             raise HTTPException(404, f"No annotator {annotator_id}.")
-        standings = rebuild_live_ratings(db.connection(), config=state.elo)
+        standings = rebuild_live_ratings(db.connection(), config=state.live)
     state.pairing.refresh(force=True)
     return FlagOut(annotator_id=annotator_id, flagged=body.flagged, models_rerated=len(standings.models))
 
@@ -99,7 +99,7 @@ def admin_import(state: StateDep, file: Annotated[UploadFile, File()]) -> dict[s
                     raise HTTPException(413, "File too large for the admin upload; use `arena import`.")
                 out.write(chunk)
         try:
-            report = import_file(state.engine, path, elo_config=state.elo)
+            report = import_file(state.engine, path, elo_config=state.live)
         except InputError as exc:
             raise HTTPException(400, str(exc)) from None
     state.pairing.refresh(force=True)
@@ -144,5 +144,5 @@ def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
 def admin_rebuild(state: StateDep) -> dict[str, int]:
     """Recompute the live ratings from the vote log (a replay of the counted votes)."""
     with session_scope(state.engine) as db:
-        standings = rebuild_live_ratings(db.connection(), config=state.elo)
+        standings = rebuild_live_ratings(db.connection(), config=state.live)
     return {"models": len(standings.models)}

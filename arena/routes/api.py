@@ -23,7 +23,6 @@ from arena.voting import next_battle, submit_vote, vote_result_json
 from leaderboard.data import OutcomeLabel
 from votes.annotators import count_annotator_votes
 from votes.battles import AlreadyVotedError, VoteError
-from votes.views import live_standings
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -67,6 +66,7 @@ class SideRating(BaseModel):
     before: float
     after: float
     change: float
+    deviation: float | None = None  # after the vote, for a live rater with deviations
 
 
 class RevealRatings(BaseModel):
@@ -89,6 +89,10 @@ class StandingOut(BaseModel):
     rating: float | None
     games: int
     updated_at: datetime | None
+    # The live rater's deviation (null for Elo), rating - 2 deviations, and whether it is still large.
+    deviation: float | None = None
+    conservative: float | None = None
+    provisional: bool = False
 
 
 class MeOut(BaseModel):
@@ -177,16 +181,19 @@ async def api_vote(
 
 
 @router.get("/leaderboard", response_model=list[StandingOut], summary="Live standings")
-def api_leaderboard(db: SessionDep) -> list[StandingOut]:
-    """Live online-Elo standings, best first (unrated active models last, with a null rating)."""
+def api_leaderboard(state: StateDep, db: SessionDep) -> list[StandingOut]:
+    """Live standings, best first as ``ARENA_LIVE_RANK_BY`` ranks them (unrated models last, rating null)."""
     return [
         StandingOut(
             model=s.model,
             rating=None if s.rating != s.rating else s.rating,
             games=s.games,
             updated_at=s.updated_at,
+            deviation=s.deviation,
+            conservative=None if s.rating != s.rating or s.deviation is None else s.conservative,
+            provisional=s.provisional,
         )
-        for s in live_standings(session=db)
+        for s in state.live_standings(db)
     ]
 
 

@@ -31,7 +31,7 @@ from votes.annotators import count_annotator_votes, find_annotator_by_token_hash
 from votes.battles import AlreadyVotedError, VoteError
 from votes.db import read_session
 from votes.models import Model
-from votes.views import BattleView, get_battle_view, live_standings
+from votes.views import BattleView, get_battle_view
 
 router = APIRouter(include_in_schema=False)
 
@@ -185,7 +185,7 @@ def accept_invite(request: Request, state: StateDep, db: SessionDep, token: str)
 
 @router.get("/leaderboard/live", response_class=HTMLResponse)
 def live_leaderboard(request: Request, state: StateDep, db: SessionDep) -> HTMLResponse:
-    standings = live_standings(session=db)
+    standings = state.live_standings(db)
     updated = max((s.updated_at for s in standings if s.updated_at), default=None)
     return _render(
         request, state, "pages/live_leaderboard.html", {"standings": standings, "updated": updated}

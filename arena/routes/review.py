@@ -66,7 +66,7 @@ def admin_annotators(
     from votes.review import review_annotators
 
     rows = review_annotators(
-        state.engine, rule=FlagRule(alpha=alpha, min_votes=min_votes), apply=apply, elo_config=state.elo
+        state.engine, rule=FlagRule(alpha=alpha, min_votes=min_votes), apply=apply, elo_config=state.live
     )
     if apply:
         state.pairing.refresh(force=True)

@@ -30,7 +30,6 @@ from leaderboard.snapshot import (
 from leaderboard.style_board import STYLE_CSV_FILE, STYLE_JSON_FILE, read_style_table
 from votes.models import Snapshot
 from votes.snapshots import get_snapshot, latest_snapshot, list_slices, list_snapshots, snapshot_manifest
-from votes.views import live_standings
 
 __all__ = ["router"]
 
@@ -169,7 +168,7 @@ def leaderboard_page(
         "whisker_width": WHISKER_WIDTH,
         "slices": list_slices(session=db),
         "chosen": chosen,
-        "standings": live_standings(session=db),
+        "standings": state.live_standings(db),
     }
     return state.templates.TemplateResponse(request=request, name="pages/leaderboard.html", context=context)
 

@@ -172,9 +172,14 @@
           var tbody = live.querySelector("tbody");
           var fresh = document.createElement("tbody");
           var newest = null;
+          var withDeviation = rows.some(function (row) { return row.deviation !== null && row.deviation !== undefined; });
+          var num = function (v) { return v === null || v === undefined ? "" : v.toFixed(1); };
           rows.forEach(function (row, i) {
             var tr = document.createElement("tr");
-            var cells = [String(i + 1), row.model, row.rating === null ? "—" : row.rating.toFixed(1), String(row.games)];
+            var cells = [String(i + 1), row.model + (row.provisional ? " (provisional)" : ""), row.rating === null ? "—" : row.rating.toFixed(1)];
+            if (withDeviation) { cells.push(num(row.deviation), num(row.conservative)); }
+            cells.push(String(row.games));
+            if (row.provisional) { tr.className = "provisional"; }
             cells.forEach(function (text, j) {
               var td = document.createElement("td");
               td.textContent = text;

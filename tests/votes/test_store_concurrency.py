@@ -11,10 +11,13 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
 from leaderboard.elo import EloConfig
+from leaderboard.glicko2 import Glicko2Rater
+from leaderboard.trueskill import TrueSkillRater
 from tests.factories import WINNERS, battles_for
 from votes.annotators import create_annotator
 from votes.battles import VoteRequest
 from votes.db import make_engine
+from votes.live import LiveConfig
 from votes.models import Battle, LiveRating, Model, Vote
 from votes.ratings import replay_live_ratings
 from votes.writer import GroupCommitWriter
@@ -30,10 +33,22 @@ def _live(engine: Engine) -> dict[str, tuple[float, int]]:
     return {name: (rating, games) for name, rating, games in rows if games > 0}
 
 
+# Every live rater: Glicko-2 with periods short enough that the votes cross many of them.
+LIVE_CONFIGS: dict[str, LiveConfig] = {
+    "elo": CONFIG,
+    "glicko2": Glicko2Rater(period_length=0.01),
+    "trueskill": TrueSkillRater(),
+}
+
+
+@pytest.mark.parametrize("rater", sorted(LIVE_CONFIGS))
 @pytest.mark.parametrize("n_writers", [1, 2])
-def test_concurrent_voters_keep_live_equal_to_replay(seeded: Engine, db_url: str, n_writers: int) -> None:
+def test_concurrent_voters_keep_live_equal_to_replay(
+    seeded: Engine, db_url: str, n_writers: int, rater: str
+) -> None:
+    config = LIVE_CONFIGS[rater]
     engines = [seeded] + [make_engine(db_url) for _ in range(n_writers - 1)]
-    writers = [GroupCommitWriter(e, config=CONFIG, max_wait_ms=1.0, max_batch=64) for e in engines]
+    writers = [GroupCommitWriter(e, config=config, max_wait_ms=1.0, max_batch=64) for e in engines]
     for w in writers:
         w.start()
     with Session(seeded) as s:
@@ -75,7 +90,7 @@ def test_concurrent_voters_keep_live_equal_to_replay(seeded: Engine, db_url: str
         n_votes = s.exec(select(func.count()).select_from(Vote)).one()
         n_battles = s.exec(select(func.count()).select_from(Battle)).one()
         n_distinct = s.exec(select(func.count(func.distinct(Vote.battle_id)))).one()
-        replay = replay_live_ratings(session=s, config=CONFIG)
+        replay = replay_live_ratings(session=s, config=config)
     assert n_votes == n_battles == n_distinct == N_VOTERS * VOTES_EACH
     live = _live(seeded)
     assert live.keys() == replay.keys()

@@ -19,8 +19,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from leaderboard.elo import EloConfig
 from votes.battles import VoteError, VoteRequest, VoteResult
+from votes.live import LiveConfig
 from votes.metrics import (
     WRITER_BATCH_VOTES,
     WRITER_COMMIT_SECONDS,
@@ -62,7 +62,7 @@ class GroupCommitWriter:
     """
 
     def __init__(
-        self, engine: Engine, *, config: EloConfig, max_wait_ms: float = 2.0, max_batch: int = 256
+        self, engine: Engine, *, config: LiveConfig, max_wait_ms: float = 2.0, max_batch: int = 256
     ) -> None:
         self.engine = engine
         self.config = config

@@ -149,8 +149,8 @@ class RemoteVoteWriter:
         if hello != self.expect:
             conn.close()
             log.error(
-                "the vote writer at %s serves another database or Elo configuration (%s, expected %s); "
-                "writing in-process",
+                "the vote writer at %s serves another database or live rating configuration "
+                "(%s, expected %s); writing in-process",
                 self.path,
                 hello,
                 self.expect,

@@ -30,9 +30,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from leaderboard.elo import EloConfig
 from votes.battles import VoteRequest, VoteResult
 from votes.db import make_engine
+from votes.live import LiveConfig
 from votes.writer.group_commit import GroupCommitWriter
 from votes.writer.wire import MAX_LINE, encode_line, outcome_to_wire, writer_identity
 
@@ -150,7 +150,7 @@ def serve_vote_writer(
     engine: Engine,
     socket_path: str | os.PathLike[str],
     *,
-    config: EloConfig,
+    config: LiveConfig,
     max_wait_ms: float = 2.0,
     max_batch: int = 256,
     stop: threading.Event | None = None,
@@ -181,7 +181,7 @@ def run_vote_writer(
     database_url: str,
     socket_path: str | os.PathLike[str],
     *,
-    config: EloConfig,
+    config: LiveConfig,
     max_wait_ms: float = 2.0,
     max_batch: int = 256,
     parent_pid: int | None = None,

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.elo import EloConfig
 from votes.battles import AlreadyVotedError, VoteError, VoteResult
+from votes.live import LiveConfig, rater_identity
 
 __all__ = [
     "MAX_LINE",
@@ -50,8 +51,14 @@ def database_fingerprint(engine: Engine) -> str:
     return hashlib.sha256(rendered.encode()).hexdigest()[:16]
 
 
-def writer_identity(engine: Engine, config: EloConfig) -> dict[str, Any]:
-    """What a writer says first and what a worker expects to hear."""
+def writer_identity(engine: Engine, config: LiveConfig) -> dict[str, Any]:
+    """What a writer says first and what a worker expects to hear: the database and the live rater.
+
+    The plain Elo is named by its parameters (as before); another online rater by its identity.
+    """
+    if not isinstance(config, EloConfig):
+        rater = rater_identity(config)
+        return {"protocol": PROTOCOL, "database": database_fingerprint(engine), "rater": rater}
     elo = asdict(config)
     elo["provisional"] = [list(p) for p in config.provisional]
     return {"protocol": PROTOCOL, "database": database_fingerprint(engine), "elo": elo}
