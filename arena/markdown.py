@@ -20,9 +20,11 @@ import html
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
-from xml.etree import ElementTree
 
 import nh3
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import ParseError
+from defusedxml.ElementTree import fromstring as parse_xml
 from latex2mathml.converter import convert as latex_to_mathml
 from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
@@ -62,11 +64,9 @@ MATHML_TAGS = {
 def _is_mathml(markup: str) -> bool:
     """Well-formed XML made of MathML elements only (latex2mathml copies ``\\text{...}`` through unescaped,
     so a formula can carry markup of its own: such a formula is shown as source instead)."""
-    if "<!" in markup or "<?" in markup:
-        return False
     try:
-        root = ElementTree.fromstring(markup)  # noqa: S314 - our own converter's output, checked below
-    except ElementTree.ParseError:
+        root = parse_xml(markup)  # defusedxml: no DTDs, entities or external references
+    except (ParseError, DefusedXmlException):
         return False
     return all(element.tag.rpartition("}")[2] in MATHML_TAGS for element in root.iter())
 
