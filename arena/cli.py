@@ -11,11 +11,19 @@ from types import ModuleType
 
 import typer
 
-from arena.commands import admin, data, evaluate, leaderboard, serve, snapshots
+from arena.commands import admin, data, evaluate, leaderboard, models, serve, snapshots
 
 __all__ = ["COMMAND_MODULES", "app", "build_app"]
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (data, serve, leaderboard, snapshots, evaluate, admin)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    data,
+    serve,
+    leaderboard,
+    snapshots,
+    evaluate,
+    admin,
+    models,
+)
 
 
 def build_app() -> typer.Typer:
