@@ -13,7 +13,6 @@ from rich.table import Table
 from sqlmodel import Session
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
-from arena.llm.registry import config_for, parse_params, read_endpoint_file
 from votes.endpoints import (
     EndpointExists,
     EndpointRecord,
@@ -55,6 +54,8 @@ def add_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Register an endpoint. The key itself is never stored: only the variable's name."""
+    from arena.llm.registry import config_for, parse_params  # openai loads only for commands using it
+
     try:
         record = EndpointRecord(
             name=name,
@@ -84,6 +85,8 @@ def load_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Register many endpoints from a file, all or nothing."""
+    from arena.llm.registry import read_endpoint_file
+
     try:
         records = read_endpoint_file(file)
     except (OSError, ValueError, ValidationError) as exc:
