@@ -11,7 +11,7 @@ from types import ModuleType
 
 import typer
 
-from arena.commands import admin, data, evaluate, generate, leaderboard, models, serve, snapshots
+from arena.commands import admin, agreement, data, evaluate, generate, leaderboard, models, serve, snapshots
 
 __all__ = ["COMMAND_MODULES", "app", "build_app"]
 
@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     admin,
     models,
     generate,
+    agreement,
 )
 
 
