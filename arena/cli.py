@@ -11,7 +11,18 @@ from types import ModuleType
 
 import typer
 
-from arena.commands import admin, agreement, data, evaluate, generate, leaderboard, models, serve, snapshots
+from arena.commands import (
+    admin,
+    agreement,
+    data,
+    evaluate,
+    generate,
+    judge,
+    leaderboard,
+    models,
+    serve,
+    snapshots,
+)
 
 __all__ = ["COMMAND_MODULES", "app", "build_app"]
 
@@ -25,6 +36,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     models,
     generate,
     agreement,
+    judge,
 )
 
 

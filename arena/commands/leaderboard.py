@@ -204,6 +204,14 @@ def recompute(
     until: UntilOpt = None,
     exclude_flagged: FlaggedOpt = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
+    annotators: Annotated[
+        str | None,
+        typer.Option(
+            "--annotators",
+            help="Database: whose votes, comma-separated labels (e.g. judge:gpt-4o), or 'all' "
+            "(default: everyone but the LLM judges of `arena judge`).",
+        ),
+    ] = None,
 ) -> None:
     """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
     from arena.publishing import SliceSpec, recompute_snapshot
@@ -234,7 +242,8 @@ def recompute(
 
             engine = open_store(settings_for(database_url))
             try:
-                vote_filter = VoteFilter(category, language, since, until, exclude_flagged)
+                chosen = tuple(a.strip() for a in annotators.split(",")) if annotators else None
+                vote_filter = VoteFilter(category, language, since, until, exclude_flagged, chosen)
                 counts, digest = load_from_database(engine, vote_filter, bucket_seconds=options.time_bucket)
             finally:
                 engine.dispose()
@@ -245,6 +254,7 @@ def recompute(
                 "since": since,
                 "until": until,
                 "exclude_flagged": exclude_flagged,
+                "annotators": annotators,
             }
         bar.update(reading, total=1, completed=1)
         fitting = bar.add_task(f"bootstrap ({options.n_rounds} rounds)", total=max(options.n_rounds, 1))
