@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-import sqlmodel
 from alembic import op
 
 revision: str = "0004_model_endpoints"
@@ -23,7 +22,7 @@ down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_STR = sqlmodel.sql.sqltypes.AutoString
+_STR = sa.String
 
 
 def upgrade() -> None:

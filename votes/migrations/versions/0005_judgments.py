@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-import sqlmodel
 from alembic import op
 
 revision: str = "0005_judgments"
@@ -20,7 +19,7 @@ down_revision: str | None = "0004_model_endpoints"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_STR = sqlmodel.sql.sqltypes.AutoString
+_STR = sa.String
 
 
 def upgrade() -> None:
