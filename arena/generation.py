@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sqlalchemy import insert, select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from arena.llm.client import Completion, EndpointClient, EndpointError, Message
@@ -130,51 +130,62 @@ async def _answer(client: EndpointClient, task: GenerationTask) -> tuple[list[Me
     return history, done
 
 
-def _store(
-    engine: Engine,
-    task: GenerationTask,
-    client: EndpointClient,
-    history: list[Message],
-    done: list[Completion],
-    run_id: str,
-) -> bool:
-    """Write the output and its provenance in one transaction; False when another run stored it first."""
+@dataclass(frozen=True)
+class _Answer:
+    task: GenerationTask
+    client: EndpointClient
+    history: list[Message]
+    done: list[Completion]
+
+
+def _write(conn: Connection, answer: _Answer, run_id: str) -> None:
+    """Insert one output and its provenance (in the caller's transaction)."""
+    task, client, history, done = answer.task, answer.client, answer.history, answer.done
     cfg = client.config
     answers = [c.text for c in done]
     multi = len(done) > 1
     now = utcnow()
     tokens = [c.prompt_tokens for c in done], [c.completion_tokens for c in done]
+    output_id = conn.execute(
+        insert(output_t).returning(output_t.c.id),
+        {
+            "prompt_id": task.prompt_id,
+            "model_id": task.model_id,
+            "text": "\n\n".join(answers),
+            "conversation": [dict(m) for m in history] if multi else None,
+            "created_at": now,
+        },
+    ).scalar_one()
+    conn.execute(
+        insert(generation_t),
+        {
+            "output_id": output_id,
+            "endpoint": cfg.name,
+            "base_url": cfg.base_url,
+            "served_model": done[-1].model,
+            "params": _params(client),
+            "prompt_tokens": None if None in tokens[0] else sum(cast(list[int], tokens[0])),
+            "completion_tokens": None if None in tokens[1] else sum(cast(list[int], tokens[1])),
+            "latency_s": sum(c.latency_s for c in done),
+            "finish_reason": done[-1].finish_reason,
+            "run_id": run_id,
+            "created_at": now,
+        },
+    )
+
+
+def _store(engine: Engine, answers: Sequence[_Answer], run_id: str) -> list[bool]:
+    """Write answers that arrived together in one transaction (one commit, one fsync, for all); if one
+    was stored meanwhile by another run, each is written on its own. True for each answer written here."""
     try:
         with engine.begin() as conn:
-            output_id = conn.execute(
-                insert(output_t).returning(output_t.c.id),
-                {
-                    "prompt_id": task.prompt_id,
-                    "model_id": task.model_id,
-                    "text": "\n\n".join(answers),
-                    "conversation": [dict(m) for m in history] if multi else None,
-                    "created_at": now,
-                },
-            ).scalar_one()
-            conn.execute(
-                insert(generation_t),
-                {
-                    "output_id": output_id,
-                    "endpoint": cfg.name,
-                    "base_url": cfg.base_url,
-                    "served_model": done[-1].model,
-                    "params": _params(client),
-                    "prompt_tokens": None if None in tokens[0] else sum(cast(list[int], tokens[0])),
-                    "completion_tokens": None if None in tokens[1] else sum(cast(list[int], tokens[1])),
-                    "latency_s": sum(c.latency_s for c in done),
-                    "finish_reason": done[-1].finish_reason,
-                    "run_id": run_id,
-                    "created_at": now,
-                },
-            )
+            for answer in answers:
+                _write(conn, answer, run_id)
+        return [True] * len(answers)
     except IntegrityError:
-        return False
-    return True
+        if len(answers) == 1:
+            return [False]
+    return [_store(engine, [answer], run_id)[0] for answer in answers]
 
 
 def _params(client: EndpointClient) -> dict[str, Any]:
@@ -203,29 +214,52 @@ async def run_generation(
     """
     report = GenerationReport(run_id=uuid.uuid4().hex, n_planned=len(tasks))
     gate = asyncio.Semaphore(concurrency)
+    arrived: asyncio.Queue[_Answer | None] = asyncio.Queue()
     start = time.perf_counter()
 
     async def one(task: GenerationTask) -> None:
         client = clients[task.model]
-        ok = False
         async with gate:
             try:
                 history, done = await _answer(client, task)
             except EndpointError as exc:
                 report.failures.append(GenerationFailure(task.model, task.prompt_key, str(exc)))
-            else:
-                if _store(engine, task, client, history, done, report.run_id):
-                    ok = True
+                if on_done is not None:
+                    on_done(task, False)
+                return
+        arrived.put_nowait(_Answer(task, client, history, done))
+
+    async def writer() -> None:
+        # Group commit: whatever arrived while the last commit ran is written by the next one, in a
+        # thread, so the event loop keeps receiving answers meanwhile.
+        finished = False
+        while not finished:
+            batch = [await arrived.get()]
+            while not arrived.empty():
+                batch.append(arrived.get_nowait())
+            finished = batch[-1] is None
+            answers = [a for a in batch if a is not None]
+            if not answers:
+                continue
+            for answer, ok in zip(
+                answers, await asyncio.to_thread(_store, engine, answers, report.run_id), strict=True
+            ):
+                if ok:
                     report.n_stored += 1
-                    count = report.tokens.setdefault(task.model, TokenCount())
-                    count.prompt += sum(c.prompt_tokens or 0 for c in done)
-                    count.completion += sum(c.completion_tokens or 0 for c in done)
+                    count = report.tokens.setdefault(answer.task.model, TokenCount())
+                    count.prompt += sum(c.prompt_tokens or 0 for c in answer.done)
+                    count.completion += sum(c.completion_tokens or 0 for c in answer.done)
                     count.n_answers += 1
                 else:
                     report.n_already += 1
-        if on_done is not None:
-            on_done(task, ok)
+                if on_done is not None:
+                    on_done(answer.task, ok)
 
-    await asyncio.gather(*(one(t) for t in tasks))
+    writing = asyncio.create_task(writer())
+    try:
+        await asyncio.gather(*(one(t) for t in tasks))
+    finally:
+        arrived.put_nowait(None)
+        await writing
     report.seconds = time.perf_counter() - start
     return report
