@@ -11,11 +11,35 @@ from types import ModuleType
 
 import typer
 
-from arena.commands import admin, data, evaluate, leaderboard, ops, serve, snapshots
+from arena.commands import (
+    admin,
+    agreement,
+    data,
+    evaluate,
+    generate,
+    judge,
+    leaderboard,
+    models,
+    ops,
+    serve,
+    snapshots,
+)
 
 __all__ = ["COMMAND_MODULES", "app", "build_app"]
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (data, serve, leaderboard, snapshots, evaluate, admin, ops)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    data,
+    serve,
+    leaderboard,
+    snapshots,
+    evaluate,
+    admin,
+    ops,
+    models,
+    generate,
+    agreement,
+    judge,
+)
 
 
 def build_app() -> typer.Typer:

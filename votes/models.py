@@ -15,8 +15,11 @@ from sqlmodel import Field, SQLModel
 __all__ = [
     "Annotator",
     "Battle",
+    "Generation",
+    "Judgment",
     "LiveRating",
     "Model",
+    "ModelEndpoint",
     "Output",
     "Prompt",
     "Snapshot",
@@ -164,3 +167,68 @@ class Snapshot(SQLModel, table=True):
     # {filename: sha256}
     files: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON))
     path: str
+
+
+class ModelEndpoint(SQLModel, table=True):
+    """Where a model's answers come from: an OpenAI-compatible endpoint registered under the model's name.
+
+    The API key is never stored: ``api_key_env`` names the environment variable that holds it.
+    ``params`` are the generation parameters (temperature, max_tokens, system_prompt, seed and any
+    extra body fields).
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=200)
+    base_url: str = Field(max_length=500)
+    served_model: str = Field(max_length=200)
+    api_key_env: str | None = Field(default=None, max_length=200)
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Generation(SQLModel, table=True):
+    """Provenance of an answer generated here: one row per generated output, written with it."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    output_id: int = Field(foreign_key="output.id", unique=True)
+    endpoint: str = Field(max_length=200)
+    base_url: str = Field(max_length=500)
+    served_model: str = Field(max_length=200)
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float
+    finish_reason: str | None = Field(default=None, max_length=50)
+    run_id: str = Field(index=True, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Judgment(SQLModel, table=True):
+    """One LLM-judge verdict on two answers in one order (``output_a`` shown first).
+
+    ``verdict`` is the template's label (``A>>B`` ... ``B>>A``, or ``A``/``B``/``tie``), None when the
+    judge's text could not be parsed after the retries (then no vote is written). The raw text, the
+    template's sha256 and the judge's parameters are kept so that every vote can be audited.
+    """
+
+    __table_args__ = (
+        UniqueConstraint("judge", "template_sha256", "output_a_id", "output_b_id", name="uq_judgment_order"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    prompt_id: int = Field(foreign_key="prompt.id", index=True)
+    output_a_id: int = Field(foreign_key="output.id")
+    output_b_id: int = Field(foreign_key="output.id")
+    judge: str = Field(index=True, max_length=200)
+    template: str = Field(max_length=200)
+    template_sha256: str = Field(max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    raw_text: str
+    verdict: str | None = Field(default=None, max_length=20)
+    n_votes: int = 0
+    n_attempts: int = 1
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float
+    run_id: str = Field(index=True, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow)

@@ -28,6 +28,7 @@ from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vot
 
 __all__ = [
     "VoteFilter",
+    "JUDGE_KIND",
     "count_flagged_annotators",
     "counted_vote_condition",
     "iter_catalog_rows",
@@ -55,6 +56,13 @@ class VoteFilter:
     since: datetime | None = None
     until: datetime | None = None
     exclude_flagged: bool = False
+    # Whose votes: None = everyone but LLM judges (``arena judge`` votes never mix into a board
+    # silently); otherwise annotator labels (e.g. ``("judge:gpt-4o",)``), or ``("all",)`` for every vote.
+    annotators: tuple[str, ...] | None = None
+
+
+#: Annotator kind of the LLM judges of ``arena judge`` (labels ``judge:<endpoint>``).
+JUDGE_KIND = "judge"
 
 
 def _connection(db: Session | Connection) -> Connection:
@@ -84,19 +92,37 @@ def _filtered(stmt: Select[Any], filters: VoteFilter | None, *, battle_joined: b
         stmt = stmt.where(vote_t.c.created_at >= f.since)
     if f.until is not None:
         stmt = stmt.where(vote_t.c.created_at < f.until)
-    if f.exclude_flagged:
-        stmt = stmt.where(counted_vote_condition())
+    if f.annotators is None:  # one small NOT IN, so the fit still reads only ix_vote_cells
+        stmt = stmt.where(_excluding(flagged=f.exclude_flagged, judges=True))
+    else:
+        if f.exclude_flagged:
+            stmt = stmt.where(_excluding(flagged=True, judges=False))
+        if "all" not in f.annotators:
+            chosen = select(annotator_t.c.id).where(annotator_t.c.label.in_(f.annotators))
+            stmt = stmt.where(vote_t.c.annotator_id.in_(chosen))
     return stmt
 
 
-def counted_vote_condition() -> ColumnElement[bool]:
-    """The vote's annotator is not flagged (votes without an annotator count), on the vote row alone.
+def _excluding(*, flagged: bool, judges: bool) -> ColumnElement[bool]:
+    """Votes without an annotator, or whose annotator is not flagged (``flagged``) and not an LLM judge
+    (``judges``)."""
+    conditions: list[ColumnElement[bool]] = []
+    if flagged:
+        conditions.append(annotator_t.c.flagged.is_(True))
+    if judges:
+        conditions.append(annotator_t.c.kind == JUDGE_KIND)
+    ids = select(annotator_t.c.id).where(or_(*conditions))
+    return or_(vote_t.c.annotator_id.is_(None), vote_t.c.annotator_id.not_in(ids))
 
-    A small uncorrelated ``NOT IN (SELECT id FROM annotator WHERE flagged)``: evaluated once, so the
+
+def counted_vote_condition() -> ColumnElement[bool]:
+    """The vote's annotator is not flagged nor an LLM judge (votes without an annotator count), on the
+    vote row alone: the live standings are human-only.
+
+    A small uncorrelated ``NOT IN (SELECT id FROM annotator WHERE ...)``: evaluated once, so the
     aggregate still reads only the covering index ``ix_vote_cells``.
     """
-    flagged = select(annotator_t.c.id).where(annotator_t.c.flagged.is_(True))
-    return or_(vote_t.c.annotator_id.is_(None), vote_t.c.annotator_id.not_in(flagged))
+    return _excluding(flagged=True, judges=True)
 
 
 def _filter_kwargs(

@@ -6,10 +6,22 @@ from sqlmodel import SQLModel
 
 import votes.models  # noqa: F401  (registers the tables)
 
-__all__ = ["annotator_t", "battle_t", "liverating_t", "model_t", "output_t", "prompt_t", "vote_t"]
+__all__ = [
+    "annotator_t",
+    "battle_t",
+    "generation_t",
+    "judgment_t",
+    "liverating_t",
+    "model_t",
+    "output_t",
+    "prompt_t",
+    "vote_t",
+]
 
 annotator_t = SQLModel.metadata.tables["annotator"]
 battle_t = SQLModel.metadata.tables["battle"]
+generation_t = SQLModel.metadata.tables["generation"]
+judgment_t = SQLModel.metadata.tables["judgment"]
 liverating_t = SQLModel.metadata.tables["liverating"]
 model_t = SQLModel.metadata.tables["model"]
 output_t = SQLModel.metadata.tables["output"]

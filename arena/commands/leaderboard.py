@@ -266,6 +266,14 @@ def recompute(
             "--catalog", exists=True, dir_okay=False, help="Answers for --style when battles lack texts."
         ),
     ] = None,
+    annotators: Annotated[
+        str | None,
+        typer.Option(
+            "--annotators",
+            help="Database: whose votes, comma-separated labels (e.g. judge:gpt-4o), or 'all' "
+            "(default: everyone but the LLM judges of `arena judge`).",
+        ),
+    ] = None,
 ) -> None:
     """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
     from arena.publishing import SliceSpec, recompute_snapshot
@@ -314,7 +322,8 @@ def recompute(
             engine = open_store(settings_for(database_url))
             try:
                 model_info = load_model_info(engine)
-                vote_filter = VoteFilter(category, language, since, until, exclude_flagged)
+                chosen = tuple(a.strip() for a in annotators.split(",")) if annotators else None
+                vote_filter = VoteFilter(category, language, since, until, exclude_flagged, chosen)
                 counts, digest, battles = load_votes_with_texts(
                     engine, vote_filter, bucket_seconds=options.time_bucket, style=bool(options.style)
                 )
@@ -329,6 +338,7 @@ def recompute(
                 "since": since,
                 "until": until,
                 "exclude_flagged": exclude_flagged,
+                "annotators": annotators,
             }
         bar.update(reading, total=1, completed=1)
         fitting = bar.add_task(f"bootstrap ({options.n_rounds} rounds)", total=max(options.n_rounds, 1))

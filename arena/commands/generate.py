@@ -1,0 +1,109 @@
+"""`arena generate`: answers to the catalog's prompts from the registered model endpoints, resumably."""
+
+from __future__ import annotations
+
+# The LLM client (openai) is imported inside the commands: it costs a second at every `arena` start.
+import asyncio
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+if TYPE_CHECKING:
+    from arena.generation import GenerationReport, GenerationTask
+
+from arena.commands import DatabaseUrlOption, open_store, settings_for
+from votes.endpoints import EndpointRecord, UnknownEndpoint, get_endpoint, list_endpoints
+
+__all__ = ["generate_command", "register"]
+
+
+def _records(engine: Engine, names: list[str] | None) -> list[EndpointRecord]:
+    with Session(engine) as session:
+        if names is None:
+            return list_endpoints(session=session)
+        return [get_endpoint(session=session, name=n) for n in names]
+
+
+async def _run_with_progress(
+    engine: Engine, records: list[EndpointRecord], tasks: list[GenerationTask], concurrency: int, quiet: bool
+) -> GenerationReport:
+    from arena.generation import run_generation
+    from arena.llm.client import EndpointClient
+    from arena.llm.registry import config_for
+
+    async with AsyncExitStack() as stack:
+        clients = {r.name: await stack.enter_async_context(EndpointClient(config_for(r))) for r in records}
+        with Progress(
+            TextColumn("generating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            disable=quiet,
+        ) as progress:
+            bar = progress.add_task("answers", total=len(tasks))
+            return await run_generation(
+                engine,
+                tasks,
+                clients,
+                concurrency=concurrency,
+                on_done=lambda _task, _ok: progress.advance(bar),
+            )
+
+
+def generate_command(
+    models: Annotated[
+        str | None, typer.Option("--models", help="Comma-separated endpoint names (default: all registered).")
+    ] = None,
+    category: Annotated[str | None, typer.Option(help="Only prompts of this category.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight in all.")] = 8,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Answer every prompt still without an answer from each selected model; each answer is committed as
+    it arrives, so an interrupted run is resumed by running it again."""
+    from arena.generation import plan_generation
+    from arena.llm.client import EndpointError
+
+    engine = open_store(settings_for(database_url))
+    try:
+        try:
+            records = _records(engine, models.split(",") if models else None)
+        except UnknownEndpoint as exc:
+            typer.echo(f"error: no endpoint named {exc.args[0]!r} (see `arena models list`)", err=True)
+            raise typer.Exit(2) from None
+        if not records:
+            typer.echo("error: no endpoints registered (`arena models add`)", err=True)
+            raise typer.Exit(2)
+        tasks = plan_generation(engine, models=[r.name for r in records], category=category)
+        typer.echo(f"{len(tasks)} answer(s) missing from {len(records)} model(s)")
+        try:
+            report = asyncio.run(_run_with_progress(engine, records, tasks, concurrency, quiet))
+        except EndpointError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+    finally:
+        engine.dispose()
+    typer.echo(
+        f"run {report.run_id}: {report.n_stored} stored, {report.n_already} stored meanwhile by another run, "
+        f"{len(report.failures)} failed ({report.seconds:.2f} s)"
+    )
+    for name, count in sorted(report.tokens.items()):
+        typer.echo(
+            f"  {name}: {count.n_answers} answers, "
+            f"{count.prompt} prompt + {count.completion} completion tokens"
+        )
+    if report.failures:
+        typer.echo("failures:", err=True)
+        for f in report.failures:
+            typer.echo(f"  {f.model} on {f.prompt_key}: {f.reason}", err=True)
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("generate")(generate_command)

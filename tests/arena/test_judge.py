@@ -1,0 +1,106 @@
+"""`arena judge` against a real llama.cpp judge: both orders, raw text and template hash stored, votes of
+judge:<name> kept out of live standings and default boards, and a board of the judge alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from arena.cli import app
+from arena.judging import BUILTIN_TEMPLATES, parse_verdict
+from tests.llm_servers import LlamaServers
+from votes.db import make_engine
+
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    out = result.output
+    try:
+        out += result.stderr
+    except ValueError:
+        pass
+    return result.exit_code, out
+
+
+def rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(sql)).all()]
+    finally:
+        engine.dispose()
+
+
+def test_parse_verdict_json_free_text_and_refusals() -> None:
+    hard, mt = BUILTIN_TEMPLATES["arena-hard"], BUILTIN_TEMPLATES["mt-bench"]
+    assert parse_verdict('{"verdict": "B>>A"}', hard) == "B>>A"
+    assert parse_verdict("A is better overall. [[A>B]]", hard) == "A>B"
+    assert parse_verdict("Both fine: [[C]]", mt) == "tie"
+    assert parse_verdict("[[A]] or maybe [[B]]", mt) is None  # ambiguous: never guessed
+    assert parse_verdict("no verdict here", hard) is None
+    assert parse_verdict('{"verdict": "A>>B"}', mt) is None  # not a label of this style
+
+
+def test_judge_both_orders_votes_and_boards(llm_servers: LlamaServers, tmp_path: Path) -> None:
+    answerers = [llm_servers.get(seed=1), llm_servers.get(seed=2)]
+    judge = llm_servers.get(seed=3)
+    url = f"sqlite:///{tmp_path}/arena.db"
+    with (tmp_path / "p.jsonl").open("w") as handle:
+        for i in range(6):
+            handle.write(json.dumps({"prompt_id": f"p{i}", "prompt": f"Tell me about {i}."}) + "\n")
+    assert run("import", str(tmp_path / "p.jsonl"), "--database-url", url)[0] == 0
+    for name, server in (("a", answerers[0]), ("b", answerers[1]), ("c", answerers[0])):
+        code, out = run(
+            "models", "add", name, "--base-url", server.base_url, "--model", server.model_id,
+            "--param", "max_tokens=12", "--param", f"seed={ord(name)}", "--param", "temperature=1.0",
+            "--database-url", url,
+        )  # fmt: skip
+        assert code == 0, out
+    code, out = run("generate", "--quiet", "--database-url", url)
+    assert code == 0, out
+    code, out = run(
+        "models", "add", "J", "--base-url", judge.base_url, "--model", judge.model_id,
+        "--param", "max_tokens=40", "--param", "json_schema_mode=json_object", "--database-url", url,
+    )  # fmt: skip
+    assert code == 0, out
+
+    code, out = run("judge", "--judge", "J", "--baseline", "a", "--quiet", "--database-url", url)
+    assert code == 0, out
+    assert "24 ordered pair(s)" in out  # 6 prompts x (b, c vs a) x 2 orders
+    assert "position consistency" in out and "position term (bt-position)" in out
+    judged = rows(
+        url, "SELECT output_a_id, output_b_id, verdict, raw_text, template_sha256, n_votes FROM judgment"
+    )
+    assert len(judged) == 24
+    pairs = {(a, b) for a, b, *_ in judged}
+    assert all((b, a) in pairs for a, b in pairs)  # both orders of every pair
+    sha = BUILTIN_TEMPLATES["arena-hard"].sha256
+    assert all(r[4] == sha and r[3] for r in judged)
+    # The JSON grammar makes every verdict parseable; each parsed verdict is one vote (weight 1).
+    assert all(r[2] in BUILTIN_TEMPLATES["arena-hard"].verdicts for r in judged)
+    n_votes = sum(int(str(r[5])) for r in judged)
+    assert rows(url, "SELECT count(*) FROM vote")[0][0] == n_votes == 24
+    assert rows(
+        url, "SELECT DISTINCT a.label, a.kind FROM vote v JOIN annotator a ON a.id = v.annotator_id"
+    ) == [("judge:J", "judge")]
+    assert rows(url, "SELECT count(*) FROM liverating") == [(0,)]  # live standings stay human-only
+
+    code, out = run("judge", "--judge", "J", "--quiet", "--database-url", url)  # all pairs: only b-c is new
+    assert code == 0 and "12 ordered pair(s)" in out, out
+
+    board = tmp_path / "judge-board"
+    code, out = run(
+        "recompute", "--out", str(board), "--annotators", "judge:J", "--bootstrap", "10", "--no-plots",
+        "--database-url", url,
+    )  # fmt: skip
+    assert code == 0, out
+    ranked = json.loads((board / "leaderboard.json").read_text())
+    assert ranked
+    code, out = run("recompute", "--out", str(tmp_path / "humans"), "--bootstrap", "10", "--no-plots",
+                    "--database-url", url)  # fmt: skip
+    assert code != 0  # no human votes: the judge's votes do not silently fill a human board
