@@ -43,6 +43,10 @@ class Battles:
     features : float array (n_votes, n_features), optional
         Style covariates, left minus right (see :mod:`leaderboard.style`).
     feature_names : names of the covariate columns
+    sided : bool array, optional
+        Whether each vote knows which answer was on the left (``None``: every vote does). A vote with
+        an unknown side (a source that shuffled the display order without recording it) never informs
+        the left-side advantage.
     """
 
     models: tuple[str, ...]
@@ -56,6 +60,7 @@ class Battles:
     weight: FloatArray | None = None
     features: FloatArray | None = None
     feature_names: tuple[str, ...] = ()
+    sided: npt.NDArray[np.bool_] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_a", np.asarray(self.model_a, dtype=np.int64))
@@ -63,7 +68,7 @@ class Battles:
         object.__setattr__(self, "outcome", np.asarray(self.outcome, dtype=np.int8))
         n = self.model_a.shape[0]
         columns = (self.model_b, self.outcome, self.time, self.vote_id, self.annotator, self.prompt)
-        if any(c is not None and c.shape[0] != n for c in (*columns, self.weight, self.features)):
+        if any(c is not None and c.shape[0] != n for c in (*columns, self.weight, self.features, self.sided)):
             raise ValueError("every column of Battles needs one entry per vote")
 
     def __len__(self) -> int:
@@ -87,6 +92,7 @@ class Battles:
             prompt=_pick(self.prompt, idx),
             weight=_pick(self.weight, idx),
             features=_pick(self.features, idx),
+            sided=_pick(self.sided, idx),
         )
 
     def times(self) -> FloatArray:
@@ -100,7 +106,12 @@ class Battles:
         """Aggregate into cells (weighted when ``weight`` is set; split by time bucket when asked)."""
         if bucket_seconds is None:
             return aggregate_codes(
-                self.model_a, self.model_b, self.outcome, models=self.models, weight=self.weight
+                self.model_a,
+                self.model_b,
+                self.outcome,
+                models=self.models,
+                weight=self.weight,
+                sided=self.sided,
             )
         return aggregate_codes(
             self.model_a,
@@ -110,6 +121,7 @@ class Battles:
             weight=self.weight,
             time=self.times(),
             bucket_seconds=bucket_seconds,
+            sided=self.sided,
         )
 
     def winner_strings(self) -> npt.NDArray[np.object_]:
