@@ -12,10 +12,12 @@ from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from leaderboard.data import OUTCOME_STRINGS, Outcome, PairCounts, aggregate_codes
 
-__all__ = ["Battles"]
+__all__ = ["Battles", "split_components"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -128,6 +130,38 @@ class Battles:
         """Outcomes as Chatbot Arena winner strings (``model_a``, ``model_b``, ``tie``, ``tie (bothbad)``)."""
         out: npt.NDArray[np.object_] = _LABELS[self.outcome]
         return out
+
+
+def split_components(battles: Battles) -> list[Battles]:
+    """The battles of each part of the comparison graph (models never compared across parts), largest
+    first (most models, then most votes), each coded against its own models.
+
+    Ratings from different parts share no scale: a file holding two arenas that never met gives one
+    board per part, or the largest part alone.
+    """
+    m = len(battles.models)
+    graph = sp.csr_matrix((np.ones(len(battles)), (battles.model_a, battles.model_b)), shape=(m, m))
+    _, labels = connected_components(graph, directed=False)
+    vote_label = labels[battles.model_a]
+    parts: list[Battles] = []
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        rows = np.flatnonzero(vote_label == label)
+        if rows.size == 0:
+            continue
+        recode = np.full(m, -1, dtype=np.int64)
+        recode[members] = np.arange(members.size)
+        part = battles.take(rows)
+        parts.append(
+            replace(
+                part,
+                models=tuple(battles.models[i] for i in members),
+                model_a=recode[part.model_a],
+                model_b=recode[part.model_b],
+            )
+        )
+    parts.sort(key=lambda p: (-len(p.models), -len(p)))
+    return parts
 
 
 def _pick(column: npt.NDArray[_T] | None, index: npt.NDArray[np.generic]) -> npt.NDArray[_T] | None:

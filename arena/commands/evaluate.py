@@ -12,6 +12,20 @@ from rich.console import Console
 from rich.table import Table
 from sqlmodel import Session
 
+from arena.commands.battle_files import (
+    AnonyOnlyOpt,
+    BaselineOpt,
+    ExcludeModelsOpt,
+    JudgeOpt,
+    LargestOpt,
+    ModelsOpt,
+    ReportOpt,
+    ShapeOpt,
+    SkipInvalidOpt,
+    battle_filter,
+    pick_components,
+    read_battle_file,
+)
 from arena.settings import Settings
 from votes.db import make_engine
 
@@ -123,8 +137,20 @@ def evaluate(
         typer.Option(help="Answer catalog for style features when battles carry no conversations."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
+    shape: ShapeOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
+    report_file: ReportOpt = None,
+    anony_only: AnonyOnlyOpt = False,
+    models: ModelsOpt = None,
+    exclude_models: ExcludeModelsOpt = None,
+    judge: JudgeOpt = None,
+    baseline: BaselineOpt = None,
+    largest_component: LargestOpt = False,
 ) -> None:
-    """Compare rating methods on held-out votes: log-loss, Brier, accuracy (test), AIC and BIC (train)."""
+    """Compare rating methods on held-out votes: log-loss, Brier, accuracy (test), AIC and BIC (train).
+
+    A file may be in any shape `arena import` reads; the filters select its battles as for recompute.
+    """
     from leaderboard.evaluate import split_battles
     from votes.records import InputError
 
@@ -134,7 +160,24 @@ def evaluate(
     from votes.sources import battles_from_file, battles_from_store
 
     try:
-        if from_file is not None:
+        if from_file is not None and not style:
+            selection = battle_filter(
+                anony_only=anony_only, models=models, exclude_models=exclude_models, judge=judge
+            )
+            read = read_battle_file(
+                from_file,
+                filters=selection,
+                shape=shape,
+                skip_invalid=skip_invalid,
+                report=report_file,
+                baseline=baseline,
+                quiet=as_json,
+            )
+            (battles,) = pick_components(
+                read.battles, largest=largest_component, each=False, source=from_file
+            )[:1]
+            source = str(from_file)
+        elif from_file is not None:
             battles = battles_from_file(from_file, catalog=catalog, style=style)
             source = str(from_file)
         else:
@@ -145,8 +188,9 @@ def evaluate(
             finally:
                 engine.dispose()
             source = "database"
-    except InputError:
-        raise
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     except ValueError as exc:  # no answer texts for the style rows
         raise typer.BadParameter(str(exc)) from None
     if len(battles) < 10:

@@ -21,6 +21,21 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
+from arena.commands.battle_files import (
+    AnonyOnlyOpt,
+    BaselineOpt,
+    EachOpt,
+    ExcludeModelsOpt,
+    JudgeOpt,
+    LargestOpt,
+    ModelsOpt,
+    ReportOpt,
+    ShapeOpt,
+    SkipInvalidOpt,
+    battle_filter,
+    pick_components,
+    read_battle_file,
+)
 
 if TYPE_CHECKING:
     from arena.publishing import FitOptions
@@ -204,12 +219,25 @@ def recompute(
     until: UntilOpt = None,
     exclude_flagged: FlaggedOpt = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
+    shape: ShapeOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
+    report_file: ReportOpt = None,
+    anony_only: AnonyOnlyOpt = False,
+    models: ModelsOpt = None,
+    exclude_models: ExcludeModelsOpt = None,
+    judge: JudgeOpt = None,
+    baseline: BaselineOpt = None,
+    largest_component: LargestOpt = False,
+    each_component: EachOpt = False,
 ) -> None:
-    """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
+    """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored).
+
+    A file may be in any shape `arena import` reads (Chatbot Arena, Hugging Face preference sets,
+    MT-bench pairwise judgments, arena-hard judgments, AlpacaEval annotations); with --each-component
+    every part of a comparison graph in parts gets its own folder, component-1, component-2, ...
+    """
     from arena.publishing import SliceSpec, recompute_snapshot
     from votes.queries import VoteFilter
-    from votes.records import InputError
-    from votes.sources import load_battles_file
 
     options = _options(
         method, bootstrap, seed, anchor, level, interval, half_life=half_life, prior=prior, both_bad=both_bad
@@ -218,17 +246,43 @@ def recompute(
     started = time.perf_counter()
     with progress_bar() as bar:
         reading = bar.add_task("reading votes", total=None)
+        parts: list[tuple[Path, Any]] = []
         if source is not None:
             if category is not None:
                 raise typer.BadParameter("a battles file has no categories; use the database")
-            try:
-                counts, digest, _ = load_battles_file(
-                    source, language=language, since=since, until=until, bucket_seconds=options.time_bucket
-                )
-            except InputError as exc:
-                raise typer.BadParameter(str(exc), param_hint="--from") from None
+            selection = battle_filter(
+                language=language,
+                since=since,
+                until=until,
+                anony_only=anony_only,
+                models=models,
+                exclude_models=exclude_models,
+                judge=judge,
+            )
+            read = read_battle_file(
+                source,
+                filters=selection,
+                shape=shape,
+                skip_invalid=skip_invalid,
+                report=report_file,
+                baseline=baseline,
+            )
+            components = pick_components(
+                read.battles, largest=largest_component, each=each_component, source=source
+            )
+            for k, part in enumerate(components, start=1):
+                folder = out_dir / f"component-{k}" if len(components) > 1 else out_dir
+                parts.append((folder, part.counts(bucket_seconds=options.time_bucket)))
+            digest = read.digest
             origin = str(source)
-            filters: dict[str, Any] = {"language": language, "since": since, "until": until}
+            filters: dict[str, Any] = {
+                **selection.as_metadata(),
+                "format": read.source_format,
+                "format_note": read.note,
+                "largest_component": largest_component,
+                "each_component": each_component,
+                "refused_rows": len(read.refused),
+            }
         else:
             from arena.publishing import load_from_database
 
@@ -238,6 +292,7 @@ def recompute(
                 counts, digest = load_from_database(engine, vote_filter, bucket_seconds=options.time_bucket)
             finally:
                 engine.dispose()
+            parts.append((out_dir, counts))
             origin = "the database"
             filters = {
                 "category": category,
@@ -252,23 +307,35 @@ def recompute(
         def report(done: int, total: int) -> None:
             bar.update(fitting, completed=done, total=total)
 
-        try:
-            board, manifest = recompute_snapshot(
-                counts,
-                out_dir,
-                options=options,
-                votes_digest=digest,
-                spec=SliceSpec(category=category, language=language),
-                filters={k: v.isoformat() if isinstance(v, datetime) else v for k, v in filters.items()},
-                source="file" if source is not None else "database",
-                progress=report,
-                plots=plots,
-            )
-        except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
-            err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from None
+        results = []
+        for k, (folder, counts) in enumerate(parts, start=1):
+            part_filters = dict(filters)
+            if len(parts) > 1:
+                part_filters["component"] = k
+            try:
+                board, manifest = recompute_snapshot(
+                    counts,
+                    folder,
+                    options=options,
+                    votes_digest=digest,
+                    spec=SliceSpec(category=category, language=language),
+                    filters={
+                        k: v.isoformat() if isinstance(v, datetime) else v for k, v in part_filters.items()
+                    },
+                    source="file" if source is not None else "database",
+                    progress=report,
+                    plots=plots,
+                )
+            except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
+                err.print(f"[red]error:[/red] {exc}")
+                raise typer.Exit(2) from None
+            results.append((board, manifest, folder))
         bar.update(fitting, completed=max(options.n_rounds, 1))
-    _print_result(board, manifest, seconds=time.perf_counter() - started, source=origin)
+    for board, manifest, folder in results:
+        name = (
+            origin if len(results) == 1 else f"{origin} ({folder.name}: {', '.join(board.models[:4])}, ...)"
+        )
+        _print_result(board, manifest, seconds=time.perf_counter() - started, source=name)
 
 
 def publish(
