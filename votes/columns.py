@@ -29,7 +29,6 @@ from leaderboard.battles import Battles
 from votes.formats import SourceFormat, detect_source_format, map_source_rows
 from votes.records import (
     SELF_BATTLE,
-    BattleRecord,
     InputError,
     Refusal,
     detect_format,
@@ -37,7 +36,7 @@ from votes.records import (
     read_rows,
     rows_sha256,
 )
-from votes.selection import BattleColumns, BattleFilter, select_battles
+from votes.selection import BattleColumns, BattleFilter, record_columns, select_battles
 
 __all__ = ["BattleRead", "read_battle_columns", "read_battles"]
 
@@ -134,25 +133,6 @@ def _table_columns(table: pa.Table) -> BattleColumns:
     )
 
 
-def _record_columns(records: list[BattleRecord]) -> BattleColumns:
-    def objects(name: str) -> npt.NDArray[np.object_]:
-        out = np.empty(len(records), dtype=object)
-        out[:] = [getattr(r, name) for r in records]
-        return out
-
-    return BattleColumns(
-        model_a=objects("model_a"),
-        model_b=objects("model_b"),
-        winner=objects("winner"),
-        language=objects("language"),
-        tstamp=np.asarray([np.nan if r.tstamp is None else r.tstamp for r in records], dtype=np.float64),
-        anony=objects("anony"),
-        judge=objects("judge"),
-        weight=np.asarray([r.weight for r in records], dtype=np.float64),
-        sided=np.asarray([r.sided for r in records], dtype=bool),
-    )
-
-
 def _fast(path: Path, data: bytes, filters: BattleFilter) -> BattleRead | None:
     """The columnar read of a Chatbot Arena file; None when the file needs the careful path."""
     try:
@@ -240,7 +220,7 @@ def read_battles(
     row_fmt = fmt if shape == "clean-battle" else "jsonl"
     records = parse_battles(path, row_fmt, mapped_rows, refused=refused, allow_self_battles=True)
     try:
-        battles, self_battles = select_battles(_record_columns(records), filters)
+        battles, self_battles = select_battles(record_columns(records), filters)
     except ValueError as exc:
         raise InputError(path, None, str(exc)) from None
     for i in self_battles:

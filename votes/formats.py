@@ -41,6 +41,7 @@ __all__ = [
     "MappedRows",
     "SourceFormat",
     "detect_source_format",
+    "map_catalog_rows",
     "map_source_rows",
 ]
 
@@ -335,3 +336,84 @@ _MAPPERS: dict[SourceFormat, Callable[[Mapping[str, Any], str | None], list[dict
     "arena-hard": _arena_hard,
     "alpaca-eval": _alpaca_eval,
 }
+
+
+def _answer_text(content: Any) -> str | None:
+    if isinstance(content, dict):
+        content = content.get("answer")
+    return content if isinstance(content, str) else None
+
+
+def map_catalog_rows(path: Path, rows: Sequence[Row]) -> tuple[list[Row], str]:
+    """arena-hard questions (``uid``, ``category``, ``prompt``) and answers (``uid``, ``model``,
+    ``messages`` with the user's prompt and the assistant's answer, itself text or ``{"answer": ...}``)
+    as catalog rows, with a note; other catalogs are returned as they are, with an empty note.
+
+    Raises
+    ------
+    InputError
+        For an answer row without a user prompt or an assistant answer.
+    """
+    seen = {k for _, row in rows[:50] for k in row}
+    if "uid" not in seen or "prompt_id" in seen:
+        return list(rows), ""
+    out: list[Row] = []
+    if "messages" not in seen:
+        for where, raw in rows:
+            row = {"prompt_id": raw.get("uid"), "prompt": raw.get("prompt"), "category": raw.get("category")}
+            out.append((where, {k: v for k, v in row.items() if v is not None}))
+        return out, "arena-hard questions: uid as prompt_id, prompt and category kept"
+    categories = _question_categories(path)
+    for where, raw in rows:
+        messages = raw.get("messages")
+        if isinstance(messages, str):
+            try:
+                messages = json.loads(messages)
+            except json.JSONDecodeError:
+                raise InputError(path, where, "'messages' is not valid JSON") from None
+        if not isinstance(messages, list):
+            raise InputError(path, where, "'messages' must be a list of {role, content}")
+        users = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        answers = [
+            _answer_text(m.get("content"))
+            for m in messages
+            if isinstance(m, dict) and m.get("role") == "assistant"
+        ]
+        if not users or not isinstance(users[0], str):
+            raise InputError(path, where, "'messages' holds no user prompt")
+        if not answers or answers[-1] is None:
+            raise InputError(path, where, "'messages' holds no assistant answer")
+        row = {
+            "prompt_id": raw.get("uid"),
+            "prompt": users[0],
+            "model": raw.get("model"),
+            "output": answers[-1],
+        }
+        category = raw.get("category", categories.get(str(raw.get("uid"))))
+        if category is not None:
+            row["category"] = category
+        out.append((where, row))
+    note = (
+        "arena-hard answers: uid as prompt_id, the user message as prompt, the assistant's answer as output"
+    )
+    if categories:
+        note += ", category from the question.jsonl beside them"
+    return out, note
+
+
+def _question_categories(answers: Path) -> dict[str, str]:
+    """Categories by uid from arena-hard's ``question.jsonl``, found where arena-hard keeps it: next to
+    the answers file or one folder up (``data/<bench>/question.jsonl`` beside ``model_answer/``)."""
+    for folder in (answers.parent, answers.parent.parent):
+        questions = folder / "question.jsonl"
+        if questions.is_file() and questions != answers:
+            out: dict[str, str] = {}
+            for line in questions.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line) if line.strip() else None
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(row, dict) and isinstance(row.get("category"), str):
+                    out[str(row.get("uid"))] = row["category"]
+            return out
+    return {}

@@ -19,8 +19,9 @@ import pandas as pd
 
 from leaderboard.battles import Battles
 from leaderboard.data import OUTCOME_STRINGS
+from votes.records import BattleRecord
 
-__all__ = ["BattleColumns", "BattleFilter", "select_battles"]
+__all__ = ["BattleColumns", "BattleFilter", "keep_mask", "record_columns", "select_battles"]
 
 _CODES = {label: int(code) for code, label in OUTCOME_STRINGS.items()}
 
@@ -77,7 +78,29 @@ def _member(values: npt.NDArray[np.object_], names: tuple[str, ...]) -> npt.NDAr
     return out
 
 
-def _keep_mask(cols: BattleColumns, f: BattleFilter) -> npt.NDArray[np.bool_]:
+def record_columns(records: list[BattleRecord]) -> BattleColumns:
+    """Validated battle rows as columns."""
+
+    def objects(name: str) -> npt.NDArray[np.object_]:
+        out = np.empty(len(records), dtype=object)
+        out[:] = [getattr(r, name) for r in records]
+        return out
+
+    return BattleColumns(
+        model_a=objects("model_a"),
+        model_b=objects("model_b"),
+        winner=objects("winner"),
+        language=objects("language"),
+        tstamp=np.asarray([np.nan if r.tstamp is None else r.tstamp for r in records], dtype=np.float64),
+        anony=objects("anony"),
+        judge=objects("judge"),
+        weight=np.asarray([r.weight for r in records], dtype=np.float64),
+        sided=np.asarray([r.sided for r in records], dtype=bool),
+    )
+
+
+def keep_mask(cols: BattleColumns, f: BattleFilter) -> npt.NDArray[np.bool_]:
+    """Which battles ``f`` keeps (self-battles included)."""
     keep = np.ones(len(cols), dtype=bool)
     if f.language is not None:
         keep &= cols.language == f.language
@@ -113,7 +136,7 @@ def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.N
     ValueError
         If a selected battle has an unknown winner.
     """
-    keep = _keep_mask(cols, f)
+    keep = keep_mask(cols, f)
     self_battle = keep & (cols.model_a == cols.model_b)
     keep &= ~self_battle
     a, b, w = cols.model_a[keep], cols.model_b[keep], cols.winner[keep]

@@ -4,6 +4,7 @@ file with a clear message instead of a traceback, the refused-rows report, and t
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -14,6 +15,7 @@ import typer
 if TYPE_CHECKING:
     from leaderboard.battles import Battles
     from votes.columns import BattleRead
+    from votes.records import Refusal
     from votes.selection import BattleFilter
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "battle_filter",
     "pick_components",
     "read_battle_file",
+    "write_report",
 ]
 
 
@@ -158,6 +161,18 @@ def read_battle_file(
         typer.echo(f"error: {path}: no battles left after the filters", err=True)
         raise typer.Exit(2)
     return read
+
+
+def write_report(path: Path, refused: Sequence[Refusal], report: Path | None = None) -> Path:
+    """Write the refused rows of ``path`` (file, where, reason) to ``report`` or
+    ``<file>.refused.csv``; returns where."""
+    target = report or path.with_name(path.name + ".refused.csv")
+    with target.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["file", "where", "reason"])
+        for r in refused:
+            writer.writerow([str(path), r.where, r.reason])
+    return target
 
 
 def pick_components(battles: Battles, *, largest: bool, each: bool, source: Path | str) -> list[Battles]:

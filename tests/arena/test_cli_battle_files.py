@@ -207,3 +207,100 @@ def test_evaluate_reads_mt_bench_judgments(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     table = json.loads(result.output)
     assert {"bt", "bt-position"} <= {r["method"] for r in table}
+
+
+def _import(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(build_app(), ["import", *args])
+    return result.exit_code, result.output
+
+
+def test_import_skip_invalid_reports_exactly_the_bad_rows_and_again_adds_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'arena.db'}"
+    lines: list[str] = []
+    bad: set[str] = set()
+    for k in range(200):
+        row: dict[str, Any] = {
+            "question_id": f"q{k}",
+            "model_a": "alpha",
+            "model_b": "beta",
+            "winner": "tie",
+            "anony": k % 2 == 0,
+        }
+        if k % 20 == 3:  # 5% bad
+            row["winner"] = "both"
+            bad.add(f"line {k + 1}")
+        if k % 20 == 13:
+            row["model_b"] = "alpha"
+            bad.add(f"line {k + 1}")
+        lines.append(json.dumps(row))
+    path = tmp_path / "battles.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = tmp_path / "refused.csv"
+    code, text = _import(str(path), "--database-url", url)
+    assert code == 1 and "line 4: unknown winner 'both'" in text and "nothing was imported" in text
+    code, text = _import(str(path), "--database-url", url, "--skip-invalid", "--report", str(report))
+    assert code == 0, text
+    assert "180 added" in text and f"20 rows refused, listed in {report}" in text
+    with report.open(encoding="utf-8") as fh:
+        listed = list(csv.DictReader(fh))
+    assert {r["where"] for r in listed} == bad and len(listed) == 20
+    assert any("cannot battle itself" in r["reason"] for r in listed)
+    code, text = _import(str(path), "--database-url", url, "--skip-invalid", "--report", str(report))
+    assert code == 0 and "0 added, 180 already present" in text
+    anony = tmp_path / "anony.jsonl"
+    anony.write_text(
+        "".join(
+            json.dumps({"model_a": "x", "model_b": "y", "winner": "tie", "anony": a}) + "\n"
+            for a in (True, False)
+        ),
+        encoding="utf-8",
+    )
+    code, text = _import(str(anony), "--database-url", url, "--anony-only")
+    assert code == 0 and "1 added" in text and "1 battles left out by the filters" in text
+
+
+def test_import_mt_bench_and_arena_hard_files(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'arena.db'}"
+    mt = tmp_path / "gpt-4_pair.jsonl"
+    mt.write_text(
+        json.dumps(
+            {
+                "question_id": 81,
+                "model_1": "a",
+                "model_2": "b",
+                "g1_winner": "model_1",
+                "g2_winner": "tie",
+                "judge": ["gpt-4", "pair-v2"],
+                "turn": 1,
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    code, text = _import(str(mt), "--database-url", url)
+    assert code == 0, text
+    assert "mt-bench-pairwise" in text and "2 added" in text
+    questions = tmp_path / "question.jsonl"
+    questions.write_text(
+        json.dumps({"uid": "u1", "category": "hard", "prompt": "Why?"}) + "\n", encoding="utf-8"
+    )
+    answers = tmp_path / "answers.jsonl"
+    messages = [{"role": "user", "content": "Why?"}, {"role": "assistant", "content": {"answer": "Because."}}]
+    answers.write_text(json.dumps({"uid": "u1", "model": "m", "messages": messages}) + "\n", encoding="utf-8")
+    code, text = _import(str(questions), str(answers), "--database-url", url)
+    assert code == 0, text
+    assert "arena-hard questions" in text and "arena-hard answers" in text and "1 outputs" in text
+    judgments = tmp_path / "judgments.jsonl"
+    judgments.write_text(
+        json.dumps(
+            {"uid": "u1", "model": "m", "judge": "gpt-4", "games": [{"score": "A>>B"}, {"score": "B>A"}]}
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    code, text = _import(str(judgments), "--database-url", url)
+    assert code == 1 and "judgments.jsonl: line 1:" in text and "--baseline" in text
+    code, text = _import(str(judgments), "--database-url", url, "--baseline", "base")
+    assert code == 1 and "store keeps no vote weights" in text
+    code, text = _import(str(judgments), "--database-url", url, "--format", "nonsense")
+    assert code != 0 and "neither a file format" in text
