@@ -119,7 +119,10 @@ def _table_columns(table: pa.Table) -> BattleColumns:
         values = table.column(name).cast(pa.float64()).fill_null(fill)
         return np.asarray(values.to_numpy(), dtype=np.float64)
 
-    sided = column("sided")
+    if "sided" in table.column_names:
+        sided = np.asarray(table.column("sided").fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
+    else:
+        sided = np.ones(n, dtype=bool)
     return BattleColumns(
         model_a=column("model_a"),
         model_b=column("model_b"),
@@ -129,7 +132,7 @@ def _table_columns(table: pa.Table) -> BattleColumns:
         anony=column("anony"),
         judge=column("judge"),
         weight=number("weight", 1.0),
-        sided=np.array([v is not False for v in sided], dtype=bool),
+        sided=sided,
     )
 
 

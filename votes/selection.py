@@ -109,7 +109,7 @@ def keep_mask(cols: BattleColumns, f: BattleFilter) -> npt.NDArray[np.bool_]:
     if f.until is not None:
         keep &= cols.tstamp < f.until.timestamp()
     if f.anony_only:
-        keep &= np.array([a is True for a in cols.anony], dtype=bool)
+        keep &= cols.anony == True  # noqa: E712 (an object array: None and False are not anonymous)
     if f.models is not None:
         allowed = list(f.models)
         keep &= (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -73,6 +74,10 @@ def import_command(
     exclude_models: ExcludeModelsOpt = None,
     judge: JudgeOpt = None,
     baseline: BaselineOpt = None,
+    since: Annotated[
+        datetime | None, typer.Option("--since", help="Battles at or after this time (UTC).")
+    ] = None,
+    until: Annotated[datetime | None, typer.Option("--until", help="Battles before this time (UTC).")] = None,
 ) -> None:
     """Import files, each all-or-nothing in one transaction; importing a file again adds nothing.
 
@@ -83,7 +88,12 @@ def import_command(
 
     file_format, shape = _split_format(fmt)
     selection = battle_filter(
-        anony_only=anony_only, models=models, exclude_models=exclude_models, judge=judge
+        since=since,
+        until=until,
+        anony_only=anony_only,
+        models=models,
+        exclude_models=exclude_models,
+        judge=judge,
     )
     settings = settings_for(database_url)
     engine = open_store(settings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -146,6 +147,11 @@ def evaluate(
     judge: JudgeOpt = None,
     baseline: BaselineOpt = None,
     largest_component: LargestOpt = False,
+    language: Annotated[str | None, typer.Option("--language", help="Only battles in this language.")] = None,
+    since: Annotated[
+        datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")
+    ] = None,
+    until: Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")] = None,
 ) -> None:
     """Compare rating methods on held-out votes: log-loss, Brier, accuracy (test), AIC and BIC (train).
 
@@ -162,7 +168,13 @@ def evaluate(
     try:
         if from_file is not None and not style:
             selection = battle_filter(
-                anony_only=anony_only, models=models, exclude_models=exclude_models, judge=judge
+                language=language,
+                since=since,
+                until=until,
+                anony_only=anony_only,
+                models=models,
+                exclude_models=exclude_models,
+                judge=judge,
             )
             read = read_battle_file(
                 from_file,

@@ -256,3 +256,28 @@ def test_weight_and_sided_columns_of_a_battles_file(tmp_path: Path) -> None:
     _write_jsonl(tmp_path / "neg.jsonl", [{"model_a": "a", "model_b": "b", "winner": "tie", "weight": -1}])
     with pytest.raises(InputError, match="line 1: 'weight' must be positive"):
         read_battles(tmp_path / "neg.jsonl")
+
+
+def test_filters_select_models_judges_times_and_anonymous_votes(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    rows = [
+        {"model_a": "a", "model_b": "b", "winner": "tie", "anony": True, "judge": "j1", "tstamp": 100.0},
+        {"model_a": "a", "model_b": "c", "winner": "tie", "anony": False, "judge": "j1", "tstamp": 200.0},
+        {"model_a": "b", "model_b": "c", "winner": "tie", "anony": True, "judge": "j2", "tstamp": 300.0},
+        {"model_a": "c", "model_b": "d", "winner": "tie", "judge": "j2", "tstamp": 400.0},
+    ]
+    path = _write_jsonl(tmp_path / "b.jsonl", rows)
+
+    def n(f: BattleFilter) -> int:
+        return len(read_battles(path, filters=f).battles)
+
+    assert n(BattleFilter()) == 4
+    assert n(BattleFilter(anony_only=True)) == 2  # a missing anony is not anonymous
+    assert n(BattleFilter(models=("a", "b", "c"))) == 3
+    assert n(BattleFilter(exclude_models=("a",))) == 2
+    assert n(BattleFilter(judge="j2")) == 2
+    t = datetime.fromtimestamp(200.0, tz=UTC)
+    assert n(BattleFilter(since=t)) == 3
+    assert n(BattleFilter(until=t)) == 1
+    assert BattleFilter(anony_only=True, models=("a",)).as_metadata()["models"] == ["a"]
