@@ -29,6 +29,7 @@ from votes.import_battles import import_battle_records
 from votes.import_catalog import import_catalog_records
 from votes.queries import VoteFilter, iter_catalog_rows, iter_vote_rows
 from votes.records import (
+    BATTLE_EXTRA_COLUMNS,
     SELF_BATTLE,
     BattleRecord,
     FileFormat,
@@ -41,7 +42,7 @@ from votes.records import (
 )
 from votes.selection import BattleFilter, keep_mask, record_columns
 
-__all__ = ["ImportReport", "export_catalog", "export_votes", "import_file"]
+__all__ = ["ImportReport", "convert_battles", "export_catalog", "export_votes", "import_file"]
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,11 @@ def _battle_records(
     refused: list[Refusal] | None,
     filters: BattleFilter,
     baseline: str | None,
+    *,
+    for_store: bool = True,
 ) -> tuple[list[BattleRecord], str, SourceFormat | None, int]:
-    """Battle rows of any shape, validated and selected; bad ones raise or go to ``refused``."""
+    """Battle rows of any shape, validated and selected; bad ones raise or go to ``refused`` (for the
+    store, also weighted or side-less ones: it does not keep those)."""
     note = ""
     mapped_rows = rows
     if shape not in (None, "clean-battle"):
@@ -162,7 +166,7 @@ def _battle_records(
         reason = None
         if record.model_a == record.model_b:
             reason = f"model {record.model_a!r} {SELF_BATTLE}"
-        elif record.weight != 1.0 or not record.sided:
+        elif for_store and (record.weight != 1.0 or not record.sided):
             reason = (
                 "the store keeps no vote weights or unknown sides; fit this file with "
                 "`arena recompute --from` or `arena evaluate --from` instead"
@@ -174,6 +178,50 @@ def _battle_records(
         else:
             refused.append(Refusal(record.where, reason))
     return out, note, shape, int((~keep).sum())
+
+
+def convert_battles(
+    path: str | Path,
+    out: str | Path,
+    *,
+    fmt: FileFormat = "jsonl",
+    source_format: SourceFormat | None = None,
+    skip_invalid: bool = False,
+    filters: BattleFilter | None = None,
+    baseline: str | None = None,
+) -> ImportReport:
+    """Write a battles file of any shape as Chatbot Arena battles (with ``weight`` and ``sided`` where
+    they matter), without a database; reading the result back gives the same battles.
+
+    Raises :class:`InputError` as :func:`import_file` does; ``n_added`` counts the battles written.
+    """
+    started = time.perf_counter()
+    path = Path(path)
+    in_fmt, rows = read_rows(path)
+    shape = source_format or detect_source_format(rows)
+    refused: list[Refusal] | None = [] if skip_invalid else None
+    records, note, shape, n_filtered = _battle_records(
+        path, in_fmt, rows, shape, refused, filters or BattleFilter(), baseline, for_store=False
+    )
+    n = write_rows(
+        (r.row() for r in records), Path(out), kind="battles", fmt=fmt, extra_columns=BATTLE_EXTRA_COLUMNS
+    )
+    return ImportReport(
+        path=str(path),
+        kind="battles",
+        format=in_fmt,
+        n_rows=len(rows),
+        n_added=n,
+        n_skipped=0,
+        n_models_added=0,
+        n_prompts_added=0,
+        n_outputs_added=0,
+        seconds=time.perf_counter() - started,
+        source_format=str(shape or "clean-battle"),
+        note=note,
+        refused=tuple(refused or ()),
+        n_filtered=n_filtered,
+    )
 
 
 def export_votes(

@@ -34,6 +34,7 @@ from leaderboard.data import OUTCOME_STRINGS
 
 __all__ = [
     "BATTLE_COLUMNS",
+    "BATTLE_EXTRA_COLUMNS",
     "CATALOG_COLUMNS",
     "FORMATS",
     "NAME_MAX",
@@ -72,6 +73,8 @@ BATTLE_COLUMNS = (
     "language",
     "tstamp",
 )
+#: Columns of our own a battle row carries only when they differ from their defaults (1 and true).
+BATTLE_EXTRA_COLUMNS = ("weight", "sided")
 CATALOG_COLUMNS = ("prompt_id", "prompt", "category", "language", "model", "output")
 _REQUIRED: dict[Kind, tuple[str, ...]] = {
     "battles": ("model_a", "model_b", "winner"),
@@ -282,7 +285,8 @@ class BattleRecord:
     category: str | None = None
 
     def row(self) -> dict[str, Any]:
-        """The canonical export row (the Chatbot Arena columns in a fixed order)."""
+        """The canonical export row (the Chatbot Arena columns in a fixed order, then ``weight`` and
+        ``sided`` when they differ from 1 and true)."""
         return {
             "question_id": self.question_id,
             "model_a": self.model_a,
@@ -295,6 +299,8 @@ class BattleRecord:
             "anony": self.anony,
             "language": self.language,
             "tstamp": self.tstamp,
+            **({} if self.weight == 1.0 else {"weight": self.weight}),
+            **({} if self.sided else {"sided": False}),
         }
 
 
@@ -528,9 +534,11 @@ def canonical_json(row: Mapping[str, Any]) -> str:
 def rows_sha256(rows: Iterable[Mapping[str, Any]], *, kind: Kind = "battles") -> str:
     """sha256 of the rows' canonical JSONL export, computed without writing the file."""
     columns = BATTLE_COLUMNS if kind == "battles" else CATALOG_COLUMNS
+    extra = BATTLE_EXTRA_COLUMNS if kind == "battles" else ()
     digest = hashlib.sha256()
     for row in rows:
-        digest.update(canonical_json({c: row[c] for c in columns}).encode("utf-8"))
+        line = {c: row[c] for c in columns} | {c: row[c] for c in extra if c in row}
+        digest.update(canonical_json(line).encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()
 

@@ -171,6 +171,50 @@ def export_command(
     typer.echo(f"{out}: {n} {what.value} rows ({fmt.value})")
 
 
+def convert_command(
+    source: Annotated[Path, typer.Argument(help="Battles file of any shape `arena import` reads.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Chatbot Arena battles file to write.")],
+    fmt: Annotated[FormatChoice, typer.Option("--to", help="File format written.")] = FormatChoice.jsonl,
+    shape: Annotated[
+        str | None, typer.Option("--format", help="Shape of the input (default: from its columns).")
+    ] = None,
+    skip_invalid: SkipInvalidOpt = False,
+    report_file: ReportOpt = None,
+    anony_only: AnonyOnlyOpt = False,
+    models: ModelsOpt = None,
+    exclude_models: ExcludeModelsOpt = None,
+    judge: JudgeOpt = None,
+    baseline: BaselineOpt = None,
+) -> None:
+    """Write a battles file as Chatbot Arena battles, weights and unknown sides kept (no database)."""
+    from votes.io import convert_battles
+    from votes.records import InputError
+
+    _, source_format = _split_format(shape)
+    selection = battle_filter(
+        anony_only=anony_only, models=models, exclude_models=exclude_models, judge=judge
+    )
+    try:
+        report = convert_battles(
+            source,
+            out,
+            fmt=fmt.value,
+            source_format=source_format,
+            skip_invalid=skip_invalid,
+            filters=selection,
+            baseline=baseline,
+        )
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if report.note:
+        typer.echo(f"{report.path}: {report.source_format}: {report.note}")
+    typer.echo(f"{out}: {report.n_added} battles from {report.n_rows} rows ({fmt.value})")
+    if skip_invalid:
+        target = write_report(source, report.refused, report_file)
+        typer.echo(f"{report.path}: {len(report.refused)} rows refused, listed in {target}")
+
+
 def demo_command(
     votes: Annotated[
         int, typer.Option("--votes", min=0, help="Votes to simulate from the ground truth.")
@@ -206,5 +250,6 @@ def db_upgrade(database_url: DatabaseUrlOption = None) -> None:
 def register(app: typer.Typer) -> None:
     app.command("import")(import_command)
     app.command("export")(export_command)
+    app.command("convert")(convert_command)
     app.command("demo")(demo_command)
     app.add_typer(db_app, name="db")

@@ -304,3 +304,41 @@ def test_import_mt_bench_and_arena_hard_files(tmp_path: Path) -> None:
     assert code == 1 and "store keeps no vote weights" in text
     code, text = _import(str(judgments), "--database-url", url, "--format", "nonsense")
     assert code != 0 and "neither a file format" in text
+
+
+def test_convert_keeps_weights_and_sides_through_every_file_format(tmp_path: Path) -> None:
+    from votes.columns import read_battles
+
+    rows = [
+        {
+            "generator_1": "g1",
+            "generator_2": "g2",
+            "preference": p,
+            "instruction": "i",
+            "output_1": "x",
+            "output_2": "y",
+        }
+        for p in (1.0, 1.25, 1.5, 2.0, 1.9)
+    ] + [
+        {"generator_1": "g2", "generator_2": "g3", "preference": 1.1},
+        {"generator_1": "g3", "generator_2": "g1", "preference": 1.7},
+    ]
+    source = tmp_path / "annotations.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    original = read_battles(source).battles
+    assert original.weight is not None and original.sided is not None
+    for fmt in ("jsonl", "json", "csv", "parquet"):
+        out = tmp_path / f"converted.{fmt}"
+        result = CliRunner().invoke(build_app(), ["convert", str(source), "--out", str(out), "--to", fmt])
+        assert result.exit_code == 0, result.output
+        assert "alpaca-eval" in result.output
+        back = read_battles(out)
+        assert back.source_format == "clean-battle"
+        assert back.battles.models == original.models
+        np.testing.assert_array_equal(back.battles.model_a, original.model_a)
+        np.testing.assert_array_equal(back.battles.outcome, original.outcome)
+        np.testing.assert_array_equal(back.battles.weight, original.weight)
+        np.testing.assert_array_equal(back.battles.sided, original.sided)
+    again = tmp_path / "again.jsonl"
+    CliRunner().invoke(build_app(), ["convert", str(tmp_path / "converted.jsonl"), "--out", str(again)])
+    assert again.read_bytes() == (tmp_path / "converted.jsonl").read_bytes()
