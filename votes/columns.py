@@ -26,13 +26,12 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from leaderboard.battles import Battles
+from votes.battle_rows import SELF_BATTLE, parse_battles
 from votes.formats import SourceFormat, detect_source_format, map_source_rows
 from votes.records import (
-    SELF_BATTLE,
     InputError,
     Refusal,
     detect_format,
-    parse_battles,
     read_rows,
     rows_sha256,
 )

@@ -22,6 +22,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from leaderboard.elo import EloConfig
+from votes.battle_rows import SELF_BATTLE, BattleRecord, parse_battles
 from votes.catalog_records import parse_catalog
 from votes.file_writers import write_rows
 from votes.formats import SourceFormat, detect_source_format, map_catalog_rows, map_source_rows
@@ -30,14 +31,11 @@ from votes.import_catalog import import_catalog_records
 from votes.queries import VoteFilter, iter_catalog_rows, iter_vote_rows
 from votes.records import (
     BATTLE_EXTRA_COLUMNS,
-    SELF_BATTLE,
-    BattleRecord,
     FileFormat,
     InputError,
     Kind,
     Refusal,
     detect_kind,
-    parse_battles,
     read_rows,
 )
 from votes.selection import BattleFilter, keep_mask, record_columns

@@ -19,7 +19,7 @@ import pandas as pd
 
 from leaderboard.battles import Battles
 from leaderboard.data import OUTCOME_STRINGS
-from votes.records import BattleRecord
+from votes.battle_rows import BattleRecord
 
 __all__ = ["BattleColumns", "BattleFilter", "keep_mask", "record_columns", "select_battles"]
 
