@@ -12,10 +12,12 @@ from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from leaderboard.data import OUTCOME_STRINGS, Outcome, PairCounts, aggregate_codes
 
-__all__ = ["Battles"]
+__all__ = ["Battles", "split_components"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -43,6 +45,10 @@ class Battles:
     features : float array (n_votes, n_features), optional
         Style covariates, left minus right (see :mod:`leaderboard.style`).
     feature_names : names of the covariate columns
+    sided : bool array, optional
+        Whether each vote knows which answer was on the left (``None``: every vote does). A vote with
+        an unknown side (a source that shuffled the display order without recording it) never informs
+        the left-side advantage.
     """
 
     models: tuple[str, ...]
@@ -56,6 +62,7 @@ class Battles:
     weight: FloatArray | None = None
     features: FloatArray | None = None
     feature_names: tuple[str, ...] = ()
+    sided: npt.NDArray[np.bool_] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_a", np.asarray(self.model_a, dtype=np.int64))
@@ -63,7 +70,7 @@ class Battles:
         object.__setattr__(self, "outcome", np.asarray(self.outcome, dtype=np.int8))
         n = self.model_a.shape[0]
         columns = (self.model_b, self.outcome, self.time, self.vote_id, self.annotator, self.prompt)
-        if any(c is not None and c.shape[0] != n for c in (*columns, self.weight, self.features)):
+        if any(c is not None and c.shape[0] != n for c in (*columns, self.weight, self.features, self.sided)):
             raise ValueError("every column of Battles needs one entry per vote")
 
     def __len__(self) -> int:
@@ -87,6 +94,7 @@ class Battles:
             prompt=_pick(self.prompt, idx),
             weight=_pick(self.weight, idx),
             features=_pick(self.features, idx),
+            sided=_pick(self.sided, idx),
         )
 
     def times(self) -> FloatArray:
@@ -100,7 +108,12 @@ class Battles:
         """Aggregate into cells (weighted when ``weight`` is set; split by time bucket when asked)."""
         if bucket_seconds is None:
             return aggregate_codes(
-                self.model_a, self.model_b, self.outcome, models=self.models, weight=self.weight
+                self.model_a,
+                self.model_b,
+                self.outcome,
+                models=self.models,
+                weight=self.weight,
+                sided=self.sided,
             )
         return aggregate_codes(
             self.model_a,
@@ -110,12 +123,45 @@ class Battles:
             weight=self.weight,
             time=self.times(),
             bucket_seconds=bucket_seconds,
+            sided=self.sided,
         )
 
     def winner_strings(self) -> npt.NDArray[np.object_]:
         """Outcomes as Chatbot Arena winner strings (``model_a``, ``model_b``, ``tie``, ``tie (bothbad)``)."""
         out: npt.NDArray[np.object_] = _LABELS[self.outcome]
         return out
+
+
+def split_components(battles: Battles) -> list[Battles]:
+    """The battles of each part of the comparison graph (models never compared across parts), largest
+    first (most models, then most votes), each coded against its own models.
+
+    Ratings from different parts share no scale: a file holding two arenas that never met gives one
+    board per part, or the largest part alone.
+    """
+    m = len(battles.models)
+    graph = sp.csr_matrix((np.ones(len(battles)), (battles.model_a, battles.model_b)), shape=(m, m))
+    _, labels = connected_components(graph, directed=False)
+    vote_label = labels[battles.model_a]
+    parts: list[Battles] = []
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        rows = np.flatnonzero(vote_label == label)
+        if rows.size == 0:
+            continue
+        recode = np.full(m, -1, dtype=np.int64)
+        recode[members] = np.arange(members.size)
+        part = battles.take(rows)
+        parts.append(
+            replace(
+                part,
+                models=tuple(battles.models[i] for i in members),
+                model_a=recode[part.model_a],
+                model_b=recode[part.model_b],
+            )
+        )
+    parts.sort(key=lambda p: (-len(p.models), -len(p)))
+    return parts
 
 
 def _pick(column: npt.NDArray[_T] | None, index: npt.NDArray[np.generic]) -> npt.NDArray[_T] | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -299,6 +299,12 @@ def fit_bt(
     coef = coef - coef.mean()
     offset = _offset(models, coef, anchor, scale, initial)
     hessian, score_outer = pair_curvature(coef * ln_base, stats)
+    if counts.is_weighted:
+        # The sandwich's meat sums squared vote weights; a cell's votes count at their mean weight,
+        # as on the general path (:func:`leaderboard.cells.make_cells`).
+        votes = counts.vote_counts
+        squared = np.divide(counts.count**2, votes, out=np.zeros_like(votes), where=votes > 0)
+        _, score_outer = pair_curvature(coef * ln_base, collapse_pairs(replace(counts, count=squared)))
     return BTFit(
         models=models,
         rating=scale * coef + offset,
@@ -359,6 +365,8 @@ def _fit_cells(
     live = cells.count > 0
     if spec.has_tie_parameter and spec.nu_fixed is None and not np.any((cells.outcome == Outcome.TIE) & live):
         raise ValueError("a tie parameter needs at least one tie; with none it is 0 (use bt or tm)")
+    if spec.position != "none" and cells.sided is not None and not np.any(cells.sided & live):
+        raise ValueError("a left-side advantage needs battles with a known side; these have none")
     used = counts if spec.both_bad == "tie" else _without_both_bad(counts)
     stats = collapse_pairs(used)
     unbounded = check_comparison_graph(stats, counts.models, with_prior=spec.prior_sd is not None)
@@ -435,6 +443,7 @@ def _without_both_bad(counts: PairCounts) -> PairCounts:
         count=counts.count[keep],
         time=None if counts.time is None else counts.time[keep],
         votes=None if counts.votes is None else counts.votes[keep],
+        sided=None if counts.sided is None else counts.sided[keep],
     )
 
 

@@ -48,7 +48,9 @@ class Cells:
 
     ``outcome`` is 0 (left wins), 1 (right wins) or 2 (tie; both-bad already mapped or dropped).
     ``count`` is the number of votes (what the bootstrap resamples), ``weight`` the per-vote weight
-    (time decay), ``features`` the style covariates (left minus right), shape (n_rows, n_features).
+    (time decay), ``features`` the style covariates (left minus right), shape (n_rows, n_features),
+    ``sided`` whether the row's left side is known (``None``: every row's is); a row without a known side
+    gets no position term, so the left-side advantage never learns from it.
     """
 
     models: tuple[str, ...]
@@ -59,6 +61,7 @@ class Cells:
     weight: FloatArray
     features: FloatArray
     feature_names: tuple[str, ...] = ()
+    sided: npt.NDArray[np.bool_] | None = None
 
     @property
     def n_models(self) -> int:
@@ -113,6 +116,7 @@ def make_cells(counts: PairCounts, spec: BTSpec) -> Cells:
         weight=weight[keep],
         features=feats[keep],
         feature_names=names,
+        sided=None if counts.sided is None else counts.sided[keep],
     )
 
 
@@ -160,6 +164,7 @@ def design_matrix(
     reference: int | None = None,
     n_position: int = 0,
     features: FloatArray | None = None,
+    sided: npt.NDArray[np.bool_] | None = None,
 ) -> sp.csr_matrix:
     """Sparse design of the linear predictor: ``+value`` at the left model's column, ``-value`` at the
     right's, then position columns (one common, or one per left model) and the style covariates.
@@ -174,6 +179,8 @@ def design_matrix(
         A model whose column is dropped (its strength held at 0); all models have one when None.
     n_position : 0, 1 or ``n_models``
     features : array, shape (n_rows, n_features), optional
+    sided : bool array, shape (n_rows,), optional
+        Rows whose left side is known; the others get 0 in the position columns (all rows when None).
 
     Returns
     -------
@@ -193,14 +200,15 @@ def design_matrix(
         parts_r.append(rows[mask])
         parts_c.append(col)
         parts_v.append(np.full(int(mask.sum()), sign))
+    known = np.ones(n_rows, dtype=bool) if sided is None else np.asarray(sided, dtype=bool)
     if n_position == 1:
-        parts_r.append(rows)
-        parts_c.append(np.full(n_rows, n_cols_models, dtype=np.int64))
-        parts_v.append(np.ones(n_rows))
+        parts_r.append(rows[known])
+        parts_c.append(np.full(int(known.sum()), n_cols_models, dtype=np.int64))
+        parts_v.append(np.ones(int(known.sum())))
     elif n_position > 1:
-        parts_r.append(rows)
-        parts_c.append(n_cols_models + left)
-        parts_v.append(np.ones(n_rows))
+        parts_r.append(rows[known])
+        parts_c.append(n_cols_models + left[known])
+        parts_v.append(np.ones(int(known.sum())))
     feats = np.zeros((n_rows, 0)) if features is None else features
     start = n_cols_models + n_position
     for k in range(feats.shape[1]):
@@ -230,6 +238,7 @@ class Objective:
             reference=layout.n_models - 1,
             n_position=layout.n_position,
             features=cells.features if layout.n_features else None,
+            sided=cells.sided,
         )
         self.sign = np.where(cells.outcome == Outcome.MODEL_A, 1.0, 0.0) - np.where(
             cells.outcome == Outcome.MODEL_B, 1.0, 0.0

@@ -88,6 +88,10 @@ class PairCounts:
     votes : float array or None, shape (n_cells,)
         Number of votes in each cell when ``count`` holds summed weights (``None``: ``count`` is the
         number of votes). The bootstrap resamples votes, so it needs both.
+    sided : bool array or None, shape (n_cells,)
+        Whether the cell's votes know which answer was shown on the left (``None``: all do). Sources
+        that randomise the display order without recording it (AlpacaEval's annotators) give battles
+        with an unknown side: they inform the ratings, never the left-side advantage.
     """
 
     models: tuple[str, ...]
@@ -97,6 +101,7 @@ class PairCounts:
     count: npt.NDArray[np.float64]
     time: npt.NDArray[np.float64] | None = None
     votes: npt.NDArray[np.float64] | None = None
+    sided: npt.NDArray[np.bool_] | None = None
 
     @property
     def n_models(self) -> int:
@@ -195,6 +200,7 @@ def aggregate_codes(
     weight: npt.ArrayLike | None = None,
     time: npt.ArrayLike | None = None,
     bucket_seconds: float | None = None,
+    sided: npt.ArrayLike | None = None,
 ) -> PairCounts:
     """Aggregate integer-coded battles into unique cells (the fast path; no Python loop per vote).
 
@@ -213,11 +219,13 @@ def aggregate_codes(
         to counts later.
     bucket_seconds : float, optional
         Width of a time bucket; required when ``time`` is given.
+    sided : bool array, optional
+        Per-vote: is the left side known? Battles with and without a known side go to separate cells.
 
     Returns
     -------
     PairCounts
-        Cells in lexicographic order of (model_a, model_b, outcome[, time bucket]).
+        Cells in lexicographic order of (model_a, model_b, outcome[, sided][, time bucket]).
     """
     n = len(models)
     ia = np.asarray(model_a, dtype=np.int64)
@@ -237,6 +245,13 @@ def aggregate_codes(
         raise ValueError("weight must have one value per battle")
     key = (ia * n + ib) * 4 + oc
     size = n * n * 4
+    side: npt.NDArray[np.bool_] | None = None
+    if sided is not None:
+        side = np.asarray(sided, dtype=bool)
+        if side.shape != ia.shape:
+            raise ValueError("sided must have one value per battle")
+        key = key * 2 + side
+        size *= 2
     bucket: npt.NDArray[np.float64] | None = None
     if time is not None:
         if bucket_seconds is None or bucket_seconds <= 0:
@@ -263,6 +278,10 @@ def aggregate_codes(
         n_buckets = len(bucket)
         cell_time = bucket[cells % n_buckets]
         cells = cells // n_buckets
+    cell_sided: npt.NDArray[np.bool_] | None = None
+    if side is not None:
+        cell_sided = (cells % 2).astype(bool)
+        cells = cells // 2
     out = cells % 4
     pair = cells // 4
     return PairCounts(
@@ -273,6 +292,7 @@ def aggregate_codes(
         count=np.asarray(values, dtype=np.float64),
         time=cell_time,
         votes=None if w is None else votes,
+        sided=cell_sided,
     )
 
 

@@ -29,7 +29,7 @@ from leaderboard.calibration import (
     vote_log_losses,
 )
 from leaderboard.compute import METHODS
-from leaderboard.data import Outcome, PairCounts, aggregate_codes
+from leaderboard.data import Outcome, PairCounts
 from leaderboard.elo import EloConfig, replay_elo
 from leaderboard.intervals import sandwich_intervals
 from leaderboard.spec import BTSpec
@@ -218,27 +218,37 @@ DEFAULT_METHODS: tuple[str, ...] = tuple(
 
 def votes_to_counts(battles: Battles, *, keep_time: bool, per_vote: bool) -> PairCounts:
     """Aggregate votes into cells: by (left, right, outcome), plus time when time weights need it, or one
-    cell per vote when per-vote covariates need it."""
+    cell per vote when per-vote covariates need it. Vote weights and unknown sides are kept."""
+    ones = np.ones(len(battles))
+    weight = ones if battles.weight is None else np.asarray(battles.weight, dtype=np.float64)
     if per_vote:
         return PairCounts(
             models=battles.models,
             model_a=battles.model_a.astype(np.int64),
             model_b=battles.model_b.astype(np.int64),
             outcome=battles.outcome.astype(np.int8),
-            count=np.ones(len(battles)),
+            count=weight.copy(),
             time=battles.times().astype(np.float64) if keep_time else None,
+            votes=None if battles.weight is None else ones,
+            sided=battles.sided,
         )
     if not keep_time:
-        return aggregate_codes(battles.model_a, battles.model_b, battles.outcome, models=battles.models)
-    keys = np.column_stack([battles.model_a, battles.model_b, battles.outcome, battles.times()])
+        return battles.counts()
+    sided = np.ones(len(battles)) if battles.sided is None else battles.sided.astype(np.float64)
+    keys = np.column_stack([battles.model_a, battles.model_b, battles.outcome, sided, battles.times()])
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    n_cells = unique.shape[0]
     return PairCounts(
         models=battles.models,
         model_a=unique[:, 0].astype(np.int64),
         model_b=unique[:, 1].astype(np.int64),
         outcome=unique[:, 2].astype(np.int8),
-        count=np.bincount(inverse.ravel(), minlength=unique.shape[0]).astype(np.float64),
-        time=unique[:, 3].astype(np.float64),
+        count=np.bincount(inverse.ravel(), weights=weight, minlength=n_cells).astype(np.float64),
+        time=unique[:, 4].astype(np.float64),
+        votes=None
+        if battles.weight is None
+        else np.bincount(inverse.ravel(), minlength=n_cells).astype(np.float64),
+        sided=None if battles.sided is None else unique[:, 3].astype(bool),
     )
 
 

@@ -2,10 +2,11 @@
 
 :mod:`votes.records` validates every field of every row (conversations included), which is right for an
 import but costs tens of seconds on a million battles when a fit needs only ``model_a``, ``model_b`` and
-``winner`` (plus ``language`` and ``tstamp`` for filters). Here pyarrow parses just those columns; the
-values are then checked as a whole (winner strings, self-battles) by :func:`leaderboard.data.parse_outcome`
-and friends. A file pyarrow cannot read this way (a JSON array, irregular rows) goes through
-:mod:`votes.records` instead, which also gives the row-precise error messages.
+``winner`` (plus ``language``, ``tstamp``, ``anony``, ``judge`` for filters and ``weight``/``sided``).
+Here pyarrow parses just those columns; the values are then checked as a whole (winner strings) and
+selected by :mod:`votes.selection`. A file pyarrow cannot read this way (a JSON array, irregular rows),
+a file of another shape (:mod:`votes.formats`), or one with a bad value goes through :mod:`votes.records`
+instead, which also gives the row-precise error messages.
 """
 
 from __future__ import annotations
@@ -13,25 +14,33 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from leaderboard.battles import Battles
-from leaderboard.data import OUTCOME_STRINGS
-from votes.records import InputError, detect_format, parse_battles, read_rows, rows_sha256
+from votes.battle_rows import SELF_BATTLE, parse_battles
+from votes.formats import SourceFormat, detect_source_format, map_source_rows
+from votes.records import (
+    InputError,
+    Refusal,
+    detect_format,
+    read_rows,
+    rows_sha256,
+)
+from votes.selection import BattleColumns, BattleFilter, record_columns, select_battles
 
-__all__ = ["read_battle_columns"]
+__all__ = ["BattleRead", "read_battle_columns", "read_battles"]
 
 _NEEDED = ("model_a", "model_b", "winner")
-_OPTIONAL = ("language", "tstamp")
+_OPTIONAL = ("language", "tstamp", "anony", "judge", "weight", "sided")
 _SCHEMA = pa.schema(
     [
         ("model_a", pa.string()),
@@ -39,44 +48,34 @@ _SCHEMA = pa.schema(
         ("winner", pa.string()),
         ("language", pa.string()),
         ("tstamp", pa.float64()),
+        ("anony", pa.bool_()),
+        ("judge", pa.string()),
+        ("weight", pa.float64()),
+        ("sided", pa.bool_()),
     ]
 )
-_CODES = {label: int(code) for code, label in OUTCOME_STRINGS.items()}
 
 
-def _select(
-    model_a: npt.NDArray[np.object_],
-    model_b: npt.NDArray[np.object_],
-    winner: npt.NDArray[np.object_],
-    language: npt.NDArray[np.object_],
-    tstamp: npt.NDArray[np.float64],
-    *,
-    only_language: str | None,
-    since: datetime | None,
-    until: datetime | None,
-) -> Battles:
-    """Battles in ``only_language`` with ``since <= tstamp < until`` (unknown times never match), coded
-    against the models they name, sorted by name (as :func:`leaderboard.data.aggregate_battles` does)."""
-    keep = np.ones(model_a.shape[0], dtype=bool)
-    if only_language is not None:
-        keep &= language == only_language
-    if since is not None:
-        keep &= tstamp >= since.timestamp()
-    if until is not None:
-        keep &= tstamp < until.timestamp()
-    a, b, w, t = model_a[keep], model_b[keep], winner[keep], tstamp[keep]
-    codes, names = pd.factorize(np.concatenate([a, b]), sort=True)
-    ia, ib = codes[: a.shape[0]], codes[a.shape[0] :]
-    if np.any(ia == ib):
-        raise ValueError(f"model {names[ia[ia == ib][0]]!r} cannot battle itself")
-    outcome = pd.Series(w, dtype=object).map(_CODES)  # NaN for anything but the four strings
-    if outcome.isna().any():
-        bad = w[outcome.isna().to_numpy()][0]
-        raise ValueError(f"unknown winner {bad!r}; expected one of {', '.join(map(repr, _CODES))}")
-    models = tuple(str(n) for n in names)
-    return Battles(
-        models=models, model_a=ia, model_b=ib, outcome=np.asarray(outcome.to_numpy(), dtype=np.int8), time=t
-    )
+@dataclass(frozen=True)
+class BattleRead:
+    """What a battles file gave: the selected battles and how they were found.
+
+    Attributes
+    ----------
+    battles : the battles the filter kept (self-battles left out, see ``refused``)
+    digest : sha256 of the votes (see :func:`read_battles`)
+    n_rows : rows in the file
+    source_format : the shape the rows were read as (see :mod:`votes.formats`)
+    note : how that shape was mapped to battles
+    refused : rows left out, with their location and reason (only with ``skip_invalid``)
+    """
+
+    battles: Battles
+    digest: str
+    n_rows: int
+    source_format: SourceFormat
+    note: str
+    refused: tuple[Refusal, ...] = ()
 
 
 def _bytes(path: Path) -> bytes:
@@ -94,7 +93,8 @@ def _arrow_table(path: Path, data: bytes) -> pa.Table | None:
         return pa_json.read_json(io.BytesIO(data), parse_options=options)
     if fmt == "csv":
         header = data[: data.find(b"\n")].decode("utf-8-sig")
-        wanted = [c for c in (*_NEEDED, *_OPTIONAL) if c in header]
+        names = {c.strip().strip('"') for c in header.strip().split(",")}
+        wanted = [c for c in (*_NEEDED, *_OPTIONAL) if c in names]
         convert = pa_csv.ConvertOptions(
             include_columns=wanted,
             column_types={c: _SCHEMA.field(c).type for c in wanted},
@@ -104,6 +104,141 @@ def _arrow_table(path: Path, data: bytes) -> pa.Table | None:
     return None
 
 
+def _table_columns(table: pa.Table) -> BattleColumns:
+    n = table.num_rows
+
+    def column(name: str) -> npt.NDArray[np.object_]:
+        if name not in table.column_names:
+            return np.full(n, None, dtype=object)
+        return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=object)
+
+    def number(name: str, fill: float) -> npt.NDArray[np.float64]:
+        if name not in table.column_names:
+            return np.full(n, fill)
+        values = table.column(name).cast(pa.float64()).fill_null(fill)
+        return np.asarray(values.to_numpy(), dtype=np.float64)
+
+    if "sided" in table.column_names:
+        sided = np.asarray(table.column("sided").fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
+    else:
+        sided = np.ones(n, dtype=bool)
+    return BattleColumns(
+        model_a=column("model_a"),
+        model_b=column("model_b"),
+        winner=column("winner"),
+        language=column("language"),
+        tstamp=number("tstamp", np.nan),
+        anony=column("anony"),
+        judge=column("judge"),
+        weight=number("weight", 1.0),
+        sided=sided,
+    )
+
+
+def _fast(path: Path, data: bytes, filters: BattleFilter) -> BattleRead | None:
+    """The columnar read of a Chatbot Arena file; None when the file needs the careful path."""
+    try:
+        table = _arrow_table(path, data)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+        return None
+    if table is None or not all(c in table.column_names for c in _NEEDED):
+        return None
+    if any(table.column(c).null_count == table.num_rows for c in _NEEDED):
+        return None  # JSONL read with a schema lists absent columns as all-null: another shape
+    cols = _table_columns(table)
+    if np.any(cols.weight <= 0) or not np.all(np.isfinite(cols.weight)):
+        return None  # the careful path names the row
+    battles, self_battles = select_battles(cols, filters)
+    if self_battles.size:
+        return None  # the careful path names the row
+    if detect_format(path, data) == "jsonl":
+        digest = hashlib.sha256(data).hexdigest()
+    else:
+        fmt, rows = read_rows(path)
+        digest = rows_sha256(r.row() for r in parse_battles(path, fmt, rows, allow_self_battles=True))
+    note = "Chatbot Arena battles read as they are (model_a shown on the left)"
+    return BattleRead(battles, digest, table.num_rows, "clean-battle", note)
+
+
+def read_battles(
+    path: Path | str,
+    *,
+    filters: BattleFilter | None = None,
+    source_format: SourceFormat | None = None,
+    skip_invalid: bool = False,
+    baseline: str | None = None,
+) -> BattleRead:
+    """Read a battles file of any known shape (see :mod:`votes.formats`) and select from it.
+
+    A Chatbot Arena file goes through pyarrow's column readers (the fast path); other shapes, and any
+    file whose columns pyarrow cannot read, through row-by-row validation with row-precise messages.
+
+    ``digest`` is the sha256 of the (decompressed) file for JSONL Chatbot Arena files, which equals the
+    database's :func:`votes.queries.votes_sha256` when the file is an Arena export; the sha256 of the rows
+    in canonical export form for the other Chatbot Arena files (:func:`votes.records.rows_sha256`); and
+    the sha256 of the decompressed file for the other shapes.
+
+    Parameters
+    ----------
+    path : the file (JSONL, JSON, CSV or Parquet, gzipped or not)
+    filters : which battles to keep (all by default)
+    source_format : the shape; detected from the columns when None
+    skip_invalid : leave out bad rows (listed in ``refused``) instead of refusing the file
+    baseline : arena-hard judgments without a ``baseline`` column: the baseline model
+
+    Raises
+    ------
+    InputError
+        If the file is missing or unreadable, of no known shape, or (without ``skip_invalid``) has a bad
+        row, a selected self-battle included; the message names the file, the row and the reason.
+    """
+    path = Path(path)
+    filters = filters or BattleFilter()
+    if not path.is_file():
+        raise InputError(path, None, "no such file")
+    data = _bytes(path)
+    if source_format in (None, "clean-battle") and not skip_invalid:
+        try:
+            fast = _fast(path, data, filters)
+        except ValueError as exc:
+            raise InputError(path, None, str(exc)) from None
+        if fast is not None:
+            return fast
+    # The careful path: row-by-row validation with messages that name the bad row.
+    fmt, rows = read_rows(path)
+    shape = source_format or detect_source_format(rows)
+    refused: list[Refusal] | None = [] if skip_invalid else None
+    if shape == "clean-battle":
+        mapped_rows, note = rows, ""
+    else:
+        mapped = map_source_rows(path, rows, shape, baseline=baseline)
+        if mapped.refused and refused is None:
+            first = mapped.refused[0]
+            raise InputError(path, first.where, first.reason)
+        if refused is not None:
+            refused.extend(mapped.refused)
+        mapped_rows, note, shape = mapped.rows, mapped.note, mapped.source_format
+    # mapped rows hold JSON values, not CSV text cells
+    row_fmt = fmt if shape == "clean-battle" else "jsonl"
+    records = parse_battles(path, row_fmt, mapped_rows, refused=refused, allow_self_battles=True)
+    try:
+        battles, self_battles = select_battles(record_columns(records), filters)
+    except ValueError as exc:
+        raise InputError(path, None, str(exc)) from None
+    for i in self_battles:
+        rec = records[int(i)]
+        reason = f"model {rec.model_a!r} {SELF_BATTLE}"
+        if refused is None:
+            raise InputError(path, rec.where, reason)
+        refused.append(Refusal(rec.where, reason))
+    if shape == "clean-battle":
+        digest = rows_sha256(r.row() for r in records)
+        note = "Chatbot Arena battles read as they are (model_a shown on the left)"
+    else:
+        digest = hashlib.sha256(data).hexdigest()
+    return BattleRead(battles, digest, len(rows), shape, note, tuple(refused or ()))
+
+
 def read_battle_columns(
     path: Path | str,
     *,
@@ -111,71 +246,6 @@ def read_battle_columns(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> tuple[Battles, str, int]:
-    """Read a Chatbot Arena battles file (JSONL/JSON/CSV/Parquet, gz ok) as columns and select from it.
-
-    Returns the battles in ``language`` with ``since <= tstamp < until`` (all by default), the file's
-    ``sha256`` and the number of battles in the file.
-
-    ``sha256`` is that of the (decompressed) file for JSONL, which equals the database's
-    :func:`votes.queries.votes_sha256` when the file is an Arena export; for other formats it is the
-    sha256 of the rows in canonical export form, computed by :func:`votes.records.rows_sha256`.
-
-    Raises
-    ------
-    InputError
-        If the file is missing, unreadable or lacks ``model_a``, ``model_b`` or ``winner``.
-    ValueError
-        If a selected battle pits a model against itself or has an unknown winner.
-    """
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(path, None, "no such file")
-    data = _bytes(path)
-    try:
-        table = _arrow_table(path, data)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
-        table = None
-    if table is not None and all(c in table.column_names for c in _NEEDED):
-        n = table.num_rows
-
-        def column(name: str, fill: object) -> npt.NDArray[np.object_]:
-            if name not in table.column_names:
-                return np.full(n, fill, dtype=object)
-            return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=object)
-
-        if "tstamp" in table.column_names:
-            stamps = table.column("tstamp").cast(pa.float64()).fill_null(np.nan)
-            tstamp = np.asarray(stamps.to_numpy(), dtype=np.float64)
-        else:
-            tstamp = np.full(n, np.nan)
-        is_jsonl = detect_format(path, data) == "jsonl"
-        digest = hashlib.sha256(data).hexdigest() if is_jsonl else None
-        if digest is None:
-            fmt, rows = read_rows(path)
-            digest = rows_sha256(r.row() for r in parse_battles(path, fmt, rows))
-        battles = _select(
-            column("model_a", None),
-            column("model_b", None),
-            column("winner", None),
-            column("language", None),
-            tstamp,
-            only_language=language,
-            since=since,
-            until=until,
-        )
-        return battles, digest, n
-    # The careful path: row-by-row validation with messages that name the bad row.
-    fmt, rows = read_rows(path)
-    records = parse_battles(path, fmt, rows)
-    battles = _select(
-        np.asarray([r.model_a for r in records], dtype=object),
-        np.asarray([r.model_b for r in records], dtype=object),
-        np.asarray([r.winner for r in records], dtype=object),
-        np.asarray([r.language for r in records], dtype=object),
-        np.asarray([np.nan if r.tstamp is None else r.tstamp for r in records], dtype=np.float64),
-        only_language=language,
-        since=since,
-        until=until,
-    )
-    return battles, rows_sha256(r.row() for r in records), len(records)
+    """:func:`read_battles` of a Chatbot Arena file by language and time: (battles, sha256, rows)."""
+    read = read_battles(path, filters=BattleFilter(language=language, since=since, until=until))
+    return read.battles, read.digest, read.n_rows

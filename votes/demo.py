@@ -23,11 +23,11 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
 from leaderboard.data import OUTCOME_STRINGS, Outcome
+from votes.battle_rows import BattleRecord
 from votes.catalog_records import CatalogRecord
 from votes.import_battles import import_battle_records
 from votes.import_catalog import import_catalog_records
 from votes.live import LiveConfig
-from votes.records import BattleRecord
 from votes.tables import model_t
 
 __all__ = [

@@ -54,9 +54,23 @@ _PARQUET_SCHEMAS: dict[Kind, pa.Schema] = {
 }
 
 
-def write_rows(rows: Iterable[Mapping[str, Any]], out: Path, *, kind: Kind, fmt: FileFormat) -> int:
-    """Write canonical rows (in the given order) deterministically; returns the number of rows."""
-    columns = BATTLE_COLUMNS if kind == "battles" else CATALOG_COLUMNS
+def write_rows(
+    rows: Iterable[Mapping[str, Any]],
+    out: Path,
+    *,
+    kind: Kind,
+    fmt: FileFormat,
+    extra_columns: tuple[str, ...] = (),
+) -> int:
+    """Write canonical rows (in the given order) deterministically; returns the number of rows.
+
+    ``extra_columns`` (battles: ``weight``, ``sided``) follow the schema's columns; a row without one
+    gets its default (1, true), left out of JSON lines and written out in CSV and Parquet.
+    """
+    defaults = {"weight": 1.0, "sided": True}
+    columns = (BATTLE_COLUMNS if kind == "battles" else CATALOG_COLUMNS) + extra_columns
+    if extra_columns:
+        rows = ({**{c: defaults[c] for c in extra_columns}, **row} for row in rows)
     count = 0
     if fmt in ("jsonl", "json"):
         with out.open("w", encoding="utf-8", newline="\n") as fh:
@@ -65,7 +79,8 @@ def write_rows(rows: Iterable[Mapping[str, Any]], out: Path, *, kind: Kind, fmt:
             for row in rows:
                 if fmt == "json" and count:
                     fh.write(",\n")
-                fh.write(canonical_json({c: row[c] for c in columns}))
+                line = {c: row[c] for c in columns if c not in extra_columns or row[c] != defaults[c]}
+                fh.write(canonical_json(line))
                 if fmt == "jsonl":
                     fh.write("\n")
                 count += 1
@@ -86,6 +101,9 @@ def write_rows(rows: Iterable[Mapping[str, Any]], out: Path, *, kind: Kind, fmt:
         for row in materialised:
             if isinstance(row["prompt"], list):
                 row["prompt"] = json.dumps(row["prompt"], ensure_ascii=False)
-    table = pa.Table.from_pylist(materialised, schema=_PARQUET_SCHEMAS[kind])
+    schema = _PARQUET_SCHEMAS[kind]
+    for c in extra_columns:
+        schema = schema.append(pa.field(c, pa.float64() if c == "weight" else pa.bool_()))
+    table = pa.Table.from_pylist(materialised, schema=schema)
     pq.write_table(table, str(out), compression="zstd", write_statistics=False)
     return len(materialised)

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from votes.battle_rows import BattleRecord
 from votes.bulk import (
     ImportCounts,
     chunks,
@@ -29,7 +30,7 @@ from votes.bulk import (
 from votes.live import LiveConfig
 from votes.models import utcnow
 from votes.ratings import rebuild_live_ratings
-from votes.records import BattleRecord, InputError, Message, canonical_json
+from votes.records import InputError, Message, canonical_json
 from votes.tables import annotator_t, battle_t, output_t, prompt_t, vote_t
 
 __all__ = ["IMPORT_ANNOTATOR_KIND", "import_battle_records", "import_keys"]

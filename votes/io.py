@@ -21,15 +21,26 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from votes.battle_rows import SELF_BATTLE, BattleRecord, parse_battles
 from votes.catalog_records import parse_catalog
 from votes.file_writers import write_rows
+from votes.formats import SourceFormat, detect_source_format, map_catalog_rows, map_source_rows
 from votes.import_battles import import_battle_records
 from votes.import_catalog import import_catalog_records
 from votes.live import LiveConfig
 from votes.queries import VoteFilter, iter_catalog_rows, iter_vote_rows
-from votes.records import FileFormat, Kind, detect_kind, parse_battles, read_rows
+from votes.records import (
+    BATTLE_EXTRA_COLUMNS,
+    FileFormat,
+    InputError,
+    Kind,
+    Refusal,
+    detect_kind,
+    read_rows,
+)
+from votes.selection import BattleFilter, keep_mask, record_columns
 
-__all__ = ["ImportReport", "export_catalog", "export_votes", "import_file"]
+__all__ = ["ImportReport", "convert_battles", "export_catalog", "export_votes", "import_file"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,10 @@ class ImportReport:
     n_prompts_added: int
     n_outputs_added: int
     seconds: float
+    source_format: str = "clean-battle"
+    note: str = ""
+    refused: tuple[Refusal, ...] = ()
+    n_filtered: int = 0
 
 
 def import_file(
@@ -55,21 +70,40 @@ def import_file(
     fmt: FileFormat | None = None,
     kind: Kind | None = None,
     elo_config: LiveConfig | None = None,
+    source_format: SourceFormat | None = None,
+    skip_invalid: bool = False,
+    filters: BattleFilter | None = None,
+    baseline: str | None = None,
 ) -> ImportReport:
     """Validate a whole file, then write it in one transaction; raises :class:`InputError` on bad input.
 
-    Nothing is written when any row is invalid or conflicts with what the database already holds.
+    Battles may come in any shape of :mod:`votes.formats` (detected from the columns, or named by
+    ``source_format``); arena-hard question and answer files are catalogs. Without ``skip_invalid``
+    nothing is written when any row is invalid or conflicts with what the database already holds; with
+    it the valid rows are written and the others returned in ``refused``. ``filters`` choose the battles
+    written; self-battles among them are refused, never dropped unsaid.
     """
     started = time.perf_counter()
     path = Path(path)
     fmt, rows = read_rows(path, fmt)
-    kind = kind or (detect_kind(path, rows) if rows else "battles")
+    shape = detect_source_format(rows) if source_format is None and kind != "catalog" else source_format
+    kind = kind or (
+        "battles" if shape is not None else (detect_catalog_kind(path, rows) if rows else "battles")
+    )
+    refused: list[Refusal] | None = [] if skip_invalid else None
+    note = ""
+    n_filtered = 0
+    n_candidates = len(rows)
     with engine.begin() as conn:
         if kind == "battles":
-            records_b = parse_battles(path, fmt, rows)
+            records_b, note, shape, n_filtered = _battle_records(
+                path, fmt, rows, shape, refused, filters or BattleFilter(), baseline
+            )
             added = import_battle_records(conn, records_b, file=path, elo_config=elo_config)
+            n_candidates = len(records_b)
         else:
-            records_c = parse_catalog(path, fmt, rows)
+            catalog_rows, note = map_catalog_rows(path, rows)
+            records_c = parse_catalog(path, fmt if not note else "jsonl", catalog_rows)
             added = import_catalog_records(conn, records_c, file=path)
     return ImportReport(
         path=str(path),
@@ -77,11 +111,114 @@ def import_file(
         format=fmt,
         n_rows=len(rows),
         n_added=added.rows,
-        n_skipped=len(rows) - added.rows,
+        n_skipped=n_candidates - added.rows,
         n_models_added=added.models,
         n_prompts_added=added.prompts,
         n_outputs_added=added.outputs,
         seconds=time.perf_counter() - started,
+        source_format=str(shape or "catalog"),
+        note=note,
+        refused=tuple(refused or ()),
+        n_filtered=n_filtered,
+    )
+
+
+def detect_catalog_kind(path: Path, rows: list[tuple[str, dict[str, object]]]) -> Kind:
+    """Catalog or battles for rows of no known battle shape (arena-hard questions and answers are
+    catalogs)."""
+    head = {k for _, row in rows[:50] for k in row}
+    if "uid" in head and ("prompt" in head or "messages" in head):
+        return "catalog"
+    return detect_kind(path, rows)
+
+
+def _battle_records(
+    path: Path,
+    fmt: FileFormat,
+    rows: list[tuple[str, dict[str, object]]],
+    shape: SourceFormat | None,
+    refused: list[Refusal] | None,
+    filters: BattleFilter,
+    baseline: str | None,
+    *,
+    for_store: bool = True,
+) -> tuple[list[BattleRecord], str, SourceFormat | None, int]:
+    """Battle rows of any shape, validated and selected; bad ones raise or go to ``refused`` (for the
+    store, also weighted or side-less ones: it does not keep those)."""
+    note = ""
+    mapped_rows = rows
+    if shape not in (None, "clean-battle"):
+        mapped = map_source_rows(path, rows, shape, baseline=baseline)
+        if mapped.refused and refused is None:
+            raise InputError(path, mapped.refused[0].where, mapped.refused[0].reason)
+        if refused is not None:
+            refused.extend(mapped.refused)
+        mapped_rows, note = mapped.rows, mapped.note
+    row_fmt = fmt if shape in (None, "clean-battle") else "jsonl"
+    records = parse_battles(path, row_fmt, mapped_rows, refused=refused, allow_self_battles=True)
+    keep = keep_mask(record_columns(records), filters)
+    out: list[BattleRecord] = []
+    for record, kept in zip(records, keep, strict=True):
+        if not kept:
+            continue
+        reason = None
+        if record.model_a == record.model_b:
+            reason = f"model {record.model_a!r} {SELF_BATTLE}"
+        elif for_store and (record.weight != 1.0 or not record.sided):
+            reason = (
+                "the store keeps no vote weights or unknown sides; fit this file with "
+                "`arena recompute --from` or `arena evaluate --from` instead"
+            )
+        if reason is None:
+            out.append(record)
+        elif refused is None:
+            raise InputError(path, record.where, reason)
+        else:
+            refused.append(Refusal(record.where, reason))
+    return out, note, shape, int((~keep).sum())
+
+
+def convert_battles(
+    path: str | Path,
+    out: str | Path,
+    *,
+    fmt: FileFormat = "jsonl",
+    source_format: SourceFormat | None = None,
+    skip_invalid: bool = False,
+    filters: BattleFilter | None = None,
+    baseline: str | None = None,
+) -> ImportReport:
+    """Write a battles file of any shape as Chatbot Arena battles (with ``weight`` and ``sided`` where
+    they matter), without a database; reading the result back gives the same battles.
+
+    Raises :class:`InputError` as :func:`import_file` does; ``n_added`` counts the battles written.
+    """
+    started = time.perf_counter()
+    path = Path(path)
+    in_fmt, rows = read_rows(path)
+    shape = source_format or detect_source_format(rows)
+    refused: list[Refusal] | None = [] if skip_invalid else None
+    records, note, shape, n_filtered = _battle_records(
+        path, in_fmt, rows, shape, refused, filters or BattleFilter(), baseline, for_store=False
+    )
+    n = write_rows(
+        (r.row() for r in records), Path(out), kind="battles", fmt=fmt, extra_columns=BATTLE_EXTRA_COLUMNS
+    )
+    return ImportReport(
+        path=str(path),
+        kind="battles",
+        format=in_fmt,
+        n_rows=len(rows),
+        n_added=n,
+        n_skipped=0,
+        n_models_added=0,
+        n_prompts_added=0,
+        n_outputs_added=0,
+        seconds=time.perf_counter() - started,
+        source_format=str(shape or "clean-battle"),
+        note=note,
+        refused=tuple(refused or ()),
+        n_filtered=n_filtered,
     )
 
 

@@ -1,4 +1,4 @@
-"""Interchange files without a database: reading rows, validating battle rows, the canonical row hash.
+"""Interchange files without a database: reading rows, typed field checks, the canonical row hash.
 
 Two schemas travel in and out of Arena:
 
@@ -8,7 +8,8 @@ Two schemas travel in and out of Arena:
   ``conversation_a``, ``conversation_b``, ``turn``, ``anony``, ``language``, ``tstamp``).
 
 Both can be JSONL, a JSON array, CSV or Parquet, optionally gzipped. Validation happens row by row,
-before anything touches a database (battles here, catalogs in :mod:`votes.catalog_records`), and every
+before anything touches a database (battles in :mod:`votes.battle_rows`, catalogs in
+:mod:`votes.catalog_records`), and every
 problem is reported with the file, the line or row, and the reason. :func:`canonical_json` is the one
 canonical form of a row; the writers (:mod:`votes.file_writers`) and the hashes use it, which is what makes
 export -> import -> export byte-identical.
@@ -25,30 +26,29 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from leaderboard.data import OUTCOME_STRINGS
-
 __all__ = [
     "BATTLE_COLUMNS",
+    "BATTLE_EXTRA_COLUMNS",
     "CATALOG_COLUMNS",
     "FORMATS",
     "NAME_MAX",
+    "Refusal",
     "SHORT_MAX",
-    "BattleRecord",
     "FileFormat",
     "InputError",
     "Kind",
     "Message",
     "RowFields",
     "canonical_json",
+    "text_cells",
     "check_columns",
     "detect_format",
     "detect_kind",
-    "parse_battles",
     "read_rows",
     "rows_sha256",
 ]
@@ -70,12 +70,13 @@ BATTLE_COLUMNS = (
     "language",
     "tstamp",
 )
+#: Columns of our own a battle row carries only when they differ from their defaults (1 and true).
+BATTLE_EXTRA_COLUMNS = ("weight", "sided")
 CATALOG_COLUMNS = ("prompt_id", "prompt", "category", "language", "model", "output")
 _REQUIRED: dict[Kind, tuple[str, ...]] = {
     "battles": ("model_a", "model_b", "winner"),
     "catalog": ("prompt_id", "prompt"),
 }
-_WINNERS = tuple(OUTCOME_STRINGS.values())
 NAME_MAX = 200
 SHORT_MAX = 100
 
@@ -90,6 +91,14 @@ class InputError(ValueError):
         self.where = where
         self.reason = reason
         super().__init__(f"{self.file}: {where}: {reason}" if where else f"{self.file}: {reason}")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A row left out: where it is in its file and why."""
+
+    where: str
+    reason: str
 
 
 # --------------------------------------------------------------------------------------------- reading
@@ -249,40 +258,6 @@ def detect_kind(path: Path, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> Ki
 # ------------------------------------------------------------------------------------------ validation
 
 
-@dataclass(frozen=True, slots=True)
-class BattleRecord:
-    """One validated battle row; ``where`` says where it came from for error messages."""
-
-    where: str
-    model_a: str
-    model_b: str
-    winner: str
-    question_id: str | None = None
-    judge: str | None = None
-    conversation_a: tuple[Message, ...] | None = None
-    conversation_b: tuple[Message, ...] | None = None
-    turn: int | None = None
-    anony: bool | None = None
-    language: str | None = None
-    tstamp: float | None = None
-
-    def row(self) -> dict[str, Any]:
-        """The canonical export row (the Chatbot Arena columns in a fixed order)."""
-        return {
-            "question_id": self.question_id,
-            "model_a": self.model_a,
-            "model_b": self.model_b,
-            "winner": self.winner,
-            "judge": self.judge,
-            "conversation_a": None if self.conversation_a is None else [dict(m) for m in self.conversation_a],
-            "conversation_b": None if self.conversation_b is None else [dict(m) for m in self.conversation_b],
-            "turn": self.turn,
-            "anony": self.anony,
-            "language": self.language,
-            "tstamp": self.tstamp,
-        }
-
-
 class RowFields:
     """Typed field access on one raw row; CSV rows hold strings that are converted on the way."""
 
@@ -398,11 +373,8 @@ def _looks_like_conversation(value: str) -> bool:
     return value.lstrip().startswith("[{")
 
 
-def _user_turns(conversation: Sequence[Message]) -> list[str]:
-    return [m["content"] for m in conversation if m["role"] == "user"]
-
-
-def _text_cells(fmt: FileFormat) -> bool:
+def text_cells(fmt: FileFormat) -> bool:
+    """CSV cells are text to convert; the other formats carry typed values."""
     return fmt == "csv"
 
 
@@ -420,55 +392,6 @@ def check_columns(
         raise InputError(path, None, f"missing column {missing[0]!r}")
 
 
-def parse_battles(
-    path: Path, fmt: FileFormat, rows: Iterable[tuple[str, Mapping[str, Any]]]
-) -> list[BattleRecord]:
-    """Validate battle rows; the first problem raises :class:`InputError` naming its row."""
-    rows = list(rows)
-    check_columns(path, fmt, rows, "battles")
-    as_text = _text_cells(fmt)
-    records: list[BattleRecord] = []
-    for where, raw in rows:
-        r = RowFields(path, where, raw, text_cells=as_text)
-        model_a = cast(str, r.string("model_a", required=True))
-        model_b = cast(str, r.string("model_b", required=True))
-        winner = raw.get("winner")
-        if winner is None:
-            raise r.fail("missing field 'winner'")
-        if winner not in _WINNERS:
-            allowed = ", ".join(repr(w) for w in _WINNERS)
-            raise r.fail(f"unknown winner {winner!r}; expected one of {allowed}")
-        if model_a == model_b:
-            raise r.fail(f"model {model_a!r} cannot battle itself")
-        conv_a = r.messages("conversation_a")
-        conv_b = r.messages("conversation_b")
-        if (conv_a is None) != (conv_b is None):
-            raise r.fail("conversation_a and conversation_b must be given together")
-        if conv_a is not None:
-            users = _user_turns(conv_a)
-            if not users:
-                raise r.fail("conversation_a has no user message")
-            if users != _user_turns(conv_b):
-                raise r.fail("conversation_a and conversation_b ask different user messages")
-        records.append(
-            BattleRecord(
-                where=where,
-                model_a=model_a,
-                model_b=model_b,
-                winner=cast(str, winner),
-                question_id=r.identifier("question_id"),
-                judge=r.string("judge"),
-                conversation_a=conv_a,
-                conversation_b=conv_b,
-                turn=r.integer("turn"),
-                anony=r.boolean("anony"),
-                language=r.string("language", max_length=50),
-                tstamp=r.number("tstamp"),
-            )
-        )
-    return records
-
-
 # --------------------------------------------------------------------------------------------- writing
 
 
@@ -484,9 +407,11 @@ def canonical_json(row: Mapping[str, Any]) -> str:
 def rows_sha256(rows: Iterable[Mapping[str, Any]], *, kind: Kind = "battles") -> str:
     """sha256 of the rows' canonical JSONL export, computed without writing the file."""
     columns = BATTLE_COLUMNS if kind == "battles" else CATALOG_COLUMNS
+    extra = BATTLE_EXTRA_COLUMNS if kind == "battles" else ()
     digest = hashlib.sha256()
     for row in rows:
-        digest.update(canonical_json({c: row[c] for c in columns}).encode("utf-8"))
+        line = {c: row[c] for c in columns} | {c: row[c] for c in extra if c in row}
+        digest.update(canonical_json(line).encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()
 

@@ -20,10 +20,11 @@ from leaderboard.battles import Battles
 from leaderboard.data import PairCounts, parse_outcome
 from leaderboard.evaluate import FloatArray
 from leaderboard.style import style_differences
+from votes.battle_rows import BattleRecord, parse_battles
 from votes.catalog_records import parse_catalog
 from votes.columns import read_battle_columns
 from votes.queries import VoteFilter, iter_vote_texts, load_battles
-from votes.records import BattleRecord, InputError, parse_battles, read_rows
+from votes.records import InputError, read_rows
 
 __all__ = ["MIN_STYLE_BATTLES", "battles_from_file", "battles_from_store", "load_battles_file"]
 

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
+from arena.commands.battle_files import (
+    AnonyOnlyOpt,
+    BaselineOpt,
+    ExcludeModelsOpt,
+    JudgeOpt,
+    ModelsOpt,
+    ReportOpt,
+    SkipInvalidOpt,
+    battle_filter,
+    write_report,
+)
 from arena.settings import live_config
+
+if TYPE_CHECKING:
+    from votes.formats import SourceFormat
+    from votes.records import FileFormat
 
 __all__ = ["register"]
 
@@ -31,23 +47,54 @@ class ExportWhat(StrEnum):
     catalog = "catalog"
 
 
+_SHAPES = ("clean-battle", "hf-preference", "mt-bench-pairwise", "arena-hard", "alpaca-eval")
+
+
 def import_command(
     files: Annotated[
         list[Path], typer.Argument(help="Catalog or battles files (JSONL, JSON, CSV, Parquet; .gz ok).")
     ],
     fmt: Annotated[
-        FormatChoice | None,
-        typer.Option("--format", help="File format (default: from the name and content)."),
+        str | None,
+        typer.Option(
+            "--format",
+            help="File format (jsonl, json, csv, parquet) or battles shape (clean-battle, hf-preference, "
+            "mt-bench-pairwise, arena-hard, alpaca-eval); default: from the name, content and columns. "
+            "Repeat to give both.",
+        ),
     ] = None,
     kind: Annotated[
         KindChoice | None, typer.Option("--kind", help="catalog or battles (default: from the columns).")
     ] = None,
     database_url: DatabaseUrlOption = None,
+    skip_invalid: SkipInvalidOpt = False,
+    report_file: ReportOpt = None,
+    anony_only: AnonyOnlyOpt = False,
+    models: ModelsOpt = None,
+    exclude_models: ExcludeModelsOpt = None,
+    judge: JudgeOpt = None,
+    baseline: BaselineOpt = None,
+    since: Annotated[
+        datetime | None, typer.Option("--since", help="Battles at or after this time (UTC).")
+    ] = None,
+    until: Annotated[datetime | None, typer.Option("--until", help="Battles before this time (UTC).")] = None,
 ) -> None:
-    """Import files, each all-or-nothing in one transaction; importing a file again adds nothing."""
+    """Import files, each all-or-nothing in one transaction; importing a file again adds nothing.
+
+    With --skip-invalid the valid rows are imported and the refused ones listed in a report file.
+    """
     from votes.io import import_file
     from votes.records import InputError
 
+    file_format, shape = _split_format(fmt)
+    selection = battle_filter(
+        since=since,
+        until=until,
+        anony_only=anony_only,
+        models=models,
+        exclude_models=exclude_models,
+        judge=judge,
+    )
     settings = settings_for(database_url)
     engine = open_store(settings)
     try:
@@ -56,22 +103,47 @@ def import_command(
                 report = import_file(
                     engine,
                     path,
-                    fmt=fmt.value if fmt else None,
+                    fmt=file_format,
                     kind=kind.value if kind else None,
                     elo_config=live_config(settings),
+                    source_format=shape,
+                    skip_invalid=skip_invalid,
+                    filters=selection,
+                    baseline=baseline,
                 )
             except InputError as exc:
                 typer.echo(f"error: {exc}", err=True)
                 typer.echo("nothing was imported from this file.", err=True)
                 raise typer.Exit(1) from None
+            if report.note:
+                typer.echo(f"{report.path}: {report.source_format}: {report.note}")
             typer.echo(
                 f"{report.path}: {report.kind} ({report.format}), {report.n_rows} rows, "
                 f"{report.n_added} added, {report.n_skipped} already present; "
                 f"new: {report.n_models_added} models, {report.n_prompts_added} prompts, "
                 f"{report.n_outputs_added} outputs ({report.seconds:.2f} s)"
             )
+            if report.n_filtered:
+                typer.echo(f"{report.path}: {report.n_filtered} battles left out by the filters")
+            if skip_invalid:
+                target = write_report(path, report.refused, report_file if len(files) == 1 else None)
+                typer.echo(f"{report.path}: {len(report.refused)} rows refused, listed in {target}")
     finally:
         engine.dispose()
+
+
+def _split_format(value: str | None) -> tuple[FileFormat | None, SourceFormat | None]:
+    if value is None:
+        return None, None
+    if value in FormatChoice.__members__:
+        return cast("FileFormat", value), None
+    if value in _SHAPES:
+        return None, cast("SourceFormat", value)
+    raise typer.BadParameter(
+        f"{value!r} is neither a file format (jsonl, json, csv, parquet) nor a battles shape "
+        f"({', '.join(_SHAPES)})",
+        param_hint="--format",
+    )
 
 
 def export_command(
@@ -97,6 +169,50 @@ def export_command(
     finally:
         engine.dispose()
     typer.echo(f"{out}: {n} {what.value} rows ({fmt.value})")
+
+
+def convert_command(
+    source: Annotated[Path, typer.Argument(help="Battles file of any shape `arena import` reads.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Chatbot Arena battles file to write.")],
+    fmt: Annotated[FormatChoice, typer.Option("--to", help="File format written.")] = FormatChoice.jsonl,
+    shape: Annotated[
+        str | None, typer.Option("--format", help="Shape of the input (default: from its columns).")
+    ] = None,
+    skip_invalid: SkipInvalidOpt = False,
+    report_file: ReportOpt = None,
+    anony_only: AnonyOnlyOpt = False,
+    models: ModelsOpt = None,
+    exclude_models: ExcludeModelsOpt = None,
+    judge: JudgeOpt = None,
+    baseline: BaselineOpt = None,
+) -> None:
+    """Write a battles file as Chatbot Arena battles, weights and unknown sides kept (no database)."""
+    from votes.io import convert_battles
+    from votes.records import InputError
+
+    _, source_format = _split_format(shape)
+    selection = battle_filter(
+        anony_only=anony_only, models=models, exclude_models=exclude_models, judge=judge
+    )
+    try:
+        report = convert_battles(
+            source,
+            out,
+            fmt=fmt.value,
+            source_format=source_format,
+            skip_invalid=skip_invalid,
+            filters=selection,
+            baseline=baseline,
+        )
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if report.note:
+        typer.echo(f"{report.path}: {report.source_format}: {report.note}")
+    typer.echo(f"{out}: {report.n_added} battles from {report.n_rows} rows ({fmt.value})")
+    if skip_invalid:
+        target = write_report(source, report.refused, report_file)
+        typer.echo(f"{report.path}: {len(report.refused)} rows refused, listed in {target}")
 
 
 def demo_command(
@@ -134,5 +250,6 @@ def db_upgrade(database_url: DatabaseUrlOption = None) -> None:
 def register(app: typer.Typer) -> None:
     app.command("import")(import_command)
     app.command("export")(export_command)
+    app.command("convert")(convert_command)
     app.command("demo")(demo_command)
     app.add_typer(db_app, name="db")

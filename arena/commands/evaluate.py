@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -14,6 +15,20 @@ from rich.console import Console
 from rich.table import Table
 from sqlmodel import Session
 
+from arena.commands.battle_files import (
+    AnonyOnlyOpt,
+    BaselineOpt,
+    ExcludeModelsOpt,
+    JudgeOpt,
+    LargestOpt,
+    ModelsOpt,
+    ReportOpt,
+    ShapeOpt,
+    SkipInvalidOpt,
+    battle_filter,
+    pick_components,
+    read_battle_file,
+)
 from arena.settings import Settings
 from votes.db import make_engine
 
@@ -187,8 +202,24 @@ def evaluate(
     ] = None,
     rounds: Annotated[int, typer.Option(help="Bootstrap rounds of the verdict's interval.")] = 2000,
     as_json: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
+    shape: ShapeOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
+    report_file: ReportOpt = None,
+    anony_only: AnonyOnlyOpt = False,
+    models: ModelsOpt = None,
+    exclude_models: ExcludeModelsOpt = None,
+    judge: JudgeOpt = None,
+    baseline: BaselineOpt = None,
+    largest_component: LargestOpt = False,
+    language: Annotated[str | None, typer.Option("--language", help="Only battles in this language.")] = None,
+    since: Annotated[
+        datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")
+    ] = None,
+    until: Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")] = None,
 ) -> None:
     """Compare every rating system on held-out votes: the batch models and the online raters.
+
+    A file may be in any shape `arena import` reads; the filters select its battles as for recompute.
 
     Test scores: log-loss (three outcomes), Brier, accuracy, AUC, calibration and the fitted scale;
     training: AIC and BIC. Names the best system and its margin over the runner-up.
@@ -202,7 +233,30 @@ def evaluate(
         raise typer.BadParameter("--split must be 'auto', 'random' or 'time'")
 
     try:
-        if from_file is not None:
+        if from_file is not None and not style:
+            selection = battle_filter(
+                language=language,
+                since=since,
+                until=until,
+                anony_only=anony_only,
+                models=models,
+                exclude_models=exclude_models,
+                judge=judge,
+            )
+            read = read_battle_file(
+                from_file,
+                filters=selection,
+                shape=shape,
+                skip_invalid=skip_invalid,
+                report=report_file,
+                baseline=baseline,
+                quiet=as_json,
+            )
+            (battles,) = pick_components(
+                read.battles, largest=largest_component, each=False, source=from_file
+            )[:1]
+            source = str(from_file)
+        elif from_file is not None:
             battles = battles_from_file(from_file, catalog=catalog, style=style)
             source = str(from_file)
         else:
@@ -213,8 +267,9 @@ def evaluate(
             finally:
                 engine.dispose()
             source = "database"
-    except InputError:
-        raise
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     except ValueError as exc:  # no answer texts for the style rows
         raise typer.BadParameter(str(exc)) from None
     if len(battles) < 10:

@@ -1,4 +1,4 @@
-"""`arena recompute` and `arena publish`: fitting the published leaderboard, and the board's console table.
+"""`arena recompute` and `arena publish`: fitting the published leaderboard from a file or the database.
 
 recompute fits a board from a battles file or the database and writes a snapshot folder anywhere
 (nothing is stored); publish fits from the database and stores an immutable snapshot. Both go through
@@ -9,30 +9,44 @@ reads what was published.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
+from arena.commands.battle_files import (
+    AnonyOnlyOpt,
+    BaselineOpt,
+    EachOpt,
+    ExcludeModelsOpt,
+    JudgeOpt,
+    LargestOpt,
+    ModelsOpt,
+    ReportOpt,
+    ShapeOpt,
+    SkipInvalidOpt,
+    battle_filter,
+    pick_components,
+    read_battle_file,
+)
+from arena.commands.board_output import (
+    SUMMARY_ROWS,
+    board_json,
+    err,
+    out,
+    print_result,
+    print_style,
+    progress_bar,
+    summary_table,
+)
 
 if TYPE_CHECKING:
     from arena.publishing import FitOptions
-    from leaderboard.result import Leaderboard
-    from leaderboard.snapshot import SnapshotManifest
 
 __all__ = ["register"]
 
-SUMMARY_ROWS = 20
-err = Console(stderr=True)
-# A pipe or a log file gets a 110-column table rather than rich's 80-column default.
-out = Console(width=None if Console().is_terminal else 110)
 
 # Shared option types, so recompute and publish spell their options the same way.
 MethodOpt = Annotated[str, typer.Option("--method", help="bt, bt-position, davidson, davidson-position, ...")]
@@ -90,107 +104,6 @@ def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-@contextmanager
-def progress_bar(enabled: bool = True) -> Iterator[Progress]:
-    """A rich progress bar on stderr (hidden when stderr is not a terminal and not forced)."""
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=not enabled,
-    )
-    with bar:
-        yield bar
-
-
-def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -> Table:
-    """The top of the board, one screen high."""
-    table = Table(title=title, title_justify="left")
-    for name, justify in (
-        ("rank", "right"),
-        ("model", "left"),
-        ("rating", "right"),
-        ("interval", "right"),
-        ("rank range", "right"),
-        ("battles", "right"),
-        ("win rate", "right"),
-    ):
-        # numbers and ranges are never cut; a long model name wraps instead
-        wraps = name == "model"
-        table.add_column(name, justify=justify, no_wrap=not wraps, overflow="fold")  # type: ignore[arg-type]
-    order = board.order()
-    for i in order[:rows]:
-        table.add_row(
-            str(board.rank[i]),
-            board.models[i],
-            f"{board.rating[i]:.1f}",
-            f"{board.ci_low[i]:.1f}-{board.ci_high[i]:.1f}",
-            f"{board.rank_low[i]}-{board.rank_high[i]}",
-            _count(board.battles[i]),
-            f"{board.win_rate[i]:.1%}",
-        )
-    if len(order) > rows:
-        table.add_row("", f"... {len(order) - rows} more in leaderboard.csv", "", "", "", "", "")
-    return table
-
-
-def _count(value: float) -> str:
-    """A count as an integer when it is whole (summed time weights keep their decimals)."""
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.2f}"
-
-
-def _board_json(board: Leaderboard, manifest_path: Path, metadata: dict[str, Any]) -> str:
-    """What --json prints for a fitted board: the snapshot's metadata, folder and rows, best first."""
-    import json
-
-    from leaderboard.snapshot import leaderboard_table
-
-    rows = json.loads(leaderboard_table(board).to_json(orient="records"))
-    return json.dumps({"path": str(manifest_path), "metadata": metadata, "models": rows}, default=str)
-
-
-def _print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: float, source: str) -> None:
-    meta = manifest.metadata
-    title = (
-        f"{meta['method']} on {_count(meta['n_votes'])} votes from {source} "
-        f"({len(board.models)} models, {meta['slice']}, seed {meta['seed']}, {seconds:.1f} s)"
-    )
-    out.print(summary_table(board, title=title))
-    fitted = meta.get("parameters_fitted") or {}
-    for name, value in sorted(fitted.items()):
-        low, high = value.get("ci_low"), value.get("ci_high")
-        interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
-        out.print(f"  {name}: {value.get('value'):.3f}{interval}")
-    _print_style(meta, manifest.path)
-    out.print(f"snapshot {meta['id']} in {manifest.path}", soft_wrap=True)
-    out.print(f"votes sha256           {meta['votes_sha256']}", soft_wrap=True)
-    out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}", soft_wrap=True)
-
-
-def _print_style(meta: dict[str, Any], folder: Path) -> None:
-    """The style-controlled board's covariates and the models whose rank it changes."""
-    styled = meta.get("style_control")
-    if not styled:
-        return
-    import pandas as pd
-
-    from leaderboard.style_board import STYLE_CSV_FILE
-
-    out.print(f"style control on {styled['n_votes']:,.0f} votes: {', '.join(styled['features'])}")
-    for name, value in styled["coefficients_elo"].items():
-        out.print(f"  {name}: {value['value']:.3f} Elo [{value['ci_low']:.3f}, {value['ci_high']:.3f}]")
-    if styled["separating"]:
-        out.print(f"  left out, they separate the votes: {', '.join(styled['separating'])}")
-    if styled["n_votes_without_texts"]:
-        out.print(f"  {styled['n_votes_without_texts']:,} votes without answer texts left out of this board")
-    table = pd.read_csv(folder / STYLE_CSV_FILE, keep_default_na=False, dtype={"model": str})
-    moved = table[table["rank_change"] != 0]
-    for row in moved.head(SUMMARY_ROWS).to_dict(orient="records"):
-        out.print(f"  {row['model']}: rank {row['rank']} under style control ({row['rank_change']:+d})")
 
 
 def _options(
@@ -274,12 +187,27 @@ def recompute(
             "(default: everyone but the LLM judges of `arena judge`).",
         ),
     ] = None,
+    shape: ShapeOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
+    report_file: ReportOpt = None,
+    anony_only: AnonyOnlyOpt = False,
+    models: ModelsOpt = None,
+    exclude_models: ExcludeModelsOpt = None,
+    judge: JudgeOpt = None,
+    baseline: BaselineOpt = None,
+    largest_component: LargestOpt = False,
+    each_component: EachOpt = False,
 ) -> None:
-    """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored)."""
+    """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored).
+
+    A file may be in any shape `arena import` reads (Chatbot Arena, Hugging Face preference sets,
+    MT-bench pairwise judgments, arena-hard judgments, AlpacaEval annotations); with --each-component
+    every part of a comparison graph in parts gets its own folder, component-1, component-2, ...
+    """
     from arena.publishing import SliceSpec, recompute_snapshot
     from votes.queries import VoteFilter
     from votes.records import InputError
-    from votes.sources import battles_from_file, load_battles_file
+    from votes.sources import battles_from_file
 
     options = _options(
         method,
@@ -299,23 +227,55 @@ def recompute(
     started = time.perf_counter()
     with progress_bar(not as_json) as bar:
         reading = bar.add_task("reading votes", total=None)
+        parts: list[tuple[Path, Any]] = []
         if source is not None:
             if category is not None:
                 raise typer.BadParameter("a battles file has no categories; use the database")
-            if options.style and (language, since, until) != (None, None, None):
+            selection = battle_filter(
+                language=language,
+                since=since,
+                until=until,
+                anony_only=anony_only,
+                models=models,
+                exclude_models=exclude_models,
+                judge=judge,
+            )
+            narrowed = (language, since, until, models, exclude_models, judge, baseline) != (None,) * 7
+            if options.style and (
+                narrowed or anony_only or skip_invalid or largest_component or each_component
+            ):
                 raise typer.BadParameter("--style on a file fits every vote in it; filter the file first")
-            try:
-                counts, digest, _ = load_battles_file(
-                    source, language=language, since=since, until=until, bucket_seconds=options.time_bucket
-                )
-                if options.style:
+            read = read_battle_file(
+                source,
+                filters=selection,
+                shape=shape,
+                skip_invalid=skip_invalid,
+                report=report_file,
+                baseline=baseline,
+            )
+            components = pick_components(
+                read.battles, largest=largest_component, each=each_component, source=source
+            )
+            if options.style:
+                try:
                     battles = battles_from_file(source, catalog=catalog, style=True)
-            except InputError as exc:
-                raise typer.BadParameter(str(exc), param_hint="--from") from None
-            except ValueError as exc:  # a battle without answer texts
-                raise typer.BadParameter(str(exc), param_hint="--style") from None
+                except InputError as exc:
+                    raise typer.BadParameter(str(exc), param_hint="--from") from None
+                except ValueError as exc:  # a battle without answer texts
+                    raise typer.BadParameter(str(exc), param_hint="--style") from None
+            for k, part in enumerate(components, start=1):
+                folder = out_dir / f"component-{k}" if len(components) > 1 else out_dir
+                parts.append((folder, part.counts(bucket_seconds=options.time_bucket)))
+            digest = read.digest
             origin = str(source)
-            filters: dict[str, Any] = {"language": language, "since": since, "until": until}
+            filters: dict[str, Any] = {
+                **selection.as_metadata(),
+                "format": read.source_format,
+                "format_note": read.note,
+                "largest_component": largest_component,
+                "each_component": each_component,
+                "refused_rows": len(read.refused),
+            }
         else:
             from arena.publishing import load_model_info, load_votes_with_texts
 
@@ -331,6 +291,7 @@ def recompute(
                 raise typer.BadParameter(str(exc), param_hint="--style") from None
             finally:
                 engine.dispose()
+            parts.append((out_dir, counts))
             origin = "the database"
             filters = {
                 "category": category,
@@ -346,28 +307,41 @@ def recompute(
         def report(done: int, total: int) -> None:
             bar.update(fitting, completed=done, total=total)
 
-        try:
-            board, manifest = recompute_snapshot(
-                counts,
-                out_dir,
-                options=options,
-                votes_digest=digest,
-                spec=SliceSpec(category=category, language=language),
-                filters={k: v.isoformat() if isinstance(v, datetime) else v for k, v in filters.items()},
-                source="file" if source is not None else "database",
-                progress=report,
-                plots=plots,
-                battles=battles,
-                model_info=model_info,
-            )
-        except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
-            err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from None
+        results = []
+        for k, (folder, counts) in enumerate(parts, start=1):
+            part_filters = dict(filters)
+            if len(parts) > 1:
+                part_filters["component"] = k
+            try:
+                board, manifest = recompute_snapshot(
+                    counts,
+                    folder,
+                    options=options,
+                    votes_digest=digest,
+                    spec=SliceSpec(category=category, language=language),
+                    filters={
+                        k: v.isoformat() if isinstance(v, datetime) else v for k, v in part_filters.items()
+                    },
+                    source="file" if source is not None else "database",
+                    progress=report,
+                    plots=plots,
+                    battles=battles,
+                    model_info=model_info,
+                )
+            except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
+                err.print(f"[red]error:[/red] {exc}")
+                raise typer.Exit(2) from None
+            results.append((board, manifest, folder))
         bar.update(fitting, completed=max(options.n_rounds, 1))
     if as_json:
-        print(_board_json(board, manifest.path, manifest.metadata))  # noqa: T201 - the command's output
+        boards = [board_json(board, manifest.path, manifest.metadata) for board, manifest, _ in results]
+        print(boards[0] if len(boards) == 1 else "[" + ", ".join(boards) + "]")  # noqa: T201 - the output
         return
-    _print_result(board, manifest, seconds=time.perf_counter() - started, source=origin)
+    for board, manifest, folder in results:
+        name = (
+            origin if len(results) == 1 else f"{origin} ({folder.name}: {', '.join(board.models[:4])}, ...)"
+        )
+        print_result(board, manifest, seconds=time.perf_counter() - started, source=name)
 
 
 def publish(
@@ -453,7 +427,7 @@ def publish(
         import json
 
         boards = [
-            json.loads(_board_json(d.leaderboard, Path(d.path), d.metadata))
+            json.loads(board_json(d.leaderboard, Path(d.path), d.metadata))
             for d in map(read_snapshot, [r.path for r in rows])
         ]
         print(json.dumps(boards))  # noqa: T201 - the command's output
@@ -462,7 +436,7 @@ def publish(
         data = read_snapshot(row.path)
         title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice})"
         out.print(summary_table(data.leaderboard, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
-        _print_style(data.metadata, Path(row.path))
+        print_style(data.metadata, Path(row.path))
         out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")
 
 

@@ -17,7 +17,7 @@ from rich.table import Table
 from sqlmodel import Session
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
-from arena.commands.leaderboard import out, summary_table
+from arena.commands.board_output import out, summary_table
 
 __all__ = ["register", "snapshots_app"]
 

@@ -18,10 +18,11 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.elo import EloConfig, replay_elo
 from tests.factories import clear, conversation, live_ratings, row_counts, write_jsonl
+from votes.battle_rows import parse_battles
 from votes.demo import load_demo
 from votes.io import export_catalog, export_votes, import_file
 from votes.queries import iter_vote_rows
-from votes.records import FORMATS, InputError, parse_battles, read_rows, rows_sha256
+from votes.records import FORMATS, InputError, read_rows, rows_sha256
 
 BATTLE = {"question_id": "q1", "model_a": "alpha", "model_b": "beta", "winner": "model_a", "judge": "j1"}
 

@@ -14,10 +14,11 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.data import OUTCOME_STRINGS
 from tests.factories import clear, row_counts
+from votes.battle_rows import parse_battles
 from votes.catalog_records import parse_catalog
 from votes.file_writers import write_rows
 from votes.io import export_catalog, export_votes, import_file
-from votes.records import FORMATS, InputError, parse_battles, read_rows
+from votes.records import FORMATS, InputError, read_rows
 
 PROPERTY_SETTINGS = settings(
     max_examples=25,
