@@ -14,11 +14,13 @@ from pathlib import Path
 import jinja2
 import markupsafe
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
 
+from arena.limits import RequestLimitsMiddleware
 from arena.logs import RequestLogMiddleware
 from arena.markdown import render_markdown
 from arena.metrics import RequestMetricsMiddleware
@@ -69,6 +71,12 @@ def _add_error_handlers(app: FastAPI, state: ArenaState) -> None:
         )
         response.headers.update(headers)
         return response
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid_request(_request: Request, exc: RequestValidationError) -> Response:
+        # Where and what, never the submitted value: a 200 MB body must not come back in the answer.
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
 
     @app.exception_handler(NeedsInvite)
     def _needs_invite(request: Request, _exc: NeedsInvite) -> Response:
@@ -157,6 +165,14 @@ def create_app(
     app.state.arena = state
     _add_error_handlers(app, state)
     app.add_middleware(SessionCookieMiddleware, secure=settings.session_cookie_secure)
+    app.add_middleware(
+        RequestLimitsMiddleware,
+        default_body_bytes=settings.max_body_bytes,
+        # The multipart envelope around the file gets a little room of its own.
+        body_bytes_by_prefix={"/api/admin/import": admin.MAX_IMPORT_BYTES + 64 * 1024},
+        max_header_bytes=settings.max_header_bytes,
+        max_headers=settings.max_headers,
+    )
     app.add_middleware(SecurityHeadersMiddleware)
     if settings.metrics != "off":
         app.add_middleware(RequestMetricsMiddleware)

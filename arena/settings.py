@@ -32,6 +32,15 @@ class Settings(BaseSettings):
     )
     snapshot_dir: str = Field("snapshots", description="Where published snapshots are stored.")
 
+    # Request limits (a reverse proxy in front should use the same or smaller ones)
+    max_body_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request body outside the admin import."
+    )
+    max_header_bytes: int = Field(
+        16 * 1024, ge=1024, description="Largest total size of a request's headers."
+    )
+    max_headers: int = Field(100, ge=10, description="Most headers in one request.")
+
     # Pairing
     pairing_policy: Literal["uniform", "balanced", "active"] = "balanced"
     pairing_balance_power: float = Field(1.0, ge=0.0, description="Balanced policy: weight ~ 1/(n+1)^power.")
