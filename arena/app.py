@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import random
 import secrets
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,6 +21,8 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from arena.limits import RequestLimitsMiddleware
 from arena.logs import RequestLogMiddleware
@@ -35,7 +39,9 @@ from votes.db import make_engine
 from votes.ratings import ensure_live_rater
 from votes.writer import GroupCommitWriter, RemoteVoteWriter, VoteWriter, writer_identity
 
-__all__ = ["create_app", "create_app_from_env", "template_dirs"]
+__all__ = ["DatabaseOutageLog", "create_app", "create_app_from_env", "template_dirs"]
+
+log = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STATIC_DIR = PACKAGE_DIR / "static"
@@ -56,6 +62,34 @@ def _make_templates() -> Jinja2Templates:
     return Jinja2Templates(env=env)
 
 
+#: Seconds a client is asked to wait (``Retry-After``) while the database cannot be reached.
+DATABASE_RETRY_AFTER_SECONDS = 5
+#: Failures closer together than this belong to one outage, which is logged once.
+OUTAGE_GAP_SECONDS = 30.0
+
+
+class DatabaseOutageLog:
+    """One warning per database outage instead of a traceback per request.
+
+    An outage starts with a failure that comes more than :data:`OUTAGE_GAP_SECONDS` after the previous
+    one; the line names the error class only (never a statement or its values).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.last_failure: float | None = None
+        self.lock = threading.Lock()
+
+    def failed(self, exc: Exception) -> None:
+        now = self.clock()
+        with self.lock:
+            new = self.last_failure is None or now - self.last_failure > OUTAGE_GAP_SECONDS
+            self.last_failure = now
+        if new:
+            cause = type(getattr(exc, "orig", None) or exc).__name__
+            log.warning("database unavailable (%s); answering 503 with Retry-After until it is back", cause)
+
+
 def _add_error_handlers(app: FastAPI, state: ArenaState) -> None:
     def _wants_json(request: Request) -> bool:
         return request.url.path.startswith("/api/")
@@ -68,6 +102,25 @@ def _add_error_handlers(app: FastAPI, state: ArenaState) -> None:
         context = {"title": "Slow down", "text": str(exc), "link": "/vote"}
         response = state.templates.TemplateResponse(
             request=request, name="pages/message.html", context=context, status_code=429
+        )
+        response.headers.update(headers)
+        return response
+
+    outage = DatabaseOutageLog()
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    @app.exception_handler(PoolTimeoutError)
+    def _database_unavailable(request: Request, exc: Exception) -> Response:
+        # Votes already acknowledged are committed; this request was not. The client may retry.
+        outage.failed(exc)
+        text = "The database is unavailable for a moment; please try again shortly."
+        headers = {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)}
+        if _wants_json(request):
+            return JSONResponse({"detail": text}, status_code=503, headers=headers)
+        context = {"title": "Back in a moment", "text": text, "link": request.url.path}
+        response = state.templates.TemplateResponse(
+            request=request, name="pages/message.html", context=context, status_code=503
         )
         response.headers.update(headers)
         return response
