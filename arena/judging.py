@@ -248,7 +248,7 @@ def plan_judging(
             if baseline is None or baseline in (x.name, y.name):
                 pairs.append((prompt_id, x, y))
     if sample is not None and sample < len(pairs):
-        pairs = sorted(random.Random(seed).sample(pairs, sample), key=lambda p: (p[0], p[1].id, p[2].id))
+        pairs = sorted(random.Random(seed).sample(pairs, sample), key=lambda p: (p[0], p[1].id, p[2].id))  # nosec B311 # a seeded, reproducible sample of pairs, not a secret
     tasks = []
     for prompt_id, x, y in pairs:
         for a, b in ((x, y), (y, x)):
