@@ -102,6 +102,13 @@ def list_endpoints(*, session: Session) -> list[EndpointRecord]:
     return [_record(r) for r in session.exec(select(ModelEndpoint).order_by(ModelEndpoint.name))]
 
 
+def _endpoint_row(session: Session, name: str) -> ModelEndpoint:
+    row = session.exec(select(ModelEndpoint).where(ModelEndpoint.name == name)).first()
+    if row is None:
+        raise UnknownEndpoint(name)
+    return row
+
+
 def get_endpoint(*, session: Session, name: str) -> EndpointRecord:
     """The endpoint registered as ``name``.
 
@@ -110,10 +117,7 @@ def get_endpoint(*, session: Session, name: str) -> EndpointRecord:
     UnknownEndpoint
         None of that name.
     """
-    row = session.exec(select(ModelEndpoint).where(ModelEndpoint.name == name)).first()
-    if row is None:
-        raise UnknownEndpoint(name)
-    return _record(row)
+    return _record(_endpoint_row(session, name))
 
 
 def remove_endpoint(*, session: Session, name: str) -> None:
@@ -124,8 +128,5 @@ def remove_endpoint(*, session: Session, name: str) -> None:
     UnknownEndpoint
         None of that name.
     """
-    row = session.exec(select(ModelEndpoint).where(ModelEndpoint.name == name)).first()
-    if row is None:
-        raise UnknownEndpoint(name)
-    session.delete(row)
+    session.delete(_endpoint_row(session, name))
     session.commit()
