@@ -16,15 +16,17 @@ RUN useradd --create-home --uid 10001 arena && mkdir -p /app /data && chown aren
 WORKDIR /app
 USER arena
 
-COPY --chown=arena:arena pyproject.toml README.md ./
+COPY --chown=arena:arena pyproject.toml README.md requirements.lock ./
 COPY --chown=arena:arena arena ./arena
 COPY --chown=arena:arena votes ./votes
 COPY --chown=arena:arena leaderboard ./leaderboard
 COPY --chown=arena:arena templates ./templates
-# As ./dev sets up: uv into the system Python, a virtual environment, the project into it (without [dev]).
+# As ./dev sets up: uv into the system Python, a virtual environment, the locked run-time versions checked
+# against their hashes (requirements.lock, without [dev]), then the project itself adding nothing.
 RUN python -m pip install --quiet --disable-pip-version-check --user uv \
     && python -m uv venv --quiet .venv --python python \
-    && python -m uv pip install --quiet --python .venv/bin/python -e .
+    && python -m uv pip install --quiet --python .venv/bin/python --require-hashes -r requirements.lock \
+    && python -m uv pip install --quiet --python .venv/bin/python --no-deps -e .
 
 VOLUME ["/data"]
 EXPOSE 8000

@@ -30,8 +30,9 @@ from arena.markdown import render_markdown
 from arena.metrics import RequestMetricsMiddleware
 from arena.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
 from arena.pairing_service import PairingService
-from arena.routes import admin, api, docs, health, overview, pages, review, snapshots
+from arena.routes import admin, api, docs, health, live_battle, overview, pages, review, snapshots
 from arena.routes.deps import NeedsInvite, RateLimited
+from arena.routes.docs import SWAGGER_ASSETS
 from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, RedisRateLimiter, Signer
 from arena.settings import Settings, live_config
 from arena.state import ArenaState
@@ -201,6 +202,7 @@ def create_app(
         try:
             yield
         finally:
+            await state.endpoints.aclose()
             state.writer.stop()
             if isinstance(state.limiter, RedisRateLimiter):
                 state.limiter.close()
@@ -234,8 +236,10 @@ def create_app(
     if settings.trusted_proxies:  # outermost: every layer inside sees the client behind the proxies
         app.add_middleware(TrustedProxyMiddleware, trusted=settings.trusted_proxies)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/docs/swagger/assets", StaticFiles(directory=SWAGGER_ASSETS), name="swagger-assets")
     app.include_router(health.router)
     app.include_router(pages.router)
+    app.include_router(live_battle.router)
     app.include_router(api.router)
     app.include_router(admin.router)
     app.include_router(review.router)

@@ -16,25 +16,26 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from arena.llm.client import Completion, EndpointClient, EndpointError, Message
-from votes.models import utcnow
-from votes.tables import generation_t, model_t, output_t, prompt_t
+from votes.answers import GeneratedAnswer, TurnStats, insert_answer
+from votes.tables import model_t, output_t, prompt_t
 
 __all__ = [
     "GenerationFailure",
     "GenerationReport",
     "GenerationTask",
-    "TokenCount",
+    "generation_params",
     "plan_generation",
     "run_generation",
+    "turn_stats",
 ]
 
 
@@ -57,22 +58,15 @@ class GenerationFailure:
 
 
 @dataclass
-class TokenCount:
-    prompt: int = 0
-    completion: int = 0
-    n_answers: int = 0
-
-
-@dataclass
 class GenerationReport:
-    """What a run did: answers stored, already there, failed (with reasons), tokens per model."""
+    """What a run did: answers stored, already there, failed (with reasons). Its tokens are summed from
+    the stored rows (:mod:`votes.costs`), by ``run_id``."""
 
     run_id: str
     n_planned: int = 0
     n_stored: int = 0
     n_already: int = 0
     failures: list[GenerationFailure] = field(default_factory=list)
-    tokens: dict[str, TokenCount] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -88,10 +82,15 @@ def _turns(text: str, conversation: list[dict[str, Any]] | None) -> tuple[Messag
 
 
 def plan_generation(
-    engine: Engine, *, models: Sequence[str], category: str | None = None
+    engine: Engine,
+    *,
+    models: Sequence[str],
+    category: str | None = None,
+    prompt_keys: Collection[str] | None = None,
 ) -> list[GenerationTask]:
     """Every (prompt, model) pair of ``models`` without an output yet, interleaved across models so that
-    no endpoint waits behind another's queue. Unknown model names raise ``KeyError``."""
+    no endpoint waits behind another's queue; only prompts of ``category`` and with an external id in
+    ``prompt_keys`` when given. Unknown model names raise ``KeyError``."""
     with engine.connect() as conn:
         ids = dict(conn.execute(select(model_t.c.name, model_t.c.id).where(model_t.c.name.in_(models))).all())
         unknown = [m for m in models if m not in ids]
@@ -107,7 +106,10 @@ def plan_generation(
             ).all()
         )
     tasks: list[GenerationTask] = []
+    keys = None if prompt_keys is None else set(prompt_keys)
     for prompt_id, external_id, text, conversation in prompts:
+        if keys is not None and external_id not in keys:
+            continue
         turns = _turns(text, conversation)
         for name in models:
             if (prompt_id, ids[name]) not in have:
@@ -140,37 +142,30 @@ class _Answer:
 
 def _write(conn: Connection, answer: _Answer, run_id: str) -> None:
     """Insert one output and its provenance (in the caller's transaction)."""
-    task, client, history, done = answer.task, answer.client, answer.history, answer.done
-    cfg = client.config
-    answers = [c.text for c in done]
-    multi = len(done) > 1
-    now = utcnow()
-    tokens = [c.prompt_tokens for c in done], [c.completion_tokens for c in done]
-    output_id = conn.execute(
-        insert(output_t).returning(output_t.c.id),
-        {
-            "prompt_id": task.prompt_id,
-            "model_id": task.model_id,
-            "text": "\n\n".join(answers),
-            "conversation": [dict(m) for m in history] if multi else None,
-            "created_at": now,
-        },
-    ).scalar_one()
-    conn.execute(
-        insert(generation_t),
-        {
-            "output_id": output_id,
-            "endpoint": cfg.name,
-            "base_url": cfg.base_url,
-            "served_model": done[-1].model,
-            "params": _params(client),
-            "prompt_tokens": None if None in tokens[0] else sum(cast(list[int], tokens[0])),
-            "completion_tokens": None if None in tokens[1] else sum(cast(list[int], tokens[1])),
-            "latency_s": sum(c.latency_s for c in done),
-            "finish_reason": done[-1].finish_reason,
-            "run_id": run_id,
-            "created_at": now,
-        },
+    cfg = answer.client.config
+    insert_answer(
+        conn,
+        prompt_id=answer.task.prompt_id,
+        answer=GeneratedAnswer(
+            model_id=answer.task.model_id,
+            endpoint=cfg.name,
+            base_url=cfg.base_url,
+            history=answer.history,
+            turns=[turn_stats(c) for c in answer.done],
+            params=generation_params(answer.client),
+        ),
+        run_id=run_id,
+    )
+
+
+def turn_stats(completion: Completion) -> TurnStats:
+    """A finished completion's provenance as the store keeps it."""
+    return TurnStats(
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        latency_s=completion.latency_s,
+        finish_reason=completion.finish_reason,
+        served_model=completion.model,
     )
 
 
@@ -188,7 +183,8 @@ def _store(engine: Engine, answers: Sequence[_Answer], run_id: str) -> list[bool
     return [_store(engine, [answer], run_id)[0] for answer in answers]
 
 
-def _params(client: EndpointClient) -> dict[str, Any]:
+def generation_params(client: EndpointClient) -> dict[str, Any]:
+    """The sampling parameters a generation is stored with."""
     cfg = client.config
     sampled: dict[str, Any] = {
         "temperature": cfg.temperature,
@@ -246,10 +242,6 @@ async def run_generation(
             ):
                 if ok:
                     report.n_stored += 1
-                    count = report.tokens.setdefault(answer.task.model, TokenCount())
-                    count.prompt += sum(c.prompt_tokens or 0 for c in answer.done)
-                    count.completion += sum(c.completion_tokens or 0 for c in answer.done)
-                    count.n_answers += 1
                 else:
                     report.n_already += 1
                 if on_done is not None:

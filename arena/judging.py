@@ -196,6 +196,8 @@ class JudgeTask:
 
 @dataclass
 class JudgeReport:
+    """What a run did; its tokens are summed from the stored judgments (:mod:`votes.costs`)."""
+
     run_id: str
     n_planned: int = 0
     n_parsed: int = 0
@@ -203,8 +205,6 @@ class JudgeReport:
     n_votes: int = 0
     n_already: int = 0
     failures: list[str] = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     seconds: float = 0.0
 
 
@@ -367,8 +367,6 @@ async def run_judging(
                 if on_done is not None:
                     on_done()
                 return
-        report.prompt_tokens += tokens[0]
-        report.completion_tokens += tokens[1]
         winner, strong = _OUTCOMES[verdict] if verdict is not None else (None, False)
         n_votes = 0 if verdict is None else (strong_weight if strong else 1)
         row = {

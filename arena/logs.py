@@ -17,6 +17,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from votes.battles import MAX_REQUEST_ID
+
 __all__ = [
     "PROBE_PATHS",
     "REQUEST_ID",
@@ -35,7 +37,6 @@ REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("arena_r
 
 # Attributes every LogRecord has; anything else on a record was passed in ``extra`` and is written out.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
-_MAX_REQUEST_ID = 64
 
 
 class JsonFormatter(logging.Formatter):
@@ -91,7 +92,7 @@ class RequestLogMiddleware:
             await self.app(scope, receive, send)
             return
         given = dict(scope["headers"]).get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1")
-        ok = 0 < len(given) <= _MAX_REQUEST_ID and given.replace("-", "").replace("_", "").isalnum()
+        ok = 0 < len(given) <= MAX_REQUEST_ID and given.replace("-", "").replace("_", "").isalnum()
         request_id = given if ok else secrets.token_hex(8)
         token = REQUEST_ID.set(request_id)
         started = time.perf_counter()

@@ -155,6 +155,11 @@ ALLOWED_CLASSES = {"span": set(CODE_CLASSES)}
 @lru_cache(maxsize=4096)
 def render_markdown(text: str) -> str:
     """Markdown -> safe HTML with headings demoted by ``HEADING_OFFSET`` (cached: answers repeat)."""
+    return render_markdown_uncached(text)
+
+
+def render_markdown_uncached(text: str) -> str:
+    """:func:`render_markdown` without the cache, for texts shown once (a live answer while it streams)."""
     html = _md.render(text)
     return nh3.clean(
         html,

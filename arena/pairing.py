@@ -9,6 +9,10 @@ uniform   every eligible pair equally likely.
 balanced  weight ``1 / (n + 1) ** power`` where ``n`` is the pair's vote count: few-vote pairs first.
 active    balanced weight times ``4 p (1 - p)``, ``p`` the live-Elo expected score: close pairs, which
           tell the most about the ranking, are shown more often.
+optimal   the model-based design (:func:`leaderboard.pairing.design_probabilities`): the pairs whose next
+          votes shrink the mean interval width most, from the live ratings and the pair vote counts,
+          with a uniform floor so every pair keeps a positive probability. It needs fewer votes than
+          the others for the same precision (``scripts/bench_pairing.py``). The default.
 """
 
 from __future__ import annotations
@@ -19,11 +23,22 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
+from leaderboard.pairing import PairDesign, design_probabilities, nats_per_point
 from votes.battles import CatalogRow
 
-__all__ = ["Choice", "PairingCatalog", "PairingPolicy", "choose_battle", "pair_weights"]
+__all__ = [
+    "Choice",
+    "PairingCatalog",
+    "PairingPolicy",
+    "choose_battle",
+    "choose_pair",
+    "optimal_design",
+    "pair_weights",
+]
 
-PairingPolicy = Literal["uniform", "balanced", "active"]
+PairingPolicy = Literal["uniform", "balanced", "active", "optimal"]
 Pair = tuple[int, int]
 
 
@@ -68,8 +83,19 @@ def pair_weights(
     power: float = 1.0,
     ratings: Mapping[int, float] | None = None,
     scale: float = 400.0,
+    design: Mapping[Pair, float] | None = None,
 ) -> list[float]:
-    """Unnormalised selection weight of each pair under ``policy``."""
+    """Unnormalised selection weight of each pair under ``policy``.
+
+    ``optimal`` reads the pair probabilities of ``design`` (:func:`optimal_design`); a pair it does not
+    know (a model added since it was computed) gets the design's largest weight, so a newcomer is
+    explored at once; without a design the draw is uniform.
+    """
+    if policy == "optimal":
+        if not design:
+            return [1.0] * len(pairs)
+        top = max(design.values())
+        return [design.get(p, top) for p in pairs]
     if policy == "uniform":
         return [1.0] * len(pairs)
     weights = [1.0 / (counts.get(p, 0) + 1) ** power for p in pairs]
@@ -82,6 +108,22 @@ def pair_weights(
     return weights
 
 
+def choose_pair(
+    pairs: Sequence[Pair],
+    *,
+    policy: PairingPolicy,
+    counts: Mapping[Pair, int],
+    rng: random.Random,
+    power: float = 1.0,
+    ratings: Mapping[int, float] | None = None,
+    design: Mapping[Pair, float] | None = None,
+) -> tuple[Pair, float]:
+    """One of ``pairs`` drawn with the policy's weights, and the probability it had (``pairs`` not empty)."""
+    weights = pair_weights(pairs, policy=policy, counts=counts, power=power, ratings=ratings, design=design)
+    (index,) = rng.choices(range(len(pairs)), weights=weights)
+    return pairs[index], weights[index] / sum(weights)
+
+
 def choose_battle(
     catalog: PairingCatalog,
     *,
@@ -92,11 +134,16 @@ def choose_battle(
     power: float = 1.0,
     ratings: Mapping[int, float] | None = None,
     seen_per_pair: Mapping[Pair, int] | None = None,
+    design: Mapping[Pair, float] | None = None,
+    revealed: Collection[int] = (),
 ) -> Choice | None:
     """Pick the next battle, or None when this annotator has judged every available pair and prompt.
 
     ``seen`` holds the (prompt, lower model, higher model) triples judged; ``seen_per_pair``, when given,
     must be the number of distinct triples per pair in ``seen`` (a caller keeping it saves the count).
+    ``revealed`` holds the output ids whose models a vote already named to this annotator: a battle
+    showing one is offered only when no other unjudged battle is left (the drawn pair is redrawn among
+    the pairs that still have one; then ``pair_probability`` is the draw's probability among those).
     """
     if seen_per_pair is None:
         per_pair: dict[Pair, int] = defaultdict(int)
@@ -106,13 +153,26 @@ def choose_battle(
     pairs = [p for p, prompts in catalog.shared.items() if len(prompts) > seen_per_pair.get(p, 0)]
     if not pairs:
         return None
-    weights = pair_weights(pairs, policy=policy, counts=counts, power=power, ratings=ratings)
-    total = sum(weights)
-    (index,) = rng.choices(range(len(pairs)), weights=weights)
-    lo, hi = pairs[index]
-    prompts = [p for p in catalog.shared[(lo, hi)] if (p, lo, hi) not in seen]
-    if not prompts:  # seen holds prompts no longer in the catalog; fall back to any shared prompt
-        prompts = list(catalog.shared[(lo, hi)])
+    fallback: tuple[Pair, float, list[int]] | None = None  # the first pair drawn, revealed answers and all
+    while pairs:
+        (lo, hi), probability = choose_pair(
+            pairs, policy=policy, counts=counts, rng=rng, power=power, ratings=ratings, design=design
+        )
+        prompts = [p for p in catalog.shared[(lo, hi)] if (p, lo, hi) not in seen]
+        fresh = [p for p in prompts if not _shows_revealed(catalog.outputs[p], lo, hi, revealed)]
+        if fresh:
+            prompts = fresh
+            break
+        if prompts and fallback is None:
+            fallback = ((lo, hi), probability, prompts)
+        # Judged out (seen holds prompts no longer in the catalog, so the count let it through: a judged
+        # prompt and pair is never offered again; the store would refuse its vote), or every unjudged
+        # prompt shows a revealed answer: try another pair.
+        pairs.remove((lo, hi))
+    else:
+        if fallback is None:
+            return None
+        (lo, hi), probability, prompts = fallback
     prompt_id = rng.choice(prompts)
     left, right = (lo, hi) if rng.random() < 0.5 else (hi, lo)
     by_model = catalog.outputs[prompt_id]
@@ -120,5 +180,35 @@ def choose_battle(
         prompt_id=prompt_id,
         output_a=CatalogRow(prompt_id=prompt_id, output_id=by_model[left], model_id=left),
         output_b=CatalogRow(prompt_id=prompt_id, output_id=by_model[right], model_id=right),
-        pair_probability=weights[index] / total,
+        pair_probability=probability,
     )
+
+
+def _shows_revealed(by_model: Mapping[int, int], lo: int, hi: int, revealed: Collection[int]) -> bool:
+    return bool(revealed) and (by_model[lo] in revealed or by_model[hi] in revealed)
+
+
+def optimal_design(
+    model_ids: Collection[int],
+    *,
+    counts: Mapping[Pair, int],
+    ratings: Mapping[int, float],
+    system: Literal["elo", "glicko2", "trueskill"],
+    floor: float = 0.1,
+    batch: int = 200,
+) -> dict[Pair, float]:
+    """Probability of each pair of ``model_ids`` under the ``optimal`` policy, from the live ratings (read
+    on their rater's scale) and the vote counts per pair; empty with fewer than two models."""
+    ids = sorted(set(model_ids))
+    if len(ids) < 2:
+        return {}
+    points = np.array([ratings.get(m, np.nan) for m in ids], dtype=np.float64)
+    known = np.isfinite(points)
+    centre = float(points[known].mean()) if known.any() else 0.0
+    theta = np.where(known, points - centre, 0.0) * nats_per_point(system)
+    design = PairDesign.of(len(ids))
+    votes = np.array(
+        [counts.get((ids[i], ids[j]), 0) for i, j in zip(design.lo, design.hi, strict=True)], dtype=np.float64
+    )
+    probs = design_probabilities(theta, votes, floor=floor, batch=batch)
+    return {(ids[i], ids[j]): float(p) for i, j, p in zip(design.lo, design.hi, probs, strict=True)}

@@ -12,11 +12,12 @@ import random
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from arena.pairing import Choice, PairingCatalog, choose_battle
+from arena.pairing import Choice, PairingCatalog, choose_battle, choose_pair, optimal_design
 from arena.settings import Settings
 from votes.annotators import annotator_battles_since
 from votes.db import read_session
@@ -32,17 +33,30 @@ log = logging.getLogger(__name__)
 class _History:
     """One annotator's judged battles, as pairing needs them (kept per process, synced from the store)."""
 
-    __slots__ = ("battles", "high_water", "keys", "n_votes", "per_pair", "synced_at")
+    __slots__ = ("battles", "high_water", "keys", "n_votes", "per_pair", "revealed", "synced_at")
 
     def __init__(self) -> None:
         self.battles: dict[int, tuple[int, int, int]] = {}  # battle id -> (prompt, lower, higher model)
         self.keys: dict[tuple[int, int, int], int] = {}  # (prompt, lower, higher) -> battles
         self.per_pair: dict[tuple[int, int], int] = {}  # (lower, higher) -> distinct prompts judged
+        self.revealed: set[int] = set()  # output ids of voted battles: the reveal named their models
         self.n_votes = 0
         self.high_water = 0  # highest battle id read from the store
         self.synced_at = -float("inf")
 
-    def add(self, battle_id: int, key: tuple[int, int, int], *, voted: bool) -> None:
+    def issue(self, key: tuple[int, int, int]) -> None:
+        """A battle issued to this annotator: not offered again, voted or not (a token fetched ahead)."""
+        n = self.keys.get(key, 0)
+        self.keys[key] = n + 1
+        if n == 0:
+            pair = (key[1], key[2])
+            self.per_pair[pair] = self.per_pair.get(pair, 0) + 1
+
+    def add(
+        self, battle_id: int, key: tuple[int, int, int], *, voted: bool, outputs: Sequence[int | None] = ()
+    ) -> None:
+        if voted:
+            self.revealed.update(o for o in outputs if o is not None)
         if battle_id in self.battles:
             return
         self.battles[battle_id] = key
@@ -62,7 +76,9 @@ class PairingService:
     kept in memory: a vote recorded by this process is added at once, votes recorded elsewhere (another
     worker, an import) are read incrementally from the store when the copy is older than ``history_ttl_s``.
     With one worker the history is therefore exact; with several, a battle voted through another worker
-    in the last ``history_ttl_s`` seconds could be offered again. Prompt and answer texts never change
+    in the last ``history_ttl_s`` seconds could be offered again. A battle issued and not (yet) voted is
+    remembered as judged too, so fetching tokens ahead never yields the same prompt and pair twice; the
+    store refuses a second judgement anyway (:mod:`votes.recording`). Prompt and answer texts never change
     in place except by a re-import, so they are cached for ``texts_ttl_s`` seconds.
     """
 
@@ -92,6 +108,7 @@ class PairingService:
         self._catalog = PairingCatalog(outputs={})
         self._counts: dict[tuple[int, int], int] = {}
         self._ratings: dict[int, float] = {}
+        self._design: dict[tuple[int, int], float] = {}
         self._texts: dict[tuple[str, int], Prompt | Output] = {}
         self._histories: OrderedDict[int, _History] = OrderedDict()
         # Answers that name their own model or maker are kept out of battles (``votes.leaks``).
@@ -110,9 +127,11 @@ class PairingService:
                 catalog = PairingCatalog.from_rows(rows)
                 counts = pair_vote_counts(session=session)
                 ratings = dict(session.exec(select(LiveRating.model_id, LiveRating.rating)).all())
+            design = self._optimal_design(catalog, counts, ratings)
             now = time.monotonic()
             with self._lock:
                 self._catalog, self._counts, self._ratings = catalog, counts, ratings
+                self._design = design
                 if force or now - self._texts_loaded_at > self.texts_ttl_s:
                     self._texts.clear()
                     self._texts_loaded_at = now
@@ -120,6 +139,25 @@ class PairingService:
                     for history in self._histories.values():
                         history.synced_at = -float("inf")
                 self._loaded_at = now
+
+    def _optimal_design(
+        self, catalog: PairingCatalog, counts: dict[tuple[int, int], int], ratings: dict[int, float]
+    ) -> dict[tuple[int, int], float]:
+        """The optimal policy's pair probabilities over every model with answers or a live rating."""
+        if self.settings.pairing_policy != "optimal":
+            return {}
+        return optimal_design(
+            catalog.model_ids | set(ratings),
+            counts=counts,
+            ratings=ratings,
+            system=self.settings.live_rating,
+            floor=self.settings.pairing_floor,
+        )
+
+    @property
+    def design(self) -> dict[tuple[int, int], float]:
+        """The optimal policy's pair probabilities in force (empty under another policy)."""
+        return self._design
 
     def _refresh_in_background(self) -> None:
         with self._lock:
@@ -161,8 +199,8 @@ class PairingService:
             rows = annotator_battles_since(session=session, annotator_id=annotator_id, after_id=since)
         with self._lock:
             history = self._history(annotator_id)
-            for battle_id, prompt_id, a, b, voted in rows:
-                history.add(battle_id, (prompt_id, min(a, b), max(a, b)), voted=voted)
+            for battle_id, prompt_id, a, b, voted, out_a, out_b in rows:
+                history.add(battle_id, (prompt_id, min(a, b), max(a, b)), voted=voted, outputs=(out_a, out_b))
                 history.high_water = max(history.high_water, battle_id)
             history.synced_at = time.monotonic()
 
@@ -187,7 +225,7 @@ class PairingService:
         """Choose the next battle from memory; call :meth:`prepare` first when not :meth:`ready`."""
         with self._lock:
             history = self._history(annotator_id)
-            return choose_battle(
+            choice = choose_battle(
                 self._catalog,
                 policy=self.settings.pairing_policy,
                 counts=self._counts,
@@ -196,23 +234,71 @@ class PairingService:
                 power=self.settings.pairing_balance_power,
                 ratings=self._ratings,
                 seen_per_pair=history.per_pair,
+                design=self._design,
+                revealed=history.revealed,
             )
+            if choice is not None:
+                a, b = choice.output_a.model_id, choice.output_b.model_id
+                history.issue((choice.prompt_id, min(a, b), max(a, b)))
+            return choice
+
+    def pick_pair(self, model_ids: Sequence[int]) -> tuple[int, int, float] | None:
+        """Two of ``model_ids`` for a live battle, drawn by the pairing policy from the cached vote counts
+        and ratings, sides by a fair coin: ``(left, right, probability of the unordered pair)``.
+
+        None with fewer than two models. Call :meth:`prepare` (or :meth:`refresh`) first for fresh counts.
+        """
+        ids = sorted(set(model_ids))
+        pairs = [(lo, hi) for i, lo in enumerate(ids) for hi in ids[i + 1 :]]
+        if not pairs:
+            return None
+        with self._lock:
+            (lo, hi), probability = choose_pair(
+                pairs,
+                policy=self.settings.pairing_policy,
+                counts=self._counts,
+                rng=self.rng,
+                power=self.settings.pairing_balance_power,
+                ratings=self._ratings,
+                design=self._design,
+            )
+            left, right = (lo, hi) if self.rng.random() < 0.5 else (hi, lo)
+        return left, right, probability
 
     def n_votes(self, annotator_id: int) -> int:
         """Votes of this annotator as of the last :meth:`prepare` and this process's votes since."""
         with self._lock:
             return self._history(annotator_id).n_votes
 
+    def adopt(self, provisional_id: int, annotator_id: int) -> None:
+        """A session's first vote wrote its annotator: what was issued to its provisional id moves over."""
+        with self._lock:
+            old = self._histories.pop(provisional_id, None)
+            if old is None:
+                return
+            history = self._history(annotator_id)
+            for key in old.keys:
+                if key not in history.keys:
+                    history.issue(key)
+
     def note_vote(
-        self, *, annotator_id: int, battle_id: int, prompt_id: int, model_a_id: int, model_b_id: int
+        self,
+        *,
+        annotator_id: int,
+        battle_id: int,
+        prompt_id: int,
+        model_a_id: int,
+        model_b_id: int,
+        outputs: Sequence[int | None] = (),
     ) -> None:
-        """A vote this process recorded: count its pair and add it to the annotator's history at once."""
+        """A vote this process recorded: count its pair and add it (and its revealed answers, ``outputs``)
+        to the annotator's history at once."""
         key = (min(model_a_id, model_b_id), max(model_a_id, model_b_id))
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + 1
             history = self._histories.get(annotator_id)
             if history is not None:
-                history.add(battle_id, (prompt_id, *key), voted=True)
+                history.add(battle_id, (prompt_id, *key), voted=True, outputs=outputs)
 
     # -- texts ------------------------------------------------------------------------------------
 

@@ -7,20 +7,25 @@ byte, as the snapshot published from the database with the same options and seed
 
 from __future__ import annotations
 
+import logging
+import re
 import shutil
 import stat
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from leaderboard import compute_leaderboard
-from leaderboard.battles import Battles
+from leaderboard.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
+from leaderboard.battles import Battles, split_components
+from leaderboard.clusters import Clusters, choose_clusters, parse_cluster
 from leaderboard.data import PairCounts
 from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
 from leaderboard.result import Leaderboard
@@ -29,14 +34,19 @@ from leaderboard.snapshot import (
     PACKAGE,
     SnapshotManifest,
     counts_sha256,
+    dump_json,
     freeze_snapshot,
     package_version,
     slice_label,
     write_snapshot,
 )
 from leaderboard.style_board import StyleBoard, compute_style_board, expand_style, style_board_files
+from votes.annotated import agreement_from_store
+from votes.battle_shares import weekly_battle_shares
 from votes.db import read_only, session_scope
-from votes.models import Model, Snapshot
+from votes.live_battles import availability_ledger
+from votes.model_metadata import model_metadata
+from votes.models import Snapshot
 from votes.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
 from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
 from votes.sources import battles_from_store
@@ -45,7 +55,9 @@ __all__ = [
     "FitOptions",
     "Progress",
     "SliceSpec",
+    "StoredVotes",
     "fit_counts",
+    "filters_metadata",
     "fit_style_board",
     "load_from_database",
     "load_model_info",
@@ -53,7 +65,20 @@ __all__ = [
     "publish_slices",
     "publish_snapshot",
     "recompute_snapshot",
+    "stored_components",
+    "reconcile_snapshot_dir",
 ]
+
+log = logging.getLogger(__name__)
+
+#: Folder name prefix of a snapshot being written (renamed to its id once complete and frozen).
+STAGING_PREFIX = ".staging-"
+#: A staging folder this recent may be a publish running now: left alone by the clean-up.
+STAGING_GRACE_SECONDS = 6 * 3600.0
+#: What a snapshot id looks like (:func:`leaderboard.snapshot.make_snapshot_id`).
+SNAPSHOT_ID = re.compile(r"\d{8}T\d{6}Z-[a-z0-9-]+-[0-9a-f]{10}")
+#: An id-named folder without a row this recent may be a publish between its rename and its insert.
+UNRECORDED_GRACE_SECONDS = 600.0
 
 #: ``progress(done, total)`` after each bootstrap round (or batch of rounds).
 Progress = Callable[[int, int], None]
@@ -77,6 +102,8 @@ class FitOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # Style groups (``length``, ``markdown``, ...) for a second, style-controlled board; empty for none.
     style: tuple[str, ...] = ()
+    # Clustered intervals: ``annotator``, ``prompt`` or ``annotator,prompt``; empty for votes as independent.
+    cluster: str = ""
 
     def __post_init__(self) -> None:
         if self.style:
@@ -101,6 +128,8 @@ class FitOptions:
             described["style"] = list(self.style)
         else:
             del described["style"]
+        if not self.cluster:
+            del described["cluster"]
         return described
 
 
@@ -116,10 +145,17 @@ class SliceSpec:
         return slice_label(category=self.category, language=self.language)
 
 
-def fit_counts(counts: PairCounts, options: FitOptions, *, progress: Progress | None = None) -> Leaderboard:
+def fit_counts(
+    counts: PairCounts,
+    options: FitOptions,
+    *,
+    progress: Progress | None = None,
+    clusters: Clusters | None = None,
+) -> Leaderboard:
     """Fit a leaderboard with ``options`` (the math lives in :mod:`leaderboard`)."""
     return compute_leaderboard(
         counts,
+        clusters=clusters,
         method=options.method,
         n_rounds=options.n_rounds,
         level=options.level,
@@ -129,6 +165,17 @@ def fit_counts(counts: PairCounts, options: FitOptions, *, progress: Progress | 
         progress=progress,
         **dict(options.extra),
     )
+
+
+def board_fragility(counts: PairCounts, options: FitOptions) -> dict[str, Any]:
+    """The fragility certificate of the default board (:mod:`leaderboard.fragility`), for the metadata."""
+    from leaderboard.compute import method_spec
+    from leaderboard.fragility import fragility
+
+    try:
+        return fragility(counts, spec=method_spec(options.method, dict(options.extra))).describe()
+    except (ValueError, RuntimeError) as exc:
+        return {"error": str(exc)}
 
 
 def fit_style_board(
@@ -164,6 +211,10 @@ def recompute_snapshot(
     plots: bool = True,
     battles: Battles | None = None,
     model_info: Mapping[str, Mapping[str, Any]] | None = None,
+    clusters: Clusters | None = None,
+    agreement: AgreementReport | None = None,
+    availability: Mapping[str, Mapping[str, Any]] | None = None,
+    weekly_shares: Mapping[str, Mapping[str, float]] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
 
@@ -171,20 +222,37 @@ def recompute_snapshot(
     give a second, style-controlled board: its files sit beside the default board's, its covariates'
     coefficients and intervals in ``metadata.json`` under ``style_control``.
 
+    With ``agreement`` (the votes include LLM judges'), the agreement report of the same votes, every
+    annotator's, goes into ``metadata.json`` under ``agreement`` and into ``agreement.csv`` (the pairwise
+    table) and ``agreement.json`` (the whole report). The board itself still counts only the votes in
+    ``counts``: a judge's votes reach it only when the filter asked for them.
+
     Every snapshot also carries ``models.csv`` (the metadata ``model_info`` knows about each model) and a
     dataset card, ``README.md``, so the folder loads with ``datasets.load_dataset`` and pushes to a hub.
+
+    With ``availability`` (per model, live generations and failures), the board's models' entries go into
+    ``metadata.json`` under ``availability``: the fairness ledger's third column. ``weekly_shares`` (per
+    week, each model's share of the battles) goes under ``battle_share_by_week``: the ledger's history.
     """
     if counts.n_cells == 0:
         raise ValueError(f"no votes to fit for the {spec.label} board")
     if options.style and (battles is None or battles.features is None):
         raise ValueError("style control needs the votes with their answer texts")
-    board = fit_counts(counts, options, progress=progress)
-    added: dict[str, Any] = {}
+    board = fit_counts(counts, options, progress=progress, clusters=clusters)
+    added: dict[str, Any] = {"fragility": board_fragility(counts, options)}
+    if availability is not None:
+        added["availability"] = {m: dict(availability[m]) for m in board.models if m in availability}
+    if weekly_shares is not None:
+        added["battle_share_by_week"] = {week: dict(shares) for week, shares in weekly_shares.items()}
     files: dict[str, bytes] = {}
     if options.style and battles is not None:
         styled = fit_style_board(battles, board, options)
         added["style_control"] = styled.describe()
         files = style_board_files(styled)
+    if agreement is not None:
+        added["agreement"] = agreement.as_dict()
+        files[AGREEMENT_CSV] = agreement.csv_bytes()
+        files[AGREEMENT_JSON] = dump_json(agreement.as_dict())
     files[MODELS_FILE] = models_csv([board.models[i] for i in board.order()], model_info or {})
     card = {
         "slice": spec.label,
@@ -220,10 +288,10 @@ def recompute_snapshot(
 
 
 def load_model_info(engine: Engine) -> dict[str, dict[str, Any]]:
-    """What the store knows about each model (organisation, licence), for ``models.csv``."""
+    """What the store knows about each model (organisation, licence, link, knowledge cutoff; set with
+    `arena models set` or `arena models load`), for ``models.csv``."""
     with Session(read_only(engine)) as session:
-        rows = session.exec(select(Model)).all()
-    return {m.name: {"organisation": m.organisation, "licence": m.licence} for m in rows}
+        return dict(model_metadata(session))
 
 
 def load_from_database(
@@ -234,20 +302,45 @@ def load_from_database(
     With ``bucket_seconds`` the votes are read one by one and aggregated by time bucket (time weights);
     otherwise the database aggregates them (``GROUP BY``).
     """
-    counts, digest, _ = load_votes_with_texts(engine, vote_filter, bucket_seconds=bucket_seconds)
-    return counts, digest
+    stored = load_votes_with_texts(engine, vote_filter, bucket_seconds=bucket_seconds)
+    return stored.counts, stored.digest
+
+
+class StoredVotes(NamedTuple):
+    """Votes read for a fit in one transaction (see :func:`load_votes_with_texts`)."""
+
+    counts: PairCounts
+    digest: str
+    battles: Battles | None
+    agreement: AgreementReport | None
+    clusters: Clusters | None = None
 
 
 def load_votes_with_texts(
-    engine: Engine, vote_filter: VoteFilter, *, bucket_seconds: float | None = None, style: bool = False
-) -> tuple[PairCounts, str, Battles | None]:
+    engine: Engine,
+    vote_filter: VoteFilter,
+    *,
+    bucket_seconds: float | None = None,
+    style: bool = False,
+    agreement: bool = False,
+    cluster: str = "none",
+) -> StoredVotes:
     """As :func:`load_from_database`, plus (with ``style``) the same votes one per row with the style
-    covariates of their answers, read in the same transaction."""
+    covariates of their answers, (with ``agreement``) the agreement report of the votes the filter
+    selects, humans' and judges' alike (None when no judge voted), and (with ``cluster``, a
+    ``--cluster`` value) the votes' clusters by annotator and/or prompt, all read in the same
+    transaction."""
     battles: Battles | None = None
+    report: AgreementReport | None = None
+    who: Battles | None = None
     # A deferred transaction: one consistent snapshot without holding SQLite's write lock meanwhile.
     with read_only(engine).connect() as conn, conn.begin():
         if style:
             battles = battles_from_store(conn, style=True, filters=vote_filter)
+        if agreement:
+            report = agreement_from_store(conn, vote_filter)
+        if cluster.strip().lower() == "auto" or parse_cluster(cluster):
+            who = load_battles(conn, filters=vote_filter, who=True)
         if bucket_seconds is None:
             counts = load_pair_counts(conn, filters=vote_filter)
         else:
@@ -256,19 +349,78 @@ def load_votes_with_texts(
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
     # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).
-    if counts.votes is not None:
+    if counts.votes is not None and not counts.is_weighted:
         counts = replace(counts, votes=None)
-    return counts, digest, battles
+    clusters = None if who is None else choose_clusters(who, counts, cluster)
+    return StoredVotes(counts, digest, battles, report, clusters)
 
 
-def _filters_dict(vote_filter: VoteFilter) -> dict[str, Any]:
-    return {
+def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
+    """The filters of a board from the database as JSON values, for its metadata. The filters added
+    after the first snapshots (annotators, anonymity, models) appear only when set, so a snapshot
+    published without them keeps its metadata (and id)."""
+    out: dict[str, Any] = {
         "category": vote_filter.category,
         "language": vote_filter.language,
         "since": vote_filter.since.isoformat() if vote_filter.since else None,
         "until": vote_filter.until.isoformat() if vote_filter.until else None,
         "exclude_flagged": vote_filter.exclude_flagged,
     }
+    if vote_filter.annotators is not None:
+        out["annotators"] = list(vote_filter.annotators)
+    if vote_filter.source is not None:
+        out["source"] = vote_filter.source
+    if vote_filter.anony_only:
+        out["anony_only"] = True
+    if vote_filter.first_sight:
+        out["first_sight"] = True
+    if vote_filter.models is not None:
+        out["models"] = list(vote_filter.models)
+    if vote_filter.exclude_models:
+        out["exclude_models"] = list(vote_filter.exclude_models)
+    return out
+
+
+def stored_components(engine: Engine, vote_filter: VoteFilter) -> list[tuple[str, ...]]:
+    """The models of each part of the comparison graph of the selected votes (largest first, as
+    :func:`leaderboard.battles.split_components` orders them), read from the aggregated cells."""
+    with read_only(engine).connect() as conn:
+        counts = load_pair_counts(conn, filters=vote_filter)
+    cells = Battles(
+        models=counts.models, model_a=counts.model_a, model_b=counts.model_b, outcome=counts.outcome
+    )
+    return [part.models for part in split_components(cells)]
+
+
+def reconcile_snapshot_dir(engine: Engine, root: Path) -> list[Path]:
+    """Remove what earlier publishes left behind when they crashed, each with a log line.
+
+    Two kinds of leftover: a staging folder (a publish that died before its rename) and a folder named
+    like a snapshot id with no row (one that died between the rename and the insert). A folder with a
+    row is published and left alone; so is anything else in the folder. A leftover younger than its
+    grace (:data:`STAGING_GRACE_SECONDS`, :data:`UNRECORDED_GRACE_SECONDS`) may belong to a publish
+    running now and is kept.
+    """
+    with Session(read_only(engine)) as session:
+        known = {str(r) for r in session.exec(select(Snapshot.id)).all()}
+    now = time.time()
+    removed: list[Path] = []
+    for child in sorted(root.iterdir()):
+        if not child.is_dir() or child.is_symlink():
+            continue
+        age = now - child.stat().st_mtime
+        if child.name.startswith(STAGING_PREFIX) and age >= STAGING_GRACE_SECONDS:
+            what = "an unfinished publish"
+        elif (
+            SNAPSHOT_ID.fullmatch(child.name) and child.name not in known and age >= UNRECORDED_GRACE_SECONDS
+        ):
+            what = "a publish that stopped before recording its row"
+        else:
+            continue
+        _remove_tree(child)
+        log.warning("removed %s left by %s", child, what)
+        removed.append(child)
+    return removed
 
 
 def _remove_tree(path: Path) -> None:
@@ -277,7 +429,8 @@ def _remove_tree(path: Path) -> None:
         return
     path.chmod(stat.S_IRWXU)
     for child in path.iterdir():
-        child.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        if not child.is_symlink():
+            child.chmod(stat.S_IRWXU if child.is_dir() else stat.S_IRUSR | stat.S_IWUSR)
     shutil.rmtree(path)
 
 
@@ -294,44 +447,69 @@ def publish_snapshot(
     progress: Progress | None = None,
     created_at: datetime | None = None,
     plots: bool = True,
+    vote_filter: VoteFilter | None = None,
+    component: int | None = None,
+    cluster: str = "none",
 ) -> Snapshot:
     """Recompute from the database and publish: a read-only folder under ``snapshot_dir`` and a row.
+
+    ``vote_filter``, when given, selects the votes instead of ``category`` ... ``exclude_flagged``;
+    ``component`` numbers a part of the comparison graph (its models are the filter's ``models``) in
+    the metadata. ``cluster`` (a ``--cluster`` value) clusters the votes for the intervals; the
+    clustering used is recorded in the options of the metadata.
 
     The folder is written under a staging name, frozen (files 0444), moved to its id, and only then
     recorded; if recording fails the folder is removed, so every row has its files and no stray
     folder pretends to be published. Returns the stored (immutable) :class:`Snapshot` row.
     """
-    spec = SliceSpec(category=category, language=language)
-    vote_filter = VoteFilter(
-        category=category, language=language, since=since, until=until, exclude_flagged=exclude_flagged
+    if vote_filter is None:
+        vote_filter = VoteFilter(
+            category=category, language=language, since=since, until=until, exclude_flagged=exclude_flagged
+        )
+    spec = SliceSpec(category=vote_filter.category, language=vote_filter.language)
+    filters = filters_metadata(vote_filter)
+    if component is not None:
+        filters["component"] = component
+    stored = load_votes_with_texts(
+        engine,
+        vote_filter,
+        bucket_seconds=options.time_bucket,
+        style=bool(options.style),
+        agreement=True,
+        cluster=cluster,
     )
-    counts, digest, battles = load_votes_with_texts(
-        engine, vote_filter, bucket_seconds=options.time_bucket, style=bool(options.style)
-    )
+    if stored.clusters is not None:
+        options = replace(options, cluster=stored.clusters.label)
     root = Path(snapshot_dir)
     root.mkdir(parents=True, exist_ok=True)
-    staging = root / f".staging-{uuid.uuid4().hex}"
-    _, manifest = recompute_snapshot(
-        counts,
-        staging,
-        options=options,
-        votes_digest=digest,
-        spec=spec,
-        filters=_filters_dict(vote_filter),
-        source="database",
-        progress=progress,
-        created_at=created_at or datetime.now(UTC),
-        plots=plots,
-        battles=battles,
-        model_info=load_model_info(engine),
-    )
-    final = root / manifest.id
+    reconcile_snapshot_dir(engine, root)
+    staging = root / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     try:
+        _, manifest = recompute_snapshot(
+            stored.counts,
+            staging,
+            options=options,
+            clusters=stored.clusters,
+            votes_digest=stored.digest,
+            spec=spec,
+            filters=filters,
+            source="database",
+            progress=progress,
+            created_at=created_at or datetime.now(UTC),
+            plots=plots,
+            battles=stored.battles,
+            model_info=load_model_info(engine),
+            agreement=stored.agreement,
+            availability=availability_ledger(engine),
+            weekly_shares=weekly_battle_shares(engine, vote_filter),
+        )
+        # Frozen before it gets its id: a folder under a snapshot id is never writable, even after a crash.
+        freeze_snapshot(staging)
+        final = root / manifest.id
         staging.rename(final)
-    except OSError:
+    except BaseException:
         _remove_tree(staging)
         raise
-    freeze_snapshot(final)
     manifest = SnapshotManifest(path=final, metadata=manifest.metadata, files=manifest.files)
     try:
         ensure_snapshot_guards(engine)
@@ -353,8 +531,10 @@ def publish_slices(
     exclude_flagged: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
     plots: bool = True,
+    cluster: str = "none",
 ) -> list[Snapshot]:
-    """Publish the overall board and one board per category and per language (those with enough votes)."""
+    """Publish the overall board and one board per category and per language (those with enough votes),
+    each clustered as ``cluster`` asks (see :func:`publish_snapshot`)."""
     if slices is None:
         with Session(engine) as session:
             found = vote_slices(session=session, min_votes=min_votes)
@@ -376,6 +556,7 @@ def publish_slices(
                 exclude_flagged=exclude_flagged,
                 progress=report,
                 plots=plots,
+                cluster=cluster,
             )
         )
     return published

@@ -11,6 +11,7 @@ import base64
 import functools
 import hashlib
 import hmac
+import ipaddress
 import json
 import secrets
 import threading
@@ -32,6 +33,7 @@ __all__ = [
     "RedisRateLimiter",
     "SessionData",
     "Signer",
+    "address_key",
     "hash_secret",
     "verify_admin_token",
 ]
@@ -54,10 +56,49 @@ def _derive_key(secret: str, purpose: str) -> bytes:
 # Sessions and CSRF
 
 
+def address_key(address: str) -> str:
+    """What an address is limited and grouped by: an IPv4 address, or an IPv6 address's /64 network.
+
+    A host gets a whole /64 from its provider and can use any address in it, so counting single IPv6
+    addresses would let one visitor shed a limit by changing address. Anything unparsable is taken as is.
+    """
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address[:100]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
+    return str(ip)
+
+
+def provisional_id(nonce: str) -> int:
+    """The negative stand-in annotator id of a session that has not voted yet (no row exists for it)."""
+    digest = hashlib.sha256(f"arena-provisional\n{nonce}".encode()).digest()
+    return -1 - int.from_bytes(digest[:7], "big")
+
+
+def session_key(nonce: str) -> str:
+    """What the annotator row written at a session's first vote stores to find it again (not the nonce)."""
+    return hashlib.sha256(f"arena-session-key\n{nonce}".encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class SessionData:
+    """A session: its annotator, or a provisional (negative) id until the first vote writes the row.
+
+    ``invited`` sessions come from an invite link; the rest are anonymous (limited per address too).
+    """
+
     annotator_id: int
     nonce: str
+    provisional: bool = False
+    invited: bool = False
+
+    def owns(self, annotator_id: int) -> bool:
+        """True for this session's annotator and for its provisional id (tokens fetched before voting)."""
+        return annotator_id == self.annotator_id or annotator_id == provisional_id(self.nonce)
 
 
 class Signer:
@@ -72,9 +113,22 @@ class Signer:
         # a worker's CPU under load. Bounded, so a flood of junk cookies only evicts.
         self._verified = functools.lru_cache(maxsize=8192)(self._verify_session)
 
-    def new_session(self, annotator_id: int) -> tuple[SessionData, str]:
-        data = SessionData(annotator_id=annotator_id, nonce=secrets.token_urlsafe(16))
-        return data, self._session.dumps({"a": annotator_id, "n": data.nonce})
+    def new_session(
+        self, annotator_id: int | None = None, *, invited: bool = False, nonce: str | None = None
+    ) -> tuple[SessionData, str]:
+        """A session cookie: for an annotator, or provisional (``annotator_id`` None, nothing stored).
+
+        ``nonce`` keeps an existing session's nonce (and so its CSRF token) when its annotator is written.
+        """
+        nonce = nonce or secrets.token_urlsafe(16)
+        if annotator_id is None:
+            data = SessionData(annotator_id=provisional_id(nonce), nonce=nonce, provisional=True)
+            return data, self._session.dumps({"p": 1, "n": nonce})
+        data = SessionData(annotator_id=annotator_id, nonce=nonce, invited=invited)
+        payload: dict[str, object] = {"a": annotator_id, "n": nonce}
+        if invited:
+            payload["i"] = 1
+        return data, self._session.dumps(payload)
 
     def read_session(self, cookie: str | None) -> SessionData | None:
         if not cookie or len(cookie) > 512:
@@ -84,7 +138,10 @@ class Signer:
     def _verify_session(self, cookie: str) -> SessionData | None:
         try:
             payload = self._session.loads(cookie)
-            return SessionData(annotator_id=int(payload["a"]), nonce=str(payload["n"]))
+            nonce = str(payload["n"])
+            if payload.get("p"):
+                return SessionData(annotator_id=provisional_id(nonce), nonce=nonce, provisional=True)
+            return SessionData(annotator_id=int(payload["a"]), nonce=nonce, invited=bool(payload.get("i")))
         except (BadSignature, KeyError, TypeError, ValueError):
             return None
 
@@ -93,6 +150,11 @@ class Signer:
 
     def check_csrf(self, session: SessionData, token: str | None) -> bool:
         return bool(token) and hmac.compare_digest(self.csrf_token(session), token or "")
+
+    def address_hash(self, address: str) -> str:
+        """A keyed hash of the client's network (:func:`address_key`), stored with the vote for the review."""
+        msg = f"address\n{address_key(address)}".encode()
+        return hmac.new(self._client_key, msg, hashlib.sha256).hexdigest()[:32]
 
     def client_hash(self, address: str, user_agent: str) -> str:
         """A keyed fingerprint of the client, stored with the vote instead of the address itself."""
@@ -138,7 +200,7 @@ class BattleTokens:
         data = json.dumps(payload, separators=(",", ":")).encode()
         return self._fernet.encrypt_at_time(data, int(self._clock())).decode()
 
-    def read(self, token: str, *, annotator_id: int) -> IssuedBattle:
+    def read(self, token: str, *, annotator_id: int | SessionData) -> IssuedBattle:
         """Decrypt and check a token; raises :class:`BattleTokenError` (nothing is changed)."""
         try:
             raw = token.encode("ascii")
@@ -153,7 +215,12 @@ class BattleTokens:
             battle = IssuedBattle.from_dict(payload)
         except (KeyError, TypeError, ValueError):
             raise BattleTokenError("forged") from None
-        if battle.annotator_id != annotator_id:
+        owned = (
+            annotator_id.owns(battle.annotator_id)
+            if isinstance(annotator_id, SessionData)
+            else battle.annotator_id == annotator_id
+        )
+        if not owned:
             raise BattleTokenError("foreign")
         return battle
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leaderboard.elo import EloConfig
@@ -40,9 +41,26 @@ class Settings(BaseSettings):
         16 * 1024, ge=1024, description="Largest total size of a request's headers."
     )
     max_headers: int = Field(100, ge=10, description="Most headers in one request.")
+    max_expanded_bytes: int = Field(
+        1 << 30, ge=1, description="Most bytes a gzipped import file may expand to (gzip bombs)."
+    )
+    # Connections (arena.connections): one host cannot hold the site with idle or slow sockets
+    header_timeout_seconds: float = Field(
+        10.0, gt=0.0, le=300.0, description="Seconds a request's headers may take to arrive (408 after)."
+    )
+    max_connections_per_address: int = Field(
+        64, ge=1, description="Open connections per client address (IPv6: per /64) and worker; 503 beyond."
+    )
+    max_connections: int = Field(4096, ge=16, description="Open connections per worker; 503 beyond.")
 
     # Pairing
-    pairing_policy: Literal["uniform", "balanced", "active"] = "balanced"
+    pairing_policy: Literal["uniform", "balanced", "active", "optimal"] = Field(
+        "optimal",
+        description="How the next pair is chosen (see arena.pairing); each battle logs its probability.",
+    )
+    pairing_floor: float = Field(
+        0.1, gt=0.0, le=1.0, description="Optimal policy: share of battles drawn uniformly over all pairs."
+    )
     pairing_balance_power: float = Field(1.0, ge=0.0, description="Balanced policy: weight ~ 1/(n+1)^power.")
 
     # Live standings: the online rater, and how the board ranks
@@ -64,7 +82,49 @@ class Settings(BaseSettings):
     rate_limit_per_minute: int = Field(60, ge=1, description="Votes per annotator per minute.")
     rate_limit_per_address_per_minute: int = Field(300, ge=1)
     daily_vote_cap: int | None = Field(None, ge=1)
+    # Limits a visitor cannot shed by dropping the cookie: keyed on the address (an IPv6 /64 as one).
+    votes_per_address_per_minute: int = Field(
+        60, ge=1, description="Anonymous votes per address (IPv6: per /64) per minute."
+    )
+    votes_per_address_per_day: int = Field(
+        2000, ge=1, description="Anonymous votes per address (IPv6: per /64) per day."
+    )
+    new_sessions_per_address_per_hour: int = Field(
+        120, ge=1, description="New anonymous sessions (cookies) handed to one address per hour."
+    )
     trusted_proxies: list[str] = Field(default_factory=list)
+
+    # Live battles (/battle): the annotator's own prompt, answered by two registered endpoints
+    live_max_prompt_chars: int = Field(
+        4000,
+        ge=1,
+        description="Longest live prompt (characters); longer ones are refused before any request.",
+    )
+    live_generations_per_minute: int = Field(10, ge=1, description="Live turns per annotator per minute.")
+    live_generations_per_address_per_minute: int = Field(
+        30, ge=1, description="Live turns per client address per minute."
+    )
+    live_daily_tokens: int | None = Field(
+        1_000_000, ge=1, description="Tokens per endpoint per UTC day for live battles (unset: no budget)."
+    )
+    live_moderation_patterns: list[str] = Field(
+        default_factory=list,
+        description="Regular expressions (JSON list); a matching live prompt is refused before any request.",
+    )
+
+    @field_validator("live_moderation_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        """A pattern that is not a regular expression is refused at start-up, not on the first prompt."""
+        for i, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"moderation pattern {i + 1} is not a regular expression: {exc}") from None
+        return patterns
+
+    live_timeout_seconds: float = Field(120.0, gt=0.0, description="Longest a live answer may take.")
+    live_max_turns: int = Field(8, ge=1, description="Most turns of one live conversation.")
 
     # Durability: group commit window for votes (0 = commit each vote on its own).
     group_commit_max_wait_ms: float = Field(2.0, ge=0.0)

@@ -14,6 +14,7 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from arena.llm.pool import EndpointPool
 from arena.pairing_service import PairingService
 from arena.security import BattleTokens, RateLimiter, Signer
 from arena.settings import Settings
@@ -38,6 +39,7 @@ class ArenaState:
     pairing: PairingService
     templates: Jinja2Templates
     clock: Callable[[], float] = field(default=time.time)
+    endpoints: EndpointPool = field(default_factory=EndpointPool)  # the live battles' clients
 
     def live_standings(self, session: Session) -> list[Standing]:
         """The live board as these settings rank it, provisional models marked."""

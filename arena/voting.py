@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from arena.logs import REQUEST_ID
 from arena.metrics import (
     BATTLES_ISSUED,
     VOTE_COMMIT_WAIT_SECONDS,
@@ -97,15 +98,19 @@ async def submit_vote(
     ``BattleTokenError`` or ``VoteError`` (nothing written), or a writer/database error.
     """
     try:
-        battle: IssuedBattle = state.tokens.read(token, annotator_id=who.annotator_id)
+        battle: IssuedBattle = state.tokens.read(token, annotator_id=who)
     except BattleTokenError as exc:
         count_refusal(f"token_{exc.reason}")
         raise
+    if battle.annotator_id != who.annotator_id:  # fetched before the first vote wrote the annotator
+        battle = replace(battle, annotator_id=who.annotator_id)
     vote = VoteRequest(
         battle=battle,
         winner=winner,
         client_hash=state.signer.client_hash(address, user_agent),
+        address_hash=state.signer.address_hash(address),
         idempotency_key=f"{who.annotator_id}:{idempotency_key}" if idempotency_key else None,
+        request_id=REQUEST_ID.get(),
     )
     started = time.perf_counter()
     VOTES_AWAITING_COMMIT.inc()
@@ -129,6 +134,7 @@ async def submit_vote(
             prompt_id=battle.prompt_id,
             model_a_id=battle.model_a_id,
             model_b_id=battle.model_b_id,
+            outputs=(battle.output_a_id, battle.output_b_id),
         )
     return result
 

@@ -7,8 +7,9 @@ source knows (vote time, vote id, annotator and prompt ids, a weight, style cova
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +46,7 @@ class Battles:
     features : float array (n_votes, n_features), optional
         Style covariates, left minus right (see :mod:`leaderboard.style`).
     feature_names : names of the covariate columns
+    feature_notes : how the covariates were measured (per feature name: unit, sources), for the metadata
     sided : bool array, optional
         Whether each vote knows which answer was on the left (``None``: every vote does). A vote with
         an unknown side (a source that shuffled the display order without recording it) never informs
@@ -63,6 +65,7 @@ class Battles:
     features: FloatArray | None = None
     feature_names: tuple[str, ...] = ()
     sided: npt.NDArray[np.bool_] | None = None
+    feature_notes: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_a", np.asarray(self.model_a, dtype=np.int64))

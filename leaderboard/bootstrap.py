@@ -15,6 +15,22 @@ family redraws its cells and refits each round by Newton's method, warm-started 
 The multinomial itself is drawn by :func:`draw_multinomial` (independent Poisson counts, then an exact
 correction of their total), about twice as fast as numpy's ``Generator.multinomial``, which draws one
 conditional binomial per category.
+
+**Clustered votes.** Votes by one annotator (or on one prompt) are not independent, and resampling single
+votes then understates the uncertainty. With ``clusters`` (:class:`~leaderboard.clusters.Clusters`) a round
+resamples whole clusters instead: ``G`` draws with replacement from the ``G`` clusters (a multinomial over
+clusters, :func:`draw_multinomial` again), and the round's cell counts are the clusters' cell counts
+weighted by how often each was drawn, a sparse product on counts aggregated per cluster once, so a round
+costs the same whatever the number of votes. Crossed annotator and prompt clusters use the pigeonhole
+bootstrap (Owen 2007): annotators and prompts are resampled independently and a vote weighs the product
+of its annotator's and its prompt's draw counts. No bootstrap reproduces the variance of a crossed design
+exactly (McCullagh 2000). For a mean over R annotators crossed with C prompts (N votes), with annotator,
+prompt and residual variances ``sA, sB, sE``, the true variance is about ``sA/R + sB/C + sE/N``; with
+weights ``W_i V_j`` the bootstrap's is about ``sA/R + sB/C + 3 sE/N`` (Owen 2007): each of the two
+resampled dimensions carries the residual once more, so it errs on the wide side, never the narrow one,
+by a term of order 1/N against main effects of order 1/R and 1/C. Resampling one dimension alone would
+instead drop the other's term entirely. Rounds no longer hold exactly N votes;
+the weighted likelihood does not need them to.
 """
 
 from __future__ import annotations
@@ -33,7 +49,8 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from leaderboard.bt import BTFit, fit_bt
 from leaderboard.cells import Layout, Objective, maximise
-from leaderboard.data import PairCounts, outcome_class
+from leaderboard.clusters import Clusters
+from leaderboard.data import Outcome, PairCounts, outcome_class
 from leaderboard.intervals import percentile_intervals, rank_intervals, ranks_of
 from leaderboard.newton import solve_bt_batch
 from leaderboard.spec import BTSpec, NonConvergenceError
@@ -42,6 +59,7 @@ __all__ = [
     "BootstrapResult",
     "DegenerateRoundsWarning",
     "bootstrap_ratings",
+    "cluster_weights",
     "draw_multinomial",
 ]
 
@@ -186,6 +204,22 @@ class _Categories:
         self.to_n = sp.csr_matrix((r, (np.arange(c), pair_index)), shape=(c, n_pairs))
         self.to_s = sp.csr_matrix((score, (np.arange(c), pair_index)), shape=(c, n_pairs))
         self.p = self.votes / self.n_total
+        kept = np.cumsum(keep) - 1
+        on = keep[inverse]
+        self.cell_to_cat = sp.csr_matrix(
+            (np.ones(int(on.sum())), (np.flatnonzero(on), kept[inverse[on]])), shape=(len(key), c)
+        )
+
+
+def cluster_weights(clusters: Clusters, rng: np.random.Generator, size: int) -> FloatArray:
+    """``size`` rounds of weights per cluster row: each dimension's clusters resampled with replacement
+    (a multinomial over its clusters); a row of two dimensions (an annotator-prompt intersection) weighs
+    the product of its two clusters' draw counts (the pigeonhole bootstrap)."""
+    out = np.ones((size, clusters.codes.shape[0]))
+    for d, n in enumerate(clusters.n_levels):
+        draws = draw_multinomial(np.ones(n, dtype=np.int64), size, rng).astype(np.float64)
+        out *= draws[:, clusters.codes[:, d]]
+    return out
 
 
 def _run_block(
@@ -195,11 +229,18 @@ def _run_block(
     fit: BTFit,
     fixed: FloatArray,
     tol: float,
+    per_cluster: tuple[Clusters, sp.csr_matrix, sp.csr_matrix] | None = None,
 ) -> tuple[FloatArray, int]:
     rng = np.random.Generator(np.random.PCG64(seed))
-    draws = draw_multinomial(cats.votes, size, rng).astype(np.float64)
-    n = np.asarray(draws @ cats.to_n)
-    s = np.asarray(draws @ cats.to_s)
+    if per_cluster is None:
+        draws = draw_multinomial(cats.votes, size, rng).astype(np.float64)
+        n = np.asarray(draws @ cats.to_n)
+        s = np.asarray(draws @ cats.to_s)
+    else:
+        clusters, cluster_n, cluster_s = per_cluster
+        weights = cluster_weights(clusters, rng, size)
+        n = np.asarray(weights @ cluster_n)
+        s = np.asarray(weights @ cluster_s)
     st = fit.stats
     m = len(fit.models)
     theta, ok, _ = solve_bt_batch(
@@ -218,14 +259,22 @@ def _run_block(
     return theta, int(bad.size)
 
 
-def _run_cells_block(seed: np.random.SeedSequence, size: int, fit: BTFit) -> tuple[FloatArray, FloatArray]:
+def _run_cells_block(
+    seed: np.random.SeedSequence,
+    size: int,
+    fit: BTFit,
+    per_cluster: tuple[Clusters, sp.csr_matrix] | None = None,
+) -> tuple[FloatArray, FloatArray]:
     """Redraw the cells of a non-plain fit ``size`` times and refit each round from the point estimate;
     returns the rounds' centred coefficients (size x M) and extra parameters (size x n_extra)."""
     cells = fit.cells
     if cells is None:
         raise ValueError("this fit has no cells to resample")
     rng = np.random.Generator(np.random.PCG64(seed))
-    draws = draw_multinomial(cells.count, size, rng).astype(np.float64)
+    if per_cluster is None:
+        draws = draw_multinomial(cells.count, size, rng).astype(np.float64)
+    else:
+        draws = np.asarray(cluster_weights(per_cluster[0], rng, size) @ per_cluster[1])
     layout = Layout.of(fit.spec, cells.n_models)
     objective = Objective(cells, fit.spec, layout, nat_per_point=math.log(fit.base) / fit.scale)
     xs = np.empty((size, fit.x.shape[0]))
@@ -255,6 +304,7 @@ def bootstrap_ratings(
     n_jobs: int | None = None,
     block_size: int = 50,
     tol: float = 1e-9,
+    clusters: Clusters | None = None,
 ) -> BootstrapResult:
     """Percentile bootstrap of Bradley-Terry ratings by multinomial resampling of the counts.
 
@@ -283,6 +333,9 @@ def bootstrap_ratings(
         Rounds per block (fixed, so results do not depend on ``n_jobs``).
     tol : float
         Newton tolerance per plain round, natural-log units.
+    clusters : Clusters, optional
+        Resample whole clusters (annotators, prompts, or both crossed) instead of single votes; made by
+        :func:`~leaderboard.clusters.cluster_cells` from the battles behind ``counts``.
 
     Returns
     -------
@@ -303,19 +356,31 @@ def bootstrap_ratings(
     seeds = np.random.SeedSequence(random_state).spawn(len(sizes))
     jobs = n_jobs if n_jobs is not None else min(2, os.cpu_count() or 1)
     block: Callable[[tuple[np.random.SeedSequence, int]], tuple[FloatArray, FloatArray, int]]
+    if clusters is not None and clusters.members.shape[1] != counts.n_cells:
+        raise ValueError("clusters were made for other counts (cell numbers differ)")
     if fit.spec.is_plain:
         cats = _Categories(counts, fit)
         fixed = fit.hessian / math.log(fit.base) ** 2
         no_extras = np.zeros((0, 0))
+        plain_clusters = None
+        if clusters is not None:
+            to_cat = (clusters.members @ cats.cell_to_cat).tocsr()
+            plain_clusters = (clusters, (to_cat @ cats.to_n).tocsr(), (to_cat @ cats.to_s).tocsr())
 
         def block(job: tuple[np.random.SeedSequence, int]) -> tuple[FloatArray, FloatArray, int]:
-            theta, bad = _run_block(job[0], job[1], cats, fit, fixed, tol)
+            theta, bad = _run_block(job[0], job[1], cats, fit, fixed, tol, plain_clusters)
             return theta / math.log(fit.base), no_extras, bad
 
     else:
+        cell_clusters = None
+        if clusters is not None:
+            kept = np.ones(counts.n_cells, dtype=bool)
+            if fit.spec.both_bad == "exclude":
+                kept = counts.outcome != Outcome.BOTHBAD
+            cell_clusters = (clusters, clusters.members[:, np.flatnonzero(kept)].tocsr())
 
         def block(job: tuple[np.random.SeedSequence, int]) -> tuple[FloatArray, FloatArray, int]:
-            coef, extras = _run_cells_block(job[0], job[1], fit)
+            coef, extras = _run_cells_block(job[0], job[1], fit, cell_clusters)
             return coef, extras, 0
 
     coefs: list[FloatArray] = []

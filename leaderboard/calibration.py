@@ -202,9 +202,15 @@ def paired_bootstrap_difference(
     n_rounds: int = 2000,
     level: float = 0.95,
     random_state: int | np.random.Generator | None = 0,
+    groups: npt.NDArray[np.int64] | None = None,
 ) -> tuple[float, float, float]:
     """Mean of ``loss_b - loss_a`` over the same votes, with a percentile interval from resampling the
     votes (pairs kept together) ``n_rounds`` times.
+
+    With ``groups`` (each vote's cluster, e.g. its annotator; negative: a cluster of its own) whole
+    clusters are resampled instead: a round draws how often each cluster appears (multinomial over
+    the clusters) and takes the ratio of the drawn clusters' loss sums to their vote numbers, so votes
+    that share an annotator or prompt count as the one piece of evidence they are.
 
     Returns
     -------
@@ -217,8 +223,21 @@ def paired_bootstrap_difference(
     diff = b - a
     rng = np.random.default_rng(random_state)
     means = np.empty(n_rounds)
-    for r in range(n_rounds):
-        means[r] = diff[rng.integers(0, diff.size, diff.size)].mean()
+    if groups is not None:
+        ids = np.asarray(groups, dtype=np.int64).copy()
+        if ids.shape != diff.shape:
+            raise ValueError("need one cluster id per vote")
+        alone = ids < 0
+        ids[alone] = int(ids.max(initial=0)) + 1 + np.arange(int(alone.sum()))
+        _, code = np.unique(ids, return_inverse=True)
+        sums, sizes = np.bincount(code, weights=diff), np.bincount(code).astype(np.float64)
+        n_groups = sums.size
+        for r in range(n_rounds):
+            drawn = rng.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups))
+            means[r] = (drawn @ sums) / (drawn @ sizes)
+    else:
+        for r in range(n_rounds):
+            means[r] = diff[rng.integers(0, diff.size, diff.size)].mean()
     tail = 50.0 * (1.0 - level)
     low, high = np.percentile(means, [tail, 100.0 - tail])
     return float(diff.mean()), float(low), float(high)

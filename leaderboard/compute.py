@@ -19,6 +19,7 @@ from scipy.stats import binomtest
 
 from leaderboard.bootstrap import Progress, bootstrap_ratings
 from leaderboard.bt import fit_bt
+from leaderboard.clusters import Clusters
 from leaderboard.data import Outcome, PairCounts
 from leaderboard.intervals import rank_intervals, rank_upper_bound, ranks_of, sandwich_intervals
 from leaderboard.matrices import model_totals
@@ -131,6 +132,7 @@ def _fit_method(
     random_state: int,
     progress: Progress | None,
     options: Mapping[str, Any],
+    clusters: Clusters | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray | None, dict[str, Any], dict[str, Any]]:
     """Point fit and intervals through the one engine: rating, low, high, rounds, parameters, fitted."""
     scale_options = {k: options[k] for k in ("scale", "base", "initial") if k in options}
@@ -154,12 +156,13 @@ def _fit_method(
             random_state=random_state,
             progress=progress,
             n_jobs=options.get("n_jobs"),
+            clusters=clusters,
         )
         if spec.is_plain:
             params["degenerate_rounds"] = boot.n_degenerate
         low, high, rounds, extra = boot.ci_low, boot.ci_high, boot.ratings, boot.extra
     elif interval == "sandwich":
-        sw = sandwich_intervals(fit=fit, level=level)
+        sw = sandwich_intervals(counts, fit=fit, level=level, clusters=clusters)
         low, high, extra = sw.ci_low, sw.ci_high, sw.extra
     fitted: dict[str, Any] = {
         k: {"value": v, "ci_low": lo, "ci_high": hi} for k, (v, lo, hi) in extra.items()
@@ -179,6 +182,7 @@ def compute_leaderboard(
     anchor: tuple[str, float] | None = None,
     random_state: int = 0,
     progress: Progress | None = None,
+    clusters: Clusters | None = None,
     **options: Any,
 ) -> Leaderboard:
     """Fit ``method`` on ``counts`` and return a complete :class:`Leaderboard`.
@@ -193,6 +197,9 @@ def compute_leaderboard(
     interval : ``"bootstrap"``, ``"sandwich"`` or ``"none"``
         ``"none"`` gives intervals equal to the rating and ranks from ratings alone.
     anchor : (model, rating), optional
+    clusters : Clusters, optional
+        Resample (bootstrap) or sum scores (sandwich) per cluster of votes; recorded as ``cluster`` in
+        the parameters (``none`` without).
     **options :
         Model options (``half_life``, ``now``, ``prior``, ``both_bad``, ``per_model_position``,
         ``features``, ``feature_names``), the rating scale (``scale``, ``base``, ``initial``) and
@@ -218,6 +225,7 @@ def compute_leaderboard(
         random_state=random_state,
         progress=progress,
         options=options,
+        clusters=clusters,
     )
     rating = np.asarray(rating, dtype=np.float64)
     low = np.array(low, dtype=np.float64)
@@ -239,6 +247,9 @@ def compute_leaderboard(
         **{k: v for k, v in options.items() if isinstance(v, (int, float, str, bool))},
         **fit_params,
     }
+    if clusters is not None:
+        parameters["cluster"] = clusters.label
+        parameters["cluster_counts"] = list(clusters.n_levels)
     return Leaderboard(
         models=counts.models,
         rating=rating,

@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from leaderboard.spreadsheet import escape_cell
+
 __all__ = ["CARD_FILE", "MODEL_COLUMNS", "MODELS_FILE", "dataset_card", "models_csv"]
 
 CARD_FILE = "README.md"
@@ -40,7 +42,8 @@ def models_csv(models: Sequence[str], info: Mapping[str, Mapping[str, Any]]) -> 
     writer.writerow(MODEL_COLUMNS)
     for name in models:
         known = info.get(name, {})
-        writer.writerow([name, *("" if known.get(c) is None else str(known[c]) for c in MODEL_COLUMNS[1:])])
+        cells = [name, *("" if known.get(c) is None else str(known[c]) for c in MODEL_COLUMNS[1:])]
+        writer.writerow([escape_cell(c) for c in cells])
     return buffer.getvalue().encode("utf-8")
 
 

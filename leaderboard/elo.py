@@ -214,6 +214,7 @@ def replay_elo_indices(
     models: Sequence[str],
     config: EloConfig = EloConfig(),  # noqa: B008 - frozen
     start: EloStandings | None = None,
+    weight: npt.ArrayLike | None = None,
 ) -> EloStandings:
     """Replay votes given as integer arrays, optionally continuing from earlier standings.
 
@@ -232,6 +233,10 @@ def replay_elo_indices(
     config : EloConfig
     start : EloStandings, optional
         Standings to continue from (same ``models``); default: everyone at ``config.initial``, no games.
+    weight : array of float, optional
+        Per-vote weights: a vote of weight ``w`` moves both ratings by ``w K (S - E)`` (a weight-2 vote
+        moves them twice as far as one vote, not as far as two votes in a row). It still counts as one
+        game. Default: every vote weighs 1 (the same floats as without weights).
 
     Returns
     -------
@@ -253,19 +258,33 @@ def replay_elo_indices(
             raise ValueError("start standings are for other models")
         rating = start.rating.tolist()
         games = start.games.tolist()
-    _replay_lists(ia_arr.tolist(), ib_arr.tolist(), code_arr.tolist(), rating, games, config)
+    if weight is None:
+        weights = [1.0] * len(ia_arr)
+    else:
+        w = np.asarray(weight, dtype=np.float64)
+        if w.shape != ia_arr.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError("weight must hold one positive finite number per vote")
+        weights = w.tolist()
+    _replay_lists(ia_arr.tolist(), ib_arr.tolist(), code_arr.tolist(), weights, rating, games, config)
     return EloStandings(
         models=names, rating=np.asarray(rating, dtype=np.float64), games=np.asarray(games, dtype=np.int64)
     )
 
 
 def _replay_lists(
-    ia: list[int], ib: list[int], codes: list[int], rating: list[float], games: list[int], config: EloConfig
+    ia: list[int],
+    ib: list[int],
+    codes: list[int],
+    weights: list[float],
+    rating: list[float],
+    games: list[int],
+    config: EloConfig,
 ) -> None:
     """The replay loop, updating ``rating`` and ``games`` in place (they are the caller's own copies).
 
     Mirrors :func:`update_elo` and :func:`expected_score` operation by operation: same expressions, same
-    order, so every float is bit-identical; only the function calls are gone.
+    order, so every float is bit-identical; only the function calls are gone (a weight of 1 multiplies
+    the score difference exactly).
     """
     exp = math.exp
     scale, base, nu = config.scale, config.base, config.davidson_nu
@@ -274,7 +293,7 @@ def _replay_lists(
     fixed_k = not config.provisional
     k = config.k
     k_for = config.k_for
-    for i, j, code in zip(ia, ib, codes, strict=True):
+    for i, j, code, w in zip(ia, ib, codes, weights, strict=True):
         ra = rating[i]
         rb = rating[j]
         if nu:
@@ -286,7 +305,7 @@ def _replay_lists(
                 e = z / (1.0 + z)
             else:
                 e = 1.0 / (1.0 + exp(x))
-        delta = score[code] - e
+        delta = (score[code] - e) * w
         if fixed_k:
             rating[i] = ra + k * delta
             rating[j] = rb - k * delta

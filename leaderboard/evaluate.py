@@ -80,11 +80,14 @@ def split_battles(
     return battles.take(train_idx), battles.take(test_idx)
 
 
-def score_forecasts(proba: FloatArray, outcome: CodeArray) -> dict[str, float]:
+def score_forecasts(
+    proba: FloatArray, outcome: CodeArray, weight: FloatArray | None = None
+) -> dict[str, float]:
     """Log-loss, three-class Brier score and decisive-vote accuracy of forecasts ``[left, tie, right]``.
 
     Both-bad votes count as ties. Accuracy is over decisive votes only: was the side given the higher
-    win probability the winner?
+    win probability the winner? With vote weights each score is the weighted mean (a vote of weight 2
+    counts as two identical votes).
     """
     column = outcome_columns(outcome)
     rows = np.arange(outcome.shape[0])
@@ -92,10 +95,11 @@ def score_forecasts(proba: FloatArray, outcome: CodeArray) -> dict[str, float]:
     onehot[rows, column] = 1.0
     decisive = column != 1
     correct = (proba[:, 0] > proba[:, 2]) == (column == 0)
+    w = np.ones(outcome.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
     return {
-        "log_loss": float(np.mean(vote_log_losses(proba, outcome))),
-        "brier": float(np.mean(np.sum((proba - onehot) ** 2, axis=1))),
-        "accuracy": float(np.mean(correct[decisive])) if decisive.any() else math.nan,
+        "log_loss": float(np.average(vote_log_losses(proba, outcome), weights=w)),
+        "brier": float(np.average(np.sum((proba - onehot) ** 2, axis=1), weights=w)),
+        "accuracy": float(np.average(correct[decisive], weights=w[decisive])) if decisive.any() else math.nan,
     }
 
 
@@ -113,6 +117,7 @@ def score_system(
     n_train: int,
     kind: str = "batch",
     parameters_fitted: dict[str, dict[str, float]] | None = None,
+    weight: FloatArray | None = None,
 ) -> MethodScore:
     """One row of the comparison table from a system's forecasts of the test votes.
 
@@ -127,12 +132,20 @@ def score_system(
         votes: ``AIC = 2 k - 2 ll``, ``BIC = k ln(n) - 2 ll``.
     kind : ``batch``, ``online`` or ``rolling``
     parameters_fitted : fitted extra parameters with intervals
+    weight : array, shape (n_test,), optional
+        Test vote weights: log-loss, Brier and accuracy are weighted means, and ``vote_losses`` are scaled
+        by ``weight / mean(weight)`` so that their mean is the weighted log-loss (the paired comparison
+        then resamples votes with their weights). AUC and calibration count every vote once.
 
     Returns
     -------
     MethodScore
     """
-    scores = score_forecasts(proba, outcome)
+    scores = score_forecasts(proba, outcome, weight)
+    losses = vote_log_losses(proba, outcome)
+    if weight is not None and len(outcome):
+        w = np.asarray(weight, dtype=np.float64)
+        losses = losses * (w / w.mean())
     slope = fitted_scale(implied_difference(proba), outcome) if len(outcome) else {}
     return MethodScore(
         method=name,
@@ -151,7 +164,7 @@ def score_system(
         calibration_slope=slope.get("slope", math.nan),
         fitted_scale=slope.get("scale", math.nan),
         calibration=calibration_table(proba, outcome),
-        vote_losses=vote_log_losses(proba, outcome),
+        vote_losses=losses,
     )
 
 
@@ -417,6 +430,7 @@ def evaluate_methods(
                 n_train=n_train,
                 kind="online" if method.kind == "elo" else "batch",
                 parameters_fitted=extras,
+                weight=test.weight,
             )
         )
     return rows

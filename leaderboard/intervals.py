@@ -3,6 +3,11 @@
 The sandwich ``H^+ S H^+`` (Huber 1967, White 1980) works for every member of the Bradley-Terry family
 from the curvature a :class:`~leaderboard.bt.BTFit` carries; the percentile and rank helpers turn the
 rounds of :func:`leaderboard.bootstrap.bootstrap_ratings` into intervals.
+
+With clustered votes (:class:`~leaderboard.clusters.Clusters`) the meat sums the scores within each
+cluster before taking outer products (Liang and Zeger 1986), scaled by ``G / (G - 1)``; crossed annotator
+and prompt clusters take the two one-way meats minus the intersection's (Cameron, Gelbach and Miller
+2011), with negative eigenvalues set to zero so the covariance stays positive semi-definite.
 """
 
 from __future__ import annotations
@@ -12,18 +17,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
 from scipy import stats as sps
 
 from leaderboard.bt import BTFit, fit_bt
-from leaderboard.data import PairCounts
+from leaderboard.cells import Layout, Objective
+from leaderboard.clusters import Clusters
+from leaderboard.data import Outcome, PairCounts
 
 __all__ = [
     "IntervalResult",
+    "cluster_meat",
     "percentile_intervals",
     "rank_intervals",
     "rank_upper_bound",
     "ranks_of",
     "sandwich_intervals",
+    "vote_scores",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -88,6 +98,65 @@ def rank_upper_bound(ci_low: npt.ArrayLike, ci_high: npt.ArrayLike) -> IntArray:
     return out
 
 
+def vote_scores(fit: BTFit, counts: PairCounts) -> tuple[FloatArray, FloatArray]:
+    """Per-vote score of each cell of ``counts`` w.r.t. ``fit.x`` (weighted by the vote's weight), and
+    the columns of ``counts`` those rows belong to."""
+    if fit.spec.is_plain:
+        votes = counts.vote_counts
+        weight = np.divide(counts.count, votes, out=np.ones_like(votes), where=votes > 0)
+        theta = fit.theta
+        a, b = counts.model_a, counts.model_b
+        won = np.array([1.0, 0.0, 0.5, 0.5])[counts.outcome.astype(np.int64)]
+        p = 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
+        g = math.log(fit.base) * (won - p) * weight
+        rows = np.arange(counts.n_cells)
+        out = np.zeros((counts.n_cells, len(fit.models)))
+        np.add.at(out, (rows, a), g)
+        np.add.at(out, (rows, b), -g)
+        return out, rows.astype(np.float64)
+    cells = fit.cells
+    if cells is None:
+        raise ValueError("this fit has no cells")
+    layout = Layout.of(fit.spec, cells.n_models)
+    objective = Objective(cells, fit.spec, layout, nat_per_point=math.log(fit.base) / fit.scale)
+    kept = np.ones(counts.n_cells, dtype=bool)
+    if fit.spec.both_bad == "exclude":
+        kept = counts.outcome != Outcome.BOTHBAD
+    scores: FloatArray = objective.scores(fit.x) * cells.weight[:, None]
+    return scores, np.flatnonzero(kept).astype(np.float64)
+
+
+def cluster_meat(fit: BTFit, counts: PairCounts, clusters: Clusters) -> FloatArray:
+    """The cluster-robust meat: outer products of the per-cluster sums of vote scores (w.r.t. ``fit.x``).
+
+    One dimension: ``G / (G - 1) sum_g U_g U_g^T``. Two crossed dimensions: the annotator meat plus the
+    prompt meat minus the intersection meat, projected onto the positive semi-definite cone.
+    """
+    if clusters.members.shape[1] != counts.n_cells:
+        raise ValueError("clusters were made for other counts (cell numbers differ)")
+    scores, columns = vote_scores(fit, counts)
+    members = clusters.members[:, columns.astype(np.int64)]
+
+    def one(matrix: sp.csr_matrix, n_groups: int) -> FloatArray:
+        u = np.asarray(matrix @ scores)
+        factor = n_groups / (n_groups - 1) if n_groups > 1 else 1.0
+        out: FloatArray = factor * (u.T @ u)
+        return out
+
+    if len(clusters.by) == 1:
+        return one(members, clusters.n_levels[0])
+    n_rows = clusters.codes.shape[0]
+    meat = one(members, n_rows).copy() * -1.0
+    for d, n in enumerate(clusters.n_levels):
+        collapse = sp.csr_matrix(
+            (np.ones(n_rows), (clusters.codes[:, d], np.arange(n_rows))), shape=(n, n_rows)
+        )
+        meat += one((collapse @ members).tocsr(), n)
+    values, vectors = np.linalg.eigh(0.5 * (meat + meat.T))
+    psd: FloatArray = (vectors * np.maximum(values, 0.0)) @ vectors.T
+    return psd
+
+
 def sandwich_intervals(
     counts: PairCounts | None = None,
     *,
@@ -95,6 +164,7 @@ def sandwich_intervals(
     level: float = 0.95,
     anchor: tuple[str, float] | None = None,
     robust: bool = True,
+    clusters: Clusters | None = None,
 ) -> IntervalResult:
     """Normal intervals from the sandwich covariance ``H^+ S H^+`` of the fitted parameters.
 
@@ -114,6 +184,8 @@ def sandwich_intervals(
     anchor : (model, rating), optional; default: the fit's anchor
     robust : bool
         ``False`` gives the model-based covariance ``H^+``.
+    clusters : Clusters, optional
+        Cluster-robust meat (:func:`cluster_meat`); needs the ``counts`` the clusters were made for.
 
     Returns
     -------
@@ -127,7 +199,12 @@ def sandwich_intervals(
         anchor = fit.anchor
     m = len(fit.models)
     h_inv = np.linalg.pinv(fit.hessian, hermitian=True)
-    cov_x = h_inv @ fit.score_outer @ h_inv if robust else h_inv
+    meat = fit.score_outer
+    if clusters is not None:
+        if counts is None:
+            raise ValueError("a clustered sandwich needs the counts the clusters were made for")
+        meat = cluster_meat(fit, counts, clusters)
+    cov_x = h_inv @ meat @ h_inv if robust else h_inv
     cov = cov_x if fit.coef_map is None else fit.coef_map @ cov_x @ fit.coef_map.T
     if anchor is not None:
         k = fit.models.index(anchor[0])
@@ -157,6 +234,6 @@ def sandwich_intervals(
         se=se,
         cov=np.asarray(cov_rating, dtype=np.float64),
         level=level,
-        kind="sandwich" if robust else "model",
+        kind=("sandwich" if clusters is None else f"sandwich:{clusters.label}") if robust else "model",
         extra=extra,
     )

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from leaderboard.spreadsheet import escape_frame
+
 __all__ = ["OVERVIEW_COLUMNS", "category_overview", "overview_csv"]
 
 #: Columns of the long table: one row per (model, board).
@@ -54,4 +56,4 @@ def category_overview(boards: Mapping[str, tuple[str, pd.DataFrame]]) -> pd.Data
 
 def overview_csv(overview: pd.DataFrame) -> bytes:
     """The overview as CSV (UTF-8, ``\\n`` line ends), integers as integers."""
-    return overview.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    return escape_frame(overview).to_csv(index=False, lineterminator="\n").encode("utf-8")

@@ -23,7 +23,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
+from leaderboard.atomic import atomic_file
 from leaderboard.result import Leaderboard
 
 __all__ = [
@@ -295,20 +297,32 @@ def _heatmap(
     ax.set_xlabel("opponent (column model)")
     ax.set_ylabel("model (row)")
     _title(ax, title, grid + 0.5 * COLORBAR_INCHES)
-    for i in range(n):
-        for j in range(n):
-            value = matrix[i, j]
-            if not np.isfinite(value):
-                continue
-            text = fmt.format(value)
-            points = _cell_text_points(text, cell)
-            if points is not None:
-                colour = label_colour(cmap(image.norm(value)))
-                ax.text(j, i, text, ha="center", va="center", fontsize=points, color=colour)
+    _cell_numbers(ax, matrix, fmt, cell, cmap(image.norm(matrix)))
     bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     bar.set_label(colorbar_label)
     _literal(fig)
     return fig
+
+
+def _cell_numbers(
+    ax: Axes, matrix: npt.NDArray[np.float64], fmt: str, cell: float, colours: npt.ArrayLike
+) -> None:
+    """Write each finite cell's number where it fits, black or white for contrast with ``colours`` (the
+    cells' RGBA). The numbers sit inside their cells, so they are kept out of the layout and tight-box
+    measurements (thousands of texts at 100 models would otherwise be measured on every pass)."""
+    rgb = np.asarray(colours, dtype=np.float64)[..., :3]
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    luminance = linear @ np.array([0.2126, 0.7152, 0.0722])
+    # label_colour's rule, for every cell at once: black when it contrasts at least as much as white.
+    black = (luminance + 0.05) / 0.05 >= 1.05 / (luminance + 0.05)
+    rows, cols = np.nonzero(np.isfinite(matrix))
+    for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
+        text = fmt.format(matrix[i, j])
+        points = _cell_text_points(text, cell)
+        if points is not None:
+            colour = "black" if black[i, j] else "white"
+            label = ax.text(j, i, text, ha="center", va="center", fontsize=points, color=colour)
+            label.set_in_layout(False)
 
 
 def plot_average_win_rates(
@@ -471,17 +485,42 @@ def save_figure(fig: Figure, stem: Path | str, *, formats: Sequence[str] = FIGUR
     are switched off here (``metadata`` with ``None`` values and a fixed ``svg.hashsalt``).
     """
     stem = Path(stem)
-    written: list[Path] = []
     for fmt in formats:
-        path = stem.with_suffix(f".{fmt}")
-        with matplotlib.rc_context(
-            {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "none", "text.parse_math": False}
-        ):
-            if fmt == "svg":
-                fig.savefig(path, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
-            elif fmt == "png":
-                fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None}, bbox_inches="tight")
-            else:
-                raise ValueError(f"unsupported figure format {fmt!r}")
-        written.append(path)
+        if fmt not in ("svg", "png"):
+            raise ValueError(f"unsupported figure format {fmt!r}")
+    written: list[Path] = []
+    with matplotlib.rc_context(
+        {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "none", "text.parse_math": False}
+    ):
+        # Lay the figure out and measure its tight box once, then save every format with that fixed box
+        # and the layout frozen: matplotlib would otherwise lay out, measure and draw once more per format.
+        bbox = _tight_box(fig)
+        engine = fig.get_layout_engine()
+        fig.set_layout_engine(None)  # None, not "none": a placeholder engine would make savefig lay out again
+        try:
+            for fmt in formats:
+                path = stem.with_suffix(f".{fmt}")
+                with atomic_file(path, "wb") as handle:  # a failed write leaves the previous figure
+                    if fmt == "svg":
+                        metadata = {"Date": None, "Creator": None}
+                        fig.savefig(handle, format="svg", metadata=metadata, bbox_inches=bbox)
+                    else:
+                        fig.savefig(
+                            handle, format="png", dpi=PNG_DPI, metadata={"Software": None}, bbox_inches=bbox
+                        )
+                written.append(path)
+        finally:
+            fig.set_layout_engine(engine)
     return written
+
+
+def _tight_box(fig: Figure) -> Bbox:
+    """The figure's drawn extent in inches plus the usual save padding, after one layout pass."""
+    canvas = fig.canvas
+    if not isinstance(canvas, FigureCanvasAgg):
+        canvas = FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
+    fig.draw_without_rendering()
+    box = fig.get_tightbbox(renderer)
+    pad = float(matplotlib.rcParams["savefig.pad_inches"])
+    return box.padded(pad, pad)

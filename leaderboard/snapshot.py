@@ -27,9 +27,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from leaderboard.atomic import atomic_file, write_bytes_atomic
 from leaderboard.data import PairCounts
 from leaderboard.matrices import PairwiseMatrices, pairwise_matrices
+from leaderboard.precision import board_precision
 from leaderboard.result import Leaderboard
+from leaderboard.spreadsheet import escape_frame, unescape_cell
 
 __all__ = [
     "COLUMNS",
@@ -221,14 +224,16 @@ def _matrix_csv(matrix: npt.NDArray[np.float64], names: Sequence[str], *, intege
     frame = pd.DataFrame(_round(matrix), index=pd.Index(list(names), name="model"), columns=list(names))
     if integers and np.all(matrix == np.round(matrix)):
         frame = frame.astype(np.int64)
-    return frame.to_csv(lineterminator="\n", na_rep="").encode("utf-8")
+    return escape_frame(frame).to_csv(lineterminator="\n", na_rep="").encode("utf-8")
 
 
 def _write_parquet(table: pd.DataFrame, path: Path) -> None:
     arrow = pa.Table.from_pandas(table, preserve_index=False)
     # Pandas adds a JSON blob with its own version to the schema; drop it so the bytes depend on data only.
     arrow = arrow.replace_schema_metadata(None)
-    pq.write_table(arrow, path, compression="zstd", write_statistics=True)
+    _writable(path)
+    with atomic_file(path, "wb") as handle:
+        pq.write_table(arrow, handle, compression="zstd", write_statistics=True)
 
 
 def write_snapshot(
@@ -283,7 +288,7 @@ def write_snapshot(
     matrices = pairwise_matrices(counts, leaderboard).reorder(names)
 
     blobs: dict[str, bytes] = {
-        CSV_FILE: table.to_csv(index=False, lineterminator="\n").encode("utf-8"),
+        CSV_FILE: escape_frame(table).to_csv(index=False, lineterminator="\n").encode("utf-8"),
         JSON_FILE: dump_json(
             {
                 "method": leaderboard.method,
@@ -348,6 +353,10 @@ def write_snapshot(
         "package": PACKAGE,
         "package_version": package_version(),
         "files": files,
+        # provisional models and the votes still needed (leaderboard.precision)
+        "precision": board_precision(
+            leaderboard, counts, level=float(leaderboard.parameters.get("level", 0.95))
+        ),
         **dict(extra_metadata or {}),
     }
     _replace(out / METADATA_FILE, dump_json(meta))
@@ -358,17 +367,25 @@ def write_snapshot(
     return SnapshotManifest(path=out, metadata=meta, files=files_all)
 
 
-def _replace(path: Path, blob: bytes) -> None:
+def _writable(path: Path) -> None:
     if path.exists():
         path.chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
-    path.write_bytes(blob)
+
+
+def _replace(path: Path, blob: bytes) -> None:
+    """Write ``blob`` to ``path`` all or nothing (:mod:`leaderboard.atomic`): a failed write leaves the
+    previous file."""
+    _writable(path)
+    write_bytes_atomic(path, blob)
 
 
 def write_zip(folder: Path, target: Path, names: Sequence[str]) -> Path:
     """A zip of ``names`` from ``folder`` with fixed timestamps and modes, so its bytes depend on content."""
-    if target.exists():
-        target.chmod(stat.S_IRUSR | stat.S_IWUSR)
-    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+    _writable(target)
+    with (
+        atomic_file(target, "wb") as handle,
+        zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+    ):
         for name in sorted(names):
             info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -388,6 +405,8 @@ def freeze_snapshot(folder: Path | str) -> None:
 
 def _read_matrix(path: Path) -> tuple[list[str], npt.NDArray[np.float64]]:
     frame = pd.read_csv(path, index_col=0, keep_default_na=False, na_values=[""])
+    frame.index = pd.Index([unescape_cell(str(i)) for i in frame.index])
+    frame.columns = pd.Index([unescape_cell(str(c)) for c in frame.columns])
     return [str(x) for x in frame.index], frame.to_numpy(dtype=np.float64)
 
 
@@ -414,6 +433,7 @@ def read_snapshot(folder: Path | str, *, verify: bool = True) -> SnapshotData:
             if actual != digest:
                 raise ValueError(f"{name}: sha256 {actual} does not match the manifest ({digest})")
     table = pd.read_csv(root / CSV_FILE, keep_default_na=False, dtype={"model": str})
+    table["model"] = table["model"].map(unescape_cell)
     names, n_battles = _read_matrix(root / BATTLES_FILE)
     _, observed = _read_matrix(root / OBSERVED_FILE)
     _, predicted = _read_matrix(root / PREDICTED_FILE)

@@ -1,18 +1,18 @@
 """The style-controlled board: the published leaderboard refitted with style covariates, beside the default.
 
-Chatbot Arena's default view controls for style: answer length and Markdown decoration enter the
-Bradley-Terry linear predictor as covariates (left minus right, see :mod:`leaderboard.style`), fitted
-jointly with the ratings, so a model's rating is its strength at equal style. This module picks the
-covariates asked for, reports those that separate the votes (their maximum likelihood estimate is
-infinite, so they are left out rather than fitted to a huge coefficient), fits the board through
-:func:`~leaderboard.compute.compute_leaderboard` (the one engine, one cell per vote) and lays out its table
-with each model's rank change against the default board.
+Chatbot Arena's default view controls for style: answer length in tokens and Markdown decoration (and, as
+its search arena does, citations) enter the Bradley-Terry linear predictor as covariates (left minus right,
+see :mod:`leaderboard.style`), fitted jointly with the ratings, so a model's rating is its strength at equal
+style. This module picks the covariates asked for, reports those that separate the votes (their maximum
+likelihood estimate is infinite, so they are left out rather than fitted to a huge coefficient), fits the
+board through :func:`~leaderboard.compute.compute_leaderboard` (the one engine, one cell per vote) and lays
+out its table with each model's rank change against the default board.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from leaderboard.battles import Battles
 from leaderboard.data import Outcome
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot import dump_json, leaderboard_table
+from leaderboard.spreadsheet import escape_frame
 
 if TYPE_CHECKING:
     from leaderboard.bootstrap import Progress
@@ -53,6 +54,7 @@ STYLE_GROUPS: Mapping[str, tuple[str, ...]] = {
     "headers": ("headers",),
     "lists": ("lists",),
     "bold": ("bold",),
+    "citations": ("citations",),
 }
 
 
@@ -118,6 +120,7 @@ class StyleBoard:
     features : the covariates fitted
     separating : covariates asked for but left out because they separate the votes
     missing : covariates asked for that the votes do not vary in often enough (left out)
+    measured : how the covariates were measured (the length: tokens from generation provenance or estimated)
     n_votes_without_texts : votes left out because an answer text was missing
     rank_change : per model (aligned with ``leaderboard.models``), default rank minus style rank:
         positive means the model moves up once style is controlled
@@ -129,6 +132,7 @@ class StyleBoard:
     missing: tuple[str, ...]
     n_votes_without_texts: int
     rank_change: IntArray
+    measured: Mapping[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         """The metadata entry: covariates, their coefficients with intervals (Elo points per unit), what was
@@ -144,6 +148,8 @@ class StyleBoard:
             "not_varying": list(self.missing),
             "n_votes": int(self.leaderboard.n_votes),
             "n_votes_without_texts": self.n_votes_without_texts,
+            # how each fitted covariate was measured (the length: tokens from generation or estimated)
+            "measured": {k: v for k, v in self.measured.items() if k in self.features},
         }
 
 
@@ -236,6 +242,7 @@ def compute_style_board(
         missing=missing,
         n_votes_without_texts=int((~has_text).sum()),
         rank_change=change,
+        measured=dict(battles.feature_notes),
     )
 
 
@@ -260,7 +267,7 @@ def style_board_files(style: StyleBoard) -> dict[str, bytes]:
         "models": table.to_dict(orient="records"),
     }
     return {
-        STYLE_CSV_FILE: table.to_csv(index=False, lineterminator="\n").encode("utf-8"),
+        STYLE_CSV_FILE: escape_frame(table).to_csv(index=False, lineterminator="\n").encode("utf-8"),
         STYLE_JSON_FILE: dump_json(document),
     }
 

@@ -169,6 +169,7 @@ def online_scores(
                 train_loglik=train_loglik,
                 n_params=n,
                 n_train=len(train),
+                weight=test.weight,
             )
         )
         if rolling:
@@ -187,6 +188,7 @@ def online_scores(
                     train_loglik=train_loglik,
                     n_params=n,
                     n_train=len(train),
+                    weight=test.weight,
                 )
             )
     return rows
@@ -243,10 +245,16 @@ class Verdict:
 
 
 def pick_winner(
-    rows: Sequence[MethodScore], *, n_rounds: int = 2000, level: float = 0.95, random_state: int = 0
+    rows: Sequence[MethodScore],
+    *,
+    n_rounds: int = 2000,
+    level: float = 0.95,
+    random_state: int = 0,
+    groups: npt.NDArray[np.int64] | None = None,
 ) -> Verdict:
     """The row with the lowest test log-loss, the runner-up, and a paired bootstrap interval on the
-    difference of their log-losses (resampling test votes).
+    difference of their log-losses (resampling test votes, or with ``groups``, one cluster id per test
+    vote, whole clusters: see :func:`~leaderboard.calibration.paired_bootstrap_difference`).
 
     Only rows scored on the most common test set take part (style rows fitted on fewer votes do not).
 
@@ -261,10 +269,17 @@ def pick_winner(
     if len(eligible) < 2:
         raise ValueError("need at least two systems scored on the same test votes")
     best, second = eligible[0], eligible[1]
+    if groups is not None and groups.size != common:
+        raise ValueError(f"{groups.size} cluster ids for {common} test votes")
 
     def margin(other: MethodScore) -> tuple[float, float, float]:
         return paired_bootstrap_difference(
-            best.vote_losses, other.vote_losses, n_rounds=n_rounds, level=level, random_state=random_state
+            best.vote_losses,
+            other.vote_losses,
+            n_rounds=n_rounds,
+            level=level,
+            random_state=random_state,
+            groups=groups,
         )
 
     diff, low, high = margin(second)

@@ -5,6 +5,7 @@ Usage::
     python scripts/bench_votes.py --backend sqlite --seconds 20 --clients 16
     python scripts/bench_votes.py --backend postgresql --workers 2 --seconds 20 --clients 32
     python scripts/bench_votes.py --backend both --workers 2 --writer both --repeat 3   # side by side
+    python scripts/bench_votes.py --backend sqlite --metrics both --repeat 5   # /metrics on vs off
 
 ``--writer`` chooses who writes the votes: ``process`` (one vote writer process shared by the workers, what
 ``arena serve`` does with more than one worker), ``inline`` (a writer thread in each worker), or ``both``
@@ -16,7 +17,8 @@ dropped afterwards), prepares it as ``arena serve --demo`` does, starts ``arena 
 port, waits until it answers, and runs ``scripts/loadgen.py`` in its own process(es) for ``--seconds``:
 every client does the full flow,
 ``GET /api/battles/next`` then ``POST /api/votes``. The per-annotator and per-address rate limits are
-raised for the run (all clients share one address and would otherwise be throttled at 300 votes/min);
+raised for the run, and so are the per-address vote and new-session limits (all clients share one
+address and would otherwise be throttled at 300 votes/min);
 everything else is the server's default configuration (SQLite: WAL, ``synchronous=FULL``).
 
 Afterwards it stops the server and counts the vote rows: every acknowledged vote must be in the database
@@ -119,7 +121,9 @@ def _log_tail(path: Path) -> str:
     return " / ".join(path.read_text(errors="replace").strip().splitlines()[-8:])
 
 
-def run_backend(args: argparse.Namespace, backend: str, writer: str = "auto") -> dict[str, Any]:
+def run_backend(
+    args: argparse.Namespace, backend: str, writer: str = "auto", metrics: str = "default"
+) -> dict[str, Any]:
     """One benchmark run on one backend; returns the figures."""
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
@@ -144,8 +148,13 @@ def run_backend(args: argparse.Namespace, backend: str, writer: str = "auto") ->
             ARENA_SECRET_KEY=uuid.uuid4().hex * 2,
             ARENA_RATE_LIMIT_PER_MINUTE="100000000",
             ARENA_RATE_LIMIT_PER_ADDRESS_PER_MINUTE="100000000",
+            ARENA_VOTES_PER_ADDRESS_PER_MINUTE="100000000",
+            ARENA_VOTES_PER_ADDRESS_PER_DAY="100000000",
+            ARENA_NEW_SESSIONS_PER_ADDRESS_PER_HOUR="100000000",
             ARENA_SNAPSHOT_DIR=str(Path(tmp) / "snapshots"),
         )
+        if metrics != "default":
+            env["ARENA_METRICS"] = metrics
         # The database is prepared as `arena serve --demo` does it, without the first published snapshot
         # (the run measures votes); then the real `arena serve` runs on it.
         from arena.commands.serve import prepare_database
@@ -219,6 +228,7 @@ def run_backend(args: argparse.Namespace, backend: str, writer: str = "auto") ->
         workers=workers,
         writer=_writer_kind(writer, workers),
         writer_option=writer,
+        metrics=metrics,
         new_vote_rows=after - before,
         votes_missing=figures["votes"] + figures["ramp_votes"] - (after - before),
         server_cpu_s=server_cpu,
@@ -254,6 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         "(default as `arena serve`: a writer process with more than one worker); both: compare them",
     )
     parser.add_argument(
+        "--metrics",
+        choices=("default", "on", "off", "both"),
+        default="default",
+        help="ARENA_METRICS for the served site (default: as configured, on unless set); both: on and off "
+        "side by side, interleaved, with their ratio",
+    )
+    parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each configuration, interleaved; medians reported"
     )
     parser.add_argument(
@@ -270,20 +287,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
     writers = ["inline", "process"] if args.writer == "both" else [args.writer]
-    configs = [(b, w) for b in backends for w in writers]
+    metric_modes = ["on", "off"] if args.metrics == "both" else [args.metrics]
+    configs = [(b, w, m) for b in backends for w in writers for m in metric_modes]
     runs: list[dict[str, Any]] = []
     # Interleaved, so that a noisy neighbour slows every configuration alike, not one of them.
     for round_ in range(args.repeat):
-        for backend, writer in configs:
+        for backend, writer, metrics in configs:
             if args.repeat > 1:
-                print(f"round {round_ + 1}/{args.repeat}: {backend}, writer {writer}", file=sys.stderr)
-            runs.append(run_backend(args, backend, writer))
-    summaries = [_summary([r for r in runs if (r["backend"], r["writer_option"]) == c]) for c in configs]
+                print(
+                    f"round {round_ + 1}/{args.repeat}: {backend}, writer {writer}, metrics {metrics}",
+                    file=sys.stderr,
+                )
+            runs.append(run_backend(args, backend, writer, metrics))
+    summaries = [
+        _summary([r for r in runs if (r["backend"], r["writer_option"], r["metrics"]) == c]) for c in configs
+    ]
     print_table(
         [
             "backend",
             "workers",
             "writer",
+            "metrics",
             "clients",
             "runs",
             "votes/s",
@@ -303,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                 r["backend"],
                 r["workers"],
                 r["writer"],
+                r["metrics"],
                 r["clients"],
                 r["n_runs"],
                 r["votes_per_s"],
@@ -328,6 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat > 1:
         print("With --repeat: medians over the runs (errors and missing: totals).")
     last = dict(summaries[-1])
+    if args.metrics == "both":
+        ratios = {}
+        for on, off in zip(summaries[::2], summaries[1::2], strict=True):
+            ratio = on["votes_per_s"] / off["votes_per_s"] if off["votes_per_s"] else float("nan")
+            ratios[f"{on['backend']}/{on['writer']}"] = ratio
+            print(f"metrics on / off, {on['backend']}, writer {on['writer']}: {ratio:.3f} of the votes/s")
+        last["metrics_on_off_ratio"] = ratios
     if len(summaries) > 1:
         last["configs"] = summaries
     if len(runs) > 1:
@@ -343,7 +375,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out = (
         dict(runs[0])
         if len(runs) == 1
-        else {k: runs[0][k] for k in ("backend", "workers", "writer", "clients")}
+        else {k: runs[0][k] for k in ("backend", "workers", "writer", "metrics", "clients")}
     )
     shares = ("server_cpu_share", "writer_cpu_share", "database_cpu_share", "loadgen_cpu_share")
     for key in ("votes_per_s", "p50_ms", "p95_ms", "p99_ms", *shares):

@@ -115,6 +115,10 @@ class Server:
             "ARENA_SECRET_KEY": "crash-test-secret",  # tokens and sessions survive the restart
             "ARENA_RATE_LIMIT_PER_MINUTE": "1000000",
             "ARENA_RATE_LIMIT_PER_ADDRESS_PER_MINUTE": "1000000",
+            # All load clients share one address: the per-address vote and session limits are raised too.
+            "ARENA_VOTES_PER_ADDRESS_PER_MINUTE": "1000000",
+            "ARENA_VOTES_PER_ADDRESS_PER_DAY": "1000000",
+            "ARENA_NEW_SESSIONS_PER_ADDRESS_PER_HOUR": "1000000",
             "ARENA_ELO_K": str(ELO_K),
             "PYTHONPATH": str(ROOT),
         }

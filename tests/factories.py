@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -56,16 +57,34 @@ def seed_catalog(engine: Engine, *, n_prompts: int = 6, models: tuple[str, ...] 
         session.commit()
 
 
+_JUDGED: weakref.WeakKeyDictionary[Engine, dict[int, set[tuple[int, int, int]]]] = weakref.WeakKeyDictionary()
+
+
 def battles_for(engine: Engine, rng: random.Random, annotator_id: int, n: int) -> list[IssuedBattle]:
+    """``n`` battles for an annotator, never a (prompt, unordered pair) it was given before on this
+    database (the store takes one judgement of each); raises ``ValueError`` when the catalog runs out."""
     with Session(engine) as s:
         rows = load_pairing_catalog(session=s)
     by_prompt: dict[int, list[CatalogRow]] = {}
     for row in rows:
         by_prompt.setdefault(row.prompt_id, []).append(row)
+    judged = _JUDGED.setdefault(engine, {}).setdefault(annotator_id, set())
+    free = [
+        (prompt_id, a, b)
+        for prompt_id in sorted(by_prompt)
+        for i, a in enumerate(by_prompt[prompt_id])
+        for b in by_prompt[prompt_id][i + 1 :]
+        if (prompt_id, min(a.model_id, b.model_id), max(a.model_id, b.model_id)) not in judged
+    ]
+    if n > len(free):
+        raise ValueError(
+            f"only {len(free)} unjudged prompt and pair battles left for annotator {annotator_id}"
+        )
     out = []
-    for _ in range(n):
-        prompt_id = rng.choice(sorted(by_prompt))
-        a, b = rng.sample(by_prompt[prompt_id], 2)
+    for prompt_id, a, b in rng.sample(free, n):
+        judged.add((prompt_id, min(a.model_id, b.model_id), max(a.model_id, b.model_id)))
+        if rng.random() < 0.5:
+            a, b = b, a
         out.append(
             issue_battle(
                 token_id=secrets.token_hex(12),
@@ -143,6 +162,9 @@ def make_settings(db_url: str, **overrides: object) -> Settings:
         "admin_token": ADMIN_TOKEN,
         "rate_limit_per_minute": 10_000,
         "rate_limit_per_address_per_minute": 100_000,
+        "votes_per_address_per_minute": 100_000,
+        "votes_per_address_per_day": 1_000_000,
+        "new_sessions_per_address_per_hour": 100_000,
         "group_commit_max_wait_ms": 1.0,
     }
     values.update(overrides)

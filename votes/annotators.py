@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from sqlalchemy import func
 from sqlalchemy import select as sa_select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
-from votes.models import Annotator, Battle, Vote
+from votes.models import Annotator, Battle, Vote, utcnow
 
 __all__ = [
     "annotator_battles_since",
     "count_annotator_votes",
+    "annotator_for_session",
     "create_annotator",
     "find_annotator_by_token_hash",
     "flag_annotator",
@@ -19,11 +22,16 @@ __all__ = [
 
 def annotator_battles_since(
     *, session: Session, annotator_id: int, after_id: int = 0
-) -> list[tuple[int, int, int, int, bool]]:
-    """(battle id, prompt, model a, model b, has a vote) of this annotator's battles with id > ``after_id``.
+) -> list[tuple[int, int, int, int, bool, int | None, int | None]]:
+    """(battle id, prompt, model a, model b, has a vote, output a, output b) of this annotator's battles
+    with id > ``after_id``.
 
-    A caller keeping an annotator's history in memory (pairs seen, votes cast) reads only what is new.
+    A caller keeping an annotator's history in memory (pairs seen, votes cast, answers whose models a
+    vote revealed) reads only what is new. A session's provisional id (negative: no annotator row yet)
+    has none.
     """
+    if annotator_id < 0:
+        return []
     stmt = (
         sa_select(
             col(Battle.id),
@@ -31,14 +39,16 @@ def annotator_battles_since(
             col(Battle.model_a_id),
             col(Battle.model_b_id),
             col(Vote.id),
+            col(Battle.output_a_id),
+            col(Battle.output_b_id),
         )
         .join(Vote, col(Vote.battle_id) == col(Battle.id), isouter=True)
         .where(col(Battle.annotator_id) == annotator_id, col(Battle.id) > after_id)
         .order_by(col(Battle.id))
     )
     return [
-        (int(b), int(p), int(a), int(m), v is not None)
-        for b, p, a, m, v in session.execute(stmt).all()
+        (int(b), int(p), int(a), int(m), v is not None, oa, ob)
+        for b, p, a, m, v, oa, ob in session.execute(stmt).all()
         if b is not None and p is not None
     ]
 
@@ -50,6 +60,27 @@ def create_annotator(
     session.add(annotator)
     session.flush()
     return annotator
+
+
+def annotator_for_session(*, session: Session, session_key: str) -> int:
+    """The anonymous annotator of a session (by its key), written now if this is its first vote.
+
+    Two first votes of one session racing here get the same row: the insert does nothing on a conflict
+    with the unique key, and the row is read back.
+    """
+    stmt = select(Annotator.id).where(Annotator.session_key == session_key)
+    found = session.exec(stmt).first()
+    if found is not None:
+        return int(found)
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(
+        insert(Annotator)
+        .values(kind="anonymous", session_key=session_key, created_at=utcnow(), flagged=False)
+        .on_conflict_do_nothing(index_elements=["session_key"])
+    )
+    written = session.exec(stmt).one()
+    assert written is not None  # nosec B101 # type narrowing: a primary key
+    return int(written)
 
 
 def find_annotator_by_token_hash(*, session: Session, token_hash: str) -> Annotator | None:
@@ -74,4 +105,6 @@ def count_annotator_votes(*, session: Session, annotator_id: int) -> int:
         .join(Battle, col(Battle.id) == col(Vote.battle_id))
         .where(Battle.annotator_id == annotator_id)
     )
+    if annotator_id < 0:  # a session's provisional id: no row and no vote yet
+        return 0
     return int(session.exec(stmt).one())

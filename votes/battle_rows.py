@@ -100,8 +100,8 @@ def parse_battles(
 
 def _parse_battle(r: RowFields, *, allow_self_battles: bool) -> BattleRecord:
     raw = r.raw
-    model_a = cast(str, r.string("model_a", required=True))
-    model_b = cast(str, r.string("model_b", required=True))
+    model_a = cast(str, r.model("model_a", required=True))
+    model_b = cast(str, r.model("model_b", required=True))
     winner = raw.get("winner")
     if winner is None:
         raise r.fail("missing field 'winner'")
@@ -126,6 +126,8 @@ def _parse_battle(r: RowFields, *, allow_self_battles: bool) -> BattleRecord:
         raise r.fail(f"'weight' must be positive, got {weight!r}")
     sided = r.boolean("sided")
     category = raw.get("category")
+    if isinstance(category, str):
+        r.check_encodable("'category'", category)
     return BattleRecord(
         where=r.where,
         model_a=model_a,
@@ -138,7 +140,7 @@ def _parse_battle(r: RowFields, *, allow_self_battles: bool) -> BattleRecord:
         turn=r.integer("turn"),
         anony=r.boolean("anony"),
         language=r.string("language", max_length=50),
-        tstamp=r.number("tstamp"),
+        tstamp=r.tstamp(),
         weight=1.0 if weight is None else weight,
         sided=True if sided is None else sided,
         category=category if isinstance(category, str) and category else None,

@@ -15,7 +15,9 @@ from typing import Any
 from votes.models import utcnow
 
 __all__ = [
+    "MAX_REQUEST_ID",
     "AlreadyVotedError",
+    "RepeatJudgementError",
     "CatalogRow",
     "IssuedBattle",
     "VoteError",
@@ -25,8 +27,21 @@ __all__ = [
 ]
 
 
+#: Longest request id a vote carries (the web side accepts a client's X-Request-ID up to this length).
+MAX_REQUEST_ID = 64
+
+
 class VoteError(Exception):
     """A vote that cannot be recorded; the message is meant for the annotator."""
+
+
+class RepeatJudgementError(VoteError):
+    """This annotator already judged this prompt for this pair of models (through another token)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "You have already judged these two answers to this prompt; each pair is judged once per person."
+        )
 
 
 class AlreadyVotedError(VoteError):
@@ -59,6 +74,8 @@ class IssuedBattle:
     model_b_id: int
     issued_at: datetime
     pair_probability: float | None
+    # "site" (pre-generated answers) or "live" (answers generated for the annotator's own prompt).
+    source: str = "site"
 
     def to_dict(self) -> dict[str, Any]:
         # Written out: dataclasses.asdict deep-copies every value and cost 5% of a worker's CPU.
@@ -72,6 +89,7 @@ class IssuedBattle:
             "model_b_id": self.model_b_id,
             "issued_at": self.issued_at.isoformat(),
             "pair_probability": self.pair_probability,
+            "source": self.source,
         }
 
     @classmethod
@@ -88,6 +106,7 @@ class IssuedBattle:
             model_b_id=int(data["model_b_id"]),
             issued_at=datetime.fromisoformat(data["issued_at"]),
             pair_probability=None if probability is None else float(probability),
+            source=str(data.get("source", "site")),
         )
 
 
@@ -98,29 +117,39 @@ class VoteRequest:
     battle: IssuedBattle
     winner: str
     client_hash: str | None = None
+    address_hash: str | None = None
     # Scoped to the annotator by the caller, so two annotators can never collide on a key.
     idempotency_key: str | None = None
     voted_at: datetime | None = None
+    # The id of the web request that carried the vote, so a writer process can log the commit under it.
+    request_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "battle": self.battle.to_dict(),
             "winner": self.winner,
             "client_hash": self.client_hash,
+            "address_hash": self.address_hash,
             "idempotency_key": self.idempotency_key,
             "voted_at": self.voted_at.isoformat() if self.voted_at else None,
+            "request_id": self.request_id,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VoteRequest:
         """Read :meth:`to_dict`'s form back; raises ``KeyError``, ``TypeError`` or ``ValueError``."""
         voted_at = data.get("voted_at")
+        request_id = data.get("request_id")
+        if request_id is not None and (not isinstance(request_id, str) or len(request_id) > MAX_REQUEST_ID):
+            raise ValueError(f"request_id must be text of at most {MAX_REQUEST_ID} characters")
         return cls(
             battle=IssuedBattle.from_dict(data["battle"]),
             winner=str(data["winner"]),
             client_hash=data.get("client_hash"),
+            address_hash=data.get("address_hash"),
             idempotency_key=data.get("idempotency_key"),
             voted_at=datetime.fromisoformat(voted_at) if voted_at else None,
+            request_id=request_id,
         )
 
 
@@ -193,6 +222,7 @@ def issue_battle(
     output_b: CatalogRow,
     pair_probability: float | None,
     issued_at: datetime | None = None,
+    source: str = "site",
 ) -> IssuedBattle:
     """Describe a battle for a token; writes nothing (the vote writes the battle row)."""
     if output_a.model_id == output_b.model_id:
@@ -209,4 +239,5 @@ def issue_battle(
         model_b_id=output_b.model_id,
         issued_at=issued_at or utcnow(),
         pair_probability=pair_probability,
+        source=source,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy import Integer, String, any_, bindparam, insert, select
@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from votes.models import utcnow
+from votes.names import case_collisions, model_name
 from votes.tables import model_t, output_t, prompt_t
 
 __all__ = [
@@ -38,6 +39,8 @@ class ImportCounts:
     prompts: int = 0
     outputs: int = 0
     rows: int = 0
+    #: New model names that differ only in case from an existing one: ``(new, existing)``.
+    name_collisions: list[tuple[str, str]] = field(default_factory=list)
 
 
 def without_null_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -72,7 +75,12 @@ def ensure_models(conn: Connection, names: Iterable[str], added: ImportCounts) -
         stmt = select(model_t.c.name, model_t.c.id).where(member(conn, model_t.c.name, chunk))
         ids.update((str(n), int(i)) for n, i in conn.execute(stmt))
     missing = [n for n in wanted if n not in ids]
+    for n in missing:  # the readers normalised already; this holds every other door to the same rule
+        if model_name(n) != n:
+            raise ValueError(f"model name {n!r} is not in its normal form ({model_name(n)!r})")
     if missing:
+        known = [str(n) for n in conn.execute(select(model_t.c.name)).scalars()]
+        added.name_collisions.extend(case_collisions(missing, known))
         now = utcnow()
         conn.execute(
             insert(model_t),

@@ -53,7 +53,7 @@ def parse_catalog(
             prompt: str | tuple[Message, ...] = cast(str, r.text("prompt", required=True))
         else:
             prompt = r.messages("prompt", required=True, text_allowed=True)
-        model = r.string("model")
+        model = r.model("model")
         output = r.text("output")
         if (model is None) != (output is None):
             raise r.fail("'model' and 'output' must be given together (or both left out for a bare prompt)")

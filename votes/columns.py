@@ -11,7 +11,6 @@ instead, which also gives the row-precise error messages.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
@@ -29,15 +29,17 @@ from leaderboard.battles import Battles
 from votes.battle_rows import SELF_BATTLE, parse_battles
 from votes.formats import SourceFormat, detect_source_format, map_source_rows
 from votes.records import (
+    NAME_MAX,
+    TSTAMP_MAX,
     InputError,
     Refusal,
     detect_format,
+    read_input_bytes,
     read_rows,
-    rows_sha256,
 )
 from votes.selection import BattleColumns, BattleFilter, record_columns, select_battles
 
-__all__ = ["BattleRead", "read_battle_columns", "read_battles"]
+__all__ = ["BattleRead", "read_agreement_columns", "read_battle_columns", "read_battles"]
 
 _NEEDED = ("model_a", "model_b", "winner")
 _OPTIONAL = ("language", "tstamp", "anony", "judge", "weight", "sided")
@@ -76,11 +78,6 @@ class BattleRead:
     source_format: SourceFormat
     note: str
     refused: tuple[Refusal, ...] = ()
-
-
-def _bytes(path: Path) -> bytes:
-    data = path.read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
 def _arrow_table(path: Path, data: bytes) -> pa.Table | None:
@@ -135,6 +132,35 @@ def _table_columns(table: pa.Table) -> BattleColumns:
     )
 
 
+#: The text columns the fast path uses, with the longest value :mod:`votes.battle_rows` accepts.
+_TEXT_LIMITS = {
+    "model_a": NAME_MAX,
+    "model_b": NAME_MAX,
+    "winner": NAME_MAX,
+    "judge": NAME_MAX,
+    "language": 50,
+}
+
+
+def _strings_pass(table: pa.Table) -> bool:
+    """The checks of :class:`votes.records.RowFields` on the text columns, as whole columns: strings, no
+    empty required name, none too long, no NUL."""
+    for name, limit in _TEXT_LIMITS.items():
+        if name not in table.column_names:
+            continue
+        column = table.column(name)
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            if pa.types.is_null(column.type) and name not in _NEEDED:
+                continue
+            return False
+        too_long = pc.any(pc.greater(pc.utf8_length(column), limit)).as_py()
+        nul = pc.any(pc.match_substring(column, "\x00")).as_py()
+        empty = name in _NEEDED and pc.any(pc.equal(column, "")).as_py()
+        if too_long or nul or empty:
+            return False
+    return True
+
+
 def _fast(path: Path, data: bytes, filters: BattleFilter) -> BattleRead | None:
     """The columnar read of a Chatbot Arena file; None when the file needs the careful path."""
     try:
@@ -145,17 +171,17 @@ def _fast(path: Path, data: bytes, filters: BattleFilter) -> BattleRead | None:
         return None
     if any(table.column(c).null_count == table.num_rows for c in _NEEDED):
         return None  # JSONL read with a schema lists absent columns as all-null: another shape
+    if not _strings_pass(table):
+        return None  # the careful path names the row
     cols = _table_columns(table)
     if np.any(cols.weight <= 0) or not np.all(np.isfinite(cols.weight)):
+        return None  # the careful path names the row
+    if np.any((cols.tstamp < 0.0) | (cols.tstamp > TSTAMP_MAX)):
         return None  # the careful path names the row
     battles, self_battles = select_battles(cols, filters)
     if self_battles.size:
         return None  # the careful path names the row
-    if detect_format(path, data) == "jsonl":
-        digest = hashlib.sha256(data).hexdigest()
-    else:
-        fmt, rows = read_rows(path)
-        digest = rows_sha256(r.row() for r in parse_battles(path, fmt, rows, allow_self_battles=True))
+    digest = hashlib.sha256(data).hexdigest()
     note = "Chatbot Arena battles read as they are (model_a shown on the left)"
     return BattleRead(battles, digest, table.num_rows, "clean-battle", note)
 
@@ -167,16 +193,17 @@ def read_battles(
     source_format: SourceFormat | None = None,
     skip_invalid: bool = False,
     baseline: str | None = None,
+    max_expanded: int | None = None,
 ) -> BattleRead:
     """Read a battles file of any known shape (see :mod:`votes.formats`) and select from it.
 
     A Chatbot Arena file goes through pyarrow's column readers (the fast path); other shapes, and any
     file whose columns pyarrow cannot read, through row-by-row validation with row-precise messages.
 
-    ``digest`` is the sha256 of the (decompressed) file for JSONL Chatbot Arena files, which equals the
-    database's :func:`votes.queries.votes_sha256` when the file is an Arena export; the sha256 of the rows
-    in canonical export form for the other Chatbot Arena files (:func:`votes.records.rows_sha256`); and
-    the sha256 of the decompressed file for the other shapes.
+    ``digest`` is the sha256 of the (decompressed) file, what ``sha256sum`` (or ``zcat | sha256sum``)
+    prints; for a JSONL export of Arena's votes it equals the database's
+    :func:`votes.queries.votes_sha256`. (Before, a CSV or Parquet file's digest was that of its rows in
+    canonical JSONL form, which took re-serialising every row in Python.)
 
     Parameters
     ----------
@@ -185,6 +212,7 @@ def read_battles(
     source_format : the shape; detected from the columns when None
     skip_invalid : leave out bad rows (listed in ``refused``) instead of refusing the file
     baseline : arena-hard judgments without a ``baseline`` column: the baseline model
+    max_expanded : most bytes a gzipped file may expand to (:func:`votes.records.read_input_bytes`)
 
     Raises
     ------
@@ -196,16 +224,16 @@ def read_battles(
     filters = filters or BattleFilter()
     if not path.is_file():
         raise InputError(path, None, "no such file")
-    data = _bytes(path)
+    data = read_input_bytes(path, max_expanded)
     if source_format in (None, "clean-battle") and not skip_invalid:
         try:
             fast = _fast(path, data, filters)
-        except ValueError as exc:
-            raise InputError(path, None, str(exc)) from None
+        except ValueError:
+            fast = None  # a bad value (a winner, say): the careful path names its row
         if fast is not None:
             return fast
     # The careful path: row-by-row validation with messages that name the bad row.
-    fmt, rows = read_rows(path)
+    fmt, rows = read_rows(path, max_expanded=max_expanded)
     shape = source_format or detect_source_format(rows)
     refused: list[Refusal] | None = [] if skip_invalid else None
     if shape == "clean-battle":
@@ -232,10 +260,8 @@ def read_battles(
             raise InputError(path, rec.where, reason)
         refused.append(Refusal(rec.where, reason))
     if shape == "clean-battle":
-        digest = rows_sha256(r.row() for r in records)
         note = "Chatbot Arena battles read as they are (model_a shown on the left)"
-    else:
-        digest = hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256(data).hexdigest()
     return BattleRead(battles, digest, len(rows), shape, note, tuple(refused or ()))
 
 
@@ -249,3 +275,49 @@ def read_battle_columns(
     """:func:`read_battles` of a Chatbot Arena file by language and time: (battles, sha256, rows)."""
     read = read_battles(path, filters=BattleFilter(language=language, since=since, until=until))
     return read.battles, read.digest, read.n_rows
+
+
+#: Columns :func:`read_agreement_columns` reads (besides the three needed ones).
+_AGREEMENT = ("question_id", "turn", "judge", "language", "category")
+
+
+def read_agreement_columns(path: Path | str) -> dict[str, npt.NDArray[np.object_]] | None:
+    """The columns an agreement report needs from a Chatbot Arena JSONL or Parquet file without answer
+    texts, read by pyarrow (``question_id`` as text, missing optional columns all None); None whenever
+    the file needs the careful row-by-row path (another shape or format, texts to measure, a missing id,
+    an unknown winner, a self-battle), which then names the bad row."""
+    path = Path(path)
+    data = read_input_bytes(path)
+    fmt = detect_format(path, data)
+    try:
+        if fmt == "jsonl":
+            table = pa_json.read_json(io.BytesIO(data))
+        elif fmt == "parquet":
+            table = pq.read_table(io.BytesIO(data))
+        else:
+            return None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, UnicodeDecodeError):
+        return None
+    names = set(table.column_names)
+    if not {"question_id", *_NEEDED} <= names or names & {"conversation_a", "conversation_b"}:
+        return None
+    out: dict[str, npt.NDArray[np.object_]] = {}
+    for name in (*_NEEDED, *_AGREEMENT):
+        if name not in names:
+            out[name] = np.full(table.num_rows, None, dtype=object)
+            continue
+        column = table.column(name)
+        if name in ("question_id", *_NEEDED, "judge", "language", "category"):
+            try:
+                column = column.cast(pa.string())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+        out[name] = np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
+    for name in ("question_id", *_NEEDED):
+        if any(v is None for v in out[name]):
+            return None
+    if not np.isin(out["winner"], ["model_a", "model_b", "tie", "tie (bothbad)"]).all():
+        return None
+    if (out["model_a"] == out["model_b"]).any():
+        return None
+    return out

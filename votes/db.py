@@ -8,16 +8,27 @@ holds up, the writers.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine
 
-__all__ = ["make_engine", "is_sqlite", "session_scope", "read_session", "read_only", "normalise_url"]
+__all__ = [
+    "make_engine",
+    "is_sqlite",
+    "session_scope",
+    "read_session",
+    "read_only",
+    "normalise_url",
+    "storage_failure",
+]
 
 READ_ONLY_OPTION = "arena_read_only"
 
@@ -30,6 +41,36 @@ def normalise_url(url: str) -> str:
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
+
+
+#: A file write refused for room: no space, quota exceeded, file size limit.
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+#: SQLite's words for a write that found no room; PostgreSQL's SQLSTATE class 53 (insufficient resources).
+_SQLITE_NO_ROOM = ("database or disk is full", "disk i/o error")
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """One line saying why a write found no room (full disk, quota, size limit), or None for any other error.
+
+    Looks through the chain of causes. Only the driver's own message is used, never SQLAlchemy's text of
+    the statement, so no row values reach a log or a terminal.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _NO_ROOM:
+            where = f": {current.filename}" if current.filename else ""
+            return f"{os.strerror(current.errno)}{where}"
+        if isinstance(current, DBAPIError) and current.orig is not None:
+            driver = current.orig
+            message = str(driver.args[0] if driver.args else driver).splitlines()[0]
+            if any(words in message.lower() for words in _SQLITE_NO_ROOM):
+                return f"the database could not write ({message})"
+            if str(getattr(driver, "sqlstate", "") or "").startswith("53"):
+                return f"the database server has no room ({message})"
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def is_sqlite(engine_or_url: Engine | str) -> bool:
@@ -52,10 +93,12 @@ def make_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Engine:
         kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
         if memory:
             kwargs["poolclass"] = StaticPool
-        engine = create_engine(url, echo=echo, **kwargs)
+        engine = create_engine(url, echo=echo, hide_parameters=True, **kwargs)
         _configure_sqlite(engine, memory=memory)
         return engine
-    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size)
+    return create_engine(
+        url, echo=echo, hide_parameters=True, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size
+    )
 
 
 def _configure_sqlite(engine: Engine, *, memory: bool) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from sqlmodel import Session, select
 
 from votes.models import Model, ModelEndpoint
+from votes.names import model_name
 
 __all__ = [
     "EndpointExists",
@@ -52,6 +53,7 @@ class EndpointRecord:
     def __post_init__(self) -> None:
         if not self.name.strip():
             raise ValueError("an endpoint needs a name")
+        object.__setattr__(self, "name", model_name(self.name))
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"endpoint {self.name!r}: base URL must start with http:// or https://")
         if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):

@@ -1,5 +1,9 @@
 """Interchange files written deterministically: JSONL, JSON, CSV and Parquet in a fixed column order.
 
+Each file is written aside and renamed into place (:mod:`leaderboard.atomic`): a failed export leaves the
+previous file. CSV text cells a spreadsheet would run are escaped (:mod:`leaderboard.spreadsheet`) and
+read back exactly; JSON lines and Parquet hold the values as they are.
+
 Fixed column order, fixed number formatting and one canonical JSON form (:func:`votes.records.canonical_json`)
 make export -> import -> export byte-identical.
 """
@@ -15,12 +19,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from leaderboard.atomic import atomic_file
+from leaderboard.spreadsheet import escape_cell
 from votes.records import BATTLE_COLUMNS, CATALOG_COLUMNS, FileFormat, Kind, canonical_json
 
 __all__ = ["write_rows"]
 
 
 def _csv_cell(value: Any) -> str:
+    """One CSV cell; text a spreadsheet would run is escaped (:mod:`leaderboard.spreadsheet`)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -29,6 +36,8 @@ def _csv_cell(value: Any) -> str:
         return repr(value)
     if isinstance(value, list | dict):
         return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        return escape_cell(value)
     return str(value)
 
 
@@ -73,7 +82,7 @@ def write_rows(
         rows = ({**{c: defaults[c] for c in extra_columns}, **row} for row in rows)
     count = 0
     if fmt in ("jsonl", "json"):
-        with out.open("w", encoding="utf-8", newline="\n") as fh:
+        with atomic_file(out, "w", encoding="utf-8", newline="\n") as fh:
             if fmt == "json":
                 fh.write("[\n")
             for row in rows:
@@ -88,7 +97,7 @@ def write_rows(
                 fh.write("\n]\n" if count else "]\n")
         return count
     if fmt == "csv":
-        with out.open("w", encoding="utf-8", newline="") as fh:
+        with atomic_file(out, "w", encoding="utf-8", newline="") as fh:
             # CRLF as RFC 4180 says; it also makes the writer quote any cell holding a bare \r.
             writer = csv.writer(fh, lineterminator="\r\n")
             writer.writerow(columns)
@@ -105,5 +114,6 @@ def write_rows(
     for c in extra_columns:
         schema = schema.append(pa.field(c, pa.float64() if c == "weight" else pa.bool_()))
     table = pa.Table.from_pylist(materialised, schema=schema)
-    pq.write_table(table, str(out), compression="zstd", write_statistics=False)
+    with atomic_file(out, "wb") as handle:
+        pq.write_table(table, handle, compression="zstd", write_statistics=False)
     return len(materialised)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from votes.records import InputError, Refusal
+from votes.records import InputError, Refusal, load_json
 
 __all__ = [
     "SOURCE_FORMATS",
@@ -172,7 +172,7 @@ def _clean_battle(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[st
 def _turns(value: Any, key: str) -> list[str]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = load_json(value)
         except json.JSONDecodeError:
             return [value]
     if isinstance(value, list) and all(isinstance(t, str) or t is None for t in value):
@@ -273,7 +273,7 @@ def _arena_hard(raw: Mapping[str, Any], baseline: str | None) -> list[dict[str, 
     games = raw.get("games")
     if isinstance(games, str):
         try:
-            games = json.loads(games)
+            games = load_json(games)
         except json.JSONDecodeError:
             raise _Refused("'games' is not valid JSON") from None
     if not isinstance(games, list) or not games:
@@ -368,7 +368,7 @@ def map_catalog_rows(path: Path, rows: Sequence[Row]) -> tuple[list[Row], str]:
         messages = raw.get("messages")
         if isinstance(messages, str):
             try:
-                messages = json.loads(messages)
+                messages = load_json(messages)
             except json.JSONDecodeError:
                 raise InputError(path, where, "'messages' is not valid JSON") from None
         if not isinstance(messages, list):
@@ -410,7 +410,7 @@ def _question_categories(answers: Path) -> dict[str, str]:
             out: dict[str, str] = {}
             for line in questions.read_text(encoding="utf-8").splitlines():
                 try:
-                    row = json.loads(line) if line.strip() else None
+                    row = load_json(line) if line.strip() else None
                 except json.JSONDecodeError:
                     continue
                 if isinstance(row, dict) and isinstance(row.get("category"), str):

@@ -248,6 +248,8 @@ def import_battle_records(
                 "client_hash": None,
                 "idempotency_key": None,
                 "live_elo": None,
+                "weight": record.weight,
+                "sided": record.sided,
             }
         )
     # Plain executemany (RETURNING would make SQLite insert row by row); the new ids are then read back

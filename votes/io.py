@@ -28,7 +28,7 @@ from votes.formats import SourceFormat, detect_source_format, map_catalog_rows, 
 from votes.import_battles import import_battle_records
 from votes.import_catalog import import_catalog_records
 from votes.live import LiveConfig
-from votes.queries import VoteFilter, iter_catalog_rows, iter_vote_rows
+from votes.queries import VoteFilter, has_weights_or_sides, iter_catalog_rows, iter_vote_rows
 from votes.records import (
     BATTLE_EXTRA_COLUMNS,
     FileFormat,
@@ -40,7 +40,14 @@ from votes.records import (
 )
 from votes.selection import BattleFilter, keep_mask, record_columns
 
-__all__ = ["ImportReport", "convert_battles", "export_catalog", "export_votes", "import_file"]
+__all__ = [
+    "ImportReport",
+    "convert_battles",
+    "export_catalog",
+    "export_votes",
+    "import_file",
+    "read_battle_records",
+]
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,10 @@ class ImportReport:
     note: str = ""
     refused: tuple[Refusal, ...] = ()
     n_filtered: int = 0
+    #: New model names that differ only in case from an existing model: ``(new, existing)``.
+    name_collisions: tuple[tuple[str, str], ...] = ()
+    #: A catalog's prompt ids (``prompt_id``), stored before or now, in file order.
+    prompt_ids: tuple[str, ...] = ()
 
 
 def import_file(
@@ -74,6 +85,7 @@ def import_file(
     skip_invalid: bool = False,
     filters: BattleFilter | None = None,
     baseline: str | None = None,
+    max_expanded: int | None = None,
 ) -> ImportReport:
     """Validate a whole file, then write it in one transaction; raises :class:`InputError` on bad input.
 
@@ -81,11 +93,12 @@ def import_file(
     ``source_format``); arena-hard question and answer files are catalogs. Without ``skip_invalid``
     nothing is written when any row is invalid or conflicts with what the database already holds; with
     it the valid rows are written and the others returned in ``refused``. ``filters`` choose the battles
-    written; self-battles among them are refused, never dropped unsaid.
+    written; self-battles among them are refused, never dropped unsaid. A gzipped file may expand to at
+    most ``max_expanded`` bytes (:data:`votes.records.MAX_EXPANDED_BYTES` by default).
     """
     started = time.perf_counter()
     path = Path(path)
-    fmt, rows = read_rows(path, fmt)
+    fmt, rows = read_rows(path, fmt, max_expanded=max_expanded)
     shape = detect_source_format(rows) if source_format is None and kind != "catalog" else source_format
     kind = kind or (
         "battles" if shape is not None else (detect_catalog_kind(path, rows) if rows else "battles")
@@ -94,6 +107,7 @@ def import_file(
     note = ""
     n_filtered = 0
     n_candidates = len(rows)
+    prompt_ids: tuple[str, ...] = ()
     with engine.begin() as conn:
         if kind == "battles":
             records_b, note, shape, n_filtered = _battle_records(
@@ -105,6 +119,7 @@ def import_file(
             catalog_rows, note = map_catalog_rows(path, rows)
             records_c = parse_catalog(path, fmt if not note else "jsonl", catalog_rows)
             added = import_catalog_records(conn, records_c, file=path)
+            prompt_ids = tuple(dict.fromkeys(r.prompt_id for r in records_c))
     return ImportReport(
         path=str(path),
         kind=kind,
@@ -120,6 +135,8 @@ def import_file(
         note=note,
         refused=tuple(refused or ()),
         n_filtered=n_filtered,
+        name_collisions=tuple(added.name_collisions),
+        prompt_ids=prompt_ids,
     )
 
 
@@ -140,11 +157,8 @@ def _battle_records(
     refused: list[Refusal] | None,
     filters: BattleFilter,
     baseline: str | None,
-    *,
-    for_store: bool = True,
 ) -> tuple[list[BattleRecord], str, SourceFormat | None, int]:
-    """Battle rows of any shape, validated and selected; bad ones raise or go to ``refused`` (for the
-    store, also weighted or side-less ones: it does not keep those)."""
+    """Battle rows of any shape, validated and selected; bad ones raise or go to ``refused``."""
     note = ""
     mapped_rows = rows
     if shape not in (None, "clean-battle"):
@@ -161,20 +175,13 @@ def _battle_records(
     for record, kept in zip(records, keep, strict=True):
         if not kept:
             continue
-        reason = None
-        if record.model_a == record.model_b:
-            reason = f"model {record.model_a!r} {SELF_BATTLE}"
-        elif for_store and (record.weight != 1.0 or not record.sided):
-            reason = (
-                "the store keeps no vote weights or unknown sides; fit this file with "
-                "`arena recompute --from` or `arena evaluate --from` instead"
-            )
-        if reason is None:
+        if record.model_a != record.model_b:
             out.append(record)
-        elif refused is None:
+            continue
+        reason = f"model {record.model_a!r} {SELF_BATTLE}"
+        if refused is None:
             raise InputError(path, record.where, reason)
-        else:
-            refused.append(Refusal(record.where, reason))
+        refused.append(Refusal(record.where, reason))
     return out, note, shape, int((~keep).sum())
 
 
@@ -199,7 +206,7 @@ def convert_battles(
     shape = source_format or detect_source_format(rows)
     refused: list[Refusal] | None = [] if skip_invalid else None
     records, note, shape, n_filtered = _battle_records(
-        path, in_fmt, rows, shape, refused, filters or BattleFilter(), baseline, for_store=False
+        path, in_fmt, rows, shape, refused, filters or BattleFilter(), baseline
     )
     n = write_rows(
         (r.row() for r in records), Path(out), kind="battles", fmt=fmt, extra_columns=BATTLE_EXTRA_COLUMNS
@@ -222,12 +229,30 @@ def convert_battles(
     )
 
 
+def read_battle_records(path: str | Path) -> list[BattleRecord]:
+    """The validated battles of a file in any shape :func:`import_file` reads (self-battles refused),
+    without a database; a bad row raises :class:`InputError` naming the file and row."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, None, "no such file")
+    in_fmt, rows = read_rows(path)
+    records, _note, _shape, _n = _battle_records(
+        path, in_fmt, rows, detect_source_format(rows), None, BattleFilter(), None
+    )
+    return records
+
+
 def export_votes(
     engine: Engine, out: str | Path, *, fmt: FileFormat = "jsonl", filters: VoteFilter | None = None
 ) -> int:
-    """Write votes in the Chatbot Arena battle schema, in vote-id (commit) order; returns the row count."""
+    """Write votes in the Chatbot Arena battle schema, in vote-id (commit) order; returns the row count.
+
+    When some vote is weighted or has no known side, the ``weight`` and ``sided`` columns follow."""
     with engine.connect() as conn:
-        return write_rows(iter_vote_rows(conn, filters), Path(out), kind="battles", fmt=fmt)
+        extra = BATTLE_EXTRA_COLUMNS if has_weights_or_sides(conn) else ()
+        return write_rows(
+            iter_vote_rows(conn, filters), Path(out), kind="battles", fmt=fmt, extra_columns=extra
+        )
 
 
 def export_catalog(engine: Engine, out: str | Path, *, fmt: FileFormat = "jsonl") -> int:

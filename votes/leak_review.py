@@ -7,6 +7,7 @@ rating math, so the web app's pairing (which asks :class:`LeakScanner` on every 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
@@ -15,7 +16,7 @@ from sqlalchemy.engine import Connection
 from votes.leaks import IdentityLeak, LeakDetector
 from votes.tables import battle_t, model_t, output_t, prompt_t, vote_t
 
-__all__ = ["LeakRow", "LeakScanner", "find_leaks"]
+__all__ = ["LeakRow", "LeakScanner", "find_leaks", "texts_leak"]
 
 #: Characters of context either side of a leak in :attr:`LeakRow.excerpt`.
 _EXCERPT = 60
@@ -37,6 +38,18 @@ class LeakRow:
 def _detector(conn: Connection) -> tuple[LeakDetector, dict[int, str]]:
     models = conn.execute(select(model_t.c.id, model_t.c.name, model_t.c.organisation)).all()
     return LeakDetector({name: org for _, name, org in models}), {i: name for i, name, _ in models}
+
+
+def texts_leak(conn: Connection, answers: Sequence[tuple[int, str]]) -> list[bool]:
+    """For each ``(model_id, text)``: whether the text names that model or its maker (live answers are
+    checked this way before their battle may be voted on)."""
+    ids = sorted({m for m, _ in answers})
+    models = conn.execute(
+        select(model_t.c.id, model_t.c.name, model_t.c.organisation).where(model_t.c.id.in_(ids))
+    ).all()
+    detector = LeakDetector({name: org for _, name, org in models})
+    names = {i: name for i, name, _ in models}
+    return [detector.leaks(names[m], text) for m, text in answers]
 
 
 def _excerpt(text: str, leak: IdentityLeak) -> str:

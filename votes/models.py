@@ -6,10 +6,10 @@ the same row exports identically from SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, UniqueConstraint, text, true
 from sqlmodel import Field, SQLModel
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "Generation",
     "Judgment",
     "LiveRating",
+    "LiveUsage",
     "Model",
     "ModelEndpoint",
     "Output",
@@ -37,6 +38,10 @@ class ModelBase(SQLModel):
     name: str = Field(index=True, unique=True, max_length=200)
     organisation: str | None = Field(default=None, max_length=200)
     licence: str | None = Field(default=None, max_length=100)
+    # Where to read about the model (http/https) and its knowledge cutoff (YYYY-MM[-DD]); see
+    # votes.model_metadata, which validates both.
+    link: str | None = Field(default=None, max_length=500)
+    knowledge_cutoff: str | None = Field(default=None, max_length=10)
     active: bool = True
 
 
@@ -73,11 +78,16 @@ class Output(SQLModel, table=True):
 
 
 class Annotator(SQLModel, table=True):
+    __table_args__ = (Index("ix_annotator_session_key", "session_key", unique=True),)
+
     id: int | None = Field(default=None, primary_key=True)
     # "anonymous" (cookie session), "invited" (invite link), or "import" (a judge named in a battles file).
     kind: str = Field(default="anonymous", max_length=20)
     label: str | None = Field(default=None, index=True, max_length=200)
     token_hash: str | None = Field(default=None, unique=True, max_length=64)
+    # An anonymous visitor's annotator row is written at the first vote, keyed by a hash of the session
+    # cookie's nonce, so that two first votes of one session find the same row.
+    session_key: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow)
     flagged: bool = Field(default=False, index=True)
     flag_reason: str | None = None
@@ -86,7 +96,10 @@ class Annotator(SQLModel, table=True):
 class Battle(SQLModel, table=True):
     """A pair shown to an annotator. `model_a` is the left side, `model_b` the right."""
 
-    __table_args__ = (Index("ix_battle_models", "model_a_id", "model_b_id"),)
+    __table_args__ = (
+        Index("ix_battle_models", "model_a_id", "model_b_id"),
+        Index("ix_battle_judgement_key", "judgement_key", unique=True),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     prompt_id: int | None = Field(default=None, foreign_key="prompt.id", index=True)
@@ -98,12 +111,16 @@ class Battle(SQLModel, table=True):
     issued_at: datetime = Field(default_factory=utcnow)
     # Probability with which the pairing policy chose this (unordered) pair; None for imported battles.
     pair_probability: float | None = None
-    # "site" for battles issued here, "import" for battles read from a file.
+    # "site" for pre-generated battles issued here, "live" for live battles (the annotator's own prompt
+    # answered on the spot), "import" for battles read from a file.
     source: str = Field(default="site", max_length=20)
     # Idempotent imports: a stable key per imported row (content hash + occurrence), unique when set.
     import_key: str | None = Field(default=None, unique=True, max_length=80)
     # Site battles: the id of the signed battle token, unique, so a token can be used for one vote only.
     token_id: str | None = Field(default=None, unique=True, max_length=64)
+    # Site battles: "annotator:prompt:lower model:higher model", unique, so an annotator judges a prompt
+    # for an unordered pair of models once, however many tokens they fetched (see votes.recording).
+    judgement_key: str | None = Field(default=None, max_length=100)
     # Language of the conversation when the battle says so (Chatbot Arena `language`); fits filter on it,
     # falling back to the prompt's language.
     language: str | None = Field(default=None, index=True, max_length=50)
@@ -117,9 +134,16 @@ class Vote(SQLModel, table=True):
     ``model_a_id``, ``model_b_id`` and ``annotator_id`` copy the battle's immutable facts onto the vote
     (written by the same insert), so the fit's ``GROUP BY model_a, model_b, winner`` reads one covering
     index (``ix_vote_cells``) instead of joining 10M votes to their battles and sorting them.
+
+    ``weight`` (how much the vote counts) and ``sided`` (whether ``model_a`` is known to have been shown
+    first) come from imported battle files (soft labels, arena-hard's strong verdicts, AlpacaEval's
+    shuffled order); a vote cast on the site counts 1 and is sided. Both are in the covering index, so the
+    fit's aggregate still reads the index alone.
     """
 
-    __table_args__ = (Index("ix_vote_cells", "model_a_id", "model_b_id", "winner", "annotator_id"),)
+    __table_args__ = (
+        Index("ix_vote_cells", "model_a_id", "model_b_id", "winner", "annotator_id", "weight", "sided"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     battle_id: int = Field(foreign_key="battle.id", unique=True)
@@ -130,10 +154,15 @@ class Vote(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, index=True)
     seconds_to_vote: float | None = None
     client_hash: str | None = Field(default=None, max_length=64)
+    # A keyed hash of the client's network (an IPv4 address, an IPv6 /64), never the address itself: the
+    # annotator review groups annotators by it.
+    address_hash: str | None = Field(default=None, max_length=32)
     idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
     # Live Elo of both sides just before and after this vote ({"a_before", "a_after", "b_before",
     # "b_after"}), so a reveal or a retried submission shows exactly the first answer. None for imports.
     live_elo: dict[str, float] | None = Field(default=None, sa_column=Column(JSON))
+    weight: float = Field(default=1.0, sa_column_kwargs={"server_default": text("1.0")})
+    sided: bool = Field(default=True, sa_column_kwargs={"server_default": true()})
 
 
 class LiveRating(SQLModel, table=True):
@@ -232,3 +261,17 @@ class Judgment(SQLModel, table=True):
     latency_s: float
     run_id: str = Field(index=True, max_length=64)
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class LiveUsage(SQLModel, table=True):
+    """Live generations per model and UTC day: how many were asked, how many failed, tokens spent.
+
+    The failures over the generations are the model's availability on the board; the day's tokens are
+    checked against the per-endpoint daily budget before a live battle asks the model.
+    """
+
+    model_id: int = Field(foreign_key="model.id", primary_key=True)
+    day: date = Field(primary_key=True)
+    generations: int = 0
+    failures: int = 0
+    tokens: int = 0

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Select, String, and_, func, or_, select, type_coerce
+from sqlalchemy import Select, String, and_, case, func, or_, select, true, type_coerce
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
@@ -24,13 +24,16 @@ from sqlalchemy.sql.operators import custom_op
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts, parse_outcome
 from votes.records import rows_sha256
-from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
+from votes.tables import annotator_t, battle_t, generation_t, model_t, output_t, prompt_t, vote_t
 
 __all__ = [
     "VoteFilter",
+    "has_weights_or_sides",
     "JUDGE_KIND",
     "count_flagged_annotators",
+    "filter_votes",
     "counted_vote_condition",
+    "first_sight_condition",
     "iter_catalog_rows",
     "iter_vote_rows",
     "iter_vote_texts",
@@ -49,6 +52,9 @@ class VoteFilter:
     """Which votes a fit or export uses; ``since <= created_at < until`` for the vote times.
 
     ``language`` matches the battle's own language, or the prompt's when the battle has none.
+    ``anony_only`` keeps votes cast before the names were shown: every site and live vote, and imported
+    battles marked ``anony``. ``first_sight`` keeps votes on answers the annotator had never seen revealed.
+    ``models`` keeps votes between two listed models; ``exclude_models`` drops votes involving one.
     """
 
     category: str | None = None
@@ -59,6 +65,14 @@ class VoteFilter:
     # Whose votes: None = everyone but LLM judges (``arena judge`` votes never mix into a board
     # silently); otherwise annotator labels (e.g. ``("judge:gpt-4o",)``), or ``("all",)`` for every vote.
     annotators: tuple[str, ...] | None = None
+    # Where the battles came from: "site" (pre-generated), "live" (the annotator's own prompt), "import".
+    source: str | None = None
+    anony_only: bool = False
+    models: tuple[str, ...] | None = None
+    exclude_models: tuple[str, ...] = ()
+    # Only votes where neither shown answer had been revealed to the annotator before (see
+    # :func:`first_sight_condition`).
+    first_sight: bool = False
 
 
 #: Annotator kind of the LLM judges of ``arena judge`` (labels ``judge:<endpoint>``).
@@ -69,14 +83,38 @@ def _connection(db: Session | Connection) -> Connection:
     return db.connection() if isinstance(db, Session) else db
 
 
-def _filtered(stmt: Select[Any], filters: VoteFilter | None, *, battle_joined: bool = False) -> Select[Any]:
+def filter_votes(
+    stmt: Select[Any], filters: VoteFilter | None, *, battle_joined: bool = False
+) -> Select[Any]:
     """Apply a filter to a statement that selects from Vote (and, when ``battle_joined``, joins Battle).
 
-    Only the category and language filters need the battle (and its prompt); the rest read the vote row.
+    Only the category, language, source and anonymity filters need the battle (and its prompt); the
+    rest read the vote row.
     """
     f = filters or VoteFilter()
-    if (f.category is not None or f.language is not None) and not battle_joined:
+    needs_battle = (
+        f.category is not None
+        or f.language is not None
+        or f.source is not None
+        or f.anony_only
+        or f.first_sight
+    )
+    if needs_battle and not battle_joined:
         stmt = stmt.join(battle_t, vote_t.c.battle_id == battle_t.c.id)
+    if f.source is not None:
+        stmt = stmt.where(battle_t.c.source == f.source)
+    if f.anony_only:  # the site shows names only after the vote; an imported battle says so itself
+        stmt = stmt.where(
+            or_(battle_t.c.source.in_(("site", "live")), battle_t.c.extra["anony"].as_boolean() == true())
+        )
+    if f.first_sight:
+        stmt = stmt.where(first_sight_condition())
+    if f.models is not None:
+        listed = select(model_t.c.id).where(model_t.c.name.in_(f.models))
+        stmt = stmt.where(vote_t.c.model_a_id.in_(listed), vote_t.c.model_b_id.in_(listed))
+    if f.exclude_models:
+        banned = select(model_t.c.id).where(model_t.c.name.in_(f.exclude_models))
+        stmt = stmt.where(vote_t.c.model_a_id.not_in(banned), vote_t.c.model_b_id.not_in(banned))
     if f.category is not None or f.language is not None:
         stmt = stmt.outerjoin(prompt_t, battle_t.c.prompt_id == prompt_t.c.id)
     if f.category is not None:
@@ -113,6 +151,34 @@ def _excluding(*, flagged: bool, judges: bool) -> ColumnElement[bool]:
         conditions.append(annotator_t.c.kind == JUDGE_KIND)
     ids = select(annotator_t.c.id).where(or_(*conditions))
     return or_(vote_t.c.annotator_id.is_(None), vote_t.c.annotator_id.not_in(ids))
+
+
+def first_sight_condition() -> ColumnElement[bool]:
+    """The vote (joined to its battle) is its annotator's first sight of both shown answers.
+
+    A vote reveals the names behind both answers of its battle; each (prompt, model) answer in the
+    catalog can come back in a later battle, where the annotator then knows who wrote it. So a vote is
+    first-sight when no earlier vote of the same annotator (earlier in commit order, the vote id: the
+    reveal follows the vote's commit) was on a battle that showed either of its outputs. Votes without an
+    annotator, and battles without stored outputs (live answers, most imports), cannot be linked to an
+    earlier reveal and count as first-sight. One correlated ``NOT EXISTS`` over the battle's annotator
+    index.
+    """
+    earlier_battle = battle_t.alias("revealed_battle")
+    earlier_vote = vote_t.alias("revealed_vote")
+    shown = (battle_t.c.output_a_id, battle_t.c.output_b_id)
+    revealed = (
+        select(earlier_vote.c.id)
+        .select_from(earlier_battle.join(earlier_vote, earlier_vote.c.battle_id == earlier_battle.c.id))
+        .where(
+            earlier_battle.c.annotator_id == vote_t.c.annotator_id,
+            earlier_vote.c.annotator_id == vote_t.c.annotator_id,
+            earlier_vote.c.id < vote_t.c.id,
+            or_(earlier_battle.c.output_a_id.in_(shown), earlier_battle.c.output_b_id.in_(shown)),
+        )
+        .correlate(vote_t, battle_t)
+    )
+    return ~revealed.exists()
 
 
 def counted_vote_condition() -> ColumnElement[bool]:
@@ -154,25 +220,41 @@ def load_battles(
     until: datetime | None = None,
     exclude_flagged: bool = False,
     filters: VoteFilter | None = None,
+    who: bool = False,
 ) -> Battles:
     """Every selected vote as arrays, in vote-id order (for Elo replays, time weights, held-out splits).
 
-    Models are the ones that appear in the selection, sorted by name.
+    Models are the ones that appear in the selection, sorted by name. With ``who`` each vote also
+    carries its annotator id and its battle's prompt id (-1 where there is none), what clustered
+    intervals resample; the battle is then joined, so the plain read stays on the vote rows.
     """
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
-    stmt = _filtered(
-        select(vote_t.c.id, vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner, _vote_time(conn))
-        .select_from(vote_t)
-        .order_by(vote_t.c.id),
-        f,
-    )
+    columns = [
+        vote_t.c.id,
+        vote_t.c.model_a_id,
+        vote_t.c.model_b_id,
+        vote_t.c.winner,
+        _vote_time(conn),
+        vote_t.c.weight,
+        vote_t.c.sided,
+    ]
+    base = select(*columns).select_from(vote_t)
+    if who:
+        base = select(*columns, vote_t.c.annotator_id, battle_t.c.prompt_id).select_from(
+            vote_t.join(battle_t, vote_t.c.battle_id == battle_t.c.id)
+        )
+    stmt = filter_votes(base.order_by(vote_t.c.id), f, battle_joined=who)
     # Streamed in chunks straight into arrays: memory follows the arrays, not 10M Python row tuples.
     ids: list[npt.NDArray[np.int64]] = []
     a_ids: list[npt.NDArray[np.int64]] = []
     b_ids: list[npt.NDArray[np.int64]] = []
     outcomes: list[npt.NDArray[np.int8]] = []
     times: list[npt.NDArray[np.float64]] = []
+    weights: list[npt.NDArray[np.float64]] = []
+    sides: list[npt.NDArray[np.bool_]] = []
+    annotators: list[npt.NDArray[np.int64]] = []
+    prompts: list[npt.NDArray[np.int64]] = []
     codes: dict[str, int] = {}
     result = conn.execute(stmt, execution_options={"yield_per": _CHUNK})
     for rows in result.partitions():
@@ -184,6 +266,11 @@ def load_battles(
         b_ids.append(np.fromiter((r[2] for r in rows), dtype=np.int64, count=n))
         outcomes.append(np.fromiter((codes[r[3]] for r in rows), dtype=np.int8, count=n))
         times.append(np.fromiter((_seconds(r[4]) for r in rows), dtype=np.float64, count=n))
+        weights.append(np.fromiter((r[5] for r in rows), dtype=np.float64, count=n))
+        sides.append(np.fromiter((bool(r[6]) for r in rows), dtype=bool, count=n))
+        if who:
+            annotators.append(np.fromiter((-1 if r[7] is None else r[7] for r in rows), np.int64, count=n))
+            prompts.append(np.fromiter((-1 if r[8] is None else r[8] for r in rows), np.int64, count=n))
     vote_id = _concat(ids, np.int64)
     model_a_id = _concat(a_ids, np.int64)
     model_b_id = _concat(b_ids, np.int64)
@@ -192,6 +279,8 @@ def load_battles(
     lookup = np.zeros(max(names, default=0) + 1, dtype=np.int64)
     for model_id, name in names.items():
         lookup[model_id] = models.index(name)
+    weight = _concat(weights, np.float64)
+    sided = _concat(sides, np.bool_)
     return Battles(
         models=models,
         vote_id=vote_id,
@@ -199,6 +288,10 @@ def load_battles(
         model_b=lookup[model_b_id],
         outcome=_concat(outcomes, np.int8),
         time=_concat(times, np.float64),
+        weight=None if np.all(weight == 1.0) else weight,
+        sided=None if np.all(sided) else sided,
+        annotator=_concat(annotators, np.int64) if who else None,
+        prompt=_concat(prompts, np.int64) if who else None,
     )
 
 
@@ -211,27 +304,46 @@ def iter_vote_texts(
     until: datetime | None = None,
     exclude_flagged: bool = False,
     filters: VoteFilter | None = None,
-) -> Iterator[tuple[int, str | None, str | None]]:
-    """``(vote_id, text_a, text_b)`` of the selected votes, row for row with :func:`load_battles`.
+) -> Iterator[tuple[int, str | None, str | None, int | None, int | None]]:
+    """``(vote_id, text_a, text_b, tokens_a, tokens_b)`` of the selected votes, row for row with
+    :func:`load_battles`.
 
     For style covariates from the store: one streamed query, the answers' texts joined on the battle's
     outputs; a text is None when the battle has no such output (imported votes without conversations).
+    ``tokens_*`` is the answer's completion-token count as its generating server reported it (generation
+    provenance), None for answers generated elsewhere or by a server that did not say.
     """
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
     output_a, output_b = output_t.alias("output_a"), output_t.alias("output_b")
-    stmt = _filtered(
-        select(vote_t.c.id, output_a.c.text, output_b.c.text)
+    made_a, made_b = generation_t.alias("generation_a"), generation_t.alias("generation_b")
+    stmt = filter_votes(
+        select(
+            vote_t.c.id,
+            output_a.c.text,
+            output_b.c.text,
+            made_a.c.completion_tokens,
+            made_b.c.completion_tokens,
+        )
         .select_from(vote_t)
         .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
         .outerjoin(output_a, battle_t.c.output_a_id == output_a.c.id)
         .outerjoin(output_b, battle_t.c.output_b_id == output_b.c.id)
+        .outerjoin(made_a, made_a.c.output_id == battle_t.c.output_a_id)
+        .outerjoin(made_b, made_b.c.output_id == battle_t.c.output_b_id)
         .order_by(vote_t.c.id),
         f,
         battle_joined=True,
     )
-    for vote_id, text_a, text_b in conn.execute(stmt, execution_options={"yield_per": _STREAM}):
-        yield int(vote_id), text_a, text_b
+    rows = conn.execute(stmt, execution_options={"yield_per": _STREAM})
+    for vote_id, text_a, text_b, tokens_a, tokens_b in rows:
+        yield (
+            int(vote_id),
+            text_a,
+            text_b,
+            None if tokens_a is None else int(tokens_a),
+            None if tokens_b is None else int(tokens_b),
+        )
 
 
 def _vote_time(conn: Connection) -> ColumnElement[Any]:
@@ -266,7 +378,11 @@ def load_pair_counts(
     exclude_flagged: bool = False,
     filters: VoteFilter | None = None,
 ) -> PairCounts:
-    """Selected votes aggregated in SQL by (model_a, model_b, winner): one row per cell, not per vote."""
+    """Selected votes aggregated in SQL by (model_a, model_b, winner): one row per cell, not per vote.
+
+    Weighted votes make ``count`` the summed weights (``votes`` the vote numbers); votes without a known
+    side go to cells of their own (``sided`` false), as :func:`leaderboard.data.aggregate_codes` does.
+    """
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
     rows = conn.execute(pair_counts_statement(f, dialect=conn.dialect.name)).all()
@@ -277,15 +393,32 @@ def load_pair_counts(
     model_a = np.fromiter((position[r[0]] for r in rows), dtype=np.int64, count=n)
     model_b = np.fromiter((position[r[1]] for r in rows), dtype=np.int64, count=n)
     outcome = np.fromiter((parse_outcome(r[2]) for r in rows), dtype=np.int8, count=n)
-    count = np.fromiter((r[3] for r in rows), dtype=np.float64, count=n)
-    # The cells are unique already; put them in the (model_a, model_b, outcome) order of aggregate_codes.
-    order = np.lexsort((outcome, model_b, model_a))
+    votes = np.fromiter((r[3] for r in rows), dtype=np.float64, count=n)
+    weight = np.fromiter((r[4] for r in rows), dtype=np.float64, count=n)
+    votes_unsided = np.fromiter((r[5] for r in rows), dtype=np.float64, count=n)
+    weight_unsided = np.fromiter((r[6] for r in rows), dtype=np.float64, count=n)
+    sided: npt.NDArray[np.bool_] | None = None
+    if np.any(votes_unsided > 0):
+        # Each (model_a, model_b, outcome) row splits into its sided and its side-less cell.
+        model_a, model_b, outcome = (np.concatenate([x, x]) for x in (model_a, model_b, outcome))
+        votes = np.concatenate([votes - votes_unsided, votes_unsided])
+        weight = np.concatenate([weight - weight_unsided, weight_unsided])
+        sided = np.concatenate([np.ones(n, dtype=bool), np.zeros(n, dtype=bool)])
+        present = votes > 0
+        model_a, model_b, outcome = model_a[present], model_b[present], outcome[present]
+        votes, weight, sided = votes[present], weight[present], sided[present]
+    # The cells are unique already; put them in the (model_a, model_b, outcome, sided) order of
+    # aggregate_codes.
+    order = np.lexsort((sided if sided is not None else outcome, outcome, model_b, model_a))
+    weighted = not np.array_equal(weight, votes)
     return PairCounts(
         models=models,
         model_a=model_a[order],
         model_b=model_b[order],
         outcome=outcome[order],
-        count=count[order],
+        count=(weight if weighted else votes)[order],
+        votes=votes[order] if weighted else None,
+        sided=None if sided is None else sided[order],
     )
 
 
@@ -294,30 +427,41 @@ def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: str = "
 
     Grouped on the vote's own copies of the battle facts: unfiltered, or excluding flagged annotators,
     it is one scan of the covering index ``ix_vote_cells`` in the index's order (no join, no sort).
-    Category and language filters join the battle and prompt; time filters read the vote rows.
+    Category, language and anonymity filters join the battle and prompt; time filters read the vote rows.
+    Columns: the three keys, the number of votes, their summed weight, and the number and summed weight
+    of the votes without a known side.
     """
     f = filters or VoteFilter()
     keys: list[ColumnElement[Any]] = [vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner]
-    stmt = select(*keys, func.count()).select_from(vote_t)
+    unsided = vote_t.c.sided.is_(False)
+    stmt = select(
+        *keys,
+        func.count(),
+        func.sum(vote_t.c.weight),
+        func.sum(case((unsided, 1), else_=0)),
+        func.sum(case((unsided, vote_t.c.weight), else_=0.0)),
+    ).select_from(vote_t)
     if dialect == "sqlite" and (f.since is not None or f.until is not None):
         # Left alone, SQLite walks ix_vote_cells for its order and fetches every vote row at random to
         # test its time (10M votes, half selected: 34 s). Grouping by ``+column`` (SQLite's documented
         # way to keep a term off an index) lets it take the time index's range and sort instead (6.5 s).
         keys = [UnaryExpression(k, operator=custom_op("+"), type_=k.type) for k in keys]
-    return _filtered(stmt, f).group_by(*keys)
+    return filter_votes(stmt, f).group_by(*keys)
 
 
 def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) -> Iterator[dict[str, Any]]:
     """Votes as canonical Chatbot Arena rows, in vote-id order (the export and hash format).
 
     ``judge`` is the annotator's label (an imported judge) or ``annotator-<id>`` for site annotators;
-    ``tstamp`` is the vote time in seconds since the epoch.
+    ``tstamp`` is the vote time in seconds since the epoch. ``weight`` and ``sided`` are in a row only
+    when they differ from 1 and true (as in :meth:`votes.battle_rows.BattleRecord.row`), so the hash of
+    unweighted votes does not depend on them.
     """
     conn = _connection(db)
     model_a, model_b = model_t.alias("model_a"), model_t.alias("model_b")
     output_a, output_b = output_t.alias("output_a"), output_t.alias("output_b")
     prompt = prompt_t.alias("battle_prompt")  # not "prompt": filters join the table itself
-    stmt = _filtered(
+    stmt = filter_votes(
         select(
             vote_t.c.winner,
             _vote_time(conn),
@@ -331,6 +475,8 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
             battle_t.c.extra,
             battle_t.c.language,
             battle_t.c.source,
+            vote_t.c.weight,
+            vote_t.c.sided,
         )
         .select_from(vote_t)
         .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
@@ -345,7 +491,9 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
         battle_joined=True,
     )
     result = conn.execute(stmt, execution_options={"yield_per": _STREAM})
-    for winner, created_at, name_a, name_b, ann_id, label, qid, conv_a, conv_b, extra, lang, source in result:
+    for row in result:
+        winner, created_at, name_a, name_b, ann_id, label, qid, conv_a, conv_b, extra, lang, source = row[:12]
+        weight, sided = float(row[12]), bool(row[13])
         extra = extra or {}
         judge = label if label is not None else (f"annotator-{ann_id}" if ann_id is not None else None)
         yield {
@@ -361,6 +509,8 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
             "anony": extra.get("anony", True if source == "site" else None),
             "language": lang,
             "tstamp": _seconds(created_at),
+            **({} if weight == 1.0 else {"weight": weight}),
+            **({} if sided else {"sided": False}),
         }
 
 
@@ -400,6 +550,13 @@ def iter_catalog_rows(db: Session | Connection) -> Iterator[dict[str, Any]]:
 def votes_sha256(db: Session | Connection, filters: VoteFilter | None = None) -> str:
     """sha256 of the selected votes' canonical JSONL export (equal to ``sha256sum`` of that file)."""
     return rows_sha256(iter_vote_rows(db, filters))
+
+
+def has_weights_or_sides(db: Session | Connection) -> bool:
+    """Whether any stored vote has a weight other than 1 or an unknown side (exports then add the
+    ``weight`` and ``sided`` columns)."""
+    stmt = select(vote_t.c.id).where(or_(vote_t.c.weight != 1.0, vote_t.c.sided.is_(False))).limit(1)
+    return _connection(db).execute(stmt).first() is not None
 
 
 def count_flagged_annotators(db: Session | Connection) -> int:

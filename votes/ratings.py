@@ -5,6 +5,10 @@ replay, written over them (after bulk imports, when flagging an annotator change
 when the live rater changed: :func:`ensure_live_rater`). The Elo lives in :mod:`leaderboard.elo`, the other
 online raters in :mod:`leaderboard.raters`; this module only feeds them the votes in commit (id) order,
 with the clock a rater with one needs: the running maximum of the vote times.
+
+An imported vote may carry a weight or have no known side. The Elo scales its step by the weight
+(``w K (S - E)``); the other online raters count every vote once. No online rater has a left-side term,
+so a vote without a known side is replayed like any other.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def _replay(conn: Connection, config: EloConfig) -> tuple[list[int], EloStanding
     names = tuple(name for _, name in models)
     # The vote row carries its battle's models and annotator: no join, read in primary-key order.
     stmt = (
-        select(vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner)
+        select(vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner, vote_t.c.weight)
         .where(counted_vote_condition())
         .order_by(vote_t.c.id)
     )
@@ -82,6 +86,7 @@ def _replay(conn: Connection, config: EloConfig) -> tuple[list[int], EloStanding
             models=names,
             config=config,
             start=standings,
+            weight=np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
         )
     return [model_id for model_id, _ in models], standings
 

@@ -6,6 +6,11 @@ on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` takes the whole-database write lock)
 the locks are held, so two transactions that touch a common model are ordered the same way by their vote
 ids and by their Elo updates, and votes on disjoint models commute.
 
+An annotator judges a prompt for an unordered pair of models once: the battle row carries a unique
+``judgement_key`` (annotator, prompt, lower and higher model id), so a second vote through another token
+collides in the store, on every path and across workers, and is refused with
+:class:`~votes.battles.RepeatJudgementError`; nothing of it reaches the live ratings.
+
 Two paths write the same rows (built by :func:`_rows`): the batch path, one multi-row insert per table,
 and the careful vote-by-vote path, each vote in a savepoint of its own.
 
@@ -29,13 +34,13 @@ from sqlmodel import Session, col, select
 
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, update_elo
-from votes.battles import AlreadyVotedError, VoteError, VoteRequest, VoteResult
+from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
 from votes.live import LiveConfig, has_clock, rater_identity, shown
 from votes.live_book import LOCK_STATES, LiveBook, RaterStep, open_book, rate_vote, write_states
 from votes.models import Battle, LiveRating, Model, Vote, utcnow
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
 
-__all__ = ["record_vote", "record_votes"]
+__all__ = ["judgement_key", "record_vote", "record_votes"]
 
 
 def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: dict[str, Any]) -> None:
@@ -120,6 +125,21 @@ def _replayed_result(
 def _model_name(session: Session, model_id: int) -> str:
     model = session.get(Model, model_id)
     return model.name if model else f"model #{model_id}"
+
+
+def judgement_key(annotator_id: int | None, prompt_id: int | None, model_a: int, model_b: int) -> str | None:
+    """The battle's one-judgement key, or None when it has no annotator or prompt (nothing to enforce)."""
+    if annotator_id is None or prompt_id is None:
+        return None
+    return f"{annotator_id}:{prompt_id}:{min(model_a, model_b)}:{max(model_a, model_b)}"
+
+
+def _already_judged(session: Session, request: VoteRequest) -> bool:
+    b = request.battle
+    key = judgement_key(b.annotator_id, b.prompt_id, b.model_a_id, b.model_b_id)
+    if key is None:
+        return False
+    return session.exec(select(Battle.id).where(Battle.judgement_key == key)).first() is not None
 
 
 def _find_previous(
@@ -225,8 +245,9 @@ def _rows(request: VoteRequest, step: _EloStep) -> tuple[dict[str, Any], dict[st
         "annotator_id": b.annotator_id,
         "issued_at": b.issued_at,
         "pair_probability": b.pair_probability,
-        "source": "site",
+        "source": b.source,
         "token_id": b.token_id,
+        "judgement_key": judgement_key(b.annotator_id, b.prompt_id, b.model_a_id, b.model_b_id),
     }
     vote = {
         "model_a_id": b.model_a_id,  # the battle's facts, copied for the fit's covering index
@@ -236,6 +257,7 @@ def _rows(request: VoteRequest, step: _EloStep) -> tuple[dict[str, Any], dict[st
         "created_at": voted_at,
         "seconds_to_vote": max(0.0, (voted_at - b.issued_at).total_seconds()),
         "client_hash": request.client_hash,
+        "address_hash": request.address_hash,
         "idempotency_key": request.idempotency_key,
         "live_elo": step.live_elo(),
     }
@@ -272,6 +294,9 @@ def _record_one_by_one(
         if previous is not None:
             results.append(previous)
             continue
+        if _already_judged(session, request):
+            results.append(RepeatJudgementError())
+            continue
         step = _elo_step(request, config, ratings, flagged, book)
         battle_row, vote_row = _rows(request, step)
         battle = Battle(**battle_row)
@@ -284,9 +309,11 @@ def _record_one_by_one(
                 session.add(vote)
                 session.flush()
         except IntegrityError:
-            # Another worker wrote this token or key first (PostgreSQL waited for its commit).
+            # Another worker wrote this token, key or judgement first (PostgreSQL waited for its commit).
             session.expunge_all()
             previous = _find_previous(session, request, names)
+            if previous is None and _already_judged(session, request):
+                previous = RepeatJudgementError()
             results.append(previous or VoteError("The vote could not be recorded; please try again."))
             continue
         assert vote.id is not None  # nosec B101 # type narrowing

@@ -23,6 +23,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from leaderboard.spreadsheet import unescape_cell
+from votes.names import model_name
 
 __all__ = [
     "BATTLE_COLUMNS",
@@ -44,7 +48,11 @@ __all__ = [
     "Kind",
     "Message",
     "RowFields",
+    "MAX_EXPANDED_BYTES",
+    "TSTAMP_MAX",
     "canonical_json",
+    "load_json",
+    "read_input_bytes",
     "text_cells",
     "check_columns",
     "detect_format",
@@ -79,6 +87,14 @@ _REQUIRED: dict[Kind, tuple[str, ...]] = {
 }
 NAME_MAX = 200
 SHORT_MAX = 100
+#: Default cap on a gzipped file's expanded size (a few bytes of gzip can expand to gigabytes).
+MAX_EXPANDED_BYTES = 1 << 30
+#: Largest accepted ``tstamp`` (seconds since 1970): the last second of the year 9999, the end of the
+#: calendar every database and Python's datetime hold. Negative times are refused too.
+TSTAMP_MAX = 253_402_300_799.0
+_INT64 = 1 << 63
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_READ_CHUNK = 1 << 20
 
 Message = dict[str, str]
 
@@ -104,14 +120,48 @@ class Refusal:
 # --------------------------------------------------------------------------------------------- reading
 
 
-def _open_bytes(path: Path) -> bytes:
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":
+def read_input_bytes(path: Path, max_expanded: int | None = None) -> bytes:
+    """The bytes of a file, gunzipped when it is gzip, decompressed in 1 MiB steps and refused as soon as
+    it expands beyond ``max_expanded`` bytes (:data:`MAX_EXPANDED_BYTES` by default), so a gzip bomb
+    costs at most the cap in memory and a fraction of a second."""
+    cap = MAX_EXPANDED_BYTES if max_expanded is None else max_expanded
+    with path.open("rb") as fh:
+        if fh.read(2) != b"\x1f\x8b":
+            fh.seek(0)
+            return fh.read()
+        fh.seek(0)
+        out = bytearray()
         try:
-            data = gzip.decompress(data)
+            with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                while chunk := gz.read(_READ_CHUNK):
+                    out += chunk
+                    if len(out) > cap:
+                        raise InputError(
+                            path,
+                            None,
+                            f"expands to more than {cap:,} bytes when decompressed (the limit; raise it "
+                            "with ARENA_MAX_EXPANDED_BYTES or --max-expanded-bytes)",
+                        )
         except (OSError, EOFError) as exc:
             raise InputError(path, None, f"not a valid gzip file ({exc})") from None
-    return data
+        return bytes(out)
+
+
+def _open_bytes(path: Path, max_expanded: int | None = None) -> bytes:
+    return read_input_bytes(path, max_expanded)
+
+
+def load_json(text: str | bytes) -> Any:
+    """``json.loads`` whose every failure on hostile text is a :class:`json.JSONDecodeError`: nesting
+    too deep for the parser (RecursionError) and integers beyond Python's digit limit included."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
+    except ValueError as exc:  # an integer of thousands of digits
+        raise json.JSONDecodeError(str(exc).split(";")[0], "", 0) from None
 
 
 def detect_format(path: Path, data: bytes | None = None) -> FileFormat:
@@ -146,11 +196,12 @@ def detect_format(path: Path, data: bytes | None = None) -> FileFormat:
 
 
 def read_rows(
-    path: Path, fmt: FileFormat | None = None
+    path: Path, fmt: FileFormat | None = None, *, max_expanded: int | None = None
 ) -> tuple[FileFormat, list[tuple[str, dict[str, Any]]]]:
     """Read every row of a file as ``(location, mapping)`` pairs, location being e.g. ``"line 7"``.
 
-    CSV cells are strings (empty cells are missing values); the parsers below convert them.
+    CSV cells are strings (empty cells are missing values); the parsers below convert them. A gzipped
+    file may expand to at most ``max_expanded`` bytes (see :func:`read_input_bytes`).
     """
     if not path.is_file():
         raise InputError(path, None, "no such file")
@@ -158,7 +209,7 @@ def read_rows(
         fmt = "parquet"
     if fmt == "parquet":
         return fmt, _read_parquet(path)
-    data = _open_bytes(path)
+    data = _open_bytes(path, max_expanded)
     fmt = fmt or detect_format(path, data)
     if fmt == "parquet":
         return fmt, _read_parquet(path, data)
@@ -175,7 +226,7 @@ def read_rows(
 
 def _read_jsonl(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
     rows: list[tuple[str, dict[str, Any]]] = []
-    loads = json.loads
+    loads = load_json
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -192,7 +243,7 @@ def _read_jsonl(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
 
 def _read_json(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except json.JSONDecodeError as exc:
         raise InputError(
             path, f"line {exc.lineno}", f"invalid JSON ({exc.msg} at column {exc.colno})"
@@ -229,6 +280,7 @@ def _read_csv(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
                 continue
             if len(cells) != width:
                 raise InputError(path, where, f"expected {width} cells like the header, found {len(cells)}")
+            cells = [unescape_cell(v) for v in cells]  # what the writer escaped for spreadsheets
             rows.append((where, {k: v for k, v in zip(header, cells, strict=True) if v != ""}))
     except csv.Error as exc:
         raise InputError(path, f"line {reader.line_num}", f"invalid CSV ({exc})") from None
@@ -283,11 +335,32 @@ class RowFields:
             raise self.fail(f"{key!r} is longer than {max_length} characters")
         if "\x00" in value:
             raise self.fail(f"{key!r} contains a NUL character")
+        self.check_encodable(repr(key), value)
         return value
+
+    def check_encodable(self, what: str, value: str) -> None:
+        """Refuse a lone surrogate (JSON can spell one as an escape; UTF-8 cannot encode it)."""
+        if not value.isascii() and (bad := _SURROGATE.search(value)) is not None:
+            code = f"U+{ord(bad.group()):04X}"
+            raise self.fail(f"{what} contains a lone surrogate ({code}), which is not valid Unicode text")
+
+    def model(self, key: str, *, required: bool = False) -> str | None:
+        """A model name in its stored form (:func:`votes.names.model_name`), or why it is refused."""
+        value = self.raw.get(key)
+        if value is None or value == "":
+            return self.string(key, required=required)
+        if not isinstance(value, str):
+            raise self.fail(f"{key!r} must be a string, got {_type_name(value)}")
+        try:
+            return model_name(value)
+        except ValueError as exc:
+            raise self.fail(f"{key!r}: {exc}") from None
 
     def identifier(self, key: str, *, required: bool = False) -> str | None:
         value = self.raw.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
+            if not -_INT64 <= value < _INT64:
+                raise self.fail(f"{key!r} is out of range (a 64-bit integer or a string)")
             return str(value)
         return self.string(key, required=required)
 
@@ -300,11 +373,16 @@ class RowFields:
             return None
         if self.text_cells and isinstance(value, str):
             try:
-                return int(value)
+                number = int(value)
             except ValueError:
-                raise self.fail(f"{key!r} must be an integer, got {value!r}") from None
+                raise self.fail(f"{key!r} must be an integer, got {value[:50]!r}") from None
+            if not -_INT64 <= number < _INT64:
+                raise self.fail(f"{key!r} is out of range (a 64-bit integer)")
+            return number
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(f"{key!r} must be an integer, got {_type_name(value)}")
+        if not -_INT64 <= value < _INT64:
+            raise self.fail(f"{key!r} is out of range (a 64-bit integer)")
         return value
 
     def boolean(self, key: str) -> bool | None:
@@ -333,10 +411,23 @@ class RowFields:
                 raise self.fail(f"{key!r} must be a number, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(f"{key!r} must be a number, got {_type_name(value)}")
-        result = float(value)
+        try:
+            result = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            raise self.fail(f"{key!r} is out of range") from None
         if not math.isfinite(result):
             raise self.fail(f"{key!r} must be a finite number")
         return result
+
+    def tstamp(self, key: str = "tstamp") -> float | None:
+        """Seconds since 1970 (UTC), from 0 to :data:`TSTAMP_MAX`."""
+        value = self.number(key)
+        if value is not None and not 0.0 <= value <= TSTAMP_MAX:
+            raise self.fail(
+                f"{key!r} must be seconds since 1970 between 0 and {TSTAMP_MAX:.0f} (the year 9999), "
+                f"got {value!r}"
+            )
+        return value
 
     def messages(self, key: str, *, required: bool = False, text_allowed: bool = False) -> Any:
         """A conversation ``[{role, content}, ...]`` (JSON-encoded in CSV and Parquet string cells)."""
@@ -351,7 +442,7 @@ class RowFields:
                     raise self.fail(f"{key!r} must not be empty")
                 return value
             try:
-                value = json.loads(value)
+                value = load_json(value)
             except json.JSONDecodeError as exc:
                 raise self.fail(f"{key!r} is not valid JSON ({exc.msg})") from None
         if not isinstance(value, list) or not value:
@@ -365,6 +456,7 @@ class RowFields:
                 raise self.fail(f"{key!r} message {i} needs a string 'role' and a string 'content'")
             if "\x00" in role or "\x00" in content:
                 raise self.fail(f"{key!r} message {i} contains a NUL character")
+            self.check_encodable(f"{key!r} message {i}", role + content)
             out.append({"role": role, "content": content})
         return tuple(out)
 

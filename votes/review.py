@@ -8,6 +8,8 @@ are reviewed by :mod:`votes.leak_review`.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +52,9 @@ class AnnotatorRow:
     flag_reason: str | None
     suspicious: bool
     reason: str | None
+    # Annotators (this one included) that voted from a network this one voted from (by the votes' keyed
+    # address hash): many cookie-fresh annotators behind one address show up here.
+    address_group: int = 1
 
 
 def review_annotators(
@@ -75,6 +80,7 @@ def review_annotators(
                 vote_t.c.winner,
                 vote_t.c.seconds_to_vote,
                 annotator_t.c.flagged,
+                vote_t.c.address_hash,
             )
             .select_from(vote_t)
             .join(battle_t, vote_t.c.battle_id == battle_t.c.id)
@@ -97,6 +103,7 @@ def review_annotators(
         ratings = _fit_ratings(a, b, outcome, counted, len(model_ids))
         s = annotator_stats(who, a, b, outcome, ratings, seconds=seconds)
         suspicious, reasons = flag_annotators(s, rule)
+        groups = _address_groups((r[0], r[6]) for r in rows)
         info = {
             r[0]: r[1:]
             for r in conn.execute(
@@ -134,6 +141,7 @@ def review_annotators(
                     flag_reason=flag_reason,
                     suspicious=bool(suspicious[g]),
                     reason=reason,
+                    address_group=groups.get(annotator_id, 1),
                 )
             )
         for annotator_id, reason in newly:
@@ -145,6 +153,17 @@ def review_annotators(
         if newly:
             rebuild_live_ratings(conn, config=elo_config)
     return sorted(out, key=lambda r: (not r.suspicious, not r.flagged, r.agreement_q, r.annotator_id))
+
+
+def _address_groups(pairs: Iterable[tuple[int, str | None]]) -> dict[int, int]:
+    """Per annotator, how many annotators share at least one address hash with it (itself included)."""
+    by_hash: dict[str, set[int]] = defaultdict(set)
+    hashes: dict[int, set[str]] = defaultdict(set)
+    for annotator_id, address_hash in pairs:
+        if address_hash is not None:
+            by_hash[address_hash].add(annotator_id)
+            hashes[annotator_id].add(address_hash)
+    return {a: len(set().union(*(by_hash[h] for h in hs))) for a, hs in hashes.items()}
 
 
 def _fit_ratings(

@@ -149,6 +149,12 @@ def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.N
     weight = cols.weight[keep]
     sided = cols.sided[keep]
     stamps = cols.tstamp[keep]
+    judges = pd.Series(cols.judge[keep], dtype=object)
+    known = judges.notna().to_numpy()
+    annotator = None
+    if known.any():  # judges coded in order of first appearance; a battle without one is -1 (its own)
+        codes, _ = pd.factorize(judges, use_na_sentinel=True)
+        annotator = np.asarray(codes, dtype=np.int64)
     battles = Battles(
         models=tuple(str(n) for n in names),
         model_a=ia,
@@ -158,5 +164,6 @@ def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.N
         time=stamps if np.all(np.isfinite(stamps)) else None,
         weight=None if np.all(weight == 1.0) else weight,
         sided=None if np.all(sided) else sided,
+        annotator=annotator,
     )
     return battles, np.flatnonzero(self_battle).astype(np.int64)

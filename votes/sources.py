@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts, parse_outcome
 from leaderboard.evaluate import FloatArray
-from leaderboard.style import style_differences
+from leaderboard.style import TOKEN_ESTIMATOR, style_differences
 from votes.battle_rows import BattleRecord, parse_battles
 from votes.catalog_records import parse_catalog
 from votes.columns import read_battle_columns
@@ -92,12 +92,26 @@ def battles_from_file(path: Path, *, catalog: Path | None = None, style: bool = 
         left.append(a)
         right.append(b)
     values, names = _style_columns(left, right)
-    return replace(battles, features=values, feature_names=names)
+    measured = {
+        "length": {
+            "unit": "tokens",
+            "answers_with_generation_tokens": 0,
+            "answers_with_estimated_tokens": 2 * len(left),
+            "estimator": TOKEN_ESTIMATOR,
+        }
+    }
+    return replace(battles, features=values, feature_names=names, feature_notes=measured)
 
 
-def _style_columns(left: list[str], right: list[str]) -> tuple[FloatArray, tuple[str, ...]]:
+def _style_columns(
+    left: list[str],
+    right: list[str],
+    *,
+    tokens_a: list[int | None] | None = None,
+    tokens_b: list[int | None] | None = None,
+) -> tuple[FloatArray, tuple[str, ...]]:
     """Style covariates of the answer pairs, keeping only the columns that vary often enough."""
-    diffs = style_differences(left, right)
+    diffs = style_differences(left, right, tokens_a=tokens_a, tokens_b=tokens_b)
     # a covariate that differs in only a handful of battles cannot be estimated (it separates them)
     keep = np.count_nonzero(diffs.values, axis=0) >= MIN_STYLE_BATTLES
     return diffs.values[:, keep], tuple(n for n, k in zip(diffs.names, keep, strict=True) if k)
@@ -118,23 +132,35 @@ def _battles_from_records(records: list[BattleRecord]) -> Battles:
 
 
 def battles_from_store(
-    db: Session | Connection, *, style: bool = False, filters: VoteFilter | None = None
+    db: Session | Connection, *, style: bool = False, filters: VoteFilter | None = None, who: bool = False
 ) -> Battles:
-    """The stored votes (those ``filters`` select, all by default), one row per vote in commit order.
+    """The stored votes (those ``filters`` select, all by default), one row per vote in commit order;
+    with ``who``, each vote's annotator and prompt ids too.
 
     With ``style``, covariates from the battles' outputs, NaN rows where a vote has no answer texts (those
     votes are left out of the style rows only); ``ValueError`` when no vote has both texts.
     """
-    battles = load_battles(db, filters=filters)
+    battles = load_battles(db, filters=filters, who=who)
     texts = list(iter_vote_texts(db, filters=filters)) if style else []
     if not style:
         return battles
-    has_text = np.array([a is not None and b is not None for _, a, b in texts], dtype=bool)
+    has_text = np.array([t[1] is not None and t[2] is not None for t in texts], dtype=bool)
     if not has_text.any():
         raise ValueError("no stored vote has both answer texts: nothing for the style rows")
-    left = [a for _, a, b in texts if a is not None and b is not None]
-    right = [b for _, a, b in texts if a is not None and b is not None]
-    values, names = _style_columns(left, right)
+    kept = [t for t in texts if t[1] is not None and t[2] is not None]
+    tokens_a, tokens_b = [t[3] for t in kept], [t[4] for t in kept]
+    values, names = _style_columns(
+        [t[1] or "" for t in kept], [t[2] or "" for t in kept], tokens_a=tokens_a, tokens_b=tokens_b
+    )
     features = np.full((len(battles), values.shape[1]), np.nan)
     features[has_text] = values
-    return replace(battles, features=features, feature_names=names)
+    known = sum(k is not None for k in tokens_a + tokens_b)
+    measured = {
+        "length": {
+            "unit": "tokens",
+            "answers_with_generation_tokens": known,
+            "answers_with_estimated_tokens": len(tokens_a) + len(tokens_b) - known,
+            "estimator": TOKEN_ESTIMATOR,
+        }
+    }
+    return replace(battles, features=features, feature_names=names, feature_notes=measured)

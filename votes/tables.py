@@ -12,6 +12,7 @@ __all__ = [
     "generation_t",
     "judgment_t",
     "liverating_t",
+    "liveusage_t",
     "model_t",
     "output_t",
     "prompt_t",
@@ -23,6 +24,7 @@ battle_t = SQLModel.metadata.tables["battle"]
 generation_t = SQLModel.metadata.tables["generation"]
 judgment_t = SQLModel.metadata.tables["judgment"]
 liverating_t = SQLModel.metadata.tables["liverating"]
+liveusage_t = SQLModel.metadata.tables["liveusage"]
 model_t = SQLModel.metadata.tables["model"]
 output_t = SQLModel.metadata.tables["output"]
 prompt_t = SQLModel.metadata.tables["prompt"]

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import func
+from sqlalchemy import func, or_
 from sqlmodel import Session, col, select
 
 from votes.battles import CatalogRow, VoteResult
+from votes.live_battles import LIVE_SOURCE
 from votes.models import Battle, LiveRating, Model, Output, Prompt, Vote
 
 __all__ = [
@@ -105,11 +106,16 @@ def live_standings(
 
 
 def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
-    """Every (prompt, output, model) of an active model; the pairing policy picks from these."""
+    """Every (prompt, output, model) of an active model; the pairing policy picks from these.
+
+    Live prompts (an annotator's own, answered in a live battle) are not shown to anyone else.
+    """
     stmt = (
         select(Output.prompt_id, Output.id, Output.model_id)
         .join(Model, col(Model.id) == col(Output.model_id))
+        .join(Prompt, col(Prompt.id) == col(Output.prompt_id))
         .where(col(Model.active))
+        .where(or_(col(Prompt.source).is_(None), col(Prompt.source) != LIVE_SOURCE))
         .order_by(col(Output.prompt_id), col(Output.model_id))
     )
     return [

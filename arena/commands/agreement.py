@@ -1,160 +1,157 @@
-"""`arena agreement`: how humans and LLM judges agree on the comparisons they share, and how judges lean."""
+"""`arena agreement`: how annotators (humans and LLM judges alike) agree, with 95% intervals, on the store
+or on a battles file, and how judges lean."""
 
 from __future__ import annotations
 
 import json
 import math
-import re
-from dataclasses import asdict, dataclass
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape  # labels and model names come from imported files: no markup of theirs
 from rich.table import Table
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
 
-__all__ = ["agreement_command", "family_of", "is_judge", "register"]
+if TYPE_CHECKING:
+    from leaderboard.agreement import AgreementReport
+    from leaderboard.agreement_stats import Interval
 
-#: Annotator labels that name an LLM judge: ``judge:<model>`` (arena judge) or ``llm-<model>`` (imports).
-_JUDGE = re.compile(r"^(judge:|llm-)(?P<model>.+)$")
+__all__ = ["agreement_command", "register"]
 
-
-def is_judge(label: str) -> bool:
-    return _JUDGE.match(label) is not None
-
-
-def family_of(name: str) -> int | None:
-    """Index of the first known model family whose pattern the (judge's or model's) name matches."""
-    from votes.leaks import KNOWN_FAMILIES
-
-    judged = _JUDGE.match(name)
-    bare = (judged.group("model") if judged else name).lower()
-    for index, (pattern, _names) in enumerate(KNOWN_FAMILIES):
-        if re.search(pattern, bare):
-            return index
-    return None
-
-
-@dataclass(frozen=True)
-class JudgeRow:
-    """One judge's line of the report."""
-
-    judge: str
-    n_votes: int
-    n_swapped: int
-    position_consistency: float
-    first_win_rate: float
-    position_elo: float
-    own_family: list[str]
-    self_reference: str
-    n_self: int
-    own_score_judge: float
-    own_score_reference: float
-    self_preference: float
+#: Annotators listed in the text output (the JSON lists all).
+_SHOWN = 40
+_RATES = ("agreement_exact", "agreement_without_ties", "agreement_ties_half", "vs_majority", "prefer_first",
+          "prefer_longer")  # fmt: skip
+_COEFFICIENTS = ("fleiss_kappa", "krippendorff_alpha_nominal", "krippendorff_alpha_interval", "gwet_ac1")
 
 
 def _fmt(value: float, digits: int = 3) -> str:
     return "-" if math.isnan(value) else f"{value:.{digits}f}"
 
 
+def _ci(v: Interval) -> str:
+    return "-" if math.isnan(v.value) else f"{v.value:.3f} [{_fmt(v.low)}, {_fmt(v.high)}]"
+
+
 def agreement_command(
-    as_json: Annotated[bool, typer.Option("--json", help="The report as one JSON object.")] = False,
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="A battles file (any shape `arena import` reads) instead of the database; a row without "
+            "a judge is one anonymous vote.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The whole report as one JSON document.")] = False,
     database_url: DatabaseUrlOption = None,
 ) -> None:
-    """Pairwise agreement (with and without ties, Cohen's kappa) between every two annotator groups
-    (humans pooled, each judge alone), and per judge: position consistency, first-position win rate,
-    the `bt-position` position term, and self-preference against the humans (or the other judges)."""
-    from leaderboard.agreement import (
-        pair_agreement,
-        position_report,
-        self_preference,
-        verdict_table,
-        vote_scores,
-    )
-    from leaderboard.battles import Battles
-    from votes.annotated import annotated_battles
+    """Agreement between annotators (humans and LLM judges alike), on the store or a battles file,
+    each figure with a 95% bootstrap interval over items.
 
-    engine = open_store(settings_for(database_url))
-    try:
-        with engine.connect() as conn:
-            battles, labels = annotated_battles(conn)
-    finally:
-        engine.dispose()
-    if len(battles) == 0:
+    Conventions: an item is one prompt (and turn) with one unordered model pair; a vote for the right
+    side in the swapped order counts for the same model; `tie` and `tie (bothbad)` are one class; a
+    judge's two orders of one battle are two votes. Figures, for all votes and per category and
+    language: agreement exact (left, tie, right), without ties (pairs with a tie dropped), ties as half;
+    Fleiss' kappa; Krippendorff's alpha nominal and interval (left < tie < right); Gwet's AC1; each
+    annotator against the majority of the others (leave-one-out); prefer-first and prefer-longer shares
+    of decisive votes as baselines. Between annotator groups (humans pooled, each judge alone; verdict =
+    sign of the mean over both orders): agreement and Cohen's kappa with and without ties; per judge:
+    position consistency, first-position win rate, the `bt-position` term and self-preference."""
+    from votes.annotated import agreement_of
+
+    if from_file is not None:
+        from votes.annotated import agreement_input_from_file
+        from votes.records import InputError
+
+        try:
+            read = agreement_input_from_file(from_file)
+        except InputError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        judges: tuple[str, ...] = ()
+    else:
+        from votes.annotated import agreement_input_from_store, judges_counted
+        from votes.queries import VoteFilter
+
+        engine = open_store(settings_for(database_url))
+        try:
+            with engine.connect() as conn:
+                read = agreement_input_from_store(conn)
+                judges = judges_counted(conn, VoteFilter())
+        finally:
+            engine.dispose()
+    if len(read.battles) == 0:
         typer.echo("no votes with an annotator and a prompt")
         raise typer.Exit(1)
-    judges = [i for i, label in enumerate(labels) if is_judge(label)]
-    humans = [i for i, label in enumerate(labels) if not is_judge(label)]
-    # Humans are pooled into one group (-1): few vote twice on the same comparison.
-    assert battles.annotator is not None  # nosec B101 # type narrowing
-    group = np.where(np.isin(battles.annotator, humans), -1, battles.annotator)
-    pooled = Battles(
-        models=battles.models,
-        model_a=battles.model_a,
-        model_b=battles.model_b,
-        outcome=battles.outcome,
-        annotator=group,
-        prompt=battles.prompt,
-    )
-    scores = vote_scores(pooled)
-    table = verdict_table(scores)
-    names = {-1: "humans", **{i: labels[i] for i in judges}}
-    columns = ([-1] if humans else []) + judges
-    pairs = [
-        pair_agreement(table, x, y, (names[x], names[y]))
-        for k, x in enumerate(columns)
-        for y in columns[k + 1 :]
-    ]
-    per_judge = []
-    for j in judges:
-        position = position_report(pooled, scores, j)
-        family = family_of(labels[j])
-        own = [m for m, name in enumerate(battles.models) if family is not None and family_of(name) == family]
-        reference = [-1] if humans else [k for k in judges if k != j]
-        n_self, judge_score, ref_score = self_preference(table, j, own, reference)
-        per_judge.append(
-            JudgeRow(
-                judge=labels[j],
-                n_votes=int((group == j).sum()),
-                n_swapped=position.n_swapped,
-                position_consistency=position.consistency,
-                first_win_rate=position.first_win_rate,
-                position_elo=position.position_elo,
-                own_family=[battles.models[m] for m in own],
-                self_reference="humans" if humans else "other judges",
-                n_self=n_self,
-                own_score_judge=judge_score,
-                own_score_reference=ref_score,
-                self_preference=judge_score - ref_score,
-            )
-        )
+    report = agreement_of(read, judges)
     if as_json:
-        report = {"agreement": [asdict(p) for p in pairs], "judges": [asdict(r) for r in per_judge]}
-        typer.echo(json.dumps(report, sort_keys=True, default=float))
+        typer.echo(json.dumps(report.as_dict(), sort_keys=True, allow_nan=False))
         return
-    console = Console(width=160)
-    t = Table(title="Agreement on shared comparisons (verdict = sign of the mean over both orders)")
-    for col in ("first", "second", "n", "agree w/ ties", "kappa w/ ties", "n w/o", "agree w/o", "kappa w/o"):
+    _print(report)
+
+
+def _print(report: AgreementReport) -> None:
+    console = Console(width=200)
+    if report.stats is None:
+        return
+    for title, names in (("Agreement rates", _RATES), ("Chance-corrected agreement", _COEFFICIENTS)):
+        t = Table(title=f"{title} (95% bootstrap intervals over items)")
+        for col in ("slice", "votes", "annotators", *names):
+            t.add_column(col)
+        for g in report.stats.groups:
+            t.add_row(
+                escape(g.group), str(g.n_votes), str(g.n_annotators), *(_ci(g.figures[n]) for n in names)
+            )
+        console.print(t)
+    people = sorted(report.stats.annotators, key=lambda a: -a.n_votes)
+    t = Table(title=f"Annotators (most votes first, {min(_SHOWN, len(people))} of {len(people)})")
+    for col in ("annotator", "votes", "vs majority", "prefer first", "prefer longer"):
         t.add_column(col)
-    for p in pairs:
+    for a in people[:_SHOWN]:
         t.add_row(
-            p.first, p.second, str(p.n_with_ties), _fmt(p.agreement_with_ties), _fmt(p.kappa_with_ties),
-            str(p.n_without_ties), _fmt(p.agreement_without_ties), _fmt(p.kappa_without_ties),
-        )  # fmt: skip
+            escape(a.annotator), str(a.n_votes), _ci(a.vs_majority), _ci(a.prefer_first), _ci(a.prefer_longer)
+        )
     console.print(t)
-    t = Table(title="Judges: position and self-preference")
-    for col in ("judge", "votes", "swapped", "consistency", "first wins", "position (Elo)", "own family",
-                "n", "own score", "reference", "self-pref"):  # fmt: skip
-        t.add_column(col)
-    for r in per_judge:
-        t.add_row(
-            r.judge, str(r.n_votes), str(r.n_swapped), _fmt(r.position_consistency), _fmt(r.first_win_rate),
-            _fmt(r.position_elo, 1), ",".join(r.own_family) or "-", str(r.n_self), _fmt(r.own_score_judge),
-            f"{_fmt(r.own_score_reference)} ({r.self_reference})", _fmt(r.self_preference),
-        )  # fmt: skip
-    console.print(t)
+    if report.pairs:
+        t = Table(
+            title="Agreement on shared comparisons by group (verdict: sign of the mean over both orders)"
+        )
+        for col in (
+            "first",
+            "second",
+            "n",
+            "agree w/ ties",
+            "kappa w/ ties",
+            "n w/o",
+            "agree w/o",
+            "kappa w/o",
+        ):
+            t.add_column(col)
+        for p in report.pairs:
+            t.add_row(
+                escape(p.first), escape(p.second), str(p.n_with_ties), _fmt(p.agreement_with_ties),
+                f"{_fmt(p.kappa_with_ties)} [{_fmt(p.kappa_with_ties_low)}, {_fmt(p.kappa_with_ties_high)}]",
+                str(p.n_without_ties), _fmt(p.agreement_without_ties),
+                f"{_fmt(p.kappa_without_ties)} [{_fmt(p.kappa_without_ties_low)}, "
+                f"{_fmt(p.kappa_without_ties_high)}]",
+            )  # fmt: skip
+        console.print(t)
+    if report.judges:
+        t = Table(title="Judges: position and self-preference")
+        for col in ("judge", "votes", "swapped", "consistency", "first wins", "position (Elo)", "own family",
+                    "n", "own score", "reference", "self-pref"):  # fmt: skip
+            t.add_column(col)
+        for r in report.judges:
+            t.add_row(
+                escape(r.judge), str(r.n_votes), str(r.n_swapped), _fmt(r.position_consistency),
+                _fmt(r.first_win_rate), _fmt(r.position_elo, 1), escape(",".join(r.own_family)) or "-",
+                str(r.n_self), _fmt(r.own_score_judge),
+                f"{_fmt(r.own_score_reference)} ({r.self_reference})", _fmt(r.self_preference),
+            )  # fmt: skip
+        console.print(t)
 
 
 def register(app: typer.Typer) -> None:

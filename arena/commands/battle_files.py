@@ -1,5 +1,6 @@
-"""Battle files on the command line: the shape and filter options recompute and evaluate share, reading a
-file with a clear message instead of a traceback, the refused-rows report, and the graph's parts."""
+"""Battle files and stored votes on the command line: the shape and filter options recompute, publish
+and evaluate share (one definition each), reading a file with a clear message instead of a traceback, the
+refused-rows report, and the graph's parts."""
 
 from __future__ import annotations
 
@@ -13,24 +14,34 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from leaderboard.battles import Battles
     from votes.columns import BattleRead
+    from votes.queries import VoteFilter
     from votes.records import Refusal
     from votes.selection import BattleFilter
 
 __all__ = [
+    "AnnotatorsOpt",
     "AnonyOnlyOpt",
     "BaselineOpt",
     "EachOpt",
     "ExcludeModelsOpt",
+    "FirstSightOpt",
     "JudgeOpt",
+    "LanguageOpt",
     "LargestOpt",
     "ModelsOpt",
     "ReportOpt",
     "ShapeOpt",
+    "SinceOpt",
     "SkipInvalidOpt",
+    "UntilOpt",
     "battle_filter",
+    "database_filter",
     "pick_components",
+    "pick_stored_components",
     "read_battle_file",
     "write_report",
 ]
@@ -61,6 +72,14 @@ ReportOpt = Annotated[
 AnonyOnlyOpt = Annotated[
     bool, typer.Option("--anony-only", help="Only anonymous battles (as the public leaderboards count).")
 ]
+FirstSightOpt = Annotated[
+    bool,
+    typer.Option(
+        "--first-sight",
+        help="Database: only votes where neither answer had been revealed to the annotator by an "
+        "earlier vote (see docs/blindness.md).",
+    ),
+]
 ModelsOpt = Annotated[
     str | None, typer.Option("--models", help="Only battles between these models (comma-separated).")
 ]
@@ -78,6 +97,17 @@ LargestOpt = Annotated[
 EachOpt = Annotated[
     bool,
     typer.Option("--each-component", help="A comparison graph in parts: one board per part."),
+]
+LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battles in this language.")]
+SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
+UntilOpt = Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")]
+AnnotatorsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--annotators",
+        help="Database: whose votes, comma-separated labels (e.g. judge:gpt-4o), or 'all' "
+        "(default: everyone but the LLM judges of `arena judge`).",
+    ),
 ]
 
 
@@ -115,6 +145,69 @@ def battle_filter(
         exclude_models=_names(exclude_models) or (),
         judge=judge,
     )
+
+
+def database_filter(
+    *,
+    category: str | None = None,
+    language: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    exclude_flagged: bool = True,
+    annotators: str | None = None,
+    judge: str | None = None,
+    anony_only: bool = False,
+    models: str | None = None,
+    exclude_models: str | None = None,
+    source: str | None = None,
+    first_sight: bool = False,
+) -> VoteFilter:
+    """The filter options as a :class:`~votes.queries.VoteFilter` on the stored votes (times read as
+    UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one."""
+    from votes.queries import VoteFilter
+
+    chosen = _names(annotators)
+    if judge is not None:
+        chosen = (*(chosen or ()), judge)
+    return VoteFilter(
+        category=category,
+        language=language,
+        since=_utc(since),
+        until=_utc(until),
+        exclude_flagged=exclude_flagged,
+        annotators=chosen or None,
+        anony_only=anony_only,
+        models=_names(models),
+        exclude_models=_names(exclude_models) or (),
+        source=source,
+        first_sight=first_sight,
+    )
+
+
+def pick_stored_components(
+    engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool
+) -> list[tuple[int | None, VoteFilter]]:
+    """The parts of the stored votes' comparison graph to fit, each as a filter (the part's models) and
+    its number (None when the graph is connected); an error (exit 1) naming the parts when the graph is
+    in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen."""
+    from dataclasses import replace
+
+    from arena.publishing import stored_components
+
+    parts = stored_components(engine, vote_filter)
+    if len(parts) <= 1:
+        return [(None, vote_filter)]
+    sizes = "; ".join(f"{k}: {len(p)} models ({', '.join(p[:4])})" for k, p in enumerate(parts, 1))
+    if not (largest or each):
+        typer.echo(
+            f"error: the database: the comparison graph has {len(parts)} parts never compared with each "
+            f"other ({sizes}); use --largest-component or --each-component",
+            err=True,
+        )
+        raise typer.Exit(1)  # the data, not the command line, is at fault
+    typer.echo(f"the database: the comparison graph has {len(parts)} parts ({sizes})", err=True)
+    chosen = parts[:1] if largest else parts
+    return [(k, replace(vote_filter, models=p)) for k, p in enumerate(chosen, 1)]
 
 
 def read_battle_file(
@@ -177,7 +270,7 @@ def write_report(path: Path, refused: Sequence[Refusal], report: Path | None = N
 
 def pick_components(battles: Battles, *, largest: bool, each: bool, source: Path | str) -> list[Battles]:
     """The parts of the comparison graph to fit: all of it when connected; else the largest part or
-    each part, as asked, or an error (exit 2) naming the parts. Prints what was chosen."""
+    each part, as asked, or an error (exit 1) naming the parts. Prints what was chosen."""
     from leaderboard.battles import split_components
 
     parts = split_components(battles)
@@ -190,7 +283,7 @@ def pick_components(battles: Battles, *, largest: bool, each: bool, source: Path
             f"({sizes}); use --largest-component or --each-component",
             err=True,
         )
-        raise typer.Exit(2)
+        raise typer.Exit(1)  # the data, not the command line, is at fault
     typer.echo(f"{source}: the comparison graph has {len(parts)} parts ({sizes})", err=True)
     if largest:
         typer.echo(f"fitting the largest part: {', '.join(parts[0].models[:8])}", err=True)

@@ -25,6 +25,7 @@ __all__ = [
     "err",
     "out",
     "print_result",
+    "print_agreement",
     "print_style",
     "progress_bar",
     "summary_table",
@@ -110,9 +111,24 @@ def print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: flo
         interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
         out.print(f"  {name}: {value.get('value'):.3f}{interval}")
     print_style(meta, manifest.path)
+    print_agreement(meta)
     out.print(f"snapshot {meta['id']} in {manifest.path}", soft_wrap=True)
     out.print(f"votes sha256           {meta['votes_sha256']}", soft_wrap=True)
     out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}", soft_wrap=True)
+
+
+def print_agreement(meta: dict[str, Any]) -> None:
+    """One line on the agreement section, and a warning when the board counts LLM judges' votes."""
+    section = meta.get("agreement")
+    if not section:
+        return
+    from rich.markup import escape  # labels come from imported files: no markup of theirs
+
+    judges = escape(", ".join(j["judge"] for j in section["judges"]))
+    out.print(f"agreement of humans and judges ({judges}) in agreement.csv / agreement.json")
+    if section["judges_in_board"]:
+        counted = escape(", ".join(section["judges_in_board"]))
+        out.print(f"[yellow]note:[/yellow] this board counts LLM judges' votes: {counted}")
 
 
 def print_style(meta: dict[str, Any], folder: Path) -> None:

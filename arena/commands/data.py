@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -17,7 +16,9 @@ from arena.commands.battle_files import (
     JudgeOpt,
     ModelsOpt,
     ReportOpt,
+    SinceOpt,
     SkipInvalidOpt,
+    UntilOpt,
     battle_filter,
     write_report,
 )
@@ -74,10 +75,16 @@ def import_command(
     exclude_models: ExcludeModelsOpt = None,
     judge: JudgeOpt = None,
     baseline: BaselineOpt = None,
-    since: Annotated[
-        datetime | None, typer.Option("--since", help="Battles at or after this time (UTC).")
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    max_expanded: Annotated[
+        int | None,
+        typer.Option(
+            "--max-expanded-bytes",
+            min=1,
+            help="Most bytes a gzipped file may expand to (default: ARENA_MAX_EXPANDED_BYTES, 1 GiB).",
+        ),
     ] = None,
-    until: Annotated[datetime | None, typer.Option("--until", help="Battles before this time (UTC).")] = None,
 ) -> None:
     """Import files, each all-or-nothing in one transaction; importing a file again adds nothing.
 
@@ -110,6 +117,7 @@ def import_command(
                     skip_invalid=skip_invalid,
                     filters=selection,
                     baseline=baseline,
+                    max_expanded=max_expanded if max_expanded is not None else settings.max_expanded_bytes,
                 )
             except InputError as exc:
                 typer.echo(f"error: {exc}", err=True)
@@ -123,6 +131,10 @@ def import_command(
                 f"new: {report.n_models_added} models, {report.n_prompts_added} prompts, "
                 f"{report.n_outputs_added} outputs ({report.seconds:.2f} s)"
             )
+            for new, existing in report.name_collisions:
+                typer.echo(
+                    f"{report.path}: warning: new model {new!r} differs only in case from {existing!r}"
+                )
             if report.n_filtered:
                 typer.echo(f"{report.path}: {report.n_filtered} battles left out by the filters")
             if skip_invalid:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -16,16 +15,22 @@ from rich.table import Table
 from sqlmodel import Session
 
 from arena.commands.battle_files import (
+    AnnotatorsOpt,
     AnonyOnlyOpt,
     BaselineOpt,
+    EachOpt,
     ExcludeModelsOpt,
     JudgeOpt,
+    LanguageOpt,
     LargestOpt,
     ModelsOpt,
     ReportOpt,
     ShapeOpt,
+    SinceOpt,
     SkipInvalidOpt,
+    UntilOpt,
     battle_filter,
+    database_filter,
     pick_components,
     read_battle_file,
 )
@@ -211,26 +216,35 @@ def evaluate(
     judge: JudgeOpt = None,
     baseline: BaselineOpt = None,
     largest_component: LargestOpt = False,
-    language: Annotated[str | None, typer.Option("--language", help="Only battles in this language.")] = None,
-    since: Annotated[
-        datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")
-    ] = None,
-    until: Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")] = None,
+    each_component: EachOpt = False,
+    language: LanguageOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    annotators: AnnotatorsOpt = None,
+    cluster: Annotated[
+        str,
+        typer.Option(
+            "--cluster",
+            help="The verdict's interval resamples whole clusters of test votes: annotator, prompt or none.",
+        ),
+    ] = "none",
 ) -> None:
     """Compare every rating system on held-out votes: the batch models and the online raters.
 
-    A file may be in any shape `arena import` reads; the filters select its battles as for recompute.
+    A file may be in any shape `arena import` reads; the filters select its battles (or the stored
+    votes) as for recompute; with --each-component every part of a graph in parts is evaluated alone.
 
-    Test scores: log-loss (three outcomes), Brier, accuracy, AUC, calibration and the fitted scale;
-    training: AIC and BIC. Names the best system and its margin over the runner-up.
+    Test scores: log-loss (three outcomes), Brier, accuracy (weighted means when votes carry weights),
+    AUC, calibration and the fitted scale; training: AIC and BIC. Names the best system and its margin
+    over the runner-up.
     """
-    from leaderboard.evaluate import split_battles
-    from leaderboard.systems import online_scores, pick_winner
     from votes.records import InputError
     from votes.sources import battles_from_file, battles_from_store
 
     if split not in ("auto", "random", "time"):
         raise typer.BadParameter("--split must be 'auto', 'random' or 'time'")
+    if cluster not in ("annotator", "prompt", "none"):
+        raise typer.BadParameter("expected annotator, prompt or none", param_hint="--cluster")
 
     try:
         if from_file is not None and not style:
@@ -252,18 +266,28 @@ def evaluate(
                 baseline=baseline,
                 quiet=as_json,
             )
-            (battles,) = pick_components(
-                read.battles, largest=largest_component, each=False, source=from_file
-            )[:1]
+            battles = read.battles
             source = str(from_file)
         elif from_file is not None:
             battles = battles_from_file(from_file, catalog=catalog, style=style)
             source = str(from_file)
         else:
+            vote_filter = database_filter(
+                language=language,
+                since=since,
+                until=until,
+                annotators=annotators,
+                judge=judge,
+                anony_only=anony_only,
+                models=models,
+                exclude_models=exclude_models,
+            )
             engine = make_engine(database_url or Settings().database_url)
             try:
                 with Session(engine) as session:
-                    battles = battles_from_store(session, style=style)
+                    battles = battles_from_store(
+                        session, style=style, filters=vote_filter, who=cluster != "none"
+                    )
             finally:
                 engine.dispose()
             source = "database"
@@ -272,21 +296,86 @@ def evaluate(
         raise typer.Exit(2) from None
     except ValueError as exc:  # no answer texts for the style rows
         raise typer.BadParameter(str(exc)) from None
+    if len(battles) == 0:
+        typer.echo(f"error: {source}: no votes to evaluate", err=True)
+        raise typer.Exit(2)
+    parts = pick_components(battles, largest=largest_component, each=each_component, source=source)
+    results: list[list[dict[str, object]]] = []
+    for k, part in enumerate(parts, start=1):
+        name = source if len(parts) == 1 else f"{source} (component {k}: {', '.join(part.models[:6])})"
+        folder = None if out is None else (out if len(parts) == 1 else out / f"component-{k}")
+        results.append(
+            _evaluate_part(
+                part,
+                source=name,
+                split=split,
+                test_fraction=test_fraction,
+                seed=seed,
+                half_life=half_life,
+                prior=prior,
+                rounds=rounds,
+                out=folder,
+                as_json=as_json,
+                cluster=cluster,
+            )
+        )
+    if as_json:
+        if len(parts) == 1:
+            typer.echo(json.dumps(results[0], indent=2))
+        else:
+            typer.echo(
+                json.dumps(
+                    [
+                        {"component": k, "models": list(p.models), "rows": rows}
+                        for k, (p, rows) in enumerate(zip(parts, results, strict=True), start=1)
+                    ],
+                    indent=2,
+                )
+            )
+
+
+def _evaluate_part(
+    battles: Battles,
+    *,
+    source: str,
+    split: str,
+    test_fraction: float,
+    seed: int,
+    half_life: float | None,
+    prior: float,
+    rounds: int,
+    out: Path | None,
+    as_json: bool,
+    cluster: str = "none",
+) -> list[dict[str, object]]:
+    """Evaluate one connected set of votes: print its table (unless ``as_json``), write ``out``, and
+    return its rows as dictionaries."""
+    from leaderboard.evaluate import drop_unseen, split_battles
+    from leaderboard.systems import online_scores, pick_winner
+
     if len(battles) < 10:
-        raise typer.BadParameter(f"only {len(battles)} votes: too few to evaluate")
+        raise typer.BadParameter(f"{source}: only {len(battles)} votes: too few to evaluate")
     how: Literal["random", "time"] = "time" if split == "time" else "random"
     if split == "auto" and battles.time is not None:
         how = "time"
     train, test = split_battles(battles, how=how, test_fraction=test_fraction, random_state=seed)
     rows, left_out = _compare(train, test, half_life=half_life, prior_sd=prior)
     rows += online_scores(train, test, rolling=how == "time")
-    verdict = pick_winner(rows, n_rounds=rounds, random_state=seed)
+    groups = None
+    if cluster != "none":
+        scored = drop_unseen(train, test)  # the test votes the rows score, in their order
+        groups = scored.annotator if cluster == "annotator" else scored.prompt
+        if groups is None:
+            raise typer.BadParameter(f"{source}: the votes carry no {cluster} ids", param_hint="--cluster")
+    try:
+        verdict = pick_winner(rows, n_rounds=rounds, random_state=seed, groups=groups)
+    except ValueError as exc:  # style rows scored on fewer votes than the clusters name
+        raise typer.BadParameter(str(exc), param_hint="--cluster") from None
     dicts = _row_dicts(rows, verdict, left_out)
     title = f"{source}: {len(train)} training / {len(test)} test votes, {how} split, seed {seed}"
     written = [] if out is None else _write_out(out, dicts, rows, title)
     if as_json:
-        typer.echo(json.dumps(dicts, indent=2))
-        return
+        return dicts
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 190))
@@ -305,6 +394,7 @@ def evaluate(
                 f"Left-side advantage (davidson-position): {pos['value']:.1f} Elo "
                 f"[{pos['ci_low']:.1f}, {pos['ci_high']:.1f}], {word} at 95%."
             )
+    return dicts
 
 
 def register(app: typer.Typer) -> None:

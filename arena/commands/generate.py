@@ -5,6 +5,7 @@ from __future__ import annotations
 # The LLM client (openai) is imported inside the commands: it costs a second at every `arena` start.
 import asyncio
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -17,9 +18,27 @@ if TYPE_CHECKING:
     from arena.generation import GenerationReport, GenerationTask
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
+from arena.commands.costs import print_run_costs
 from votes.endpoints import EndpointRecord, UnknownEndpoint, get_endpoint, list_endpoints
 
 __all__ = ["generate_command", "register"]
+
+
+def _import_prompts(engine: Engine, path: Path) -> tuple[str, ...]:
+    """Import a prompt file into the catalog (all or nothing, as `arena import`); its prompt ids."""
+    from votes.io import import_file
+    from votes.records import InputError
+
+    try:
+        report = import_file(engine, path, kind="catalog")
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"error: {path}: cannot read ({exc.strerror or exc})", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{path}: {len(report.prompt_ids)} prompt(s), {report.n_prompts_added} new in the catalog")
+    return report.prompt_ids
 
 
 def _records(engine: Engine, names: list[str] | None) -> list[EndpointRecord]:
@@ -61,6 +80,16 @@ def generate_command(
         str | None, typer.Option("--models", help="Comma-separated endpoint names (default: all registered).")
     ] = None,
     category: Annotated[str | None, typer.Option(help="Only prompts of this category.")] = None,
+    prompt_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompt-file",
+            exists=True,
+            dir_okay=False,
+            help="A catalog of prompts (JSONL, JSON, CSV, Parquet, .gz; as `arena import` reads it): "
+            "imported, then only its prompts are answered.",
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight in all.")] = 8,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     database_url: DatabaseUrlOption = None,
@@ -72,6 +101,7 @@ def generate_command(
 
     engine = open_store(settings_for(database_url))
     try:
+        prompt_keys = None if prompt_file is None else _import_prompts(engine, prompt_file)
         try:
             records = _records(engine, models.split(",") if models else None)
         except UnknownEndpoint as exc:
@@ -80,24 +110,22 @@ def generate_command(
         if not records:
             typer.echo("error: no endpoints registered (`arena models add`)", err=True)
             raise typer.Exit(2)
-        tasks = plan_generation(engine, models=[r.name for r in records], category=category)
+        tasks = plan_generation(
+            engine, models=[r.name for r in records], category=category, prompt_keys=prompt_keys
+        )
         typer.echo(f"{len(tasks)} answer(s) missing from {len(records)} model(s)")
         try:
             report = asyncio.run(_run_with_progress(engine, records, tasks, concurrency, quiet))
         except EndpointError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
+        typer.echo(
+            f"run {report.run_id}: {report.n_stored} stored, {report.n_already} stored meanwhile by another "
+            f"run, {len(report.failures)} failed ({report.seconds:.2f} s)"
+        )
+        print_run_costs(engine, kind="answers", names=[r.name for r in records], run_id=report.run_id)
     finally:
         engine.dispose()
-    typer.echo(
-        f"run {report.run_id}: {report.n_stored} stored, {report.n_already} stored meanwhile by another run, "
-        f"{len(report.failures)} failed ({report.seconds:.2f} s)"
-    )
-    for name, count in sorted(report.tokens.items()):
-        typer.echo(
-            f"  {name}: {count.n_answers} answers, "
-            f"{count.prompt} prompt + {count.completion} completion tokens"
-        )
     if report.failures:
         typer.echo("failures:", err=True)
         for f in report.failures:

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sqlmodel import Session
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
+from arena.commands.costs import print_run_costs
 from votes.endpoints import UnknownEndpoint, get_endpoint
 
 __all__ = ["judge_command", "register"]
@@ -97,13 +98,13 @@ def judge_command(
         report = asyncio.run(go())
         with engine.connect() as conn:
             battles, labels = annotated_battles(conn)
+        typer.echo(
+            f"run {report.run_id}: {report.n_parsed} verdicts ({report.n_votes} votes), "
+            f"{report.n_unparseable} unparseable, {len(report.failures)} failed ({report.seconds:.2f} s)"
+        )
+        print_run_costs(engine, kind="judging", names=[judge], run_id=report.run_id)
     finally:
         engine.dispose()
-    typer.echo(
-        f"run {report.run_id}: {report.n_parsed} verdicts ({report.n_votes} votes), {report.n_unparseable} "
-        f"unparseable, {len(report.failures)} failed; tokens {report.prompt_tokens} prompt + "
-        f"{report.completion_tokens} completion ({report.seconds:.2f} s)"
-    )
     label = judge_label(judge)
     if label in labels and len(battles):
         position = position_report(battles, vote_scores(battles), labels.index(label))

@@ -9,6 +9,7 @@ reads what was published.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,18 +18,25 @@ import typer
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
 from arena.commands.battle_files import (
+    AnnotatorsOpt,
     AnonyOnlyOpt,
     BaselineOpt,
     EachOpt,
     ExcludeModelsOpt,
+    FirstSightOpt,
     JudgeOpt,
+    LanguageOpt,
     LargestOpt,
     ModelsOpt,
     ReportOpt,
     ShapeOpt,
+    SinceOpt,
     SkipInvalidOpt,
+    UntilOpt,
     battle_filter,
+    database_filter,
     pick_components,
+    pick_stored_components,
     read_battle_file,
 )
 from arena.commands.board_output import (
@@ -36,6 +44,7 @@ from arena.commands.board_output import (
     board_json,
     err,
     out,
+    print_agreement,
     print_result,
     print_style,
     progress_bar,
@@ -69,13 +78,19 @@ StyleOpt = Annotated[
     typer.Option(
         "--style",
         metavar="FEATURES",
-        help="Also a style-controlled board, e.g. 'length,markdown' (features from the stored answers).",
+        help="Also a style-controlled board, e.g. 'length,markdown' or 'length,markdown,citations' "
+        "(features from the stored answers; length in tokens).",
+    ),
+]
+ClusterOpt = Annotated[
+    str,
+    typer.Option(
+        "--cluster",
+        help="Votes are dependent within: annotator, prompt, annotator,prompt, none, or auto"
+        " (annotator when the battles name at least 20 judges or annotators).",
     ),
 ]
 CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompts of this category.")]
-LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battles in this language.")]
-SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
-UntilOpt = Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")]
 FlaggedOpt = Annotated[
     bool,
     typer.Option(
@@ -147,12 +162,67 @@ def _options(
         raise typer.BadParameter(str(exc), param_hint="--style") from None
 
 
+def _counts_part(
+    path: Path,
+    out_dir: Path,
+    parts: list[tuple[Path, Any, str | None, Any, Any]],
+    bucket_seconds: float | None,
+    *,
+    narrowed: bool,
+) -> None:
+    """``recompute --from-counts``: the cells of ``path``, the one part to fit (with the file's sha256)."""
+    from votes.counts_file import read_counts
+    from votes.records import InputError
+
+    if narrowed:
+        raise typer.BadParameter(
+            "--from-counts fits the cells as they are: aggregate only what you want to fit (no --from, "
+            "filters, components or --style)",
+            param_hint="--from-counts",
+        )
+    try:
+        read = read_counts(path, bucket_seconds=bucket_seconds)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    parts.append((out_dir, read.counts, read.digest, None, None))
+
+
+def _clusters_of(battles: Any, counts: Any, cluster: str) -> Any:
+    """The clusters ``--cluster`` asks for (``auto``: by annotator when the battles name enough), or None."""
+    from leaderboard.clusters import choose_clusters
+
+    try:
+        return choose_clusters(battles, counts, cluster)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--cluster") from None
+
+
+def _check_cluster(cluster: str) -> None:
+    """Refuse an unknown ``--cluster`` value before any vote is read."""
+    from leaderboard.clusters import parse_cluster
+
+    if cluster.strip().lower() != "auto":
+        try:
+            parse_cluster(cluster)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--cluster") from None
+
+
 def recompute(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder for the snapshot files.")],
     source: Annotated[
         Path | None,
+        typer.Option("--from", dir_okay=False, help="Battles file (JSON/JSONL/CSV/Parquet, gz)."),
+    ] = None,
+    counts_file: Annotated[
+        Path | None,
         typer.Option(
-            "--from", exists=True, dir_okay=False, help="Battles file (JSON/JSONL/CSV/Parquet, gz)."
+            "--from-counts",
+            exists=True,
+            dir_okay=False,
+            help="Aggregated cells instead of votes: model_a, model_b, winner, count[, weight, sided, time] "
+            "(Parquet/CSV/JSONL; see docs/counts.md).",
         ),
     ] = None,
     database_url: DatabaseUrlOption = None,
@@ -170,6 +240,7 @@ def recompute(
     since: SinceOpt = None,
     until: UntilOpt = None,
     exclude_flagged: FlaggedOpt = True,
+    cluster: ClusterOpt = "none",
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
     style: StyleOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the board and metadata as JSON.")] = False,
@@ -179,18 +250,19 @@ def recompute(
             "--catalog", exists=True, dir_okay=False, help="Answers for --style when battles lack texts."
         ),
     ] = None,
-    annotators: Annotated[
+    annotators: AnnotatorsOpt = None,
+    battle_source: Annotated[
         str | None,
         typer.Option(
-            "--annotators",
-            help="Database: whose votes, comma-separated labels (e.g. judge:gpt-4o), or 'all' "
-            "(default: everyone but the LLM judges of `arena judge`).",
+            "--source",
+            help="Database: only battles of this source: site (pre-generated), live (own prompts), import.",
         ),
     ] = None,
     shape: ShapeOpt = None,
     skip_invalid: SkipInvalidOpt = False,
     report_file: ReportOpt = None,
     anony_only: AnonyOnlyOpt = False,
+    first_sight: FirstSightOpt = False,
     models: ModelsOpt = None,
     exclude_models: ExcludeModelsOpt = None,
     judge: JudgeOpt = None,
@@ -205,7 +277,6 @@ def recompute(
     every part of a comparison graph in parts gets its own folder, component-1, component-2, ...
     """
     from arena.publishing import SliceSpec, recompute_snapshot
-    from votes.queries import VoteFilter
     from votes.records import InputError
     from votes.sources import battles_from_file
 
@@ -221,16 +292,44 @@ def recompute(
         both_bad=both_bad,
         style=style,
     )
+    _check_cluster(cluster)
     battles = None
+    agreement = None
     model_info: dict[str, dict[str, Any]] = {}
     since, until = _utc(since), _utc(until)
     started = time.perf_counter()
     with progress_bar(not as_json) as bar:
         reading = bar.add_task("reading votes", total=None)
-        parts: list[tuple[Path, Any]] = []
-        if source is not None:
+        # (folder, counts, sha256 of its votes, its votes one per row for style control)
+        parts: list[tuple[Path, Any, str | None, Any, Any]] = []
+        part_clusters: dict[Path, Any] = {}
+        if counts_file is not None:
+            _counts_part(
+                counts_file,
+                out_dir,
+                parts,
+                options.time_bucket,
+                narrowed=(source, category, language, since, until, models, exclude_models, judge, baseline)
+                != (None,) * 9
+                or battle_source is not None
+                or annotators is not None
+                or anony_only
+                or first_sight
+                or skip_invalid
+                or largest_component
+                or each_component
+                or bool(options.style),
+            )
+            origin = str(counts_file)
+            filters: dict[str, Any] = {"format": "counts"}
+        elif source is not None:
             if category is not None:
                 raise typer.BadParameter("a battles file has no categories; use the database")
+            if first_sight:
+                raise typer.BadParameter(
+                    "a battles file does not say what each annotator saw revealed; use the database",
+                    param_hint="--first-sight",
+                )
             selection = battle_filter(
                 language=language,
                 since=since,
@@ -265,10 +364,11 @@ def recompute(
                     raise typer.BadParameter(str(exc), param_hint="--style") from None
             for k, part in enumerate(components, start=1):
                 folder = out_dir / f"component-{k}" if len(components) > 1 else out_dir
-                parts.append((folder, part.counts(bucket_seconds=options.time_bucket)))
-            digest = read.digest
+                part_counts = part.counts(bucket_seconds=options.time_bucket)
+                parts.append((folder, part_counts, read.digest, battles, agreement))
+                part_clusters[folder] = _clusters_of(part, part_counts, cluster)
             origin = str(source)
-            filters: dict[str, Any] = {
+            filters = {
                 **selection.as_metadata(),
                 "format": read.source_format,
                 "format_note": read.note,
@@ -277,30 +377,51 @@ def recompute(
                 "refused_rows": len(read.refused),
             }
         else:
-            from arena.publishing import load_model_info, load_votes_with_texts
+            from arena.publishing import filters_metadata, load_model_info, load_votes_with_texts
 
+            if skip_invalid or shape is not None or baseline is not None:
+                raise typer.BadParameter("--skip-invalid, --format and --baseline are for a file (--from)")
+            vote_filter = database_filter(
+                category=category,
+                language=language,
+                since=since,
+                until=until,
+                exclude_flagged=exclude_flagged,
+                annotators=annotators,
+                judge=judge,
+                anony_only=anony_only,
+                models=models,
+                exclude_models=exclude_models,
+                source=battle_source,
+                first_sight=first_sight,
+            )
             engine = open_store(settings_for(database_url))
             try:
                 model_info = load_model_info(engine)
-                chosen = tuple(a.strip() for a in annotators.split(",")) if annotators else None
-                vote_filter = VoteFilter(category, language, since, until, exclude_flagged, chosen)
-                counts, digest, battles = load_votes_with_texts(
-                    engine, vote_filter, bucket_seconds=options.time_bucket, style=bool(options.style)
+                chosen = pick_stored_components(
+                    engine, vote_filter, largest=largest_component, each=each_component
                 )
-            except ValueError as exc:  # no stored vote has answer texts
-                raise typer.BadParameter(str(exc), param_hint="--style") from None
+                for number, part_filter in chosen:
+                    stored = load_votes_with_texts(
+                        engine,
+                        part_filter,
+                        bucket_seconds=options.time_bucket,
+                        style=bool(options.style),
+                        agreement=True,
+                        cluster=cluster,
+                    )
+                    folder = out_dir / f"component-{number}" if len(chosen) > 1 else out_dir
+                    parts.append((folder, stored.counts, stored.digest, stored.battles, stored.agreement))
+                    part_clusters[folder] = stored.clusters
+            except ValueError as exc:  # no stored vote has answer texts, votes without ids to cluster by
+                hint = "--style" if options.style else "--cluster"
+                raise typer.BadParameter(str(exc), param_hint=hint) from None
             finally:
                 engine.dispose()
-            parts.append((out_dir, counts))
             origin = "the database"
-            filters = {
-                "category": category,
-                "language": language,
-                "since": since,
-                "until": until,
-                "exclude_flagged": exclude_flagged,
-                "annotators": annotators,
-            }
+            filters = filters_metadata(vote_filter)
+            if largest_component or each_component:
+                filters |= {"largest_component": largest_component, "each_component": each_component}
         bar.update(reading, total=1, completed=1)
         fitting = bar.add_task(f"bootstrap ({options.n_rounds} rounds)", total=max(options.n_rounds, 1))
 
@@ -308,16 +429,18 @@ def recompute(
             bar.update(fitting, completed=done, total=total)
 
         results = []
-        for k, (folder, counts) in enumerate(parts, start=1):
+        for k, (folder, counts, votes_digest, part_battles, part_agreement) in enumerate(parts, start=1):
             part_filters = dict(filters)
             if len(parts) > 1:
                 part_filters["component"] = k
+            clustered = part_clusters.get(folder)
             try:
                 board, manifest = recompute_snapshot(
                     counts,
                     folder,
-                    options=options,
-                    votes_digest=digest,
+                    options=replace(options, cluster=clustered.label if clustered else ""),
+                    clusters=clustered,
+                    votes_digest=votes_digest,
                     spec=SliceSpec(category=category, language=language),
                     filters={
                         k: v.isoformat() if isinstance(v, datetime) else v for k, v in part_filters.items()
@@ -325,8 +448,9 @@ def recompute(
                     source="file" if source is not None else "database",
                     progress=report,
                     plots=plots,
-                    battles=battles,
+                    battles=part_battles,
                     model_info=model_info,
+                    agreement=part_agreement,
                 )
             except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
                 err.print(f"[red]error:[/red] {exc}")
@@ -360,17 +484,33 @@ def publish(
     both_bad: BothBadOpt = "tie",
     category: CategoryOpt = None,
     language: LanguageOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     exclude_flagged: FlaggedOpt = True,
+    annotators: AnnotatorsOpt = None,
+    judge: JudgeOpt = None,
+    anony_only: AnonyOnlyOpt = False,
+    first_sight: FirstSightOpt = False,
+    models: ModelsOpt = None,
+    exclude_models: ExcludeModelsOpt = None,
+    largest_component: LargestOpt = False,
+    each_component: EachOpt = False,
     all_slices: Annotated[
         bool, typer.Option("--all-slices", help="Also one board per category and per language.")
     ] = False,
     min_votes: Annotated[int, typer.Option("--min-votes", help="Smallest slice published.")] = 50,
     style: StyleOpt = None,
+    cluster: ClusterOpt = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print each published board as JSON.")] = False,
 ) -> None:
-    """Recompute from the database and store an immutable snapshot (or one per category/language)."""
+    """Recompute from the database and store an immutable snapshot (or one per category/language).
+
+    The filters select the votes as for recompute and are recorded in the snapshot's metadata; with
+    --each-component every part of a comparison graph in parts is published as its own snapshot.
+    """
     from arena.publishing import SliceSpec, publish_slices, publish_snapshot
     from leaderboard.snapshot import read_snapshot
+    from leaderboard.spec import DisconnectedComparisonError
 
     settings = settings_for(database_url)
     options = _options(
@@ -385,6 +525,24 @@ def publish(
         both_bad=both_bad,
         style=style,
     )
+    _check_cluster(cluster)
+    vote_filter = database_filter(
+        category=category,
+        language=language,
+        since=since,
+        until=until,
+        exclude_flagged=exclude_flagged,
+        annotators=annotators,
+        judge=judge,
+        anony_only=anony_only,
+        models=models,
+        exclude_models=exclude_models,
+        first_sight=first_sight,
+    )
+    if all_slices and vote_filter != database_filter(exclude_flagged=exclude_flagged):
+        raise typer.BadParameter(
+            "--all-slices publishes every category and language of all votes; no filters"
+        )
     engine = open_store(settings)
     folder = snapshot_dir or Path(settings.snapshot_dir)
     try:
@@ -404,21 +562,40 @@ def publish(
                     min_votes=min_votes,
                     exclude_flagged=exclude_flagged,
                     progress=report,
+                    cluster=cluster,
                 )
             else:
                 spec = SliceSpec(category=category, language=language)
-                rows = [
-                    publish_snapshot(
-                        engine,
-                        snapshot_dir=folder,
-                        options=options,
-                        category=category,
-                        language=language,
-                        exclude_flagged=exclude_flagged,
-                        progress=lambda d, t: report(spec.label, d, t),
+                chosen = pick_stored_components(
+                    engine, vote_filter, largest=largest_component, each=each_component
+                )
+                rows = []
+                for k, part_filter in chosen:
+                    label = spec.label if k is None else f"{spec.label}, component {k}"
+
+                    def part_progress(done: int, total: int, label: str = label) -> None:
+                        report(label, done, total)
+
+                    rows.append(
+                        publish_snapshot(
+                            engine,
+                            snapshot_dir=folder,
+                            options=options,
+                            vote_filter=part_filter,
+                            component=k,
+                            progress=part_progress,
+                            cluster=cluster,
+                        )
                     )
-                ]
-    except ValueError as exc:  # no votes, no answer texts for --style, disconnected comparisons
+    except DisconnectedComparisonError as exc:
+        # One line (no wrapping), exit 1, and how to get a board for each part.
+        typer.echo(
+            f"error: {exc}. No common scale exists; publish each part as its own snapshot with "
+            "--each-component, or only the largest part with --largest-component.",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+    except ValueError as exc:  # no votes, no answer texts for --style, no ids to cluster by
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     finally:
@@ -434,10 +611,15 @@ def publish(
         return
     for row in rows:
         data = read_snapshot(row.path)
-        title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice})"
+        part = data.metadata.get("filters", {}).get("component")
+        named = "" if part is None else f", component {part}"
+        title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice}{named})"
         out.print(summary_table(data.leaderboard, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
         print_style(data.metadata, Path(row.path))
+        print_agreement(data.metadata)
         out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")
+        if part is not None:
+            typer.echo(f"  component {part}: {', '.join(sorted(data.leaderboard.models))}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""`arena models add|list|show|remove|load`: the registry of OpenAI-compatible model endpoints."""
+"""`arena models add|list|show|remove|load|set`: the registry of OpenAI-compatible model endpoints, and
+the models' metadata (organisation, licence, link, knowledge cutoff) that published snapshots carry."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from arena.commands import DatabaseUrlOption, open_store, settings_for
 from votes.endpoints import (
@@ -22,11 +23,15 @@ from votes.endpoints import (
     list_endpoints,
     remove_endpoint,
 )
+from votes.model_metadata import ModelMetadata, set_model_metadata
+from votes.models import Model
+from votes.names import case_collisions
 
 __all__ = ["models_app", "register"]
 
 models_app = typer.Typer(
-    help="Model endpoints (OpenAI-compatible): add, list, show, remove, load.", no_args_is_help=True
+    help="Model endpoints (OpenAI-compatible): add, list, show, remove, load; model metadata: set, load.",
+    no_args_is_help=True,
 )
 
 
@@ -70,12 +75,19 @@ def add_command(
     engine = open_store(settings_for(database_url))
     try:
         with Session(engine) as session:
+            known = [str(n) for n in session.exec(select(Model.name)).all()]
             replaced = add_endpoint(session=session, record=record, replace=replace)
     except EndpointExists as exc:
         raise _fail(str(exc)) from None
     finally:
         engine.dispose()
-    typer.echo(f"{'replaced' if replaced else 'added'} {name}: {base_url} (model {record.served_model})")
+    for new, existing in case_collisions([record.name], known):
+        typer.echo(
+            f"warning: model {new!r} differs only in case from the existing model {existing!r}", err=True
+        )
+    typer.echo(
+        f"{'replaced' if replaced else 'added'} {record.name}: {base_url} (model {record.served_model})"
+    )
 
 
 @models_app.command("load")
@@ -84,11 +96,11 @@ def load_command(
     replace: Annotated[bool, typer.Option(help="Replace endpoints of the same names.")] = False,
     database_url: DatabaseUrlOption = None,
 ) -> None:
-    """Register many endpoints from a file, all or nothing."""
-    from arena.llm.registry import read_endpoint_file
+    """Register many endpoints and set models' metadata from a file, all or nothing."""
+    from arena.llm.registry import read_models_file
 
     try:
-        records = read_endpoint_file(file)
+        records, metadata = read_models_file(file)
     except (OSError, ValueError, ValidationError) as exc:
         raise _fail(str(exc)) from None
     engine = open_store(settings_for(database_url))
@@ -99,9 +111,48 @@ def load_command(
                 raise _fail(f"already registered: {', '.join(sorted(taken))} (use --replace)")
             for record in records:
                 add_endpoint(session=session, record=record, replace=replace)
+            for name, info in metadata.items():
+                set_model_metadata(session, name, info)
+            session.commit()
     finally:
         engine.dispose()
-    typer.echo(f"{file}: {len(records)} endpoint(s) registered")
+    typer.echo(f"{file}: {len(records)} endpoint(s) registered, metadata of {len(metadata)} model(s) set")
+
+
+@models_app.command("set")
+def set_command(
+    name: Annotated[str, typer.Argument(help="The model's name (created if the store does not know it).")],
+    organisation: Annotated[
+        str | None, typer.Option("--organisation", "--organization", help="Who made the model.")
+    ] = None,
+    licence: Annotated[str | None, typer.Option("--licence", "--license", help="e.g. apache-2.0.")] = None,
+    link: Annotated[str | None, typer.Option(help="http(s) address of the model's page.")] = None,
+    knowledge_cutoff: Annotated[
+        str | None, typer.Option("--knowledge-cutoff", help="YYYY-MM or YYYY-MM-DD.")
+    ] = None,
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Set a model's metadata (published in each snapshot's models.csv); an empty value clears a field.
+
+    The metadata belongs to the model, which needs no endpoint (models known from imported votes too).
+    """
+    try:
+        info = ModelMetadata(
+            organisation=organisation, licence=licence, link=link, knowledge_cutoff=knowledge_cutoff
+        )
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    if not info.changes():
+        raise _fail("nothing to set: give --organisation, --licence, --link or --knowledge-cutoff")
+    engine = open_store(settings_for(database_url))
+    try:
+        with Session(engine) as session:
+            created = set_model_metadata(session, name, info)
+            session.commit()
+    finally:
+        engine.dispose()
+    said = ", ".join(f"{k}={v or '(cleared)'}" for k, v in info.changes().items())
+    typer.echo(f"{name}{' (new model)' if created else ''}: {said}")
 
 
 @models_app.command("list")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 import shutil
 import socket
 import subprocess  # nosec B404 # starts this program's own vote writer
@@ -20,12 +21,21 @@ import typer
 import uvicorn
 from sqlmodel import Session, select
 
+from arena.connections import GuardedH11Protocol
 from arena.logs import log_config
 from arena.settings import Settings, live_config
 from votes.db import make_engine
 from votes.models import Model
 
-__all__ = ["metrics_folder", "prepare_database", "register", "serve", "vote_writer", "vote_writer_process"]
+__all__ = [
+    "metrics_folder",
+    "prepare_database",
+    "reap_dead_processes",
+    "register",
+    "serve",
+    "vote_writer",
+    "vote_writer_process",
+]
 
 
 def prepare_database(
@@ -100,19 +110,26 @@ def serve(
     settings = Settings()
     if workers > 1 and not settings.redis_url:
         typer.echo("note: without ARENA_REDIS_URL, rate limits are counted per worker.")
-    said = prepare_database(
-        settings.database_url, demo=demo, demo_votes=demo_votes, seed=seed, snapshot_dir=settings.snapshot_dir
-    )
-    typer.echo(said)
     options: dict[str, Any] = {}
     if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:  # uvicorn >= 0.30
         options["timeout_worker_healthcheck"] = worker_startup_timeout
     use_writer = writer_process if writer_process is not None else workers > 1
-    with (
-        metrics_folder() if workers > 1 else contextlib.nullcontext(None),
-        vote_writer_process() if use_writer else contextlib.nullcontext(None) as socket_path,
-    ):
-        if socket_path is not None:
+    with contextlib.ExitStack() as stack:
+        if workers > 1 or use_writer:
+            # A writer process is a second process even beside one worker: its samples reach /metrics
+            # only through the shared folder. Named before anything imports prometheus-client here (a
+            # demo's publish does; the single worker runs here), so this process writes there as well.
+            stack.enter_context(metrics_folder())
+        said = prepare_database(
+            settings.database_url,
+            demo=demo,
+            demo_votes=demo_votes,
+            seed=seed,
+            snapshot_dir=settings.snapshot_dir,
+        )
+        typer.echo(said)
+        if use_writer:  # after the schema is ready
+            socket_path = stack.enter_context(vote_writer_process())
             os.environ["ARENA_VOTE_WRITER_SOCKET"] = socket_path
             typer.echo(f"vote writer process ready on {socket_path}")
         uvicorn.run(
@@ -123,25 +140,73 @@ def serve(
             workers=workers,
             log_level=log_level,
             proxy_headers=False,
+            # h11 with a header-read timeout and connection caps; headers past the limit are refused
+            # while they arrive (431 for what gets through comes from arena.limits).
+            http=GuardedH11Protocol,
+            h11_max_incomplete_event_size=settings.max_header_bytes,
+            timeout_keep_alive=5,
             log_config=log_config(json_lines=settings.log_format == "json", level=log_level),
             **options,
         )
 
 
 @contextlib.contextmanager
-def metrics_folder() -> Iterator[str]:
+def metrics_folder(*, sweep_s: float = 5.0) -> Iterator[str]:
     """A private folder for prometheus-client's multiprocess samples, named in ``PROMETHEUS_MULTIPROC_DIR``
     for the processes started from here (workers and vote writer), and removed afterwards.
 
-    With one worker the site runs in this process, whose registry is already live: no folder is needed.
+    With one worker and no writer process the site runs in this process, whose registry is already live: no
+    folder is needed. While the folder exists, every ``sweep_s`` seconds the live gauges of processes that
+    have exited (a worker uvicorn restarted, a writer that died) are dropped (:func:`reap_dead_processes`).
     """
     folder = tempfile.mkdtemp(prefix="arena-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+    done = threading.Event()
+
+    def sweep() -> None:
+        while not done.wait(sweep_s):
+            reap_dead_processes(folder)
+
+    sweeper = threading.Thread(target=sweep, name="arena-metrics-sweeper", daemon=True)
+    sweeper.start()
     try:
         yield folder
     finally:
+        done.set()
+        sweeper.join()
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_SAMPLE_FILE = re.compile(r"^[a-z_]+_(\d+)\.db$")
+
+
+def reap_dead_processes(folder: str) -> list[int]:
+    """Tell prometheus-client that the processes whose sample files lie in ``folder`` but which are gone
+    have exited: their live gauges (votes awaiting commit) stop counting. Counters and histograms of a
+    dead process stay (a count never goes back). Returns the pids reaped.
+    """
+    from prometheus_client import multiprocess
+
+    pids = set()
+    for name in os.listdir(folder):
+        match = _SAMPLE_FILE.match(name)
+        if match and name.startswith("gauge_live"):
+            pids.add(int(match.group(1)))
+    dead = sorted(pid for pid in pids if not _alive(pid))
+    for pid in dead:
+        multiprocess.mark_process_dead(pid, folder)  # type: ignore[no-untyped-call]
+    return dead
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # somebody else's process under a reused pid: not ours to judge
+        return True
+    return True
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""From registered endpoints to clients: ``--param k=v`` parsing, TOML endpoint files, `EndpointConfig`.
+"""From registered endpoints to clients: ``--param k=v`` parsing, TOML model files (endpoints and model
+metadata), `EndpointConfig`.
 
 A registered endpoint's ``params`` hold both the sampling parameters and the client's own settings
 (``timeout_s``, ``max_retries``, ``max_concurrency``, ``json_schema_mode``, ...): keys that
@@ -15,8 +16,9 @@ from typing import Any
 
 from arena.llm.client import EndpointConfig
 from votes.endpoints import EndpointRecord
+from votes.model_metadata import ModelMetadata, metadata_from_table
 
-__all__ = ["config_for", "parse_params", "read_endpoint_file"]
+__all__ = ["config_for", "parse_params", "read_models_file"]
 
 #: EndpointConfig fields that come from the record itself, never from ``params``.
 _FIXED = frozenset({"name", "base_url", "model", "api_key_env", "extra_params"})
@@ -88,8 +90,8 @@ def _record_from(name: str, table: Mapping[str, Any], path: Path) -> EndpointRec
     return record
 
 
-def read_endpoint_file(path: Path) -> list[EndpointRecord]:
-    """Endpoints from a TOML file, one table per model::
+def read_models_file(path: Path) -> tuple[list[EndpointRecord], dict[str, ModelMetadata]]:
+    """Endpoints and model metadata from a TOML file, one table per model::
 
         [models.llama-8b]
         base_url = "http://127.0.0.1:8000/v1"
@@ -97,6 +99,13 @@ def read_endpoint_file(path: Path) -> list[EndpointRecord]:
         api_key_env = "VLLM_KEY"            # optional: the variable's NAME
         temperature = 0.7                   # any parameter, or inside params = {...}
         max_concurrency = 8
+        organisation = "Meta"               # metadata of the model (organization, license also read)
+        licence = "llama3"
+        link = "https://llama.meta.com/"
+        knowledge_cutoff = "2023-03"
+
+        [models.gpt-4]                      # a table without base_url: metadata only
+        organisation = "OpenAI"
 
     Raises
     ------
@@ -110,4 +119,17 @@ def read_endpoint_file(path: Path) -> list[EndpointRecord]:
     models = data.get("models")
     if not isinstance(models, dict) or not models:
         raise ValueError(f"{path}: no [models.NAME] tables")
-    return [_record_from(name, table, path) for name, table in models.items()]
+    records: list[EndpointRecord] = []
+    metadata: dict[str, ModelMetadata] = {}
+    for name, table in models.items():
+        if not isinstance(table, dict):
+            raise ValueError(f"{path}: models.{name} is not a table")
+        try:
+            info, rest = metadata_from_table(name, table)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        if info is not None:
+            metadata[name] = info
+        if rest or info is None:
+            records.append(_record_from(name, rest, path))
+    return records, metadata

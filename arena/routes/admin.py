@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import secrets
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,13 +19,20 @@ from pydantic import BaseModel, Field
 from arena.metrics import PUBLISH_SECONDS
 from arena.routes.deps import StateDep
 from arena.security import hash_secret, verify_admin_token
+from arena.state import ArenaState
 from votes.annotators import create_annotator, flag_annotator
 from votes.db import session_scope
-from votes.io import import_file
+from votes.io import ImportReport, import_file
 from votes.ratings import rebuild_live_ratings
 from votes.records import InputError
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
+#: Imports run one at a time in their own thread, never on the event loop nor in the request thread
+#: pool that serves votes; a few more may wait their turn, beyond that the upload is refused (503).
+IMPORT_WORKERS = 1
+IMPORT_QUEUE = 2
+_import_pool = ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="arena-import")
+_import_slots = threading.BoundedSemaphore(IMPORT_WORKERS + IMPORT_QUEUE)
 
 
 def require_admin(state: StateDep, authorization: Annotated[str | None, Header()] = None) -> None:
@@ -85,25 +95,54 @@ def admin_invite(request: Request, state: StateDep, body: InviteIn) -> InviteOut
     return InviteOut(annotator_id=annotator_id, url=str(request.url_for("accept_invite", token=token)))
 
 
-@router.post("/import", summary="Import a file")
-def admin_import(state: StateDep, file: Annotated[UploadFile, File()]) -> dict[str, Any]:
-    """Import a catalog or battles file (format from the file name); all or nothing."""
-    name = Path(file.filename or "upload.jsonl").name
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / name
-        size = 0
-        with path.open("wb") as out:
-            while chunk := file.file.read(1 << 20):
-                size += len(chunk)
-                if size > MAX_IMPORT_BYTES:
-                    raise HTTPException(413, "File too large for the admin upload; use `arena import`.")
-                out.write(chunk)
-        try:
-            report = import_file(state.engine, path, elo_config=state.live)
-        except InputError as exc:
-            raise HTTPException(400, str(exc)) from None
-    state.pairing.refresh(force=True)
+class ImportRefusedOut(BaseModel):
+    """A 422 from the import: ``file: line N: reason`` for a bad row, or FastAPI's list of errors for a
+    malformed request (no file field, say)."""
+
+    detail: str | list[Any]
+
+
+@router.post(
+    "/import",
+    summary="Import a file",
+    responses={422: {"model": ImportRefusedOut, "description": "A bad row, or a malformed request"}},
+)
+async def admin_import(state: StateDep, file: Annotated[UploadFile, File()]) -> dict[str, Any]:
+    """Import a catalog or battles file (format from the file name); all or nothing.
+
+    A bad row answers 422 with ``file: line N: reason``; the import itself runs in a bounded pool off
+    the web worker (503 with ``Retry-After`` when imports are queued already).
+    """
+    if not _import_slots.acquire(blocking=False):
+        raise HTTPException(503, "Other imports are running; try again later.", {"Retry-After": "30"})
+    try:
+        name = Path(file.filename or "upload.jsonl").name
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            size = 0
+            with path.open("wb") as out:
+                while chunk := await file.read(1 << 20):
+                    size += len(chunk)
+                    if size > MAX_IMPORT_BYTES:
+                        raise HTTPException(413, "File too large for the admin upload; use `arena import`.")
+                    out.write(chunk)
+            loop = asyncio.get_running_loop()
+            try:
+                report = await loop.run_in_executor(_import_pool, _import_and_refresh, state, path)
+            except InputError as exc:  # named by the upload's name, not the temporary path
+                where = f"{exc.where}: " if exc.where else ""
+                raise HTTPException(422, f"{name}: {where}{exc.reason}") from None
+    finally:
+        _import_slots.release()
     return dataclasses.asdict(report)
+
+
+def _import_and_refresh(state: ArenaState, path: Path) -> ImportReport:
+    report = import_file(
+        state.engine, path, elo_config=state.live, max_expanded=state.settings.max_expanded_bytes
+    )
+    state.pairing.refresh(force=True)
+    return report
 
 
 class PublishIn(BaseModel):

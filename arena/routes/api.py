@@ -17,6 +17,7 @@ from arena.routes.deps import (
     request_address,
     require_session,
     session_or_new,
+    voting_session,
 )
 from arena.security import BattleTokenError
 from arena.voting import next_battle, submit_vote, vote_result_json
@@ -122,8 +123,8 @@ async def api_next_battle(request: Request) -> BattleOut:
     """Issue the next blind battle for this session (a session cookie is set on the first call)."""
     state = get_state(request)  # not a dependency: FastAPI spends more per request on one than it saves
     # async, and from memory (see PairingService): a battle costs no thread hop and no query.
+    await check_rate_limits(state, address=request_address(request), who=None, voting=False)
     who = await session_or_new(request, state)
-    await check_rate_limits(state, address=request_address(request), annotator_id=None, voting=False)
     battle = await next_battle(state, who.annotator_id)
     if battle is None:
         raise HTTPException(404, "No battle left for this annotator: every available pair has been judged.")
@@ -160,8 +161,9 @@ async def api_vote(
         count_refusal("csrf")
         raise HTTPException(403, "Missing or wrong X-CSRF-Token header (take it from GET /api/battles/next).")
     address = request_address(request)
-    await check_rate_limits(state, address=address, annotator_id=who.annotator_id, voting=True)
+    await check_rate_limits(state, address=address, who=who, voting=True)
     try:
+        who = await voting_session(request, state, who, token=body.token)
         result = await submit_vote(
             state,
             who,

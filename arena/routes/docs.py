@@ -3,12 +3,22 @@
 FastAPI's Swagger UI page loads its script and styles from a CDN and starts them with an inline script;
 the site's Content-Security-Policy blocks both, and the page has no ``lang``, landmark or h1. This page
 is rendered on the server from ``app.openapi()`` instead, in the site's own layout; the machine-readable
-schema stays at ``/openapi.json``. ``/redoc`` (ReDoc has the same CDN script problem) leads here.
+schema stays at ``/openapi.json``.
+
+The real Swagger UI (5.x, which reads OpenAPI 3.1) is at ``/docs/swagger``: its script and styles come
+from the ``swagger-ui-py`` package (served by the app at ``/docs/swagger/assets``, see
+:data:`SWAGGER_ASSETS`; the older ``swagger-ui-bundle`` ships 4.x, which refuses 3.1), started from a static
+file of the site, so the CSP stays ``script-src 'self'`` with no inline script. It stays off ``/docs``
+because Swagger UI's own markup is not accessible (no landmarks, unlabelled controls), which the site's
+accessibility tests check on ``/docs``. ``/redoc`` leads to ``/docs``: no maintained package on PyPI ships
+ReDoc's standalone script, and nothing may be fetched from a CDN.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -16,7 +26,20 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from arena.routes.deps import StateDep
 
-__all__ = ["HTTP_METHODS", "ApiOperation", "api_operations", "router"]
+__all__ = ["HTTP_METHODS", "SWAGGER_ASSETS", "ApiOperation", "api_operations", "router"]
+
+
+def _swagger_assets() -> Path:
+    """The ``static`` folder of the ``swagger-ui-py`` package, found without running its ``__init__``
+    (which loads its framework adapters)."""
+    spec = importlib.util.find_spec("swagger_ui")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the swagger-ui-py package is not installed (a dependency of arena)")
+    return Path(next(iter(spec.submodule_search_locations))) / "static"
+
+
+#: Where Swagger UI's files lie (the ``swagger-ui-py`` package); the app serves them as static files.
+SWAGGER_ASSETS = _swagger_assets()
 
 router = APIRouter(include_in_schema=False)
 
@@ -86,6 +109,12 @@ def api_docs(request: Request, state: StateDep) -> HTMLResponse:
     schema = request.app.openapi()
     context = {"info": schema.get("info", {}), "groups": api_operations(schema)}
     return state.templates.TemplateResponse(request=request, name="pages/api_docs.html", context=context)
+
+
+@router.get("/docs/swagger", response_class=HTMLResponse)
+def swagger_ui(request: Request, state: StateDep) -> HTMLResponse:
+    """Swagger UI from the package's files, under the site's CSP (no inline script)."""
+    return state.templates.TemplateResponse(request=request, name="pages/api_swagger.html", context={})
 
 
 @router.get("/redoc")

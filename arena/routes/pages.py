@@ -23,6 +23,7 @@ from arena.routes.deps import (
     request_address,
     require_session,
     session_or_new,
+    voting_session,
 )
 from arena.security import CSRF_FIELD, BattleTokenError, SessionData, hash_secret
 from arena.voting import next_battle, submit_vote
@@ -30,6 +31,7 @@ from leaderboard.data import OUTCOME_STRINGS, Outcome
 from votes.annotators import count_annotator_votes, find_annotator_by_token_hash
 from votes.battles import AlreadyVotedError, VoteError
 from votes.db import read_session
+from votes.live_battles import live_availability
 from votes.models import Model
 from votes.views import BattleView, get_battle_view
 
@@ -93,8 +95,8 @@ async def _battle_page(request: Request, state: StateDep, who: SessionData, noti
 
 @router.get("/vote", response_class=HTMLResponse)
 async def vote_page(request: Request, state: StateDep, notice: str | None = None) -> Response:
+    await check_rate_limits(state, address=request_address(request), who=None, voting=False)
     who = await session_or_new(request, state)
-    await check_rate_limits(state, address=request_address(request), annotator_id=None, voting=False)
     notice = {"expired": "That battle had expired; here is a fresh one."}.get(notice or "")
     return await _battle_page(request, state, who, notice)
 
@@ -121,8 +123,9 @@ async def vote_submit(  # nosec B107 # form field defaults, not passwords
         count_refusal("bad_choice")
         return _message(request, state, "Unknown choice", "Please use one of the vote buttons.", 422)
     address = request_address(request)
-    await check_rate_limits(state, address=address, annotator_id=who.annotator_id, voting=True)
+    await check_rate_limits(state, address=address, who=who, voting=True)
     try:
+        who = await voting_session(request, state, who, token=token)
         result = await submit_vote(
             state,
             who,
@@ -178,7 +181,7 @@ def accept_invite(request: Request, state: StateDep, db: SessionDep, token: str)
     annotator = find_annotator_by_token_hash(session=db, token_hash=hash_secret(token))
     if annotator is None or annotator.id is None:
         return _message(request, state, "Invite not valid", "This invite link is not valid.", 404, link="/")
-    _data, cookie = state.signer.new_session(annotator.id)
+    _data, cookie = state.signer.new_session(annotator.id, invited=True)
     request.state.set_session = cookie
     return RedirectResponse("/vote", status_code=303)
 
@@ -187,6 +190,6 @@ def accept_invite(request: Request, state: StateDep, db: SessionDep, token: str)
 def live_leaderboard(request: Request, state: StateDep, db: SessionDep) -> HTMLResponse:
     standings = state.live_standings(db)
     updated = max((s.updated_at for s in standings if s.updated_at), default=None)
-    return _render(
-        request, state, "pages/live_leaderboard.html", {"standings": standings, "updated": updated}
-    )
+    availability = sorted(live_availability(db.connection()).values(), key=lambda a: (a.share, a.model))
+    context = {"standings": standings, "updated": updated, "availability": availability}
+    return _render(request, state, "pages/live_leaderboard.html", context)

@@ -117,6 +117,67 @@ def _board(data: SnapshotData, board: str) -> tuple[str, list[SnapshotRow], list
     return "style", rows, [int(r["rank_change"]) for r in records]
 
 
+def _fragility(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """Per model, the votes whose removal swaps it with the model below it; ``top``: votes that change #1."""
+    cert = metadata.get("fragility")
+    if not isinstance(cert, dict) or "adjacent_swap_votes" not in cert:
+        return None
+    below = {
+        p["upper"]: p["votes"] for p in cert["adjacent_swap_votes"] if isinstance(p, dict) and "upper" in p
+    }
+    return {"below": below, "top": cert.get("top_change_votes"), "limit": cert.get("search_limit_votes")}
+
+
+def _count(value: Any) -> int | None:
+    """A vote count from the metadata, or None (beyond the search limit, no gap, or not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _precision(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """Provisional models, votes to separate each model from the next one down, the board's votes to its
+    target width, and the fairness ledger (:mod:`leaderboard.precision`); None for older snapshots."""
+    prec = metadata.get("precision")
+    if not isinstance(prec, dict) or not isinstance(prec.get("provisional"), list):
+        return None
+    adjacent = prec.get("votes_needed_adjacent")
+    ledger = prec.get("ledger")
+    live = metadata.get("availability")
+    return {
+        "provisional": {str(m) for m in prec["provisional"]},
+        "provisional_half_width": prec.get("provisional_half_width"),
+        "target_half_width": prec.get("target_half_width"),
+        "level": prec.get("level"),
+        "board": _count(prec.get("votes_needed_board")),
+        "below": {
+            str(p["upper"]): _count(p.get("votes"))
+            for p in (adjacent if isinstance(adjacent, list) else [])
+            if isinstance(p, dict) and "upper" in p
+        },
+        "ledger": [
+            {
+                "model": str(e["model"]),
+                "battle_share": float(e.get("battle_share") or 0.0),
+                "sampling_share": float(e.get("sampling_share") or 0.0),
+                "live": _live(live.get(str(e["model"]))) if isinstance(live, dict) else None,
+            }
+            for e in (ledger if isinstance(ledger, list) else [])
+            if isinstance(e, dict) and "model" in e
+        ],
+        "has_live": isinstance(live, dict),
+    }
+
+
+def _live(entry: Any) -> dict[str, Any] | None:
+    """A model's live generations and answered share from the snapshot, or None (never asked live)."""
+    if not isinstance(entry, dict) or not _count(entry.get("generations")):
+        return None
+    share = entry.get("share")
+    return {
+        "generations": entry["generations"],
+        "share": float(share) if isinstance(share, int | float) and not isinstance(share, bool) else None,
+    }
+
+
 def _whiskers(rows: list[SnapshotRow]) -> list[dict[str, float]]:
     """Pixel positions of each row's interval and point on a common scale (inline SVG, no inline CSS)."""
     if not rows:
@@ -159,6 +220,8 @@ def leaderboard_page(
         board, rows, changes = _board(data, board)
     context = {
         "board": board,
+        "fragility": _fragility(data.metadata) if data is not None and board == "default" else None,
+        "precision": _precision(data.metadata) if data is not None else None,
         "rank_changes": changes,
         "style_control": data.metadata.get("style_control") if data else None,
         "snapshot": row,
@@ -214,6 +277,8 @@ def snapshot_page(
     }
     context = {
         "board": board,
+        "fragility": _fragility(data.metadata) if data is not None and board == "default" else None,
+        "precision": _precision(data.metadata) if data is not None else None,
         "rank_changes": changes,
         "style_control": data.metadata.get("style_control"),
         "snapshot": row,

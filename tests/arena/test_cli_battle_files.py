@@ -90,7 +90,7 @@ def test_anonymous_largest_arena_matches_the_public_method(tmp_path: Path) -> No
     assert refused.exit_code == 2
     assert "item 6: model 'a1' cannot battle itself" in refused.output
     parts = runner.invoke(build_app(), [*base, "--anony-only", "--out", str(tmp_path / "parts")])
-    assert parts.exit_code == 2
+    assert parts.exit_code == 1
     assert "2 parts never compared" in parts.output and "--largest-component" in parts.output
     result = runner.invoke(
         build_app(), [*base, "--anony-only", "--largest-component", "--out", str(tmp_path / "out")]
@@ -301,7 +301,21 @@ def test_import_mt_bench_and_arena_hard_files(tmp_path: Path) -> None:
     code, text = _import(str(judgments), "--database-url", url)
     assert code == 1 and "judgments.jsonl: line 1:" in text and "--baseline" in text
     code, text = _import(str(judgments), "--database-url", url, "--baseline", "base")
-    assert code == 1 and "store keeps no vote weights" in text
+    assert code == 0 and "2 added" in text, text  # the strong verdict is stored with weight 3
+    from sqlalchemy import select
+
+    from votes.db import make_engine
+    from votes.tables import vote_t
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            weights = sorted(
+                w for (w,) in conn.execute(select(vote_t.c.weight).where(vote_t.c.weight != 1.0))
+            )
+    finally:
+        engine.dispose()
+    assert weights == [3.0]
     code, text = _import(str(judgments), "--database-url", url, "--format", "nonsense")
     assert code != 0 and "neither a file format" in text
 

@@ -197,12 +197,11 @@ def test_failures_are_listed_and_requests_overlap(tmp_path: Path) -> None:
                   "--database-url", url],
         ).exit_code  # fmt: skip
         assert code == 0
-        start = time.perf_counter()
         result = runner.invoke(app, ["generate", "--quiet", "--concurrency", "8", "--database-url", url])
-        seconds = time.perf_counter() - start
+        # Overlap is shown by the server's own count of requests in flight, not by wall time (the machine
+        # is shared; scripts/bench_generate.py measures throughput).
         assert slow.max_in_flight == 8
     assert result.exit_code == 1
-    assert seconds < 16 * 0.5 / 2  # 16 slow answers, 8 at a time: about 1 s, far from 8 s one by one
     assert "16 stored" in result.output and "16 failed" in result.output
     assert "dead on p0: endpoint 'dead'" in result.output + result.stderr
     assert scalar(url, "SELECT count(*) FROM output") == 16

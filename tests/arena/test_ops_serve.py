@@ -8,6 +8,7 @@ PostgreSQL server on this machine is shared, so the test never stops it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -35,7 +37,9 @@ PROBE_LIMIT_S = 2.0
 POLL_S = 0.05
 
 
-def _serve(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
+def _serve(
+    tmp_path: Path, port: int, *, extra: tuple[str, ...] = ("--workers", "2"), json_logs: bool = False
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "ARENA_DATABASE_URL": f"sqlite:///{tmp_path}/arena.db",
@@ -43,9 +47,14 @@ def _serve(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
         "ARENA_RATE_LIMIT_PER_MINUTE": "100000",
         "ARENA_RATE_LIMIT_PER_ADDRESS_PER_MINUTE": "100000",
         "ARENA_SNAPSHOT_DIR": str(tmp_path / "snapshots"),
+        # The server's own temporary folder: its metrics folder is then this test's alone, even when
+        # other tests start servers in parallel.
+        "TMPDIR": str(_server_tmp(tmp_path)),
     }
+    if json_logs:
+        env["ARENA_LOG_FORMAT"] = "json"
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    cmd = [sys.executable, "-m", "arena.cli", "serve", "--workers", "2", "--port", str(port)]
+    cmd = [sys.executable, "-m", "arena.cli", "serve", *extra, "--port", str(port)]
     cmd += ["--demo", "--demo-votes", "0", "--log-level", "warning"]
     with (tmp_path / "serve.log").open("wb") as out:
         return subprocess.Popen(
@@ -53,27 +62,61 @@ def _serve(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
         )
 
 
-def _metrics_folders() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("arena-metrics-*")}
+def _wait_ready(server: subprocess.Popen[bytes], base: str, log: Path) -> None:
+    deadline = time.monotonic() + 180
+    while True:
+        assert server.poll() is None, log.read_text()
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "server did not come up: " + log.read_text()
+        time.sleep(0.2)
+
+
+def _stop(server: subprocess.Popen[bytes], log: Path) -> None:
+    os.killpg(server.pid, signal.SIGINT)
+    try:
+        server.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        pytest.fail("arena serve did not stop: " + log.read_text())
+
+
+def _vote(client: httpx.Client, headers: dict[str, str] | None = None) -> httpx.Response:
+    battle = client.get("/api/battles/next").json()
+    reply = client.post(
+        "/api/votes",
+        json={"token": battle["token"], "winner": "model_a"},
+        headers={"X-CSRF-Token": battle["csrf_token"], **(headers or {})},
+    )
+    assert reply.status_code == 200 and reply.json()["replayed"] is False, reply.text
+    return reply
+
+
+_SERVER_TMP: dict[Path, Path] = {}
+
+
+def _server_tmp(tmp_path: Path) -> Path:
+    """A short temporary folder of the test's own (the writer's Unix socket path must stay short)."""
+    if tmp_path not in _SERVER_TMP:
+        _SERVER_TMP[tmp_path] = Path(tempfile.mkdtemp(prefix="ops-"))
+    return _SERVER_TMP[tmp_path]
+
+
+def _metrics_folders(tmp_path: Path) -> set[str]:
+    return {p.name for p in _server_tmp(tmp_path).glob("arena-metrics-*")}
 
 
 def test_two_workers_count_every_vote_once(tmp_path: Path) -> None:
-    folders_before = _metrics_folders()
+    folders_before = _metrics_folders(tmp_path)
     port = BENCH.free_port()
     server = _serve(tmp_path, port)
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server did not come up: " + log.read_text()
-            time.sleep(0.2)
+        _wait_ready(server, base, log)
         cast = 0
         for i in range(8):  # a new connection each round: the kernel spreads them over both workers
             with httpx.Client(base_url=base, timeout=30) as client:
@@ -97,14 +140,9 @@ def test_two_workers_count_every_vote_once(tmp_path: Path) -> None:
                     no_csrf = client.post("/api/votes", json={"token": fresh["token"], "winner": "tie"})
                     assert no_csrf.status_code == 403, no_csrf.text
         texts = {httpx.get(f"{base}/metrics", timeout=10).text for _ in range(6)}  # whichever worker answers
-        assert len(_metrics_folders() - folders_before) == 1
+        assert len(_metrics_folders(tmp_path) - folders_before) == 1
     finally:
-        os.killpg(server.pid, signal.SIGINT)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            pytest.fail("arena serve did not stop: " + log.read_text())
+        _stop(server, log)
     for text in texts:
         assert sample(text, "arena_votes_accepted_total") == cast
         assert sample(text, "arena_votes_refused_total", reason="already_voted") == 1
@@ -115,7 +153,64 @@ def test_two_workers_count_every_vote_once(tmp_path: Path) -> None:
             sample(text, "arena_request_duration_seconds_count", route="/api/votes", method="POST")
             == cast + 2
         )
-    assert _metrics_folders() - folders_before == set(), "the metrics folder was left behind"
+    assert _metrics_folders(tmp_path) - folders_before == set(), "the metrics folder was left behind"
+
+
+def _json_lines(log: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict):
+                out.append(record)
+    return out
+
+
+def test_writer_process_logs_each_commit_under_the_request_id(tmp_path: Path) -> None:
+    port = BENCH.free_port()
+    server = _serve(tmp_path, port, json_logs=True)
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    try:
+        _wait_ready(server, base, log)
+        with httpx.Client(base_url=base, timeout=30) as client:
+            given = _vote(client, {"X-Request-ID": "vote-from-the-test-42"})
+            generated = _vote(client)
+        time.sleep(1.0)  # the writer logs right after the commit that answered; let the line be flushed
+    finally:
+        _stop(server, log)
+    assert given.headers["x-request-id"] == "vote-from-the-test-42"
+    generated_id = generated.headers["x-request-id"]
+    commits = [r for r in _json_lines(log) if r.get("message") == "vote committed"]
+    by_id = {r.get("request_id"): r for r in commits}
+    # Logged by the writer process (its logger, not the worker's), with the vote it committed.
+    assert by_id["vote-from-the-test-42"]["logger"] == "votes.writer.service", commits
+    assert by_id["vote-from-the-test-42"]["vote_id"] == given.json()["vote_id"]
+    assert by_id[generated_id]["vote_id"] == generated.json()["vote_id"]
+    assert len(commits) == 2, commits
+
+
+def test_one_worker_with_a_writer_process_reports_the_writer_metrics(tmp_path: Path) -> None:
+    folders_before = _metrics_folders(tmp_path)
+    port = BENCH.free_port()
+    server = _serve(tmp_path, port, extra=("--workers", "1", "--writer-process"))
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    try:
+        _wait_ready(server, base, log)
+        with httpx.Client(base_url=base, timeout=30) as client:
+            for _ in range(3):
+                _vote(client)
+        text = httpx.get(f"{base}/metrics", timeout=10).text
+        assert len(_metrics_folders(tmp_path) - folders_before) == 1
+    finally:
+        _stop(server, log)
+    assert "vote writer process ready" in log.read_text()
+    # The writer process's own samples (it commits the votes) and the single worker's, in one answer.
+    assert sample(text, "arena_vote_writer_votes_total") == 3
+    assert sample(text, "arena_vote_writer_commit_seconds_count") >= 1
+    assert sample(text, "arena_votes_accepted_total") == 3
+    assert _metrics_folders(tmp_path) - folders_before == set()
 
 
 class _Proxy:

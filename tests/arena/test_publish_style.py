@@ -59,6 +59,9 @@ def test_published_snapshot_carries_both_boards(demo_engine: Engine, tmp_path: P
     meta = read_snapshot(styled.path).metadata  # verifies every file against the manifest
     control = meta["style_control"]
     assert control["features"] and set(control["features"]) <= {"length", "headers", "lists", "bold"}
+    if "length" in control["features"]:  # demo answers have no generation provenance: estimated tokens
+        length = control["measured"]["length"]
+        assert length["unit"] == "tokens" and length["answers_with_estimated_tokens"] == 2 * N_VOTES
     for value in control["coefficients_elo"].values():
         assert value["ci_low"] <= value["value"] <= value["ci_high"]
     assert control["n_votes"] == N_VOTES and control["n_votes_without_texts"] == 0

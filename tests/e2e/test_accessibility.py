@@ -19,6 +19,7 @@ pytestmark = pytest.mark.e2e
 PAGES = (
     "/",
     "/vote",
+    "/battle",
     "/leaderboard",
     "/leaderboard/live",
     "/leaderboard/snapshots",

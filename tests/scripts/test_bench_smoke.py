@@ -173,3 +173,29 @@ def test_bench_battles_file_goes_through_the_package_reader(tmp_path: Path) -> N
     path.write_text(json.dumps({"model_a": "x", "model_b": "x", "winner": "tie"}) + "\n", encoding="utf-8")
     with pytest.raises(InputError, match="cannot battle itself"):
         common.load_battles_file(path)
+
+
+def test_bench_pairing_quick_prints_savings_per_setting_and_target() -> None:
+    figures = _run("bench_pairing.py", "--quick", "--policies", "uniform,width-greedy")
+    assert figures["policy"] == "width-greedy"
+    saved = figures["votes_saved_vs_uniform"]
+    assert set(saved) == {"fixed", "arrivals"}
+    for setting in saved.values():
+        assert set(setting) == {"width", "tau", "separation"}
+        assert all(-5.0 < v < 1.0 for v in setting.values())
+    # New models arriving: the model-based policy must beat uniform on the interval width.
+    assert saved["arrivals"]["width"] > 0.1
+
+
+def test_bench_end_to_end_small_run(tmp_path: Path) -> None:
+    fig = _run(
+        "bench_end_to_end.py",
+        *("--votes", "3000", "--models", "8", "--rounds", "5", "--workdir", str(tmp_path)),
+        *("--peers", "lmsys-current", "--budget", "30", "--extrapolate-seconds", "2"),
+        timeout=600,
+    )
+    for key in ("recompute_1m_s", "recompute_1m_peak_mb", "import_1m_s", "import_1m_peak_mb", "publish_1m_s"):
+        assert fig[key] is not None and fig[key] > 0, key
+    assert fig["cli_start_s"] > 0 and fig["peer_lmsys_current_s"] > 0
+    assert fig["recompute_10m_s"] is None  # only with --ten-million
+    assert (fig["votes"], fig["models"], fig["rounds"]) == (3000, 8, 5)

@@ -33,6 +33,7 @@ def test_issued_battle_and_vote_request_survive_json(probability: float | None) 
         client_hash="c" * 32,
         idempotency_key="7:k",
         voted_at=datetime(2025, 3, 1, 12, 0, 5, tzinfo=UTC),
+        request_id="req-0123abcd",
     )
     assert VoteRequest.from_dict(json.loads(json.dumps(request.to_dict()))) == request
     bare = VoteRequest(battle=battle, winner="model_a")
@@ -67,3 +68,12 @@ def test_a_malformed_dictionary_is_refused() -> None:
         IssuedBattle.from_dict({k: v for k, v in data.items() if k != "model_a_id"})
     with pytest.raises(ValueError):
         IssuedBattle.from_dict({**data, "issued_at": "yesterday"})
+
+
+def test_a_request_id_that_is_not_short_text_is_refused() -> None:
+    data = VoteRequest(battle=_battle(), winner="model_a").to_dict()
+    assert data["request_id"] is None
+    with pytest.raises(ValueError, match="request_id"):
+        VoteRequest.from_dict({**data, "request_id": "x" * 65})
+    with pytest.raises(ValueError, match="request_id"):
+        VoteRequest.from_dict({**data, "request_id": {"nested": 1}})

@@ -18,6 +18,7 @@ from votes.battle_rows import parse_battles
 from votes.catalog_records import parse_catalog
 from votes.file_writers import write_rows
 from votes.io import export_catalog, export_votes, import_file
+from votes.names import model_name
 from votes.records import FORMATS, InputError, read_rows
 
 PROPERTY_SETTINGS = settings(
@@ -40,6 +41,19 @@ name = st.text(
     min_size=1,
     max_size=12,
 )
+
+
+def _stored_form(value: str) -> bool:
+    try:
+        return model_name(value) == value
+    except ValueError:
+        return False
+
+
+# Model names as every door stores them (votes.names): no control, format or surrogate characters.
+model_names = st.text(
+    st.characters(codec="utf-8", exclude_categories=["Cc", "Cf", "Cs", "Co"]), min_size=1, max_size=12
+).filter(_stored_form)
 plain_prompt = text.filter(lambda s: not s.lstrip().startswith("[{"))
 messages = st.lists(
     st.fixed_dictionaries(
@@ -55,7 +69,7 @@ messages = st.lists(
 
 @st.composite
 def battle_rows(draw: st.DrawFn) -> dict[str, Any]:
-    model_a, model_b = draw(st.lists(name, min_size=2, max_size=2, unique=True))
+    model_a, model_b = draw(st.lists(model_names, min_size=2, max_size=2, unique=True))
     row: dict[str, Any] = {
         "question_id": draw(st.none() | name),
         "model_a": model_a,
@@ -85,7 +99,7 @@ def battle_rows(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def catalog_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
     prompts = draw(st.lists(name, min_size=1, max_size=4, unique=True))
-    models = draw(st.lists(name, min_size=1, max_size=3, unique=True))
+    models = draw(st.lists(model_names, min_size=1, max_size=3, unique=True))
     rows = []
     for pid in prompts:
         prompt = draw(plain_prompt | messages.filter(lambda m: any(x["role"] == "user" for x in m)))

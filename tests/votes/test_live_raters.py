@@ -79,7 +79,7 @@ def test_batches_and_vote_by_vote_agree_and_equal_the_replay(
     rater = RATERS[name]
     batch, careful = fresh_engine(), fresh_engine()
     for engine in (batch, careful):
-        seed_catalog(engine)
+        seed_catalog(engine, n_prompts=10)
     requests = _requests(batch)
     _requests(careful)  # the same annotators in the second store
     # The batch path in batches of various sizes; the careful path one savepoint per vote.
@@ -101,7 +101,7 @@ def test_batches_and_vote_by_vote_agree_and_equal_the_replay(
 @pytest.mark.parametrize("name", sorted(RATERS))
 def test_flagging_and_rebuild_keep_live_equal_to_replay(store: Engine, name: str) -> None:
     rater = RATERS[name]
-    seed_catalog(store)
+    seed_catalog(store, n_prompts=10)
     requests = _requests(store)
     _write(store, requests[:30], rater)
     flagged = requests[0].battle.annotator_id
@@ -118,7 +118,7 @@ def test_flagging_and_rebuild_keep_live_equal_to_replay(store: Engine, name: str
 
 
 def test_glicko_deviation_grows_while_idle_and_shrinks_with_votes(store: Engine) -> None:
-    seed_catalog(store)
+    seed_catalog(store, n_prompts=10)
     requests = _requests(store)[:6]
     results = _write(store, requests, GLICKO)
     first = results[0]
@@ -130,7 +130,7 @@ def test_glicko_deviation_grows_while_idle_and_shrinks_with_votes(store: Engine)
 
 
 def test_switching_the_rater_rebuilds_the_table_by_replay(store: Engine) -> None:
-    seed_catalog(store)
+    seed_catalog(store, n_prompts=10)
     requests = _requests(store)
     elo = EloConfig(k=16.0)
     _write(store, requests, elo)
@@ -149,7 +149,7 @@ def test_switching_the_rater_rebuilds_the_table_by_replay(store: Engine) -> None
 
 def test_votes_through_the_writer_process_with_glicko2(store: Engine) -> None:
     """A worker expecting Glicko-2 hands its votes to a Glicko-2 writer; one expecting Elo refuses it."""
-    seed_catalog(store)
+    seed_catalog(store, n_prompts=10)
     requests = _requests(store)[:30]
     stop, ready = threading.Event(), threading.Event()
     with tempfile.TemporaryDirectory(prefix="arena-test-") as folder:

@@ -7,11 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
+from leaderboard.style import TOKEN_ESTIMATOR, estimate_tokens
 from tests.factories import write_jsonl
 from votes.demo import load_demo
 from votes.io import export_votes
+from votes.models import Battle, Generation, Output, Vote
+from votes.queries import iter_vote_texts
 from votes.records import InputError
 from votes.sources import battles_from_file, battles_from_store, load_battles_file
 
@@ -31,6 +34,48 @@ def test_store_and_its_export_give_the_same_battles(store: Engine, tmp_path: Pat
     np.testing.assert_allclose(stored.time, read.time)
     counts, _, n = load_battles_file(path)
     assert n == 300 and counts.n_votes == 300 and counts.models == read.models
+
+
+def test_stored_token_counts_give_the_length_where_generation_reported_them(store: Engine) -> None:
+    load_demo(store, n_votes=300, seed=4)
+    with Session(store) as session:
+        estimated = battles_from_store(session, style=True)
+        outputs = session.exec(select(Output)).all()
+        reported = outputs[: len(outputs) // 2]
+        known = {out.id for out in reported}
+        for out in reported:  # a server that counts ten times the estimate: the length column must follow
+            assert out.id is not None
+            session.add(
+                Generation(
+                    output_id=out.id,
+                    endpoint="e",
+                    base_url="http://127.0.0.1:1/v1",
+                    served_model="m",
+                    completion_tokens=10 * estimate_tokens(out.text),
+                    latency_s=0.1,
+                    run_id="r",
+                )
+            )
+        session.commit()
+        mixed = battles_from_store(session, style=True)
+        texts = list(iter_vote_texts(session))
+    with Session(store) as session:
+        sides = session.exec(
+            select(Battle.output_a_id, Battle.output_b_id).join(Vote).order_by(col(Vote.id))
+        ).all()
+    n_known = sum((a in known) + (b in known) for a, b in sides)
+    assert 0 < n_known < 600
+    notes = mixed.feature_notes["length"]
+    assert notes["unit"] == "tokens" and notes["estimator"] == TOKEN_ESTIMATOR
+    assert notes["answers_with_generation_tokens"] == n_known
+    assert notes["answers_with_estimated_tokens"] == 600 - n_known
+    assert estimated.feature_notes["length"]["answers_with_generation_tokens"] == 0
+    assert sum((t[3] is not None) + (t[4] is not None) for t in texts) == n_known
+    column = mixed.feature_names.index("length")
+    assert mixed.features is not None and estimated.features is not None
+    changed = ~np.isclose(mixed.features[:, column], estimated.features[:, column])
+    one_known = np.array([(a in known) != (b in known) for a, b in sides])
+    assert changed[one_known].all()  # one side reported ten times its estimate: the difference moves
 
 
 def test_style_needs_answer_texts(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from votes.ratings import replay_live_ratings
 from votes.writer import GroupCommitWriter
 
 N_VOTERS = 8
-VOTES_EACH = 40
+VOTES_EACH = 30
 CONFIG = EloConfig(k=16.0)  # a larger K makes any ordering mistake visible in the ratings
 
 

@@ -347,14 +347,14 @@ def test_votes_owed_by_a_vanished_writer_are_retried_in_process(
 @pytest.mark.usefixtures("seeded")
 def test_stop_answers_every_vote_in_flight(engine: Engine, socket_dir: Path) -> None:
     path = socket_dir / "votes.sock"
-    battles = battles_for(engine, random.Random(6), new_annotator(engine), 40)
+    battles = battles_for(engine, random.Random(6), new_annotator(engine), 30)
     with running_writer(engine, path):
         worker = _client(engine, path)
         worker.start()
         futures = [worker.submit(VoteRequest(battle=b, winner="model_a")) for b in battles]
         worker.stop()  # waits for what the writer owes
         assert all(f.done() and f.exception() is None for f in futures)
-    assert _count_votes(engine) == 40
+    assert _count_votes(engine) == 30
     _assert_live_equals_replay(engine)
 
 

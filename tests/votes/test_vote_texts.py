@@ -31,11 +31,16 @@ def test_texts_are_aligned_with_load_battles_and_none_without_outputs(store: Eng
     assert len(rows) == len(texts) == 301
     models = {m.name: m for m in DEMO_MODELS}
     prompts = {p.id: p for p in DEMO_PROMPTS}
-    for (_, a, b), row in zip(texts[:-1], rows[:-1], strict=True):
+    for (_, a, b, _, _), row in zip(texts[:-1], rows[:-1], strict=True):
         # each side's text is that model's demo answer to the battle's prompt, left and right as voted
         assert a == demo_answer(models[row["model_a"]], prompts[row["question_id"]])
         assert b == demo_answer(models[row["model_b"]], prompts[row["question_id"]])
-    assert texts[-1][1:] == (None, None)  # the imported battle without conversations has no outputs
+    assert texts[-1][1:] == (
+        None,
+        None,
+        None,
+        None,
+    )  # the imported battle without conversations has no outputs
 
 
 def test_filters_select_the_same_votes_as_load_battles(store: Engine, tmp_path: Path) -> None:
@@ -49,7 +54,7 @@ def test_filters_select_the_same_votes_as_load_battles(store: Engine, tmp_path: 
             VoteFilter(since=middle),
             VoteFilter(until=middle, exclude_flagged=True),
         ):
-            ids = [vid for vid, _, _ in iter_vote_texts(conn, filters=f)]
+            ids = [t[0] for t in iter_vote_texts(conn, filters=f)]
             selected = load_battles(conn, filters=f).vote_id
             assert selected is not None and ids == selected.tolist()
             assert 0 < len(ids) < everything.n_votes

@@ -84,9 +84,22 @@ async def _serve(
     handlers: set[asyncio.Task[Any]] = set()
     outbox = _Outbox(asyncio.get_running_loop())
 
-    def answer(out: asyncio.StreamWriter, rid: Any, future: Future[VoteResult]) -> None:
+    def answer(
+        out: asyncio.StreamWriter, rid: Any, request_id: str | None, future: Future[VoteResult]
+    ) -> None:
         # Runs in the writer thread, right after the commit; the event loop does the sending.
         outbox.put(out, encode_line({"id": rid, **outcome_to_wire(future)}))
+        if request_id is not None and future.exception() is None:
+            result = future.result()
+            log.info(
+                "vote committed",
+                extra={
+                    "request_id": request_id,
+                    "vote_id": result.vote_id,
+                    "battle_id": result.battle_id,
+                    "replayed": result.replayed,
+                },
+            )
 
     async def connection(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
         streams.add(out)
@@ -103,7 +116,8 @@ async def _serve(
                 except (ValueError, KeyError, TypeError) as exc:
                     log.warning("vote writer: unreadable message dropped (%s)", exc)
                     continue
-                writer.submit(request).add_done_callback(functools.partial(answer, out, rid))
+                future = writer.submit(request)
+                future.add_done_callback(functools.partial(answer, out, rid, request.request_id))
         except (ConnectionError, asyncio.LimitOverrunError, ValueError):
             pass  # a worker went away or sent an over-long line: its votes already queued still commit
         finally:

@@ -2,8 +2,9 @@
 
 A worker must never send its votes to a writer of another database or another Elo configuration: the
 writer says who it is first (:func:`writer_identity`), and the worker compares. Votes travel in the one
-dictionary form of :class:`~votes.battles.VoteRequest`, answers in that of :class:`~votes.battles.VoteResult`
-or as a typed error.
+dictionary form of :class:`~votes.battles.VoteRequest` (with the id of the web request that carried the
+vote, which the writer logs with its commit), answers in that of :class:`~votes.battles.VoteResult` or as a
+typed error.
 """
 
 from __future__ import annotations

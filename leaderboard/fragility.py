@@ -1,0 +1,242 @@
+"""How fragile a board is: the fewest votes whose removal changes #1, or swaps two neighbours.
+
+An interval says how much a rating would move if the votes were drawn again; it does not say how few
+votes hold an order in place. Removing a handful of well-chosen votes can change a public #1 even when
+the intervals look separated (Broderick, Giordano and Meager's "approximate maximum influence
+perturbation"). For a pair ``i`` above ``j`` the first-order effect of removing one vote ``v`` on
+the gap is ``-(e_i - e_j)^T C H^{-1} g_v``, with ``g_v`` the vote's (weighted) score, ``H`` the
+Hessian of the negative log-likelihood at the fit and ``C`` the map to ratings. Votes of one cell share
+the same effect, so candidates are whole cells ranked by it: the greedy set removes the most helpful
+votes first until the linear prediction closes the gap. That prediction is only a guide: every answer is
+verified by refitting without the chosen votes (re-linearising at the refit when the gap is not yet
+closed), then shortened vote by vote while the refit still shows the swap. The numbers are therefore
+achievable (removing them does swap the pair) and upper bounds on the true minimum; the tests check them
+against exhaustive search on small boards.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from leaderboard.bt import BTFit, fit_bt
+from leaderboard.cells import Layout, Objective, make_cells, maximise
+from leaderboard.data import PairCounts, collapse_pairs
+from leaderboard.intervals import vote_scores
+from leaderboard.newton import solve_bt_batch
+from leaderboard.spec import BTSpec, UnboundedRatingWarning
+
+__all__ = ["Fragility", "fragility", "remove_votes"]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: A swap must put the lower model ahead by more than this (log-strength units): an exact tie is no swap.
+_TIE_NATS = 1e-9
+#: Refits allowed per pair before giving up (the answer is then "more than the votes tried").
+_MAX_REFITS = 12
+
+
+@dataclass(frozen=True)
+class Fragility:
+    """The certificate: per adjacent pair and for #1, the fewest votes found whose removal swaps them.
+
+    ``None`` means no swap was found within ``max_share`` of the votes. ``pairs`` lists
+    ``(upper, lower, votes)`` in board order; ``top`` is ``(votes, challenger)`` for #1.
+    """
+
+    top: tuple[int | None, str | None]
+    pairs: tuple[tuple[str, str, int | None], ...]
+    max_votes: int
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "top_change_votes": self.top[0],
+            "top_challenger": self.top[1],
+            "adjacent_swap_votes": [{"upper": u, "lower": lo, "votes": k} for u, lo, k in self.pairs],
+            "search_limit_votes": self.max_votes,
+            "method": "influence-function candidates from the Hessian, verified by refits",
+        }
+
+
+def remove_votes(counts: PairCounts, removed: FloatArray) -> PairCounts:
+    """``counts`` without ``removed`` votes per cell (each removed vote takes its cell's mean weight)."""
+    votes = counts.vote_counts
+    if np.any(removed < 0) or np.any(removed > votes):
+        raise ValueError("cannot remove more votes than a cell holds")
+    left = votes - removed
+    if counts.votes is None:
+        return replace(counts, count=left)
+    per_vote = np.divide(counts.count, votes, out=np.zeros_like(votes), where=votes > 0)
+    return replace(counts, count=per_vote * left, votes=left)
+
+
+def _gap_effects(fit: BTFit, counts: PairCounts, upper: int, lower: int) -> FloatArray:
+    """Predicted change of ``rating[upper] - rating[lower]`` from removing one vote of each cell."""
+    scores, columns = vote_scores(fit, counts)
+    h_inv = np.linalg.pinv(fit.hessian, hermitian=True)
+    direction = np.zeros(len(fit.models))
+    direction[upper], direction[lower] = 1.0, -1.0
+    lever = direction if fit.coef_map is None else direction @ fit.coef_map
+    per_cell = -(scores @ (h_inv @ lever)) * fit.scale
+    out = np.zeros(counts.n_cells)
+    out[columns.astype(np.int64)] = per_cell
+    return out
+
+
+def _ratings_after(counts: PairCounts, fit: BTFit) -> FloatArray | None:
+    """Log-strengths refit on ``counts`` warm-started at ``fit`` (None when the refit fails)."""
+    if fit.spec.is_plain:
+        stats = collapse_pairs(counts)
+        theta, ok, _ = solve_bt_batch(
+            stats.lo,
+            stats.hi,
+            stats.n[None, :],
+            stats.score_lo[None, :],
+            n_models=len(fit.models),
+            theta0=fit.theta,
+        )
+        if ok[0]:
+            out: FloatArray = theta[0]
+            return out
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnboundedRatingWarning)
+            try:
+                return fit_bt(counts, spec=fit.spec).theta  # the board would show the ridge fit
+            except (ValueError, RuntimeError):
+                return None
+    cells = make_cells(counts, fit.spec)
+    try:
+        objective = Objective(
+            cells, fit.spec, Layout.of(fit.spec, cells.n_models), nat_per_point=math.log(fit.base) / fit.scale
+        )
+    except ValueError:
+        return None
+    x, _, message = maximise(objective, fit.x, tol=1e-8, max_iter=200)
+    if message:
+        return None
+    coef: FloatArray = fit.coef_of(x)
+    return coef
+
+
+def _swapped(counts: PairCounts, fit: BTFit, upper: int, lower: int) -> bool:
+    strength = _ratings_after(counts, fit)
+    return strength is not None and bool(strength[lower] > strength[upper] + _TIE_NATS)
+
+
+def _refit(counts: PairCounts, spec: BTSpec) -> BTFit | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnboundedRatingWarning)
+        try:
+            return fit_bt(counts, spec=spec)
+        except (ValueError, RuntimeError):
+            return None
+
+
+def _greedy(effects: FloatArray, available: FloatArray, need: float) -> FloatArray:
+    """Votes to remove per cell, most gap-closing first, until the predicted change reaches ``-need``."""
+    order = np.argsort(effects, kind="stable")
+    removed = np.zeros_like(available)
+    closed = 0.0
+    for c in order:
+        if effects[c] >= 0 or closed <= -need:
+            break
+        take = min(available[c], np.ceil((-need - closed) / effects[c]))
+        removed[c] = max(take, 0.0)
+        closed += removed[c] * effects[c]
+    return removed
+
+
+def swap_votes(counts: PairCounts, fit: BTFit, upper: int, lower: int, *, max_votes: int) -> int | None:
+    """Fewest votes found whose removal puts ``lower`` above ``upper`` (verified by a refit), or None."""
+    spec = fit.spec
+    total = np.zeros(counts.n_cells)
+    current, current_fit = counts, fit
+    for _ in range(_MAX_REFITS):
+        gap = float(current_fit.rating[upper] - current_fit.rating[lower])
+        effects = _gap_effects(current_fit, current, upper, lower)
+        step = _greedy(effects, current.vote_counts, gap * 1.0000001 + 1e-9)
+        if step.sum() == 0:
+            return None
+        total = total + step
+        if total.sum() > max_votes:
+            return None
+        current = remove_votes(counts, total)
+        if _swapped(current, fit, upper, lower):
+            return _shorten(counts, fit, total, upper, lower)
+        refit = _refit(current, spec)
+        if refit is None:
+            return None
+        current_fit = refit
+    return None
+
+
+def _shorten(counts: PairCounts, fit: BTFit, removed: FloatArray, upper: int, lower: int) -> int:
+    """Put the removed votes back, least helpful first, as many as the refit allows (binary search on
+    how many; the count returned is one whose removal a refit showed to swap the pair)."""
+    effects = _gap_effects(fit, counts, upper, lower)
+    cells = np.argsort(-effects, kind="stable")
+    queue = np.repeat(cells, removed[cells].astype(np.int64))  # least helpful vote first
+    lo, hi = 0, len(queue) - 1  # putting back ``lo`` votes is known to keep the swap
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = removed - np.bincount(queue[:mid], minlength=len(removed))
+        if _swapped(remove_votes(counts, trial), fit, upper, lower):
+            lo = mid
+        else:
+            hi = mid - 1
+    return int(round(removed.sum())) - lo
+
+
+def fragility(
+    counts: PairCounts,
+    *,
+    fit: BTFit | None = None,
+    spec: BTSpec | None = None,
+    max_share: float = 0.05,
+    challengers: int = 3,
+) -> Fragility:
+    """The fragility certificate of a board.
+
+    Parameters
+    ----------
+    counts : PairCounts
+        The votes of the board (whole vote numbers per cell).
+    fit : BTFit, optional
+        The board's point fit (made with ``spec`` when not given).
+    spec : BTSpec, optional
+    max_share : float
+        Search no further than this share of the votes (the answer is then None: robust beyond it).
+    challengers : int
+        For #1, the models tried as the new #1 (the nearest ``challengers`` below it).
+
+    Returns
+    -------
+    Fragility
+    """
+    if fit is None:
+        fit = _refit(counts, spec or BTSpec())
+        if fit is None:
+            raise ValueError("the board cannot be fitted")
+    if not np.allclose(counts.vote_counts, np.round(counts.vote_counts)):
+        raise ValueError("fragility needs whole vote numbers per cell")
+    max_votes = max(10, int(max_share * float(counts.vote_counts.sum())))
+    order = np.argsort(-fit.rating, kind="stable")
+    pairs: list[tuple[str, str, int | None]] = []
+    found: dict[tuple[int, int], int | None] = {}
+    for a, b in zip(order[:-1], order[1:], strict=True):
+        k = swap_votes(counts, fit, int(a), int(b), max_votes=max_votes)
+        found[(int(a), int(b))] = k
+        pairs.append((fit.models[a], fit.models[b], k))
+    best: tuple[int | None, str | None] = (None, None)
+    top = int(order[0])
+    for challenger in order[1 : 1 + challengers]:
+        key = (top, int(challenger))
+        k = found[key] if key in found else swap_votes(counts, fit, top, int(challenger), max_votes=max_votes)
+        if k is not None and (best[0] is None or k < best[0]):
+            best = (k, fit.models[challenger])
+    return Fragility(top=best, pairs=tuple(pairs), max_votes=max_votes)

@@ -1,0 +1,342 @@
+"""What a maintainer waits for, end to end: recompute from a file, import, publish, start-up, and the public
+Chatbot Arena methods run from the same file.
+
+    .venv/bin/python scripts/bench_end_to_end.py [--votes 1000000] [--models 100] [--rounds 1000]
+        [--ten-million] [--compare /path/to/other/checkout] [--skip import,publish] [--peers lmsys-current]
+
+The battles file is written once (seeded, :func:`_bench_common.synthetic_battles`) as Parquet in
+``--workdir``. Every path runs in its own process, timed from start to exit (imports included), and its
+peak memory is the child's own ``ru_maxrss`` (from ``os.wait4``). With ``--compare DIR`` every path of
+Arena runs a second time with ``PYTHONPATH=DIR`` (another checkout, e.g. before a change), so the table
+shows both side by side from one run on one machine load. The peers (:mod:`bench_fit`'s public methods)
+read the Parquet file with pandas, code the models and fit with 1,000 bootstrap rounds; a bootstrap too
+slow for ``--budget`` is timed on fewer rounds and extrapolated (marked ``*``).
+
+The last line is one JSON object: ``recompute_1m_s``, ``recompute_1m_peak_mb``, ``import_1m_s``,
+``import_1m_peak_mb``, ``publish_1m_s``, ``recompute_10m_s``, ``recompute_10m_peak_mb`` (null without
+``--ten-million``), ``cli_start_s``, ``peer_<name>_s``, and the same keys prefixed ``compare_`` with
+``--compare``. The ``1m``/``10m`` names are kept when ``--votes`` asks for another size (see ``votes``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _bench_common import emit_json_line, machine_info, print_table, synthetic_battles
+
+from leaderboard.data import OUTCOME_STRINGS
+
+PEERS = ("lmsys-current", "lmsys-classic")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One child process: wall seconds, its own peak RSS, exit status and the tail of its output."""
+
+    seconds: float
+    peak_mb: float
+    status: int
+    tail: str
+    stdout: str
+
+
+def write_battles_parquet(path: Path, n_votes: int, n_models: int, seed: int) -> None:
+    """The synthetic battles as a Chatbot Arena Parquet file (model_a, model_b, winner, tstamp, anony,
+    language), written aside and renamed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    battles = synthetic_battles(n_votes, n_models, random_state=seed)
+    names = np.array(battles.models, dtype=object)
+    winners = np.array([OUTCOME_STRINGS[k] for k in sorted(OUTCOME_STRINGS)], dtype=object)
+    table = pa.table(
+        {
+            "model_a": pa.array(names[battles.model_a], pa.string()),
+            "model_b": pa.array(names[battles.model_b], pa.string()),
+            "winner": pa.array(winners[battles.outcome], pa.string()),
+            "tstamp": pa.array(1.7e9 + np.arange(n_votes, dtype=np.float64)),
+            "anony": pa.array(np.ones(n_votes, dtype=bool)),
+            "language": pa.array(np.full(n_votes, "English", dtype=object), pa.string()),
+        }
+    )
+    tmp = path.with_suffix(".part")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+
+
+def run_child(cmd: list[str], *, env: dict[str, str], timeout: float, cwd: Path | None = None) -> Run:
+    """Run ``cmd``; its wall time and its own peak RSS (``wait4``), never the sum over earlier children.
+
+    It runs outside any checkout (``cwd``, a temporary folder by default): ``python -c`` puts the
+    working folder first on ``sys.path``, which would shadow the ``PYTHONPATH`` of the tree measured."""
+    cwd = cwd if cwd is not None else Path(tempfile.gettempdir())
+    with tempfile.TemporaryFile() as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)  # nosec B603
+        deadline = started + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.01)
+        seconds = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    tail = " / ".join(text.strip().splitlines()[-3:])
+    return Run(seconds, usage.ru_maxrss / 1024.0, proc.returncode, tail, text)
+
+
+def _env(tree: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(tree), PYTHONWARNINGS="ignore", ARENA_LOG_LEVEL="WARNING")
+
+
+def _arena(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from arena.cli import app; app()", *args]
+
+
+class Runs(dict[str, Run]):
+    """Runs by path name; each is printed (to stderr) as soon as it is measured, so a long benchmark
+    interrupted half way still leaves its figures."""
+
+    def __init__(self, tag: str) -> None:
+        super().__init__()
+        self.tag = tag
+
+    def __setitem__(self, key: str, run: Run) -> None:
+        super().__setitem__(key, run)
+        print(
+            f"[{self.tag}] {key}: {run.seconds:.2f} s, peak {run.peak_mb:.0f} MB, exit {run.status}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def arena_paths(tree: Path, data: Path, work: Path, args: argparse.Namespace, tag: str) -> dict[str, Run]:
+    """Every Arena path on one checkout: start-up, recompute, import into SQLite, publish from it."""
+    env = _env(tree)
+    runs = Runs(tag)
+    runs["cli_start"] = min(
+        (run_child(_arena("--help"), env=env, timeout=120) for _ in range(3)), key=lambda r: r.seconds
+    )
+    rounds = str(args.rounds)
+    seed = str(args.seed)
+    runs["recompute"] = run_child(
+        _arena(
+            "recompute",
+            "--from",
+            str(data),
+            "--bootstrap",
+            rounds,
+            "--seed",
+            seed,
+            "--out",
+            str(work / f"r-{tag}"),
+        ),
+        env=env,
+        timeout=args.timeout,
+    )
+    db = work / f"votes-{tag}.db"
+    db.unlink(missing_ok=True)
+    url = f"sqlite:///{db}"
+    if "import" not in args.skip:
+        runs["import"] = run_child(
+            _arena("import", str(data), "--database-url", url), env=env, timeout=args.timeout
+        )
+        if "publish" not in args.skip and runs["import"].status == 0:
+            runs["publish"] = run_child(
+                _arena(
+                    "publish",
+                    "--database-url",
+                    url,
+                    "--snapshot-dir",
+                    str(work / f"snap-{tag}"),
+                    "--bootstrap",
+                    rounds,
+                    "--seed",
+                    seed,
+                ),
+                env=env,
+                timeout=args.timeout,
+            )
+    return runs
+
+
+def peer_worker(name: str, data: Path, args: argparse.Namespace) -> int:
+    """One public method end to end from the file: pandas reads it, the models are coded, then the fit
+    and bootstrap of :mod:`bench_fit` (extrapolated when too slow)."""
+    import bench_fit
+    import pandas as pd
+
+    from leaderboard.battles import Battles
+
+    t0 = time.perf_counter()
+    frame = pd.read_parquet(data, columns=["model_a", "model_b", "winner"])
+    codes, models = pd.factorize(pd.concat([frame["model_a"], frame["model_b"]], ignore_index=True))
+    n = len(frame)
+    outcome_of = {v: k for k, v in OUTCOME_STRINGS.items()}
+    battles = Battles(
+        models=tuple(str(m) for m in models),
+        model_a=codes[:n].astype(np.int64),
+        model_b=codes[n:].astype(np.int64),
+        outcome=np.asarray(frame["winner"].map(outcome_of).to_numpy(), dtype=np.int8),
+    )
+    load_s = time.perf_counter() - t0
+    plan = bench_fit.Plan(args.rounds, args.budget, args.extrapolate_seconds)
+    result = bench_fit.RUNNERS[name](battles, plan, 0.95, args.seed)
+    # The bootstrap may be extrapolated: the total is what the whole run would take.
+    timed_boot = result["boot_s"] * result["rounds_timed"] / args.rounds
+    inside = time.perf_counter() - t0
+    out = {
+        "load_s": load_s,
+        "inside_s": inside,
+        "total_s": inside - timed_boot + result["boot_s"],
+        "extrapolated": result["rounds_timed"] < args.rounds,
+    }
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--votes", type=int, default=1_000_000)
+    parser.add_argument("--models", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=1000, help="bootstrap rounds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", type=Path, default=Path("bench-end-to-end"))
+    parser.add_argument("--ten-million", action="store_true", help="also recompute from 10M votes (slow)")
+    parser.add_argument("--compare", type=Path, help="another checkout to run side by side (PYTHONPATH)")
+    parser.add_argument("--skip", default="", help="comma list out of import, publish, peers")
+    parser.add_argument("--peers", default=",".join(PEERS), help=f"comma list out of {', '.join(PEERS)}")
+    parser.add_argument("--budget", type=float, default=120.0, help="seconds before a peer is extrapolated")
+    parser.add_argument("--extrapolate-seconds", type=float, default=30.0)
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per path")
+    parser.add_argument("--peer-worker", choices=PEERS, help=argparse.SUPPRESS)
+    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    return args
+
+
+def _dataset(work: Path, n_votes: int, args: argparse.Namespace) -> Path:
+    path = work / f"battles-{n_votes}-{args.models}-{args.seed}.parquet"
+    if not path.exists():
+        started = time.perf_counter()
+        write_battles_parquet(path, n_votes, args.models, args.seed)
+        print(f"wrote {path} in {time.perf_counter() - started:.1f} s", flush=True)
+    return path
+
+
+def _cell(run: Run | None) -> tuple[float | None, float | None]:
+    if run is None or run.status != 0:
+        return None, None
+    return run.seconds, run.peak_mb
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.peer_worker:
+        return peer_worker(args.peer_worker, args.data, args)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    load_before = machine_info()
+    data = _dataset(args.workdir, args.votes, args)
+    trees = {"": ROOT}
+    if args.compare is not None:
+        trees["compare_"] = args.compare.resolve()
+    results: dict[str, dict[str, Run]] = {}
+    for prefix, tree in trees.items():
+        results[prefix] = arena_paths(tree, data, args.workdir, args, prefix or "this")
+        if args.ten_million:
+            big = _dataset(args.workdir, 10 * args.votes, args)
+            results[prefix]["recompute_10m"] = run_child(
+                _arena(
+                    "recompute",
+                    "--from",
+                    str(big),
+                    "--bootstrap",
+                    str(args.rounds),
+                    "--seed",
+                    str(args.seed),
+                    "--out",
+                    str(args.workdir / f"r10-{prefix or 'this'}"),
+                ),
+                env=_env(tree),
+                timeout=args.timeout,
+            )
+    peers: dict[str, dict[str, Any]] = {}
+    if "peers" not in args.skip:
+        for name in [p.strip() for p in args.peers.split(",") if p.strip()]:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--peer-worker", name, "--data", str(data)]
+            cmd += ["--rounds", str(args.rounds), "--seed", str(args.seed), "--budget", str(args.budget)]
+            cmd += ["--extrapolate-seconds", str(args.extrapolate_seconds)]
+            run = run_child(cmd, env=_env(ROOT), timeout=args.timeout)
+            lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+            peers[name] = {"run": run, **(json.loads(lines[-1]) if run.status == 0 and lines else {})}
+
+    figures: dict[str, Any] = {"votes": args.votes, "models": args.models, "rounds": args.rounds}
+    rows: list[list[object]] = []
+    labels = {
+        "cli_start": "arena --help",
+        "recompute": f"recompute --from parquet --bootstrap {args.rounds} (plots)",
+        "recompute_10m": "recompute, 10x votes",
+        "import": "import parquet (SQLite)",
+        "publish": f"publish --bootstrap {args.rounds} (SQLite)",
+    }
+    keys = {
+        "cli_start": "cli_start",
+        "recompute": "recompute_1m",
+        "recompute_10m": "recompute_10m",
+        "import": "import_1m",
+        "publish": "publish_1m",
+    }
+    for path, label in labels.items():
+        row: list[object] = [label]
+        for prefix in trees:
+            seconds, peak = _cell(results[prefix].get(path))
+            done = results[prefix].get(path)
+            if done is not None and done.status != 0:
+                print(f"{prefix or 'this'} {path} failed (exit {done.status}): {done.tail}", file=sys.stderr)
+            row += [seconds, peak]
+            figures[f"{prefix}{keys[path]}_s"] = seconds
+            figures[f"{prefix}{keys[path]}_peak_mb"] = peak
+        rows.append(row)
+    for name, res in peers.items():
+        seconds, peak = _cell(res["run"])
+        # the process's wall time (imports and reading included), its bootstrap extrapolated when too slow
+        total = None if seconds is None else seconds - res["inside_s"] + res["total_s"]
+        mark = "*" if res.get("extrapolated") else ""
+        rows.append(
+            [f"peer {name}: pandas read + fit + bootstrap{mark}", total, peak]
+            + [None, None] * (len(trees) - 1)
+        )
+        figures[f"peer_{name.replace('-', '_')}_s"] = total
+        figures[f"peer_{name.replace('-', '_')}_peak_mb"] = peak
+    header = ["path"]
+    for prefix in trees:
+        name = "this tree" if not prefix else f"compare ({trees[prefix].name})"
+        header += [f"{name} s", f"{name} peak MB"]
+    print_table(header, rows)
+    print("* bootstrap timed on fewer rounds and extrapolated")
+    figures["machine_before"] = load_before
+    figures["machine_after"] = machine_info()
+    emit_json_line(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

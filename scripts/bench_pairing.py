@@ -1,0 +1,312 @@
+"""Votes each pairing policy needs to reach a precise, correct board, in seeded simulations.
+
+Truth: ``--models`` ratings drawn like a real board (normal, sd ``--spread`` Elo); outcomes from Davidson's
+model with a tie propensity giving 15% ties over uniform pairs and a left-side bonus of ``--left-bonus``
+Elo; sides by a fair coin. Two settings:
+
+fixed     every model from the start, no votes yet.
+arrivals  ``--incumbents`` models already have ``--history`` uniform votes among themselves when the
+          others arrive at once; votes are counted from their arrival.
+
+Each policy draws ``--batch`` votes from the pair probabilities of the current fit (the live site refreshes
+its weights periodically the same way), then the plain Bradley-Terry fit (ties half a win) is refreshed by
+Newton steps from the previous one and the targets are checked: (a) mean 95% half-width <= 15 Elo (model-
+based intervals), (b) Kendall tau with the truth >= 0.95, (c) every neighbour pair in the true order whose
+gap is >= 20 Elo separated (right sign, 95% interval of the gap excludes 0). Prints the votes needed per
+policy and target (mean and standard error over seeds), the saving against uniform, and a JSON line.
+
+    python scripts/bench_pairing.py --seeds 10
+    python scripts/bench_pairing.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import emit_json_line, machine_info, print_table  # noqa: E402
+
+from arena.pairing import PairingPolicy, pair_weights  # noqa: E402
+from leaderboard.newton import solve_bt_batch  # noqa: E402
+from leaderboard.pairing import (  # noqa: E402
+    ELO_PER_NAT,
+    PRIOR_PRECISION,
+    Criterion,
+    PairDesign,
+    fisher_information,
+    greedy_allocation,
+    pair_gains,
+    pair_probabilities,
+    rating_covariance,
+)
+
+FloatArray = npt.NDArray[np.float64]
+TARGETS = ("width", "tau", "separation")
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Config:
+    models: int
+    spread: float
+    tie_share: float
+    left_bonus: float
+    batch: int
+    max_votes: int
+    floor: float
+    incumbents: int
+    history: int
+    width: float = 15.0
+    tau: float = 0.95
+    gap: float = 20.0
+
+
+def davidson_nu(truth: FloatArray, tie_share: float) -> float:
+    """The Davidson tie propensity giving ``tie_share`` ties on average over uniformly drawn pairs."""
+    lo, hi = np.triu_indices(len(truth), k=1)
+    h = 0.5 * (truth[lo] - truth[hi]) / ELO_PER_NAT
+    base = np.exp(h) + np.exp(-h)
+    a, b = 0.0, 10.0
+    for _ in range(60):
+        nu = 0.5 * (a + b)
+        if float(np.mean(nu / (base + nu))) < tie_share:
+            a = nu
+        else:
+            b = nu
+    return 0.5 * (a + b)
+
+
+class Board:
+    """Votes so far (per pair: count and score of the lower index), the fit and its covariance."""
+
+    def __init__(self, design: PairDesign, truth: FloatArray, nu: float, left_bonus: float) -> None:
+        self.design = design
+        self.truth_nat = truth / ELO_PER_NAT
+        self.nu = nu
+        self.bonus = left_bonus / ELO_PER_NAT
+        self.n = np.zeros(len(design))
+        self.s = np.zeros(len(design))
+        self.theta = np.zeros(design.n_models)
+        self.cov = rating_covariance(np.zeros((design.n_models, design.n_models)))
+        self.info = np.zeros((design.n_models, design.n_models))
+
+    def vote(self, pairs: npt.NDArray[np.int64], rng: np.random.Generator) -> None:
+        """Votes on ``pairs`` (indices into the design), sides by a fair coin, Davidson outcomes."""
+        lo_left = rng.random(len(pairs)) < 0.5
+        diff = self.truth_nat[self.design.lo[pairs]] - self.truth_nat[self.design.hi[pairs]]
+        u = np.where(lo_left, diff + self.bonus, -diff + self.bonus)  # left minus right
+        h = 0.5 * u
+        denom = np.exp(h) + np.exp(-h) + self.nu
+        draw = rng.random(len(pairs))
+        p_left, p_tie = np.exp(h) / denom, self.nu / denom
+        left_score = np.where(draw < p_left, 1.0, np.where(draw < p_left + p_tie, 0.5, 0.0))
+        lo_score = np.where(lo_left, left_score, 1.0 - left_score)
+        np.add.at(self.n, pairs, 1.0)
+        np.add.at(self.s, pairs, lo_score)
+
+    def refit(self, steps: int = 3) -> None:
+        """A few Newton steps on the plain BT likelihood (with the weak prior) from the last fit."""
+        d = self.design
+        theta, _, _ = solve_bt_batch(
+            d.lo,
+            d.hi,
+            self.n,
+            self.s,
+            n_models=d.n_models,
+            theta0=self.theta,
+            ridge=PRIOR_PRECISION,
+            tol=1e-6,
+            max_iter=steps,
+        )
+        self.theta = theta[0]
+        self.info = fisher_information(d, self.theta, self.n)
+        self.cov = rating_covariance(self.info)
+
+    def met(self, cfg: Config, truth: FloatArray) -> dict[str, bool]:
+        sd = np.sqrt(np.maximum(np.diag(self.cov), 0.0)) * ELO_PER_NAT
+        rating = self.theta * ELO_PER_NAT
+        m = len(truth)
+        iu = np.triu_indices(m, k=1)
+        tau = float(np.mean(np.sign(rating[iu[0]] - rating[iu[1]]) * np.sign(truth[iu[0]] - truth[iu[1]])))
+        order = np.argsort(-truth)
+        upper, lower = order[:-1], order[1:]
+        wide = truth[upper] - truth[lower] >= cfg.gap
+        var = self.cov[upper, upper] + self.cov[lower, lower] - 2.0 * self.cov[upper, lower]
+        gap_fit = rating[upper] - rating[lower]
+        separated = gap_fit > Z95 * np.sqrt(np.maximum(var, 0.0)) * ELO_PER_NAT
+        return {
+            "width": bool(Z95 * sd.mean() <= cfg.width),
+            "tau": tau >= cfg.tau,
+            "separation": bool(np.all(separated[wide])),
+        }
+
+
+Policy = Callable[[Board], FloatArray]
+
+
+def model_policy(criterion: Criterion, floor: float, power: float) -> Policy:
+    def probabilities(board: Board) -> FloatArray:
+        gains = pair_gains(board.design, board.theta, board.cov, criterion=criterion)
+        return pair_probabilities(gains, floor=floor, power=power)
+
+    return probabilities
+
+
+def greedy_policy(criterion: Criterion, floor: float, batch: int) -> Policy:
+    def probabilities(board: Board) -> FloatArray:
+        counts = greedy_allocation(board.design, board.theta, board.cov, batch, criterion=criterion)
+        return pair_probabilities(counts, floor=floor)
+
+    return probabilities
+
+
+def heuristic_policy(name: PairingPolicy) -> Policy:
+    """The live site's existing policies (``arena.pairing.pair_weights``) on the current fit's Elo."""
+
+    def probabilities(board: Board) -> FloatArray:
+        d = board.design
+        pairs = list(zip(d.lo.tolist(), d.hi.tolist(), strict=True))
+        counts = {pair: int(n) for pair, n in zip(pairs, board.n, strict=True) if n}
+        ratings = dict(enumerate((board.theta * ELO_PER_NAT).tolist()))
+        w: FloatArray = np.asarray(pair_weights(pairs, policy=name, counts=counts, ratings=ratings))
+        return np.asarray(w / w.sum(), dtype=np.float64)
+
+    return probabilities
+
+
+def policies(floor: float, batch: int) -> dict[str, Policy]:
+    return {
+        "uniform": heuristic_policy("uniform"),
+        "balanced": heuristic_policy("balanced"),
+        "active": heuristic_policy("active"),
+        "aopt": model_policy("aopt", floor, 1.0),
+        "neighbour": model_policy("neighbour", floor, 1.0),
+        "width": model_policy("width", floor, 1.0),
+        "aopt-greedy": greedy_policy("aopt", floor, batch),
+        "width-greedy": greedy_policy("width", floor, batch),
+        "neighbour-greedy": greedy_policy("neighbour", floor, batch),
+    }
+
+
+def run(cfg: Config, policy: Policy, seed: int, setting: str) -> dict[str, float]:
+    """Votes until each target is first met (``max_votes`` when never): one board, one policy."""
+    rng = np.random.default_rng(seed)
+    truth = rng.normal(0.0, cfg.spread, cfg.models)
+    nu = davidson_nu(truth, cfg.tie_share)
+    design = PairDesign.of(cfg.models)
+    board = Board(design, truth, nu, cfg.left_bonus)
+    live = np.ones(cfg.models, dtype=bool)
+    if setting == "arrivals":
+        incumbents = PairDesign.of(cfg.incumbents)
+        old = rng.choice(len(incumbents), size=cfg.history)
+        # Incumbents are models 0..k-1: their pair's index in the full design.
+        lo, hi = incumbents.lo[old], incumbents.hi[old]
+        index = lo * cfg.models - lo * (lo + 1) // 2 + (hi - lo - 1)
+        board.vote(index.astype(np.int64), rng)
+        board.refit(steps=25)
+    del live
+    vote_rng = np.random.default_rng(seed + 10_000)
+    reached: dict[str, float] = {}
+    votes = 0
+    while votes < cfg.max_votes and len(reached) < len(TARGETS):
+        probs = policy(board)
+        pairs = vote_rng.choice(len(design), size=cfg.batch, p=probs)
+        board.vote(pairs.astype(np.int64), vote_rng)
+        votes += cfg.batch
+        board.refit()
+        for name, ok in board.met(cfg, truth).items():
+            if ok and name not in reached:
+                reached[name] = float(votes)
+    return {name: reached.get(name, float(cfg.max_votes)) for name in TARGETS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--models", type=int, default=50)
+    parser.add_argument("--spread", type=float, default=100.0, help="sd of the true ratings (Elo)")
+    parser.add_argument("--tie-share", type=float, default=0.15)
+    parser.add_argument("--left-bonus", type=float, default=15.0, help="left-side advantage (Elo)")
+    parser.add_argument("--batch", type=int, default=500, help="votes between refreshes of the weights")
+    parser.add_argument("--max-votes", type=int, default=400_000)
+    parser.add_argument("--floor", type=float, default=0.1, help="uniform exploration share")
+    parser.add_argument("--incumbents", type=int, default=35)
+    parser.add_argument("--history", type=int, default=60_000, help="incumbents' votes before arrivals")
+    parser.add_argument("--policies", default="", help="comma-separated subset (default: all)")
+    parser.add_argument("--quick", action="store_true", help="a smoke test: 12 models, 2 seeds")
+    args = parser.parse_args(argv)
+    cfg = Config(
+        models=12 if args.quick else args.models,
+        spread=args.spread,
+        tie_share=args.tie_share,
+        left_bonus=args.left_bonus,
+        batch=200 if args.quick else args.batch,
+        max_votes=20_000 if args.quick else args.max_votes,
+        floor=args.floor,
+        incumbents=8 if args.quick else args.incumbents,
+        history=5_000 if args.quick else args.history,
+        width=25.0 if args.quick else 15.0,
+    )
+    seeds = 2 if args.quick else args.seeds
+    table = policies(cfg.floor, cfg.batch)
+    if args.policies:
+        table = {k: v for k, v in table.items() if k in args.policies.split(",")}
+    if "uniform" not in table:
+        parser.error("uniform is the reference: keep it in --policies")
+    start = time.perf_counter()
+    results: dict[str, dict[str, FloatArray]] = {}
+    for setting in ("fixed", "arrivals"):
+        results[setting] = {}
+        for name, policy in table.items():
+            runs = [run(cfg, policy, seed, setting) for seed in range(seeds)]
+            results[setting][name] = np.array([[r[t] for t in TARGETS] for r in runs])
+            print(f"# {setting} {name}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    rows = []
+    saved: dict[str, dict[str, dict[str, float]]] = {}
+    for setting, by_policy in results.items():
+        uniform = by_policy["uniform"]
+        saved[setting] = {}
+        for name, votes in by_policy.items():
+            mean = votes.mean(axis=0)
+            se = votes.std(axis=0, ddof=1) / math.sqrt(len(votes)) if len(votes) > 1 else np.zeros(3)
+            # Saving per seed (same truth, same history), then averaged.
+            saving = (1.0 - votes / uniform).mean(axis=0)
+            saved[setting][name] = dict(zip(TARGETS, saving.round(4).tolist(), strict=True))
+            rows.append(
+                [setting, name]
+                + [f"{mu:,.0f} ± {s:,.0f}" for mu, s in zip(mean, se, strict=True)]
+                + [f"{x:+.1%}" for x in saving]
+            )
+    print_table(
+        ["setting", "policy", "votes (a) width", "votes (b) tau", "votes (c) separation"]
+        + [f"saved {t}" for t in TARGETS],
+        rows,
+    )
+    candidates = [p for p in table if p not in ("uniform", "balanced", "active")] or list(table)
+    best = max(candidates, key=lambda p: saved["fixed"][p]["width"] + saved["arrivals"][p]["width"])
+    print(
+        f"# {seeds} seeds, {cfg.models} models, batch {cfg.batch}, floor {cfg.floor}, "
+        f"{time.perf_counter() - start:.0f} s, load {machine_info()['load_avg_1m']}",
+        flush=True,
+    )
+    emit_json_line(
+        {
+            "policy": best,
+            "votes_saved_vs_uniform": {setting: saved[setting][best] for setting in saved},
+        }
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

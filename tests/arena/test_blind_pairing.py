@@ -1,0 +1,82 @@
+"""Pairing keeps answers blind across reveals: an answer whose model a vote already named to the annotator
+is not shown to them again while a battle of answers they have not seen revealed is left."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from arena.pairing import PairingCatalog, choose_battle
+from votes.battles import CatalogRow
+
+
+def _catalog(n_prompts: int, models: tuple[int, ...]) -> PairingCatalog:
+    return PairingCatalog.from_rows(
+        [
+            CatalogRow(prompt_id=p, output_id=p * 100 + m, model_id=m)
+            for p in range(1, n_prompts + 1)
+            for m in models
+        ]
+    )
+
+
+def test_choose_battle_avoids_revealed_answers_while_fresh_ones_remain() -> None:
+    catalog = _catalog(3, (1, 2, 3, 4))
+    for seed in range(40):
+        rng = random.Random(seed)
+        seen: set[tuple[int, int, int]] = set()
+        revealed: set[int] = set()
+        for _ in range(6):  # 12 answers, two fresh ones per battle: exactly six fresh battles
+            choice = choose_battle(
+                catalog, policy="uniform", counts={}, seen=seen, rng=rng, revealed=revealed
+            )
+            assert choice is not None
+            shown = {choice.output_a.output_id, choice.output_b.output_id}
+            assert not shown & revealed, (seed, shown, revealed)
+            revealed |= shown
+            a, b = choice.output_a.model_id, choice.output_b.model_id
+            seen.add((choice.prompt_id, min(a, b), max(a, b)))
+        assert len(revealed) == 12
+        # Every answer was revealed; unjudged battles remain, so one is still offered.
+        late = choose_battle(catalog, policy="uniform", counts={}, seen=seen, rng=rng, revealed=revealed)
+        assert (
+            late is not None
+            and (late.prompt_id, *sorted((late.output_a.model_id, late.output_b.model_id))) not in seen
+        )
+
+
+def test_without_reveals_every_pair_stays_reachable() -> None:
+    catalog = _catalog(2, (1, 2, 3))
+    rng = random.Random(0)
+    pairs = set()
+    for _ in range(200):
+        choice = choose_battle(catalog, policy="uniform", counts={}, seen=set(), rng=rng, revealed=set())
+        assert choice is not None
+        pairs.add(tuple(sorted((choice.output_a.model_id, choice.output_b.model_id))))
+    assert pairs == {(1, 2), (1, 3), (2, 3)}
+
+
+def test_the_site_never_shows_a_revealed_answer_while_a_fresh_battle_exists(make_client: Any) -> None:
+    """The seeded catalog: 6 prompts answered by 4 models, 24 answers; each vote reveals two, so twelve
+    votes can all be on answers never seen revealed, and the thirteenth is still offered."""
+    client = make_client()
+    revealed: set[tuple[str, str]] = set()
+    for n in range(13):
+        battle = client.get("/api/battles/next")
+        assert battle.status_code == 200, battle.text
+        body = battle.json()
+        vote = client.post(
+            "/api/votes",
+            json={"token": body["token"], "winner": "model_a"},
+            headers={"X-CSRF-Token": body["csrf_token"]},
+        )
+        assert vote.status_code == 200, vote.text
+        named = vote.json()
+        prompt = body["prompt"]["text"]
+        shown = {(prompt, named["model_a"]), (prompt, named["model_b"])}
+        if n < 12:
+            assert not shown & revealed, (n, shown)
+        else:
+            assert shown <= revealed  # nothing fresh is left; pairing goes on with judged-free battles
+        revealed |= shown
+    assert len(revealed) == 24

@@ -1,0 +1,67 @@
+"""arena recompute --cluster: clustered intervals from a battles file whose judges are the annotators."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from typer.testing import CliRunner
+
+from arena.cli import build_app
+from leaderboard import simulate_battles
+
+
+def _file(tmp_path: Path, n_judges: int) -> Path:
+    sim = simulate_battles(
+        np.linspace(900, 1100, 5),
+        3000,
+        random_state=2,
+        position=40,
+        nu=0.4,
+        n_annotators=n_judges,
+        annotator_position_sd=150,
+    )
+    winner = np.array(["model_a", "model_b", "tie", "tie (bothbad)"])[sim.outcome]
+    assert sim.annotator is not None
+    path = tmp_path / f"battles-{n_judges}.jsonl"
+    with path.open("w") as out:
+        for a, b, w, j in zip(sim.model_a, sim.model_b, winner, sim.annotator, strict=True):
+            row = {"model_a": sim.models[a], "model_b": sim.models[b], "winner": str(w), "judge": f"j{j}"}
+            out.write(json.dumps(row) + "\n")
+    return path
+
+
+def _run(path: Path, out: Path, *extra: str) -> dict[str, object]:
+    args = ["recompute", "--from", str(path), "--method", "davidson-position", "--bootstrap", "100"]
+    result = CliRunner().invoke(build_app(), [*args, "--no-plots", "--out", str(out), *extra])
+    assert result.exit_code == 0, result.output
+    meta: dict[str, object] = json.loads((out / "metadata.json").read_text())
+    return meta
+
+
+def test_cluster_by_annotator_widens_the_position_interval(tmp_path: Path) -> None:
+    path = _file(tmp_path, 30)
+    plain = _run(path, tmp_path / "plain")
+    clustered = _run(path, tmp_path / "clustered", "--cluster", "annotator")
+    auto = _run(path, tmp_path / "auto", "--cluster", "auto")
+    params = clustered["parameters"]
+    assert isinstance(params, dict) and params["cluster"] == "annotator" and params["cluster_counts"] == [30]
+    assert "cluster" not in plain["parameters"]  # type: ignore[operator]
+    assert auto["parameters"]["cluster"] == "annotator"  # type: ignore[index]
+
+    def width(meta: dict[str, object]) -> float:
+        fitted = meta["parameters_fitted"]["position_advantage_elo"]  # type: ignore[index]
+        return float(fitted["ci_high"] - fitted["ci_low"])
+
+    assert width(clustered) > 2 * width(plain)
+    assert "adjacent_swap_votes" in clustered["fragility"]  # type: ignore[operator]
+
+
+def test_auto_leaves_few_judges_independent_and_bad_values_are_refused(tmp_path: Path) -> None:
+    path = _file(tmp_path, 4)
+    assert "cluster" not in _run(path, tmp_path / "auto", "--cluster", "auto")["parameters"]  # type: ignore[operator]
+    result = CliRunner().invoke(
+        build_app(), ["recompute", "--from", str(path), "--out", str(tmp_path / "x"), "--cluster", "judge"]
+    )
+    assert result.exit_code != 0 and "--cluster" in result.output

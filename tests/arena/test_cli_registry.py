@@ -1,0 +1,58 @@
+"""The lazy `arena` command registry: it agrees with what the command modules register, `arena --help`
+imports none of them, and a command runs through it as it did when every module was imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from arena.cli import COMMAND_MODULES, COMMANDS, _module_commands, build_app, load_command_module
+
+
+def _first_paragraph(text: str | None) -> str:
+    return " ".join((text or "").split("\n\n")[0].split())
+
+
+def test_the_registry_lists_exactly_what_the_modules_register() -> None:
+    registered: dict[str, str] = {}
+    for module in COMMAND_MODULES:
+        load_command_module(module)  # an import error is a test failure, not a missing command
+        for name in _module_commands(module):
+            assert name not in registered, f"{name!r} registered by {registered[name]!r} and {module!r}"
+            registered[name] = module
+    assert registered == {name: module for name, (module, _) in COMMANDS.items()}
+
+
+def test_the_registry_help_is_each_command_s_first_paragraph() -> None:
+    for name, (module, short) in COMMANDS.items():
+        assert short == _first_paragraph(_module_commands(module)[name].help), name
+
+
+def test_top_level_help_lists_every_command_without_importing_a_command_module() -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from arena.cli import app\n"
+        "out = CliRunner().invoke(app, ['--help'], terminal_width=200).output\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('arena.commands.') or m in "
+        "('sqlalchemy', 'pandas', 'numpy', 'pyarrow', 'sqlmodel', 'alembic'))\n"
+        "print(loaded)\n"
+        "print(out)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded, _, help_text = proc.stdout.partition("\n")
+    assert loaded == "[]", loaded
+    for name in COMMANDS:
+        assert f" {name} " in help_text, name
+
+
+def test_a_command_runs_through_the_lazy_registry_as_through_the_eager_app() -> None:
+    runner = CliRunner()
+    for args in (["recompute", "--help"], ["snapshots", "--help"], ["db", "--help"], ["nonsense"]):
+        lazy = runner.invoke(build_app(), args, terminal_width=120)
+        eager = runner.invoke(build_app(lazy=False), args, terminal_width=120)
+        assert (lazy.exit_code, lazy.output) == (eager.exit_code, eager.output), args

@@ -1,0 +1,127 @@
+"""The composite fit: reduces to plain Bradley-Terry of pooled votes, and recovers per-source terms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leaderboard.bt import fit_bt
+from leaderboard.composite import CompositeData, CompositeOptions, bootstrap_composite, fit_composite
+from leaderboard.data import Outcome, aggregate_codes
+from leaderboard.spec import DisconnectedComparisonError
+
+OFF = CompositeOptions(discrimination=False, position=False, ties=False, self_preference=False)
+
+
+def _votes(rng: np.random.Generator, n: int, m: int, n_sources: int) -> CompositeData:
+    theta = rng.normal(0, 1, m)
+    a = rng.integers(0, m, n)
+    b = (a + rng.integers(1, m, n)) % m
+    p = 1 / (1 + np.exp(-(theta[a] - theta[b])))
+    u = rng.random(n)
+    tie = u > 0.9
+    score = (u < 0.9 * p).astype(float)
+    return CompositeData(
+        models=tuple(f"m{i}" for i in range(m)),
+        sources=tuple(["humans"] + [f"judge:{j}" for j in range(1, n_sources)]),
+        model_a=a,
+        model_b=b,
+        source=rng.integers(0, n_sources, n),
+        score=score,
+        tie=tie,
+        battle=np.arange(n) // 2,
+    )
+
+
+def test_extra_terms_off_equals_plain_pooled_bt() -> None:
+    data = _votes(np.random.default_rng(3), 4000, 8, 3)
+    outcome = np.where(data.tie, Outcome.TIE, np.where(data.score == 1, Outcome.MODEL_A, Outcome.MODEL_B))
+    counts = aggregate_codes(data.model_a, data.model_b, outcome, models=data.models)
+    plain = fit_bt(counts)
+    composite = fit_composite(data, OFF)
+    assert composite.converged
+    assert np.max(np.abs(composite.rating - plain.rating)) < 0.01
+    np.testing.assert_array_equal(composite.discrimination, 1.0)
+
+
+def test_learning_terms_changes_the_fit_and_recovers_them() -> None:
+    rng = np.random.default_rng(5)
+    m, n = 8, 30000
+    theta = np.linspace(-1.5, 1.5, m)
+    a = rng.integers(0, m, n)
+    b = (a + rng.integers(1, m, n)) % m
+    src = rng.integers(0, 2, n)
+    disc = np.array([1.0, 1.6])
+    pos = np.array([0.0, 0.25])
+    fam = np.isin(np.arange(m), [0, 1]).astype(float)
+    sp = np.array([0.0, 0.4])
+    eta = disc[src] * (theta[a] - theta[b] + pos[src] + sp[src] * (fam[a] - fam[b]))
+    score = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+    data = CompositeData(
+        models=tuple(f"m{i}" for i in range(m)),
+        sources=("humans", "judge:x"),
+        model_a=a,
+        model_b=b,
+        source=src,
+        score=score,
+        tie=np.zeros(n, dtype=bool),
+        battle=np.arange(n),
+        family={1: "fam"},
+        model_family=["fam", "fam"] + [None] * (m - 2),
+    )
+    fit = fit_composite(data, CompositeOptions(ties=False))
+    unit = 400 / np.log(10)
+    assert abs(fit.discrimination[1] - 1.6) < 4 * fit.discrimination_se[1] + 0.02
+    assert abs(fit.position[1] - 0.25 * unit) < 4 * fit.position_se[1] + 2
+    assert abs(fit.self_preference[1] - 0.4 * unit) < 4 * fit.self_preference_se[1] + 2
+    truth = 1000 + unit * (theta - theta.mean())
+    assert np.max(np.abs(fit.rating - truth) / fit.rating_se) < 4.5
+    pooled = fit_composite(data, OFF)
+    assert np.max(np.abs(pooled.rating - truth)) > np.max(np.abs(fit.rating - truth))
+
+
+def test_soft_scores_and_clusters_widen_and_bootstrap_runs() -> None:
+    data = _votes(np.random.default_rng(7), 2000, 5, 2)
+    soft = CompositeData(**{**data.__dict__, "score": np.clip(data.score * 0.8 + 0.1, 0, 1)})
+    fit = fit_composite(soft)
+    assert fit.converged and np.all(np.isfinite(fit.rating_se))
+    independent = fit_composite(CompositeData(**{**data.__dict__, "battle": None}), OFF)
+    # duplicate every vote: as one cluster per battle the intervals stay; as independent votes they shrink
+    doubled = {k: np.concatenate([v, v]) for k, v in data.__dict__.items() if isinstance(v, np.ndarray)}
+    doubled["battle"] = np.concatenate([np.arange(len(data.model_a))] * 2)
+    clustered = fit_composite(CompositeData(**{**data.__dict__, **doubled}), OFF)
+    assert np.allclose(clustered.rating_se, independent.rating_se, rtol=0.05)
+    low, high, _ = bootstrap_composite(data, OFF, rounds=20, seed=1)
+    assert np.all(low < fit.rating + 200) and np.all(low <= high)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"score": np.full(4, 1.5)}, {"source": np.array([0, 0, 0, 5])}, {"model_b": np.array([0, 0, 1, 1])}],
+)
+def test_hostile_inputs_are_refused(change: dict[str, object]) -> None:
+    base = {
+        "models": ("a", "b", "c"),
+        "sources": ("humans",),
+        "model_a": np.array([0, 1, 2, 0]),
+        "model_b": np.array([1, 2, 0, 2]),
+        "source": np.zeros(4, dtype=np.int64),
+        "score": np.array([1.0, 0.0, 1.0, 0.5]),
+        "tie": np.zeros(4, dtype=bool),
+    }
+    with pytest.raises(ValueError):
+        CompositeData(**{**base, **change})  # type: ignore[arg-type]
+
+
+def test_disconnected_graph_is_refused() -> None:
+    data = CompositeData(
+        models=("a", "b", "c", "d"),
+        sources=("humans",),
+        model_a=np.array([0, 2]),
+        model_b=np.array([1, 3]),
+        source=np.zeros(2, dtype=np.int64),
+        score=np.array([1.0, 0.0]),
+        tie=np.zeros(2, dtype=bool),
+    )
+    with pytest.raises(DisconnectedComparisonError):
+        fit_composite(data)

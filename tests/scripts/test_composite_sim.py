@@ -1,0 +1,22 @@
+"""The composite simulation runs end to end on a tiny board and prints the JSON the issue asks for."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.script_modules import load_script
+
+
+def test_composite_sim_smoke(capsys: pytest.CaptureFixture[str]) -> None:
+    sim = load_script("composite_sim")
+    assert sim.main(["--replicates", "2", "--human-votes", "1500", "--judged", "6000"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(result["scenarios"]) == {"single", "panel", "useless"}
+    for row in result["scenarios"].values():
+        assert set(row) == {"coverage", "width_ratio", "family_error_elo", "pooled_coverage"}
+        assert 0.0 <= row["coverage"] <= 1.0 and row["width_ratio"] > 0
+    # a judge that shares the humans' ratings narrows the intervals; a coin-flipping one does not
+    assert result["scenarios"]["single"]["width_ratio"] < 0.9
+    assert result["scenarios"]["useless"]["width_ratio"] > 0.95

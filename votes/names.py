@@ -1,0 +1,69 @@
+"""Model names as every door takes them in: one rule, so a name cannot pass as another.
+
+A name shows up on the board, in plots, in CSV files opened in spreadsheets and in the reveal. A trailing
+space, a case variant, an invisible character or a RIGHT-TO-LEFT OVERRIDE would make a new model that
+reads like an existing one, and a leading ``=`` makes a spreadsheet run the cell. So every place that
+creates a model (file imports of battles and catalogs, ``arena models add``, the admin upload, the demo)
+passes the name through :func:`model_name`: NFC-normalised and stripped, with control, format and
+surrogate characters and a leading ``= + - @`` refused. A name that differs from an existing one only in
+case is allowed but reported (:func:`case_collisions`), naming both.
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from collections.abc import Iterable
+
+__all__ = ["FORMULA_STARTS", "MODEL_NAME_MAX", "case_collisions", "model_name"]
+
+MODEL_NAME_MAX = 200
+#: Cells starting with these are formulas to a spreadsheet.
+FORMULA_STARTS = ("=", "+", "-", "@")
+# Cc control, Cf format (bidi overrides, zero-width space, BOM ...), Cs surrogates, Co private use:
+# none of them has a place in a name a person reads.
+_REFUSED_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "an invisible formatting character",
+    "Cs": "a lone surrogate",
+    "Co": "a private-use character",
+}
+
+log = logging.getLogger(__name__)
+
+
+def model_name(value: str) -> str:
+    """The stored form of a model name (NFC, stripped); :class:`ValueError` says why one is refused.
+
+    The reason names characters by code point, never by echoing them, so a log or terminal shows what
+    was refused without being steered by it.
+    """
+    if not isinstance(value, str):
+        raise ValueError(f"a model name must be a string, got {type(value).__name__}")
+    for ch in value:  # before normalising: NFC must never see a lone surrogate
+        category = unicodedata.category(ch)
+        if category in _REFUSED_CATEGORIES:
+            raise ValueError(f"model name contains {_REFUSED_CATEGORIES[category]} (U+{ord(ch):04X})")
+    name = unicodedata.normalize("NFC", value).strip()
+    if not name:
+        raise ValueError("a model name must not be empty")
+    if len(name) > MODEL_NAME_MAX:
+        raise ValueError(f"a model name is longer than {MODEL_NAME_MAX} characters")
+    if name.startswith(FORMULA_STARTS):
+        raise ValueError(f"a model name must not start with {name[0]!r} (a spreadsheet would run it)")
+    return name
+
+
+def case_collisions(new: Iterable[str], existing: Iterable[str]) -> list[tuple[str, str]]:
+    """Pairs ``(new, existing)`` that differ only in case (``casefold``), each logged as a warning."""
+    known: dict[str, str] = {}
+    for name in existing:
+        known.setdefault(name.casefold(), name)
+    found: list[tuple[str, str]] = []
+    for name in sorted(set(new)):
+        other = known.get(name.casefold())
+        if other is not None and other != name:
+            found.append((name, other))
+            log.warning("new model %r differs only in case from the existing model %r", name, other)
+        known.setdefault(name.casefold(), name)
+    return found
