@@ -89,10 +89,11 @@ class PairingService:
     With one worker the history is therefore exact; with several, a battle voted through another worker
     in the last ``history_ttl_s`` seconds could be offered again. The answers revealed by votes from one
     address (its keyed hash, :meth:`arena.security.Signer.address_hash`) are kept the same way, so a
-    visitor who drops the cookie is still not shown answers whose models they were told. A battle issued and not (yet) voted is
-    remembered as judged too, so fetching tokens ahead never yields the same prompt and pair twice; the
-    store refuses a second judgement anyway (:mod:`votes.recording`). Prompt and answer texts never change
-    in place except by a re-import, so they are cached for ``texts_ttl_s`` seconds.
+    visitor who drops the cookie is still not shown answers whose models they were told. A battle issued
+    and not (yet) voted is remembered as judged too, so fetching tokens ahead never yields the same prompt
+    and pair twice; the store refuses a second judgement anyway (:mod:`votes.recording`). Prompt and
+    answer texts never change in place except by a re-import, so they are cached for ``texts_ttl_s``
+    seconds.
     """
 
     def __init__(

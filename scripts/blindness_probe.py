@@ -11,7 +11,8 @@ address arrives through a trusted proxy's X-Forwarded-For). Prints the share of 
 voting, over all votes and over the last 50, per scenario, and one JSON line (last).
 
     python scripts/blindness_probe.py
-    python scripts/blindness_probe.py --votes 500 --prompts 100 --models 12 --fresh-cookie-every 55 --samples 1
+    python scripts/blindness_probe.py --votes 500 --prompts 100 --models 12 --fresh-cookie-every 55 \\
+        --samples 2
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def _seed(db_url: str, n_prompts: int, n_models: int, n_samples: int = 1) -> Non
                 for model in models:
                     assert prompt.id is not None and model.id is not None
                     for k in range(n_samples):
-                        text = f"Answer {prompt.id}.{model.id}.{k}: a distinct paragraph about topic {prompt.id}."
+                        text = (
+                            f"Answer {prompt.id}.{model.id}.{k}: a distinct paragraph on topic {prompt.id}."
+                        )
                         session.add(Output(prompt_id=prompt.id, model_id=model.id, sample=k, text=text))
             session.commit()
     finally:

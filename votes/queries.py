@@ -515,7 +515,8 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
 
 
 def iter_catalog_rows(db: Session | Connection) -> Iterator[dict[str, Any]]:
-    """Prompts and outputs as canonical catalog rows: prompt-id order, then output-id order.
+    """Prompts and outputs as canonical catalog rows: prompt-id order, then sample, then output-id order
+    (so a model's samples come in sample order, which is how an import numbers them).
 
     A prompt without outputs is one row with ``model`` and ``output`` left empty.
     """
@@ -533,7 +534,7 @@ def iter_catalog_rows(db: Session | Connection) -> Iterator[dict[str, Any]]:
         )
         .outerjoin(output_t, output_t.c.prompt_id == prompt_t.c.id)
         .outerjoin(model_t, output_t.c.model_id == model_t.c.id)
-        .order_by(prompt_t.c.id, output_t.c.id)
+        .order_by(prompt_t.c.id, output_t.c.sample, output_t.c.id)
     )
     result = conn.execute(stmt, execution_options={"yield_per": _STREAM})
     for pid, ext, text, conversation, category, language, model, output in result:
