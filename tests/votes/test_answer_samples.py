@@ -21,6 +21,7 @@ from votes.migrate import head_revision, upgrade_database
 from votes.records import InputError
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
+INSERT_OUTPUT = "INSERT INTO output (prompt_id, model_id, sample, text, created_at)"
 
 
 def test_upgrade_keeps_outputs_and_battles_and_allows_a_second_sample(db_url: str) -> None:
@@ -30,7 +31,8 @@ def test_upgrade_keeps_outputs_and_battles_and_allows_a_second_sample(db_url: st
         with engine.begin() as conn:
             conn.execute(
                 text(
-                    "INSERT INTO model (id, name, active, created_at) VALUES (1, 'a', true, :t), (2, 'b', true, :t)"
+                    "INSERT INTO model (id, name, active, created_at)"
+                    " VALUES (1, 'a', true, :t), (2, 'b', true, :t)"
                 ),
                 {"t": NOW},
             )
@@ -54,24 +56,20 @@ def test_upgrade_keeps_outputs_and_battles_and_allows_a_second_sample(db_url: st
             assert conn.execute(text("SELECT id, sample FROM output ORDER BY id")).all() == [(10, 0), (11, 0)]
             assert conn.execute(text("SELECT output_a_id, output_b_id FROM battle")).one() == (10, 11)
             conn.execute(
-                text(
-                    "INSERT INTO output (prompt_id, model_id, sample, text, created_at) VALUES (1, 1, 1, 'x2', :t)"
-                ),
+                text(f"{INSERT_OUTPUT} VALUES (1, 1, 1, 'x2', :t)"),
                 {"t": NOW},
             )
         with pytest.raises(IntegrityError), engine.begin() as conn:
             conn.execute(
-                text(
-                    "INSERT INTO output (prompt_id, model_id, sample, text, created_at) VALUES (1, 1, 1, 'x3', :t)"
-                ),
+                text(f"{INSERT_OUTPUT} VALUES (1, 1, 1, 'x3', :t)"),
                 {"t": NOW},
             )
         # References are enforced again after the migration (SQLite ran it with enforcement off).
         with pytest.raises(IntegrityError), engine.begin() as conn:
             conn.execute(
                 text(
-                    "INSERT INTO battle (prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, issued_at,"
-                    " source) VALUES (1, 999, 11, 1, 2, :t, 'site')"
+                    "INSERT INTO battle (prompt_id, output_a_id, output_b_id, model_a_id, model_b_id,"
+                    " issued_at, source) VALUES (1, 999, 11, 1, 2, :t, 'site')"
                 ),
                 {"t": NOW},
             )
@@ -102,11 +100,12 @@ def _samples(engine: Engine) -> list[tuple[str, str, int, str]]:
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT p.external_id, m.name, o.sample, o.text FROM output o JOIN prompt p ON p.id = o.prompt_id"
-                " JOIN model m ON m.id = o.model_id ORDER BY p.external_id, m.name, o.sample"
+                "SELECT p.external_id, m.name, o.sample, o.text FROM output o"
+                " JOIN prompt p ON p.id = o.prompt_id JOIN model m ON m.id = o.model_id"
+                " ORDER BY p.external_id, m.name, o.sample"
             )
         ).all()
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]
 
 
 def test_catalog_with_several_outputs_per_model_imports_them_as_samples(
