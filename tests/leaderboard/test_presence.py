@@ -4,6 +4,7 @@ honest voters drawn from the same pairing are not."""
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from leaderboard.presence import presence_asymmetry
@@ -11,24 +12,31 @@ from leaderboard.presence import presence_asymmetry
 N_MODELS = 6
 
 
-def _pairs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(rng: np.random.Generator, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     a = rng.integers(0, N_MODELS, n)
     b = (a + rng.integers(1, N_MODELS, n)) % N_MODELS
     return a, b
 
 
-def _population(rng: np.random.Generator, n_honest: int, votes_each: int, skipper_model: int | None):
-    who, a, b = [], [], []
+Arrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
+def _population(
+    rng: np.random.Generator, n_honest: int, votes_each: int, skipper_model: int | None
+) -> Arrays:
+    who: list[npt.NDArray[np.int64]] = []
+    a: list[npt.NDArray[np.int64]] = []
+    b: list[npt.NDArray[np.int64]] = []
     for g in range(n_honest):
         pa, pb = _pairs(rng, votes_each)
-        who.append(np.full(votes_each, g))
+        who.append(np.full(votes_each, g, dtype=np.int64))
         a.append(pa)
         b.append(pb)
     if skipper_model is not None:
         # Offered the same battles as everyone, votes only on those showing the model, skips the rest.
         pa, pb = _pairs(rng, 20 * votes_each)
         keep = np.flatnonzero((pa == skipper_model) | (pb == skipper_model))[:votes_each]
-        who.append(np.full(keep.size, n_honest))
+        who.append(np.full(keep.size, n_honest, dtype=np.int64))
         a.append(pa[keep])
         b.append(pb[keep])
     return np.concatenate(who), np.concatenate(a), np.concatenate(b)
