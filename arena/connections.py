@@ -13,9 +13,10 @@ HTTP protocols, read from the ``ARENA_*`` settings of the worker process:
 
 :class:`GuardedHttpToolsProtocol` (uvicorn's httptools parser, written in C) is what `arena serve` runs
 when httptools is installed (uvicorn[standard] brings it): with the pure-Python h11 parser the site
-took about 15% fewer votes per second (scripts/bench_votes.py, side by side). httptools sets no limit on header size, so the guard refuses a request
-whose headers pass ``max_header_bytes`` while they arrive (431 and the connection closed), as h11 does
-itself with ``h11_max_incomplete_event_size``. :class:`GuardedH11Protocol` is the fallback.
+took about 15% fewer votes per second (scripts/bench_votes.py, side by side). httptools sets no limit on
+header size, so the guard refuses a request whose headers pass ``max_header_bytes`` while they arrive
+(431 and the connection closed), as h11 does itself with ``h11_max_incomplete_event_size``.
+:class:`GuardedH11Protocol` is the fallback.
 
 IPv6 addresses are counted per /64, which is what one subscriber usually gets
 (:func:`arena.security.address_key`). A reverse proxy in front should apply the same limits to the
