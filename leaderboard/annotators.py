@@ -238,12 +238,13 @@ def _test_family(
     sd: float | None,
     min_votes: int,
     cap: FloatArray | None = None,
+    weight: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, float]:
     """Tails and excess of each cell's count with the personal-effect sd estimated (or given)."""
     caps = np.ones(u.size) if cap is None else cap
     if sd is None:
-        sd = population_sd(cell, n_cells, u, caps, y, min_votes=min_votes)
-    upper, lower, z = random_effect_tails(cell, n_cells, u, caps, y, sd=sd)
+        sd = population_sd(cell, n_cells, u, caps, y, min_votes=min_votes, weight=weight)
+    upper, lower, z = random_effect_tails(cell, n_cells, u, caps, y, sd=sd, weight=weight)
     return upper, lower, z, sd
 
 
@@ -416,9 +417,10 @@ def annotator_stats(
     side_p = np.where(n_decisive > 0, _two_sided(upper, lower), np.nan)
 
     favourite_won = np.where(du >= 0, left_won, 1.0 - left_won)
-    # Too few agreements is the lower tail of the favourite's wins.
+    # Too few agreements is the lower tail of the favourite's wins, each weighted by the crowd's logit:
+    # the score of a likelihood-ratio test of the crowd against a coin, where a lopsided pair says more.
     _, agree_p, _, agreement_sd = _test_family(
-        dg, n_groups, np.abs(du), favourite_won, given.get("agreement_sd"), min_model_votes
+        dg, n_groups, np.abs(du), favourite_won, given.get("agreement_sd"), min_model_votes, weight=np.abs(du)
     )
     agreed = np.bincount(dg, weights=favourite_won, minlength=n_groups)
     agreement_share = np.where(n_decisive > 0, agreed / safe, np.nan)

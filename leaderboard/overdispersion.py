@@ -46,20 +46,32 @@ _GRID_WEIGHT /= _GRID_WEIGHT.sum()
 _MIN_P = 1e-300
 
 
-def _moments(u: FloatArray, cap: FloatArray, shift: float) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Per vote: mean, variance of ``y`` and the derivative of the mean in the effect, at ``b = shift``."""
+def _moments(
+    u: FloatArray, cap: FloatArray, shift: float, w: FloatArray | None = None
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per vote: mean, variance of ``w y`` and the derivative of the mean in the effect, at ``b = shift``."""
     s = special.expit(u + shift)
-    mean = cap * s
-    return mean, mean * (1.0 - mean), cap * s * (1.0 - s)
+    p = cap * s
+    if w is None:
+        return p, p * (1.0 - p), cap * s * (1.0 - s)
+    return w * p, w**2 * p * (1.0 - p), w * cap * s * (1.0 - s)
 
 
 def population_sd(
-    cell: IntArray, n_cells: int, u: FloatArray, cap: FloatArray, y: FloatArray, *, min_votes: int = 10
+    cell: IntArray,
+    n_cells: int,
+    u: FloatArray,
+    cap: FloatArray,
+    y: FloatArray,
+    *,
+    min_votes: int = 10,
+    weight: FloatArray | None = None,
 ) -> float:
     """Estimate (logits) of the sd of the personal effect, from the cells with ``min_votes`` votes."""
-    mean, var, slope = _moments(u, cap, 0.0)
+    mean, var, slope = _moments(u, cap, 0.0, weight)
     count = np.bincount(cell, minlength=n_cells)
-    excess = np.bincount(cell, weights=y - mean, minlength=n_cells)
+    wy = y if weight is None else weight * y
+    excess = np.bincount(cell, weights=wy - mean, minlength=n_cells)
     v = np.bincount(cell, weights=var, minlength=n_cells)
     d = np.bincount(cell, weights=slope, minlength=n_cells)
     use = (count >= min_votes) & (v > 0)
@@ -133,6 +145,7 @@ def random_effect_tails(
     y: FloatArray,
     *,
     sd: float,
+    weight: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Upper and lower tail probabilities of each cell's summed score, and its standardised excess.
 
@@ -146,6 +159,9 @@ def random_effect_tails(
         Largest possible ``P(y = 1)`` of each vote (1, or the chance of a decisive vote).
     y : float array
         Observed events in {0, 1}.
+    weight : float array, optional
+        Each vote counts ``weight * y`` in the sum (the score of a likelihood-ratio test weighs votes
+        unequally); no continuity correction then.
     sd : float
         Population sd of the personal effect (logits); 0 tests against the crowd alone.
 
@@ -157,18 +173,18 @@ def random_effect_tails(
         ``(s - E S) / sqrt(V + D^2 sd^2)`` at ``b = 0``, the direction and size of the excess (0 if empty).
     """
     count = np.bincount(cell, minlength=n_cells)
-    total = np.bincount(cell, weights=y, minlength=n_cells)
-    half_step = 0.5  # continuity correction of a count
+    total = np.bincount(cell, weights=y if weight is None else weight * y, minlength=n_cells)
+    half_step = 0.5 if weight is None else 0.0  # continuity correction of a count
     nodes = [(0.0, 1.0)] if sd <= 0 else list(zip(_GRID * sd, _GRID_WEIGHT, strict=True))
     upper = np.zeros(n_cells)
     lower = np.zeros(n_cells)
-    for shift, weight in nodes:
-        mean, var, _ = _moments(u, cap, shift)
+    for shift, node_weight in nodes:
+        mean, var, _ = _moments(u, cap, shift, weight)
         m = np.bincount(cell, weights=mean, minlength=n_cells)
         v = np.maximum(np.bincount(cell, weights=var, minlength=n_cells), 1e-12)
-        upper += weight * special.ndtr((m - (total - half_step)) / np.sqrt(v))
-        lower += weight * special.ndtr((total + half_step - m) / np.sqrt(v))
-    mean0, var0, slope0 = _moments(u, cap, 0.0)
+        upper += node_weight * special.ndtr((m - (total - half_step)) / np.sqrt(v))
+        lower += node_weight * special.ndtr((total + half_step - m) / np.sqrt(v))
+    mean0, var0, slope0 = _moments(u, cap, 0.0, weight)
     m0 = np.bincount(cell, weights=mean0, minlength=n_cells)
     v0 = np.bincount(cell, weights=var0, minlength=n_cells)
     d0 = np.bincount(cell, weights=slope0, minlength=n_cells)

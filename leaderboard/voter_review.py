@@ -3,7 +3,9 @@
 :mod:`leaderboard.annotators` tests one annotator against a fitted crowd. A review needs more around it:
 
 * the crowd must be fitted without the votes being judged as far as possible, so the review fits all
-  counted votes, flags, refits without the flagged votes and tests again against the cleaner ratings;
+  counted votes, flags, refits without the flagged votes and tests again against the cleaner ratings,
+  with the population of personal tastes measured again on the annotators kept (a crowd of bots that
+  all tie a third of the time would otherwise widen the honest population enough to hide in it);
 * a manipulator can spread its votes over many fresh accounts, each too small to test. Annotators that
   voted from a common network (connected through any shared address) are pooled into one group and the
   group is tested like an annotator, against the individuals' population of tastes (pooling honest
@@ -128,10 +130,16 @@ def review_voters(
     keep = np.ones(annotator.size, dtype=bool) if counted is None else counted.copy()
     components = address_components(annotator, address) if address is not None else {}
     reviewed: VoterReview | None = None
+    population: dict[str, float] | None = None
     for _ in range(max(rounds, 1)):
         ratings = fit_ratings(model_a[keep], model_b[keep], outcome[keep], n_models)
+        if reviewed is not None:
+            # The population of honest tastes is measured on the annotators the last round kept.
+            population = annotator_stats(
+                annotator[keep], model_a[keep], model_b[keep], outcome[keep], ratings
+            ).population_sds
         reviewed = _review_once(
-            annotator, model_a, model_b, outcome, ratings, seconds, skipped, components, rule
+            annotator, model_a, model_b, outcome, ratings, seconds, skipped, components, rule, population
         )
         bad = set(reviewed.stats.annotators[reviewed.flagged].tolist())
         keep = ~np.isin(annotator, list(bad)) if bad else np.ones(annotator.size, dtype=bool)
@@ -151,8 +159,11 @@ def _review_once(
     skipped: tuple[IntArray, IntArray, IntArray] | None,
     components: dict[int, int],
     rule: FlagRule,
+    population: dict[str, float] | None,
 ) -> VoterReview:
-    s = annotator_stats(annotator, model_a, model_b, outcome, ratings, seconds=seconds, skipped=skipped)
+    s = annotator_stats(
+        annotator, model_a, model_b, outcome, ratings, seconds=seconds, skipped=skipped, population=population
+    )
     flagged, reasons = flag_annotators(s, rule)
     reason_list = list(reasons)
     weights = honest_weights(s)
