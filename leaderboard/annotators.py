@@ -163,8 +163,10 @@ class AnnotatorStats:
 
     @property
     def population_sds(self) -> dict[str, float]:
-        """The personal-effect sds, to test pooled groups against the same population."""
+        """The crowd's rates and the personal-effect sds, to test pooled groups against the same population."""
         return {
+            "tie_rate": self.tie_rate,
+            "left_advantage": self.left_advantage,
             "taste_sd": self.taste_sd,
             "side_sd": self.side_sd,
             "agreement_sd": self.agreement_sd,
@@ -360,8 +362,8 @@ def annotator_stats(
         The per-model test only looks at models in at least this many of the annotator's votes, and the
         population sds are estimated from cells with at least this many votes.
     population : dict, optional
-        ``AnnotatorStats.population_sds`` of an earlier run: test against those sds instead of estimating
-        them (pooled address groups are tested against the individuals' population).
+        ``AnnotatorStats.population_sds`` of an earlier run: test against those rates and sds instead of
+        estimating them (pooled address groups are tested against the individuals' population).
 
     Returns
     -------
@@ -392,6 +394,8 @@ def annotator_stats(
     ids, group = np.unique(who, return_inverse=True)
     group = group.astype(np.int64)
     n_groups = ids.size
+    if tie_rate is None and "tie_rate" in given:
+        tie_rate = given["tie_rate"]
     if tie_rate is None:
         # The typical annotator's tie rate: a pooled share moves with every bot that never (or always) ties.
         zeros = np.zeros(group.size)
@@ -410,7 +414,9 @@ def annotator_stats(
     decisive = ~is_tie
     dg, du, left_won = group[decisive], u[decisive], is_left[decisive].astype(np.float64)
 
-    advantage = robust_offset(dg, n_groups, du, left_won, min_votes=min_model_votes)
+    advantage = given.get("left_advantage")
+    if advantage is None:
+        advantage = robust_offset(dg, n_groups, du, left_won, min_votes=min_model_votes)
     upper, lower, _, side_sd = _test_family(
         dg, n_groups, du + advantage, left_won, given.get("side_sd"), min_model_votes
     )
