@@ -163,7 +163,7 @@ class AnnotatorStats:
 
     @property
     def population_sds(self) -> dict[str, float]:
-        """The crowd's rates and the personal-effect sds, to test pooled groups against the same population."""
+        """The crowd's rates and the personal-effect sds: pooled groups are tested against these."""
         return {
             "tie_rate": self.tie_rate,
             "left_advantage": self.left_advantage,
@@ -175,7 +175,9 @@ class AnnotatorStats:
 
     def family_pvalues(self) -> FloatArray:
         """Per annotator and family (:data:`FAMILIES`), the raw p-values, shape (n_annotators, 4)."""
-        return np.column_stack([self.noise_pvalue, self.favouritism_pvalue, self.side_pvalue, self.skip_pvalue])
+        return np.column_stack(
+            [self.noise_pvalue, self.favouritism_pvalue, self.side_pvalue, self.skip_pvalue]
+        )
 
 
 def outcome_probabilities(

@@ -11,16 +11,18 @@ or an annotator and a model) counts yes/no events ``y_i`` with
 where ``u_i`` is the crowd's logit, ``c_i`` a cap (1, or the chance the vote is decisive when ``y_i`` is a
 win: a taste moves wins and losses, not ties) and ``b`` the cell's personal effect, shared by its votes.
 
-The tail probability of the observed sum integrates the personal
-effect out: ``P(S >= s) = E_b[P(S >= s | b)]``, with ``S | b`` approximated by a normal with a
-continuity correction and ``b`` integrated on a fixed grid. An honest voter with a strong but ordinary
+The tail probability of the observed sum integrates the personal effect out:
+``P(S >= s) = E_b[P(S >= s | b)]``, with ``S | b`` approximated by a normal (with a continuity correction
+for plain counts; a sum may also weigh its events) and ``b`` integrated on a fixed grid. An honest voter with a strong but ordinary
 taste has a large ``S`` and a likely ``b`` to explain it; a voter whose sum needs a personal effect of
 ten population standard deviations (every vote for one model, every vote on the left) has none.
 
 This is the marginal-likelihood comparison of "crowd + taste shrunk towards 0 by the population's sd"
-with "crowd + a free effect", done as an exact tail probability of the sufficient statistic rather than
-through a chi-squared approximation of the likelihood ratio, which does not hold when the null itself has
-a random effect. The population sd is estimated from the cells: at ``b = 0`` a cell's squared excess has expectation
+with "crowd + a free effect", done as a tail probability of the summed score rather than through a
+chi-squared approximation of the likelihood ratio, which does not hold when the null itself has a random
+effect.
+
+The population sd is estimated from the cells: at ``b = 0`` a cell's squared excess has expectation
 ``V + D^2 sd^2`` (``V`` the binomial variance, ``D`` the slope of the mean in ``b``), so the squared excess
 over ``V + D^2 sd^2`` is about chi-squared(1); the estimate is the sd at which the median cell's ratio is
 chi-squared(1)'s median. A mean of squares would be dragged up by every manipulator (and then hide them);
@@ -71,16 +73,18 @@ def population_sd(
     mean, var, slope = _moments(u, cap, 0.0, weight)
     count = np.bincount(cell, minlength=n_cells)
     wy = y if weight is None else weight * y
-    excess = np.bincount(cell, weights=wy - mean, minlength=n_cells)
-    v = np.bincount(cell, weights=var, minlength=n_cells)
-    d = np.bincount(cell, weights=slope, minlength=n_cells)
+    excess = np.bincount(cell, weights=wy - mean, minlength=n_cells).astype(np.float64)
+    v = np.bincount(cell, weights=var, minlength=n_cells).astype(np.float64)
+    d = np.bincount(cell, weights=slope, minlength=n_cells).astype(np.float64)
     use = (count >= min_votes) & (v > 0)
     if not use.any():
         return 0.0
     return float(np.sqrt(_median_sd2(excess[use] ** 2, v[use], d[use])))
 
 
-def robust_offset(cell: IntArray, n_cells: int, u: FloatArray, y: FloatArray, *, min_votes: int = 10) -> float:
+def robust_offset(
+    cell: IntArray, n_cells: int, u: FloatArray, y: FloatArray, *, min_votes: int = 10
+) -> float:
     """The shift ``c`` of the logits ``u`` of yes/no scores at which the median cell has no excess.
 
     The crowd-wide rate a test measures against (the left side's advantage, the tie rate) must come from

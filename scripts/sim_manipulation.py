@@ -91,7 +91,9 @@ def _honest_outcomes(
     diff = truth[a] + pop.taste[who, a] - truth[b] - pop.taste[who, b] + CROWD_LEFT_ELO + pop.side[who]
     p_left = (1.0 - TIE_RATE) / (1.0 + np.exp(-diff * NATS_PER_ELO))
     draw = rng.random(who.size)
-    out = np.where(draw < p_left, Outcome.MODEL_A, np.where(draw < 1.0 - TIE_RATE, Outcome.MODEL_B, Outcome.TIE))
+    out = np.where(
+        draw < p_left, Outcome.MODEL_A, np.where(draw < 1.0 - TIE_RATE, Outcome.MODEL_B, Outcome.TIE)
+    )
     return out.astype(np.int64)
 
 
@@ -117,7 +119,11 @@ def simulate(rng: np.random.Generator, scenario: str, args: argparse.Namespace, 
         "random_bots": (args.bots, 0),
     }
     n_bad, seen_each = sizes[scenario]
-    bad_seen = rng.integers(args.bot_min, args.bot_max + 1, n_bad) if "bots" in scenario else np.full(n_bad, seen_each)
+    bad_seen = (
+        rng.integers(args.bot_min, args.bot_max + 1, n_bad)
+        if "bots" in scenario
+        else np.full(n_bad, seen_each)
+    )
     # Honest activity: heavy-tailed battles seen, scaled so the whole board has about --votes votes.
     activity = rng.lognormal(0.0, args.activity_sigma, args.honest)
     honest_budget = max(args.votes - _expected_attack_votes(scenario, int(bad_seen.sum()), m), args.honest)
@@ -139,7 +145,9 @@ def simulate(rng: np.random.Generator, scenario: str, args: argparse.Namespace, 
     bad_vote = attacker[who]
     has_target = (a == target) | (b == target)
     if scenario == "sybil":
-        fires = np.where(has_target, rng.random(who.size) < DETECTOR_ACCURACY, rng.random(who.size) > DETECTOR_ACCURACY)
+        fires = np.where(
+            has_target, rng.random(who.size) < DETECTOR_ACCURACY, rng.random(who.size) > DETECTOR_ACCURACY
+        )
         # A false alarm names a side at random; a true one names the target's side.
         left_named = np.where(has_target, a == target, rng.random(who.size) < 0.5)
         voted = np.where(bad_vote, fires, voted)
@@ -154,7 +162,11 @@ def simulate(rng: np.random.Generator, scenario: str, args: argparse.Namespace, 
             np.where(
                 b == target,
                 Outcome.MODEL_B,
-                np.where(rival_a & ~rival_b, Outcome.MODEL_B, np.where(rival_b & ~rival_a, Outcome.MODEL_A, outcome)),
+                np.where(
+                    rival_a & ~rival_b,
+                    Outcome.MODEL_B,
+                    np.where(rival_b & ~rival_a, Outcome.MODEL_A, outcome),
+                ),
             ),
         )
         outcome = np.where(bad_vote, rigged, outcome)
@@ -240,7 +252,9 @@ def run_once(args: argparse.Namespace, scenario: str, seed: int) -> dict[str, fl
         "honest_flagged_rate": float(flagged[tested].mean()) if tested.size else 0.0,
         "honest_flagged_any": float(flagged[honest_ids].mean()),
         "attackers_caught": float(flagged[bad_ids].mean()) if bad_ids.size else float("nan"),
-        "attack_votes_removed": float(flagged_vote[~honest_vote].mean()) if (~honest_vote).any() else float("nan"),
+        "attack_votes_removed": float(flagged_vote[~honest_vote].mean())
+        if (~honest_vote).any()
+        else float("nan"),
         "rank_gap": float(args.spacing),
         "shift_off": _gap(r_off, args.target) - _gap(r_honest, args.target),
         "shift_on": _gap(r_on, args.target) - _gap(r_honest, args.target),
@@ -248,7 +262,9 @@ def run_once(args: argparse.Namespace, scenario: str, seed: int) -> dict[str, fl
         # The honest crowd's board with the falsely flagged honest votes left out, against all of them.
         "honest_board_move": float(np.max(np.abs(_centre(r_honest_published) - _centre(r_honest)))),
         "robust_board_move": (
-            float(np.max(np.abs(_centre(r_robust) - _centre(r_honest)))) if scenario == "honest" else float("nan")
+            float(np.max(np.abs(_centre(r_robust) - _centre(r_honest))))
+            if scenario == "honest"
+            else float("nan")
         ),
     }
     if scenario != "honest":
@@ -332,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.min_votes} votes) and honest board (largest move of any model, Elo): worst seed"
     )
     print(f"wall {time.perf_counter() - started:.1f} s")
-    clean = {s: {k: (None if np.isnan(x) else round(x, 4)) for k, x in row.items()} for s, row in table.items()}
+    clean = {
+        s: {k: (None if np.isnan(x) else round(x, 4)) for k, x in row.items()} for s, row in table.items()
+    }
     print(json.dumps({"seeds": args.seeds, "scenarios": clean}))
     return 0
 

@@ -64,7 +64,18 @@ def annotators(
             typer.echo(json.dumps({k: _clean(v) for k, v in dataclasses.asdict(r).items()}))
         return
     table = Table(title=f"Annotators ({len(shown)} of {len(rows)} shown)")
-    columns = ("id", "kind", "votes/seen", "group", "left", "median s", "agree q", "model", "weight", "flagged")
+    columns = (
+        "id",
+        "kind",
+        "votes/seen",
+        "group",
+        "left",
+        "median s",
+        "agree q",
+        "model",
+        "weight",
+        "flagged",
+    )
     for column in (*columns, "reason"):
         table.add_column(column)
     for r in shown:

@@ -130,7 +130,9 @@ def tasteful_votes(
     diff = RATINGS[a] + taste[who, a] - RATINGS[b] - taste[who, b] + side[who]
     p_left = (1 - TIE_RATE) / (1 + 10 ** (-diff / 400))
     draw = rng.random(n)
-    outcome = np.where(draw < p_left, Outcome.MODEL_A, np.where(draw < 1 - TIE_RATE, Outcome.MODEL_B, Outcome.TIE))
+    outcome = np.where(
+        draw < p_left, Outcome.MODEL_A, np.where(draw < 1 - TIE_RATE, Outcome.MODEL_B, Outcome.TIE)
+    )
     secs = rng.lognormal(np.log(15.0), 0.5, n)
     return {"annotator": who, "model_a": a, "model_b": b, "outcome": outcome, "seconds": secs}
 
@@ -197,9 +199,7 @@ def test_voting_only_when_the_target_shows_is_caught_by_the_skips() -> None:
         np.concatenate([honest["model_b"][~keep], sybil["model_b"][~with_target]]),
     )
     sybil["outcome"] = np.where(sybil["model_a"] == target, Outcome.MODEL_A, Outcome.MODEL_B)
-    voted = concat(
-        {k: v[keep] for k, v in honest.items()}, {k: v[with_target] for k, v in sybil.items()}
-    )
+    voted = concat({k: v[keep] for k, v in honest.items()}, {k: v[with_target] for k, v in sybil.items()})
     s = annotator_stats(**voted, ratings=RATINGS, skipped=skipped)
     flagged, reasons = flag_annotators(s)
     bad = s.annotators >= 50_000
