@@ -20,7 +20,9 @@ far outside that population, so an honest voter with a strong taste is not flagg
   Bonferroni over models): an account that votes only when it thinks it sees its target;
 * ``fast``: the median seconds per vote.
 
-The p-values of every family are adjusted across annotators with Benjamini-Hochberg and
+The p-values of every family are adjusted with Benjamini-Hochberg across the annotators it tested (one
+with fewer than ``min_model_votes`` votes, or no model seen that often, or no skips, is not a hypothesis
+of that family and would only make the correction stricter), and
 :func:`flag_annotators` turns them into flags with the thresholds of :class:`FlagRule`.
 :func:`honest_weights` turns the same evidence into a posterior probability of being honest, for the
 robust fit that down-weights voters by their evidence instead of cutting at a threshold.
@@ -103,6 +105,7 @@ class AnnotatorStats:
         Share of decisive votes won by the left answer (NaN without decisive votes).
     side_pvalue, side_qvalue : float arrays
         Two-sided test of the left wins against the crowd's left advantage plus a personal side bias.
+        In every family, NaN where the annotator was not tested.
     median_seconds : float array
         Median seconds per vote (NaN when unknown).
     agreement_share : float array
@@ -124,7 +127,7 @@ class AnnotatorStats:
     skip_model : int array
         Model whose presence best predicts a vote over a skip (-1 without skips).
     skip_pvalue, skip_qvalue : float arrays
-        Fisher's exact test of voting independently of that model, Bonferroni over models (1 without skips).
+        Fisher's exact test of voting independently of that model, Bonferroni over models.
     left_advantage : float
         The typical annotator's left advantage (logits) the side test was run against.
     tie_rate : float
@@ -290,7 +293,8 @@ def _model_test(
     tried = (count >= min_votes).sum(axis=1)
     has = tried > 0
     rows = np.arange(n_groups)
-    pvalue = np.where(has, np.minimum(1.0, p[rows, best] * np.maximum(tried, 1)), 1.0)
+    # NaN: not tested, so not counted among the hypotheses Benjamini-Hochberg corrects for.
+    pvalue = np.where(has, np.minimum(1.0, p[rows, best] * np.maximum(tried, 1)), np.nan)
     best_z = z.reshape(n_groups, n_models)[rows, best]
     return np.where(has, best, -1).astype(np.int64), np.where(has, best_z, np.nan), pvalue, sd
 
@@ -325,7 +329,7 @@ def _skip_test(
     best = np.argmin(p, axis=1)
     tried = informative.sum(axis=1)
     rows = np.arange(n_groups)
-    pvalue = np.where(tried > 0, np.minimum(1.0, p[rows, best] * np.maximum(tried, 1)), 1.0)
+    pvalue = np.where(tried > 0, np.minimum(1.0, p[rows, best] * np.maximum(tried, 1)), np.nan)
     return np.where(tried > 0, best, -1).astype(np.int64), pvalue
 
 
@@ -422,7 +426,7 @@ def annotator_stats(
     upper, lower, _, side_sd = _test_family(
         dg, n_groups, du + advantage, left_won, given.get("side_sd"), min_model_votes
     )
-    side_p = np.where(n_decisive > 0, _two_sided(upper, lower), np.nan)
+    side_p = np.where(n_decisive >= min_model_votes, _two_sided(upper, lower), np.nan)
 
     favourite_won = np.where(du >= 0, left_won, 1.0 - left_won)
     # Too few agreements is the lower tail of the favourite's wins, each weighted by the crowd's logit:
@@ -444,7 +448,7 @@ def annotator_stats(
     )
     tie_p = _two_sided(upper, lower)
     fisher = -2.0 * (np.log(np.clip(agree_p, 1e-300, 1.0)) + np.log(np.clip(tie_p, 1e-300, 1.0)))
-    noise_p = np.asarray(stats.chi2.sf(fisher, 4), dtype=np.float64)
+    noise_p = np.where(n_votes >= min_model_votes, stats.chi2.sf(fisher, 4), np.nan)
 
     favourite, fav_z, fav_p, taste_sd = _model_test(
         group,
@@ -461,7 +465,7 @@ def annotator_stats(
 
     n_seen = n_votes.copy()
     skip_model = np.full(n_groups, -1, dtype=np.int64)
-    skip_p = np.ones(n_groups)
+    skip_p = np.full(n_groups, np.nan)
     if skipped is not None:
         s_who, s_a, s_b = (np.asarray(x, dtype=np.int64) for x in skipped)
         if not (s_who.shape == s_a.shape == s_b.shape) or s_who.ndim != 1:

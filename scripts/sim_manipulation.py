@@ -287,7 +287,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sybils", type=int, default=60)
     parser.add_argument("--sybil-seen", type=int, default=40, help="battles each sybil is shown")
     parser.add_argument("--sybil-networks", type=int, default=6)
-    parser.add_argument("--riggers", type=int, default=5)
+    parser.add_argument("--riggers", type=int, default=7)
     parser.add_argument("--rigger-seen", type=int, default=200)
     parser.add_argument("--deanon", type=int, default=10)
     parser.add_argument("--deanon-seen", type=int, default=250)
