@@ -24,8 +24,9 @@ The p-values of every family are adjusted with Benjamini-Hochberg across the ann
 with fewer than ``min_model_votes`` votes, or no model seen that often, or no skips, is not a hypothesis
 of that family and would only make the correction stricter), and
 :func:`flag_annotators` turns them into flags with the thresholds of :class:`FlagRule`.
-:func:`honest_weights` turns the same evidence into a posterior probability of being honest, for the
-robust fit that down-weights voters by their evidence instead of cutting at a threshold.
+:func:`leaderboard.voter_review.honest_weights` turns the same evidence into a posterior probability of
+being honest, for the robust fit that down-weights voters by their evidence instead of cutting at a
+threshold.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ __all__ = [
     "FlagRule",
     "annotator_stats",
     "flag_annotators",
-    "honest_weights",
     "outcome_probabilities",
 ]
 
@@ -564,25 +564,3 @@ def flag_annotators(
         reasons.append("; ".join(parts) if parts else None)
     flagged = np.array([r is not None for r in reasons], dtype=bool)
     return flagged, tuple(reasons)
-
-
-def honest_weights(annotator_stats: AnnotatorStats, *, prior_honest: float = 0.99) -> FloatArray:
-    """Posterior probability that each annotator is honest, from the evidence of every test family.
-
-    The smallest p-value over the families, Bonferroni-corrected for their number, is turned into the
-    largest Bayes factor against honesty it can support, ``1 / (-e p ln p)`` for ``p < 1/e`` (Sellke,
-    Bayarri and Berger, 2001, "Calibration of p values for testing precise null hypotheses"), and combined
-    with ``prior_honest``. A voter with ordinary p-values keeps a weight near 1; one with ``p = 1e-6``
-    weighs about 0.004. The weights shrink a voter's influence smoothly with the evidence, with no cut.
-    """
-    if not 0.0 < prior_honest < 1.0:
-        raise ValueError("prior_honest must be in (0, 1)")
-    p = annotator_stats.family_pvalues()
-    p = np.where(np.isnan(p), 1.0, p)
-    p_min = np.clip(p.min(axis=1) * p.shape[1], 1e-300, 1.0)
-    small = p_min < 1.0 / math.e
-    bayes = np.ones(p_min.size)
-    bayes[small] = 1.0 / (-math.e * p_min[small] * np.log(p_min[small]))
-    odds = (1.0 - prior_honest) / prior_honest * bayes
-    weights: FloatArray = 1.0 / (1.0 + odds)
-    return weights

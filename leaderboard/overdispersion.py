@@ -13,9 +13,10 @@ win: a taste moves wins and losses, not ties) and ``b`` the cell's personal effe
 
 The tail probability of the observed sum integrates the personal effect out:
 ``P(S >= s) = E_b[P(S >= s | b)]``, with ``S | b`` approximated by a normal (with a continuity correction
-for plain counts; a sum may also weigh its events) and ``b`` integrated on a fixed grid. An honest voter with a strong but ordinary
-taste has a large ``S`` and a likely ``b`` to explain it; a voter whose sum needs a personal effect of
-ten population standard deviations (every vote for one model, every vote on the left) has none.
+for plain counts; a sum may also weigh its events) and ``b`` integrated on a fixed grid. An honest voter
+with a strong but ordinary taste has a large ``S`` and a likely ``b`` to explain it; a voter whose sum
+needs a personal effect of ten population standard deviations (every vote for one model, every vote on
+the left) has none.
 
 This is the marginal-likelihood comparison of "crowd + taste shrunk towards 0 by the population's sd"
 with "crowd + a free effect", done as a tail probability of the summed score rather than through a

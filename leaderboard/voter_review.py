@@ -11,7 +11,7 @@
   group is tested like an annotator, against the individuals' population of tastes (pooling honest
   strangers averages their tastes away, so the test stays conservative for them); every member of a
   flagged group is flagged;
-* the robust fit needs a weight per annotator: :func:`~leaderboard.annotators.honest_weights`.
+* the robust fit needs a weight per annotator: :func:`honest_weights`.
 
 Used by the store's review (:mod:`votes.review`) and by ``scripts/sim_manipulation.py``, so the simulation
 measures the procedure the maintainers run.
@@ -19,17 +19,18 @@ measures the procedure the maintainers run.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from leaderboard.annotators import AnnotatorStats, FlagRule, annotator_stats, flag_annotators, honest_weights
+from leaderboard.annotators import AnnotatorStats, FlagRule, annotator_stats, flag_annotators
 from leaderboard.bt import fit_bt
 from leaderboard.data import aggregate_codes
 from leaderboard.spec import BTSpec
 
-__all__ = ["VoterReview", "address_components", "fit_ratings", "review_voters"]
+__all__ = ["VoterReview", "address_components", "fit_ratings", "honest_weights", "review_voters"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -208,3 +209,25 @@ def _review_once(
                 reason_list[k] = note if reason_list[k] is None else f"{reason_list[k]}; {note}"
                 flagged[k] = True
     return VoterReview(s, flagged, tuple(reason_list), weights, ratings, group_size)
+
+
+def honest_weights(annotator_stats: AnnotatorStats, *, prior_honest: float = 0.99) -> FloatArray:
+    """Posterior probability that each annotator is honest, from the evidence of every test family.
+
+    The smallest p-value over the families, Bonferroni-corrected for their number, is turned into the
+    largest Bayes factor against honesty it can support, ``1 / (-e p ln p)`` for ``p < 1/e`` (Sellke,
+    Bayarri and Berger, 2001, "Calibration of p values for testing precise null hypotheses"), and combined
+    with ``prior_honest``. A voter with ordinary p-values keeps a weight near 1; one with ``p = 1e-6``
+    weighs about 0.004. The weights shrink a voter's influence smoothly with the evidence, with no cut.
+    """
+    if not 0.0 < prior_honest < 1.0:
+        raise ValueError("prior_honest must be in (0, 1)")
+    p = annotator_stats.family_pvalues()
+    p = np.where(np.isnan(p), 1.0, p)
+    p_min = np.clip(p.min(axis=1) * p.shape[1], 1e-300, 1.0)
+    small = p_min < 1.0 / math.e
+    bayes = np.ones(p_min.size)
+    bayes[small] = 1.0 / (-math.e * p_min[small] * np.log(p_min[small]))
+    odds = (1.0 - prior_honest) / prior_honest * bayes
+    weights: FloatArray = 1.0 / (1.0 + odds)
+    return weights

@@ -11,10 +11,10 @@ from leaderboard.annotators import (
     FlagRule,
     annotator_stats,
     flag_annotators,
-    honest_weights,
     outcome_probabilities,
 )
 from leaderboard.data import Outcome
+from leaderboard.voter_review import honest_weights
 
 RATINGS = np.array([1200.0, 1100.0, 1000.0, 950.0, 900.0, 800.0])
 TIE_RATE = 0.15
