@@ -108,7 +108,7 @@ def review_voters(
     skipped: tuple[IntArray, IntArray, IntArray] | None = None,
     address: IntArray | None = None,
     rule: FlagRule | None = None,
-    rounds: int = 2,
+    rounds: int = 3,
 ) -> VoterReview:
     """Test every annotator (and every address group) against the crowd fitted without the flagged.
 
@@ -125,7 +125,9 @@ def review_voters(
     address : int array, optional
         A network code per vote (negative when unknown), for the pooled group test.
     rounds : int
-        Fit-and-test rounds (at least 1); the flags of the last round are returned.
+        Fit-and-test rounds (at least 1); the flags of the last round are returned. Three: a second
+        round tests against a crowd and a population measured without the first round's catches, a third
+        without the second's (bots missed at first widen the population they are tested against).
     """
     rule = rule or FlagRule()
     keep = np.ones(annotator.size, dtype=bool) if counted is None else counted.copy()

@@ -292,7 +292,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--deanon", type=int, default=10)
     parser.add_argument("--deanon-seen", type=int, default=250)
     parser.add_argument("--bots", type=int, default=30)
-    parser.add_argument("--bot-min", type=int, default=40, help="fewest votes of a bot")
+    parser.add_argument("--bot-min", type=int, default=60, help="fewest votes of a bot")
     parser.add_argument("--bot-max", type=int, default=200, help="most votes of a bot")
     parser.add_argument("--alpha", type=float, default=FlagRule().alpha)
     parser.add_argument("--min-votes", type=int, default=FlagRule().min_votes)
