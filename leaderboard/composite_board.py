@@ -132,6 +132,14 @@ def _mean_variance(fit: CompositeFit) -> float:
     return float(np.mean(np.asarray(fit.rating_se) ** 2))
 
 
+def _effective(n_human: float, var_human: float, var: float) -> float | None:
+    """Human votes alone that give the mean rating variance ``var``; None when a variance is degenerate
+    (zero or not finite: a source separated the models perfectly, so its curve's steepness runs away)."""
+    if not (np.isfinite(var) and np.isfinite(var_human) and var > 0 and var_human > 0):
+        return None
+    return n_human * var_human / var
+
+
 def _human_votes(data: CompositeData) -> float:
     w = np.ones(len(data.source)) if data.weight is None else np.asarray(data.weight)
     return float(w[data.source == 0].sum())
@@ -185,16 +193,18 @@ def judge_worth(
         return out
     var_human = _mean_variance(human)
     full = fit_composite(data, options) if full is None else full
-    out["effective_human_votes"] = n_human * var_human / _mean_variance(full)
-    needed_without = n_human * (z * np.sqrt(var_human) / target_half_width) ** 2
+    out["effective_human_votes"] = _effective(n_human, var_human, _mean_variance(full))
+    needed_without = (
+        n_human * (z * np.sqrt(var_human) / target_half_width) ** 2 if np.isfinite(var_human) else None
+    )
     for k in range(1, len(data.sources)):
         pair = subset_sources(data, [0, k])
         n_judge = float(
             np.sum(pair.source == 1) if pair.weight is None else pair.weight[pair.source == 1].sum()
         )
         with_judge = fit_composite(pair, options)
-        effective = n_human * var_human / _mean_variance(with_judge)
-        worth = (effective - n_human) / n_judge if n_judge else 0.0
+        effective = _effective(n_human, var_human, _mean_variance(with_judge))
+        worth = None if effective is None or not n_judge else (effective - n_human) / n_judge
         ratio = n_judge / n_human if n_human else 0.0
         corr, shared = _correlation(data, k)
         out["judges"][data.sources[k]] = {
@@ -205,7 +215,9 @@ def judge_worth(
             "human_votes_needed": {
                 "without": needed_without,
                 # a judge that hurts (worth below 0) is left out rather than counted against the humans
-                "with": needed_without / (1.0 + max(worth, 0.0) * ratio),
+                "with": None
+                if worth is None or needed_without is None
+                else needed_without / (1.0 + max(worth, 0.0) * ratio),
             },
         }
     return out
