@@ -108,6 +108,8 @@ class FitOptions:
     cluster: str = ""
     # The composite's model families (model name -> family) for judges' self-preference; empty for none.
     families: Mapping[str, str] = field(default_factory=dict)
+    # ``ppi``: the source-aware board's ratings rectified by PPI++ (human-only target); empty for none.
+    rectify: str = ""
 
     def __post_init__(self) -> None:
         if self.style:
@@ -115,6 +117,10 @@ class FitOptions:
         # No rounds means no bootstrap: say so, rather than ask for intervals from zero rounds.
         if self.n_rounds == 0 and self.interval == "bootstrap":
             object.__setattr__(self, "interval", "none")
+        if self.rectify not in ("", "ppi"):
+            raise ValueError(f"unknown rectification {self.rectify!r}; available: ppi")
+        if self.rectify and self.method not in SOURCE_METHODS:
+            raise ValueError("--rectify needs the votes with who cast them: use --method composite")
 
     @property
     def time_bucket(self) -> float | None:
@@ -138,6 +144,8 @@ class FitOptions:
             described["families"] = dict(sorted(self.families.items()))
         else:
             del described["families"]
+        if not self.rectify:
+            del described["rectify"]
         return described
 
     @property
@@ -193,6 +201,7 @@ def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboar
         n_rounds=options.n_rounds,
         level=options.level,
         random_state=options.random_state,
+        rectify=options.rectify,
     )
     return fitted.board, fitted.metadata
 

@@ -36,6 +36,7 @@ from leaderboard.composite import (
 )
 from leaderboard.compute import assemble_board
 from leaderboard.data import Outcome
+from leaderboard.ppi import fit_ppi, ppi_battles
 from leaderboard.result import Leaderboard
 from leaderboard.spec import DisconnectedComparisonError
 
@@ -269,20 +270,29 @@ def composite_board(
     random_state: int = 0,
     options: CompositeOptions = CompositeOptions(),  # noqa: B008 - frozen
     target_half_width: float = TARGET_HALF_WIDTH,
+    rectify: str = "",
 ) -> CompositeBoard:
     """Fit the composite and fill a :class:`Leaderboard` (battles and win rates of ``counts_battles``).
 
     ``interval``: ``sandwich`` (battle-clustered), ``bootstrap`` (battles resampled, ``n_rounds``) or
     ``none``. The metadata records the sources and their vote counts, each source's learned terms with
     intervals, the effective number of human votes and what each judge is worth.
+
+    ``rectify="ppi"``: the board's ratings and intervals are PPI++'s instead (:mod:`leaderboard.ppi`: the
+    human-only target, judges' verdicts as predictions, sandwich intervals whatever ``interval`` says);
+    its tuned lambda and the human-only fit beside it go under ``ppi`` in the metadata.
     """
     if interval not in ("bootstrap", "sandwich", "none"):
         raise ValueError("interval must be bootstrap, sandwich or none")
+    if rectify not in ("", "ppi"):
+        raise ValueError(f"unknown rectification {rectify!r}; available: ppi")
     z = float(norm.ppf(0.5 + level / 2))
     fit = fit_composite(data, options)
     rating = fit.rating
     rounds = None
-    if interval == "bootstrap":
+    if rectify:
+        low, high = rating.copy(), rating.copy()  # the rectified fit's intervals replace these below
+    elif interval == "bootstrap":
         low, high, rounds = bootstrap_composite(
             data, options, rounds=n_rounds, seed=random_state, level=level
         )
@@ -290,6 +300,13 @@ def composite_board(
         low, high = fit.intervals(level)
     else:
         low, high = rating.copy(), rating.copy()
+    if rectify == "ppi":
+        rectified = fit_ppi(
+            ppi_battles(data), scale=options.scale, base=options.base, initial=options.initial
+        )
+        rating = rectified.rating
+        low, high = rectified.intervals(level)
+        rounds, interval = None, "sandwich"
     counts = np.bincount(data.source, minlength=len(data.sources))
     metadata: dict[str, Any] = {
         "sources": {name: int(counts[k]) for k, name in enumerate(data.sources)},
@@ -298,6 +315,8 @@ def composite_board(
         "families": {data.sources[k]: f for k, f in data.family.items()},
         **judge_worth(data, options, level=level, target_half_width=target_half_width, full=fit),
     }
+    if rectify == "ppi":
+        metadata["ppi"] = rectified.describe(level)
     parameters: dict[str, Any] = {
         "level": level,
         "interval": interval,
@@ -307,6 +326,8 @@ def composite_board(
         "sources": list(data.sources),
         "optimiser_iterations": fit.n_iter,
     }
+    if rectify:
+        parameters["rectify"] = rectify
     board = assemble_board(
         counts_battles.counts(),
         rating,

@@ -223,7 +223,9 @@ def fit_ppi(
     if big_n > 1 and lam > 0:
         middle = middle + lam**2 * np.atleast_2d(np.cov(_scores(x_unl, theta, battles.f_unl).T)) / big_n
     cov = h_inv @ middle @ h_inv
-    h_human = np.linalg.pinv((x_lab * (lambda p: p * (1 - p))(_sigmoid(x_lab @ human))[:, None]).T @ x_lab / n)
+    h_human = np.linalg.pinv(
+        (x_lab * (lambda p: p * (1 - p))(_sigmoid(x_lab @ human))[:, None]).T @ x_lab / n
+    )
     cov_human = h_human @ (np.atleast_2d(np.cov(g_y.T)) / n) @ h_human
     unit = scale / np.log(base)
     return PPIFit(

@@ -100,6 +100,14 @@ FamilyOpt = Annotated[
         'file of model = "family" lines (optionally under [families]). A judge takes its model\'s family.',
     ),
 ]
+RectifyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rectify",
+        help="ppi: with --method composite, human-scale ratings by PPI++ (judges' verdicts rectified by the "
+        "human votes on the battles they share; sandwich intervals).",
+    ),
+]
 FlaggedOpt = Annotated[
     bool,
     typer.Option(
@@ -205,6 +213,7 @@ def _options(
     both_bad: str = "tie",
     style: str | None = None,
     families: list[str] | None = None,
+    rectify: str | None = None,
 ) -> FitOptions:
     """Fit options; the model options are passed only when set, so plain BT stays plain."""
     from arena.publishing import FitOptions
@@ -233,9 +242,11 @@ def _options(
             random_state=seed,
             style=groups,
             families=family_map,
+            rectify=rectify or "",
         )
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--style") from None
+        hint = "--rectify" if rectify and "rectif" in str(exc) else "--style"
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _counts_part(
@@ -374,6 +385,7 @@ def recompute(
     largest_component: LargestOpt = False,
     each_component: EachOpt = False,
     family: FamilyOpt = None,
+    rectify: RectifyOpt = None,
 ) -> None:
     """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored).
 
@@ -397,6 +409,7 @@ def recompute(
         both_bad=both_bad,
         style=style,
         families=family,
+        rectify=rectify,
     )
     _check_cluster(cluster)
     battles = None
@@ -620,6 +633,7 @@ def publish(
     cluster: ClusterOpt = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print each published board as JSON.")] = False,
     family: FamilyOpt = None,
+    rectify: RectifyOpt = None,
 ) -> None:
     """Recompute from the database and store an immutable snapshot (or one per category/language).
 
@@ -643,6 +657,7 @@ def publish(
         both_bad=both_bad,
         style=style,
         families=family,
+        rectify=rectify,
     )
     _check_cluster(cluster)
     vote_filter = database_filter(

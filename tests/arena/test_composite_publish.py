@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -106,3 +107,36 @@ def test_recompute_composite_from_a_file_and_bad_families(tmp_path: Path) -> Non
         app, ["recompute", "--from", str(source), "--out", str(tmp_path / "o4"), "--family", "x=a"]
     )
     assert result.exit_code == 2 and "--method composite" in result.output
+
+
+def test_recompute_rectify_ppi(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    strength = {"x": 1.0, "y": 0.3, "z": -0.4, "w": -0.9}
+    names = list(strength)
+    rows = []
+    for i in range(120):
+        a, b = rng.choice(names, 2, replace=False)
+        p = 1 / (1 + np.exp(strength[b] - strength[a]))
+        verdict = "model_a" if rng.random() < p else "model_b"
+        rows.append({"question_id": f"p{i}", "model_a": a, "model_b": b, "winner": verdict, "judge": "llm-j"})
+        if i % 3 == 0:  # humans saw a third of the battles
+            human = "model_a" if rng.random() < p else "model_b"
+            rows.append({"question_id": f"p{i}", "model_a": a, "model_b": b, "winner": human, "judge": "ann"})
+    source = tmp_path / "battles.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    base = ["recompute", "--from", str(source), "--no-plots", "--out", str(out)]
+    result = runner.invoke(app, [*base, "--method", "composite", "--rectify", "ppi"])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((out / "metadata.json").read_text())
+    ppi = meta["composite"]["ppi"]
+    assert ppi["n_labelled_battles"] == 40 and ppi["n_unlabelled_battles"] == 80
+    assert 0.0 <= ppi["lambda"] <= 1.0
+    assert meta["parameters"]["rectify"] == "ppi" and meta["interval"] == "sandwich"
+    assert meta["options"]["rectify"] == "ppi"
+    for bad, message in (
+        (["--rectify", "ppi"], "--method composite"),
+        (["--method", "composite", "--rectify", "x"], "unknown"),
+    ):
+        result = runner.invoke(app, [*base, *bad])
+        assert result.exit_code == 2 and message in result.output, result.output
