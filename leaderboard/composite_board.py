@@ -40,7 +40,15 @@ from leaderboard.ppi import fit_ppi, ppi_battles
 from leaderboard.result import Leaderboard
 from leaderboard.spec import DisconnectedComparisonError
 
-__all__ = ["HUMAN", "CompositeBoard", "composite_board", "composite_data", "judge_worth", "subset_sources"]
+__all__ = [
+    "HUMAN",
+    "CompositeBoard",
+    "composite_board",
+    "composite_data",
+    "correlation_with_humans",
+    "judge_worth",
+    "subset_sources",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -146,7 +154,7 @@ def _human_votes(data: CompositeData) -> float:
     return float(w[data.source == 0].sum())
 
 
-def _correlation(data: CompositeData, judge: int) -> tuple[float | None, int]:
+def correlation_with_humans(data: CompositeData, judge: int) -> tuple[float | None, int]:
     """Pearson correlation of the human pool's and the judge's mean score for the lower-indexed model,
     over the battles (clusters) both voted on, and how many such battles there are."""
     if data.battle is None:
@@ -207,7 +215,7 @@ def judge_worth(
         effective = _effective(n_human, var_human, _mean_variance(with_judge))
         worth = None if effective is None or not n_judge else (effective - n_human) / n_judge
         ratio = n_judge / n_human if n_human else 0.0
-        corr, shared = _correlation(data, k)
+        corr, shared = correlation_with_humans(data, k)
         out["judges"][data.sources[k]] = {
             "verdicts": n_judge,
             "correlation_with_humans": corr,
