@@ -35,6 +35,7 @@ from sqlmodel import Session, col, select
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, update_elo
 from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
+from votes.gold_votes import record_gold_votes
 from votes.live import LiveConfig, has_clock, rater_identity, shown
 from votes.live_book import LOCK_STATES, LiveBook, RaterStep, open_book, rate_vote, write_states
 from votes.models import Battle, LiveRating, Model, Vote, utcnow
@@ -492,6 +493,34 @@ def record_votes(
     annotator_ids = sorted({r.battle.annotator_id for r in requests})
     flagged = {int(a) for (a,) in conn.execute(_FLAGGED, {"ids": annotator_ids})}
     ratings = dict(locked)
+    golds = [i for i, r in enumerate(requests) if r.battle.gold is not None]
+    if golds:  # votes on golds are written apart and move no rating (votes.gold_votes)
+        gold_results = record_gold_votes(
+            session, [requests[i] for i in golds], config=config, ratings=dict(locked), names=names
+        )
+        rest = [r for r in requests if r.battle.gold is None]
+        live_results = _record_live(session, rest, config, ratings, names, flagged, book, conflicts, locked)
+        merged: dict[int, VoteResult | VoteError] = dict(zip(golds, gold_results, strict=True))
+        others = iter(live_results)
+        return [merged[i] if i in merged else next(others) for i in range(len(requests))]
+    return _record_live(session, requests, config, ratings, names, flagged, book, conflicts, locked)
+
+
+def _record_live(
+    session: Session,
+    requests: Sequence[VoteRequest],
+    config: LiveConfig,
+    ratings: dict[int, tuple[float, int]],
+    names: dict[int, str],
+    flagged: set[int],
+    book: LiveBook | None,
+    conflicts: Literal["savepoint", "raise", "one-by-one"],
+    locked: dict[int, tuple[float, int]],
+) -> list[VoteResult | VoteError]:
+    """Write the votes that count (not on golds) and their live rating updates."""
+    if not requests:
+        session.expunge_all()
+        return []
     work = book.copy() if book is not None else None
     if conflicts == "one-by-one":
         results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged, work)
