@@ -41,10 +41,12 @@ DERIVED_DETAILS = ("truncated", "shuffled", "other-prompt", "identical")
 MAX_TEXT_CHARS = 50_000
 MAX_LINE_BYTES = 4 * MAX_TEXT_CHARS + 4096
 MAX_ROWS = 100_000
+# A gold's prompt not in the catalog is added with these (so it looks like the catalog's own prompts).
+_PROMPT_EXTRA = ("detail", "category", "language")
 _FIELDS = {
-    "objective": ({"kind", "prompt", "right", "wrong"}, {"model_right", "model_wrong", "detail"}),
-    "degraded": ({"kind", "prompt", "right", "wrong"}, {"model_right", "model_wrong", "detail"}),
-    "identical": ({"kind", "prompt", "text"}, {"model", "detail"}),
+    "objective": ({"kind", "prompt", "right", "wrong"}, {"model_right", "model_wrong", *_PROMPT_EXTRA}),
+    "degraded": ({"kind", "prompt", "right", "wrong"}, {"model_right", "model_wrong", *_PROMPT_EXTRA}),
+    "identical": ({"kind", "prompt", "text"}, {"model", *_PROMPT_EXTRA}),
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -69,10 +71,12 @@ class GoldSpec:
     right: str
     model_a: str | None = None
     model_b: str | None = None
+    category: str | None = None
+    language: str | None = None
 
     def key(self) -> str:
         content = [self.kind, self.detail, self.prompt, self.text_a, self.text_b, self.right]
-        content += [self.model_a, self.model_b]
+        content += [self.model_a, self.model_b, self.category, self.language]
         return hashlib.sha256(json.dumps(content, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -124,10 +128,16 @@ def _spec(row: Any, models: set[str]) -> GoldSpec:
     if detail is not None and (not isinstance(detail, str) or not 0 < len(detail) <= 40):
         raise ValueError("'detail' must be text of at most 40 characters")
     prompt = _text(row, "prompt")
+    extra: dict[str, str | None] = {}
+    for field, most in (("category", 100), ("language", 50)):
+        value = row.get(field)
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= most):
+            raise ValueError(f"{field!r} must be text of at most {most} characters")
+        extra[field] = value
     if kind == "identical":
         text = _text(row, "text")
         model = _optional_name(row, "model", models)
-        return GoldSpec(kind, detail, prompt, text, text, "tie", model, model)
+        return GoldSpec(kind, detail, prompt, text, text, "tie", model, model, **extra)
     right, wrong = _text(row, "right"), _text(row, "wrong")
     if right == wrong:
         raise ValueError("'right' and 'wrong' are the same text (use kind identical)")
@@ -140,6 +150,7 @@ def _spec(row: Any, models: set[str]) -> GoldSpec:
         "a",
         _optional_name(row, "model_right", models),
         _optional_name(row, "model_wrong", models),
+        **extra,
     )
 
 
@@ -175,13 +186,16 @@ def parse_gold_file(path: Path, *, model_names: set[str]) -> list[GoldSpec]:
     return specs
 
 
-def _prompt_id(session: Session, text: str) -> int:
+def _prompt_id(session: Session, spec: GoldSpec) -> int:
     """The catalog prompt with this text, or a new prompt row (a prompt without answers is never paired)."""
+    text = spec.prompt
     found = session.exec(select(Prompt.id).where(Prompt.text == text).order_by(col(Prompt.id))).first()
     if found is not None:
         return int(found)
     digest = hashlib.sha256(text.encode()).hexdigest()[:40]
-    prompt = Prompt(text=text, source="gold", external_id=f"gold:{digest}")
+    prompt = Prompt(
+        text=text, source="gold", external_id=f"gold:{digest}", category=spec.category, language=spec.language
+    )
     session.add(prompt)
     session.flush()
     assert prompt.id is not None  # nosec B101 # type narrowing
@@ -210,7 +224,7 @@ def add_golds(
             GoldBattle(
                 kind=spec.kind,
                 detail=spec.detail,
-                prompt_id=given if given is not None else _prompt_id(session, spec.prompt),
+                prompt_id=given if given is not None else _prompt_id(session, spec),
                 text_a=spec.text_a,
                 text_b=spec.text_b,
                 right=spec.right,
@@ -256,20 +270,20 @@ def derive_golds(session: Session, *, count: int, rng: random.Random) -> int:
     commits. Returns how many were new (fewer when the catalog has too few suitable answers)."""
     if count < 1:
         raise ValueError("count must be at least 1")
-    rows = session.execute(
+    stmt = (
         sa_select(
             col(Output.id), col(Output.prompt_id), col(Output.model_id), col(Output.text), col(Prompt.text)
         )
-        .add_columns(col(Model.name))
+        .add_columns(col(Model.name), col(Output.conversation), col(Prompt.conversation))
         .join(Prompt, col(Prompt.id) == col(Output.prompt_id))
         .join(Model, col(Model.id) == col(Output.model_id))
-        .where(col(Output.conversation).is_(None), col(Prompt.conversation).is_(None))
         .order_by(col(Output.id))
         .limit(max(200, 20 * count))
-    ).all()
+    )
+    # Multi-turn answers are left out (a JSON null is not SQL NULL, so they are told apart here).
+    rows = [tuple(r[:6]) for r in session.execute(stmt).all() if not r[6] and not r[7]]
     if not rows:
         return 0
-    rows = list(rows)
     rng.shuffle(rows)
     by_model: dict[int, list[Any]] = {}
     for row in rows:
@@ -280,7 +294,7 @@ def derive_golds(session: Session, *, count: int, rng: random.Random) -> int:
     for attempt, (output_id, prompt_id, model_id, text, prompt, model) in enumerate(rows):
         if len(specs) >= count:
             break
-        detail = DERIVED_DETAILS[(len(specs) + attempt) % len(DERIVED_DETAILS)]
+        detail = DERIVED_DETAILS[attempt % len(DERIVED_DETAILS)]  # the kinds in turn, over the answers
         wrong: str | None
         wrong_model = model
         if detail == "truncated":

@@ -19,15 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import insert
+from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from leaderboard.data import Outcome, parse_outcome
 from leaderboard.elo import EloConfig, update_elo
 from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
-from votes.live import LiveConfig
+from votes.live import LiveConfig, shown
 from votes.models import Annotator, Battle, GoldVote, utcnow
-from votes.tables import battle_t, goldvote_t
+from votes.tables import battle_t, goldvote_t, liverating_t, model_t
 
 __all__ = ["QUIZ_PASS", "GoldTicket", "gold_correct", "record_gold_votes"]
 
@@ -130,19 +131,37 @@ def _check_quiz(session: Session, annotator_id: int, size: int) -> None:
         session.flush()
 
 
+def _sides(
+    session: Session, requests: Sequence[VoteRequest], config: LiveConfig
+) -> tuple[dict[int, str], dict[int, tuple[float, int]]]:
+    """Names and live ratings (rating, games) of the named models; a model without a live row shows the
+    rater's initial rating. Read without a lock and without creating rows: nothing here is written."""
+    ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
+    conn = session.connection()
+    names = {
+        int(i): str(n)
+        for i, n in conn.execute(sa_select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(ids)))
+    }
+    rows = conn.execute(
+        sa_select(liverating_t.c.model_id, liverating_t.c.rating, liverating_t.c.games).where(
+            liverating_t.c.model_id.in_(ids)
+        )
+    ).all()
+    initial = config.initial if isinstance(config, EloConfig) else shown(config, config.initial())[0]
+    ratings = {m: (float(initial), 0) for m in ids}
+    ratings.update({int(m): (float(r), int(g)) for m, r, g in rows})
+    return {m: names.get(m, f"model #{m}") for m in ids}, ratings
+
+
 def record_gold_votes(
-    session: Session,
-    requests: Sequence[VoteRequest],
-    *,
-    config: LiveConfig,
-    ratings: dict[int, tuple[float, int]],
-    names: dict[int, str],
+    session: Session, requests: Sequence[VoteRequest], *, config: LiveConfig
 ) -> list[VoteResult | VoteError]:
     """Write each gold vote with its battle row, each in a savepoint; the caller commits.
 
     A retry (same token and winner, or same idempotency key) is answered with the first result; the same
     token with another winner is refused, and so is a second vote of one annotator on one gold.
     """
+    names, ratings = _sides(session, requests, config)
     results: list[VoteResult | VoteError] = []
     for request in requests:
         b = request.battle

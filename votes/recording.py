@@ -450,6 +450,9 @@ def record_votes(
 ) -> list[VoteResult | VoteError]:
     """Write votes (and their battles) with their live rating updates, in order, in the session's transaction.
 
+    Votes on gold battles are handed to :func:`votes.gold_votes.record_gold_votes` (stored apart, no
+    rating moves); the others are written here.
+
     ``config`` is the plain Elo's or another online rater (:data:`votes.live.LiveConfig`).
 
     The caller commits. A retry (same token and winner, or same idempotency key) is answered with the
@@ -466,6 +469,25 @@ def record_votes(
     """
     for r in requests:
         parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
+    golds = [i for i, r in enumerate(requests) if r.battle.gold is not None]
+    if not golds:
+        return _record_counted(session, requests, config, live_rows, conflicts)
+    gold_results = record_gold_votes(session, [requests[i] for i in golds], config=config)
+    rest = [r for r in requests if r.battle.gold is None]
+    counted = _record_counted(session, rest, config, live_rows, conflicts) if rest else []
+    by_index: dict[int, VoteResult | VoteError] = dict(zip(golds, gold_results, strict=True))
+    others = iter(counted)
+    return [by_index[i] if i in by_index else next(others) for i in range(len(requests))]
+
+
+def _record_counted(
+    session: Session,
+    requests: Sequence[VoteRequest],
+    config: LiveConfig,
+    live_rows: set[int] | None,
+    conflicts: Literal["savepoint", "raise", "one-by-one"],
+) -> list[VoteResult | VoteError]:
+    """:func:`record_votes` for votes that count (none on a gold)."""
     model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
     conn = session.connection()
     if isinstance(config, EloConfig):
@@ -493,34 +515,6 @@ def record_votes(
     annotator_ids = sorted({r.battle.annotator_id for r in requests})
     flagged = {int(a) for (a,) in conn.execute(_FLAGGED, {"ids": annotator_ids})}
     ratings = dict(locked)
-    golds = [i for i, r in enumerate(requests) if r.battle.gold is not None]
-    if golds:  # votes on golds are written apart and move no rating (votes.gold_votes)
-        gold_results = record_gold_votes(
-            session, [requests[i] for i in golds], config=config, ratings=dict(locked), names=names
-        )
-        rest = [r for r in requests if r.battle.gold is None]
-        live_results = _record_live(session, rest, config, ratings, names, flagged, book, conflicts, locked)
-        merged: dict[int, VoteResult | VoteError] = dict(zip(golds, gold_results, strict=True))
-        others = iter(live_results)
-        return [merged[i] if i in merged else next(others) for i in range(len(requests))]
-    return _record_live(session, requests, config, ratings, names, flagged, book, conflicts, locked)
-
-
-def _record_live(
-    session: Session,
-    requests: Sequence[VoteRequest],
-    config: LiveConfig,
-    ratings: dict[int, tuple[float, int]],
-    names: dict[int, str],
-    flagged: set[int],
-    book: LiveBook | None,
-    conflicts: Literal["savepoint", "raise", "one-by-one"],
-    locked: dict[int, tuple[float, int]],
-) -> list[VoteResult | VoteError]:
-    """Write the votes that count (not on golds) and their live rating updates."""
-    if not requests:
-        session.expunge_all()
-        return []
     work = book.copy() if book is not None else None
     if conflicts == "one-by-one":
         results, touched = _record_one_by_one(session, requests, config, ratings, names, flagged, work)
