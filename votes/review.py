@@ -1,25 +1,29 @@
 """Admin review of annotators over the store: anomalous annotators and the flags on ``Annotator``.
 
-The math lives in :mod:`leaderboard.annotators`; this module reads the votes, runs it, and (on request)
-writes the flags. A flagged annotator's votes are kept but stop counting: the live ratings are rebuilt
-without them and published fits exclude them by default (``exclude_flagged``). Identity leaks in answers
-are reviewed by :mod:`votes.leak_review`.
+The math lives in :mod:`leaderboard.annotators` and, for gold battles, :mod:`leaderboard.gold` (via
+:mod:`votes.gold_review`); this module reads the votes, runs both, and (on request) writes the flags and
+retires the golds good annotators keep missing. One list, one reason per annotator: a gold flag's reason
+comes first, being the most direct evidence. A flagged annotator's votes are kept but stop counting: the
+live ratings are rebuilt without them and published fits exclude them by default (``exclude_flagged``).
+Identity leaks in answers are reviewed by :mod:`votes.leak_review`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from leaderboard.annotators import FlagRule, annotator_stats, flag_annotators
 from leaderboard.bt import fit_bt
 from leaderboard.data import aggregate_codes, parse_outcome
 from leaderboard.spec import BTSpec
+from votes.gold_review import AnnotatorGold, annotator_gold_accuracy, retire_missed_golds
 from votes.live import LiveConfig
 from votes.ratings import rebuild_live_ratings
 from votes.tables import annotator_t, battle_t, model_t, vote_t
@@ -55,6 +59,12 @@ class AnnotatorRow:
     # Annotators (this one included) that voted from a network this one voted from (by the votes' keyed
     # address hash): many cookie-fresh annotators behind one address show up here.
     address_group: int = 1
+    # Gold battles: voted, voted right, accuracy and its 95% Wilson interval (NaN without golds).
+    n_gold: int = 0
+    gold_right: int = 0
+    gold_accuracy: float = float("nan")
+    gold_low: float = float("nan")
+    gold_high: float = float("nan")
 
 
 def review_annotators(
@@ -87,63 +97,42 @@ def review_annotators(
             .join(annotator_t, annotator_t.c.id == battle_t.c.annotator_id)
             .order_by(vote_t.c.id)
         ).all()
-        if not rows:
+        golds = annotator_gold_accuracy(conn)
+        if not rows and not golds:
             return []
-        model_ids = sorted({r[1] for r in rows} | {r[2] for r in rows})
-        names = dict(
-            conn.execute(select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(model_ids))).all()
-        )
-        index = {m: i for i, m in enumerate(model_ids)}
-        who = np.array([r[0] for r in rows], dtype=np.int64)
-        a = np.array([index[r[1]] for r in rows], dtype=np.int64)
-        b = np.array([index[r[2]] for r in rows], dtype=np.int64)
-        outcome = np.array([int(parse_outcome(r[3])) for r in rows], dtype=np.int64)
-        seconds = np.array([np.nan if r[4] is None else float(r[4]) for r in rows])
-        counted = np.array([not r[5] for r in rows], dtype=bool)
-        ratings = _fit_ratings(a, b, outcome, counted, len(model_ids))
-        s = annotator_stats(who, a, b, outcome, ratings, seconds=seconds)
-        suspicious, reasons = flag_annotators(s, rule)
-        groups = _address_groups((r[0], r[6]) for r in rows)
-        info = {
-            r[0]: r[1:]
-            for r in conn.execute(
-                select(
-                    annotator_t.c.id,
-                    annotator_t.c.kind,
-                    annotator_t.c.label,
-                    annotator_t.c.flagged,
-                    annotator_t.c.flag_reason,
-                ).where(annotator_t.c.id.in_(s.annotators.tolist()))
-            ).all()
-        }
         out: list[AnnotatorRow] = []
         newly: list[tuple[int, str]] = []
-        for g, annotator_id in enumerate(s.annotators.tolist()):
-            kind, label, flagged, flag_reason = info[annotator_id]
-            reason = reasons[g]
-            if apply and suspicious[g] and not flagged and reason is not None:
-                newly.append((annotator_id, AUTO_FLAG_PREFIX + reason))
-                flagged, flag_reason = True, AUTO_FLAG_PREFIX + reason
-            fav = int(s.favourite[g])
-            out.append(
-                AnnotatorRow(
-                    annotator_id=annotator_id,
-                    kind=kind,
-                    label=label,
-                    n_votes=int(s.n_votes[g]),
-                    left_share=float(s.left_share[g]),
-                    median_seconds=float(s.median_seconds[g]),
-                    agreement_q=float(s.agreement_qvalue[g]),
-                    favouritism_q=float(s.favouritism_qvalue[g]),
-                    favourite=names[model_ids[fav]] if fav >= 0 else None,
-                    side_q=float(s.side_qvalue[g]),
-                    flagged=bool(flagged),
-                    flag_reason=flag_reason,
-                    suspicious=bool(suspicious[g]),
-                    reason=reason,
-                    address_group=groups.get(annotator_id, 1),
-                )
+        stat_rows = _stat_rows(conn, rows, rule) if rows else []
+        gold_only = sorted(set(golds) - {r.annotator_id for r in stat_rows})
+        info = _annotator_info(conn, gold_only)
+        stat_rows += [
+            AnnotatorRow(
+                annotator_id=a,
+                kind=info[a][0],
+                label=info[a][1],
+                n_votes=0,
+                left_share=float("nan"),
+                median_seconds=float("nan"),
+                agreement_q=float("nan"),
+                favouritism_q=float("nan"),
+                favourite=None,
+                side_q=float("nan"),
+                flagged=bool(info[a][2]),
+                flag_reason=info[a][3],
+                suspicious=False,
+                reason=None,
             )
+            for a in gold_only
+        ]
+        for row in stat_rows:
+            row = _with_gold(row, golds.get(row.annotator_id))
+            if apply and row.suspicious and not row.flagged and row.reason is not None:
+                reason = AUTO_FLAG_PREFIX + row.reason
+                newly.append((row.annotator_id, reason))
+                row = replace(row, flagged=True, flag_reason=reason)
+            out.append(row)
+        if apply:
+            retire_missed_golds(conn)
         for annotator_id, reason in newly:
             conn.execute(
                 update(annotator_t)
@@ -152,7 +141,84 @@ def review_annotators(
             )
         if newly:
             rebuild_live_ratings(conn, config=elo_config)
-    return sorted(out, key=lambda r: (not r.suspicious, not r.flagged, r.agreement_q, r.annotator_id))
+    return sorted(out, key=_review_order)
+
+
+def _review_order(r: AnnotatorRow) -> tuple[bool, bool, float, int]:
+    """Suspicious first, then flagged, then by agreement q-value (annotators without one last)."""
+    q = r.agreement_q if r.agreement_q == r.agreement_q else float("inf")
+    return (not r.suspicious, not r.flagged, q, r.annotator_id)
+
+
+def _with_gold(row: AnnotatorRow, gold: AnnotatorGold | None) -> AnnotatorRow:
+    """The row with the annotator's gold record; a gold flag makes it suspicious, with the gold reason."""
+    if gold is None:
+        return row
+    row = replace(
+        row,
+        n_gold=gold.n_gold,
+        gold_right=gold.n_right,
+        gold_accuracy=gold.accuracy,
+        gold_low=gold.low,
+        gold_high=gold.high,
+    )
+    return replace(row, suspicious=True, reason=gold.reason()) if gold.flagged else row
+
+
+def _annotator_info(conn: Connection, ids: list[int]) -> dict[int, tuple[str, str | None, bool, str | None]]:
+    """(kind, label, flagged, flag reason) of these annotators."""
+    if not ids:
+        return {}
+    stmt = select(
+        annotator_t.c.id,
+        annotator_t.c.kind,
+        annotator_t.c.label,
+        annotator_t.c.flagged,
+        annotator_t.c.flag_reason,
+    ).where(annotator_t.c.id.in_(ids))
+    return {int(r[0]): (r[1], r[2], bool(r[3]), r[4]) for r in conn.execute(stmt).all()}
+
+
+def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[AnnotatorRow]:
+    """The vote statistics of every annotator with counted-table votes (before gold records are joined)."""
+    model_ids = sorted({r[1] for r in rows} | {r[2] for r in rows})
+    names = dict(conn.execute(select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(model_ids))).all())
+    index = {m: i for i, m in enumerate(model_ids)}
+    who = np.array([r[0] for r in rows], dtype=np.int64)
+    a = np.array([index[r[1]] for r in rows], dtype=np.int64)
+    b = np.array([index[r[2]] for r in rows], dtype=np.int64)
+    outcome = np.array([int(parse_outcome(r[3])) for r in rows], dtype=np.int64)
+    seconds = np.array([np.nan if r[4] is None else float(r[4]) for r in rows])
+    counted = np.array([not r[5] for r in rows], dtype=bool)
+    ratings = _fit_ratings(a, b, outcome, counted, len(model_ids))
+    s = annotator_stats(who, a, b, outcome, ratings, seconds=seconds)
+    suspicious, reasons = flag_annotators(s, rule)
+    groups = _address_groups((r[0], r[6]) for r in rows)
+    info = _annotator_info(conn, s.annotators.tolist())
+    out = []
+    for g, annotator_id in enumerate(s.annotators.tolist()):
+        kind, label, flagged, flag_reason = info[annotator_id]
+        fav = int(s.favourite[g])
+        out.append(
+            AnnotatorRow(
+                annotator_id=annotator_id,
+                kind=kind,
+                label=label,
+                n_votes=int(s.n_votes[g]),
+                left_share=float(s.left_share[g]),
+                median_seconds=float(s.median_seconds[g]),
+                agreement_q=float(s.agreement_qvalue[g]),
+                favouritism_q=float(s.favouritism_qvalue[g]),
+                favourite=names[model_ids[fav]] if fav >= 0 else None,
+                side_q=float(s.side_qvalue[g]),
+                flagged=flagged,
+                flag_reason=flag_reason,
+                suspicious=bool(suspicious[g]),
+                reason=reasons[g],
+                address_group=groups.get(annotator_id, 1),
+            )
+        )
+    return out
 
 
 def _address_groups(pairs: Iterable[tuple[int, str | None]]) -> dict[int, int]:

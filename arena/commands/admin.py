@@ -38,7 +38,11 @@ def annotators(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per annotator.")] = False,
 ) -> None:
-    """Per-annotator statistics against the current fit; list (with --apply, flag) the outliers."""
+    """Per-annotator statistics against the current fit; list (with --apply, flag) the outliers.
+
+    Gold accuracy joins in (golds voted right, with a 95% Wilson interval); a gold flag is the entry's one
+    reason. With --apply, golds that good annotators keep missing are retired too.
+    """
     from leaderboard.annotators import FlagRule
     from votes.review import review_annotators
 
@@ -60,7 +64,19 @@ def annotators(
             typer.echo(json.dumps({k: _clean(v) for k, v in dataclasses.asdict(r).items()}))
         return
     table = Table(title=f"Annotators ({len(shown)} of {len(rows)} shown)")
-    for column in ("id", "kind", "votes", "left", "median s", "agree q", "favours", "flagged", "reason"):
+    columns = (
+        "id",
+        "kind",
+        "votes",
+        "left",
+        "median s",
+        "agree q",
+        "favours",
+        "gold (95%)",
+        "flagged",
+        "reason",
+    )
+    for column in columns:
         table.add_column(column)
     for r in shown:
         table.add_row(
@@ -71,6 +87,7 @@ def annotators(
             f"{r.median_seconds:.1f}",
             f"{r.agreement_q:.1e}",
             f"{r.favourite or '-'} (q={r.favouritism_q:.1e})",
+            f"{r.gold_right}/{r.n_gold} ({r.gold_low:.0%}-{r.gold_high:.0%})" if r.n_gold else "-",
             "yes" if r.flagged else "no",
             r.flag_reason or r.reason or "",
         )

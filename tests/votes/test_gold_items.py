@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from tests.factories import MODEL_NAMES, write_jsonl
 from votes.gold_items import (
@@ -38,7 +38,7 @@ GOOD = [
 
 def _golds(engine: Engine) -> list[GoldBattle]:
     with Session(engine) as session:
-        return list(session.exec(select(GoldBattle).order_by(GoldBattle.id)).all())
+        return list(session.exec(select(GoldBattle).order_by(col(GoldBattle.id))).all())
 
 
 def test_a_good_file_is_added_once(seeded: Engine, tmp_path: Path) -> None:
