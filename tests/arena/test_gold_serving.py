@@ -17,7 +17,7 @@ from sqlmodel import Session
 from arena.pairing_service import PairingService
 from arena.publishing import FitOptions, fit_counts, load_from_database
 from tests.arena.conftest import AppFactory
-from tests.factories import live_ratings, make_settings, write_jsonl
+from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, write_jsonl
 from votes.gold_items import add_gold_file
 from votes.queries import VoteFilter
 from votes.tables import annotator_t, battle_t, goldbattle_t, goldvote_t, vote_t
@@ -208,3 +208,24 @@ def test_a_retired_gold_is_not_served(seeded: Engine, db_url: str, tmp_path: Pat
     service.prepare(1)
     served = {g.gold_id for _ in range(200) if (g := service.pick_gold(1)) is not None}
     assert retired_id not in served and len(served) == 1
+
+
+def test_the_admin_api_lists_golds_and_annotators_with_their_gold_accuracy(
+    seeded: Engine, make_client: AppFactory, tmp_path: Path
+) -> None:
+    _add_golds(seeded, tmp_path, 3, identical=True)
+    client = make_client(gold_rate=0.0, gold_quiz=3)
+    for winner in ("tie", "tie", "model_a"):
+        _vote(client, _next(client), winner)
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    golds = client.get("/api/admin/golds", headers=auth)
+    assert golds.status_code == 200, golds.text
+    listed = golds.json()
+    assert [g["kind"] for g in listed] == ["identical"] * 3
+    assert sum(g["n_votes"] for g in listed) == 3 and sum(g["n_right"] for g in listed) == 2
+    assert client.get("/api/admin/golds").status_code == 401
+    annotators = client.get("/api/admin/annotators", params={"all": "true"}, headers=auth)
+    assert annotators.status_code == 200, annotators.text
+    (row,) = annotators.json()
+    assert (row["n_gold"], row["gold_right"]) == (3, 2)
+    assert row["gold_low"] < row["gold_accuracy"] < row["gold_high"]
