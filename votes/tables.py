@@ -15,6 +15,7 @@ __all__ = [
     "judgment_t",
     "liverating_t",
     "liveusage_t",
+    "pairingweight_t",
     "model_t",
     "output_t",
     "prompt_t",
@@ -29,6 +30,7 @@ goldvote_t = SQLModel.metadata.tables["goldvote"]
 judgment_t = SQLModel.metadata.tables["judgment"]
 liverating_t = SQLModel.metadata.tables["liverating"]
 liveusage_t = SQLModel.metadata.tables["liveusage"]
+pairingweight_t = SQLModel.metadata.tables["pairingweight"]
 model_t = SQLModel.metadata.tables["model"]
 output_t = SQLModel.metadata.tables["output"]
 prompt_t = SQLModel.metadata.tables["prompt"]
