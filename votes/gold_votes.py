@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import insert, or_
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -27,7 +27,7 @@ from leaderboard.data import Outcome, parse_outcome
 from leaderboard.elo import EloConfig, update_elo
 from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
 from votes.live import LiveConfig, shown
-from votes.models import Annotator, Battle, GoldVote, utcnow
+from votes.models import Annotator, GoldVote, utcnow
 from votes.tables import battle_t, goldvote_t, liverating_t, model_t
 
 __all__ = ["QUIZ_PASS", "GoldTicket", "gold_correct", "record_gold_votes"]
@@ -84,21 +84,28 @@ def _result(
 def _previous(
     session: Session, request: VoteRequest, names: tuple[str, str]
 ) -> VoteResult | VoteError | None:
-    """An earlier gold vote of this token or idempotency key: its result, or a refusal if it disagrees."""
-    stmt = select(Battle, GoldVote).join(GoldVote, col(GoldVote.battle_id) == col(Battle.id))
-    row = None
+    """An earlier gold vote of this token or idempotency key (one query): its result, or a refusal if it
+    disagrees."""
+    token = request.battle.token_id
+    match = battle_t.c.token_id == token
     if request.idempotency_key is not None:
-        row = session.exec(stmt.where(GoldVote.idempotency_key == request.idempotency_key)).first()
-    if row is None:
-        row = session.exec(stmt.where(Battle.token_id == request.battle.token_id)).first()
-    if row is None:
+        match = or_(match, goldvote_t.c.idempotency_key == request.idempotency_key)
+    stmt = (
+        sa_select(
+            battle_t.c.id, battle_t.c.token_id, goldvote_t.c.id, goldvote_t.c.winner, goldvote_t.c.live_elo
+        )
+        .select_from(battle_t.join(goldvote_t, goldvote_t.c.battle_id == battle_t.c.id))
+        .where(match)
+    )
+    rows = session.connection().execute(stmt).all()
+    if not rows:
         return None
-    battle, vote = row
-    assert battle.id is not None and vote.id is not None  # nosec B101 # type narrowing
-    if battle.token_id == request.battle.token_id and vote.winner != request.winner:
-        return AlreadyVotedError(battle.id)
-    shown = {"winner": vote.winner, "live_elo": vote.live_elo}
-    return _result(shown, vote_id=vote.id, battle_id=battle.id, names=names, replayed=True)
+    # the idempotency key's vote answers first, as for any vote
+    battle_id, battle_token, vote_id, winner, live_elo = next((r for r in rows if r[1] != token), rows[0])
+    if battle_token == token and winner != request.winner:
+        return AlreadyVotedError(int(battle_id))
+    shown = {"winner": winner, "live_elo": live_elo}
+    return _result(shown, vote_id=int(vote_id), battle_id=int(battle_id), names=names, replayed=True)
 
 
 def _shown_ratings(
@@ -137,19 +144,16 @@ def _sides(
     """Names and live ratings (rating, games) of the named models; a model without a live row shows the
     rater's initial rating. Read without a lock and without creating rows: nothing here is written."""
     ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
-    conn = session.connection()
-    names = {
-        int(i): str(n)
-        for i, n in conn.execute(sa_select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(ids)))
-    }
-    rows = conn.execute(
-        sa_select(liverating_t.c.model_id, liverating_t.c.rating, liverating_t.c.games).where(
-            liverating_t.c.model_id.in_(ids)
-        )
-    ).all()
+    stmt = (
+        sa_select(model_t.c.id, model_t.c.name, liverating_t.c.rating, liverating_t.c.games)
+        .select_from(model_t.outerjoin(liverating_t, liverating_t.c.model_id == model_t.c.id))
+        .where(model_t.c.id.in_(ids))
+    )
+    rows = session.connection().execute(stmt).all()
+    names = {int(m): str(n) for m, n, _, _ in rows}
     initial = config.initial if isinstance(config, EloConfig) else shown(config, config.initial())[0]
     ratings = {m: (float(initial), 0) for m in ids}
-    ratings.update({int(m): (float(r), int(g)) for m, r, g in rows})
+    ratings.update({int(m): (float(r), int(g)) for m, _, r, g in rows if r is not None})
     return {m: names.get(m, f"model #{m}") for m in ids}, ratings
 
 
