@@ -96,21 +96,26 @@ def _issue_gold(state: ArenaState, annotator_id: int, gold: GoldChoice, prompt: 
     )
 
 
-async def next_battle(state: ArenaState, annotator_id: int) -> BattleContext | None:
+async def next_battle(
+    state: ArenaState, annotator_id: int, address: str | None = None
+) -> BattleContext | None:
     """Choose and issue a battle: from memory, reading the store in a worker thread only on a miss.
 
-    A share of them (``gold_rate``, and the onboarding quiz) are gold battles (:mod:`votes.gold_votes`).
+    With the client's ``address``, answers revealed to anyone voting from that network are kept out too
+    (a fresh cookie does not make a voter forget). A share of the battles (``gold_rate``, and the
+    onboarding quiz) are gold battles (:mod:`votes.gold_votes`).
     """
     pairing = state.pairing
-    if not pairing.ready(annotator_id):
-        await run_in_threadpool(pairing.prepare, annotator_id)
+    address_hash = state.signer.address_hash(address) if address is not None else None
+    if not pairing.ready(annotator_id, address_hash):
+        await run_in_threadpool(pairing.prepare, annotator_id, address_hash)
     gold = pairing.pick_gold(annotator_id)
     if gold is not None:
         prompt = pairing.cached_prompt(gold.prompt_id)
         if prompt is None:
             prompt = await run_in_threadpool(pairing.gold_prompt, gold.prompt_id)
         return _issue_gold(state, annotator_id, gold, prompt)
-    choice = pairing.pick(annotator_id)
+    choice = pairing.pick(annotator_id, address_hash)
     if choice is None:
         return None
     texts = pairing.cached_texts(choice)
@@ -173,6 +178,7 @@ async def submit_vote(
             model_a_id=battle.model_a_id,
             model_b_id=battle.model_b_id,
             outputs=(battle.output_a_id, battle.output_b_id),
+            address_hash=vote.address_hash,
         )
     return result
 

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from leaderboard.annotators import FlagRule, annotator_stats, flag_annotators
 from leaderboard.bt import fit_bt
 from leaderboard.data import aggregate_codes, parse_outcome
+from leaderboard.presence import PresenceStats, presence_asymmetry
 from leaderboard.spec import BTSpec
 from votes.gold_review import AnnotatorGold, annotator_gold_accuracy, retire_missed_golds
 from votes.live import LiveConfig
@@ -59,6 +60,12 @@ class AnnotatorRow:
     # Annotators (this one included) that voted from a network this one voted from (by the votes' keyed
     # address hash): many cookie-fresh annotators behind one address show up here.
     address_group: int = 1
+    # The model most over-represented among this annotator's votes against everyone else's (a voter who
+    # skips battles without it), its share of their votes, the share expected, and the adjusted p-value.
+    on_screen: str | None = None
+    on_screen_share: float = float("nan")
+    on_screen_expected: float = float("nan")
+    on_screen_q: float = 1.0
     # Gold battles: voted, voted right, accuracy and its 95% Wilson interval (NaN without golds).
     n_gold: int = 0
     gold_right: int = 0
@@ -192,7 +199,11 @@ def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[An
     counted = np.array([not r[5] for r in rows], dtype=bool)
     ratings = _fit_ratings(a, b, outcome, counted, len(model_ids))
     s = annotator_stats(who, a, b, outcome, ratings, seconds=seconds)
-    suspicious, reasons = flag_annotators(s, rule)
+    by_votes, voting_reasons = flag_annotators(s, rule)
+    presence = presence_asymmetry(who, a, b, len(model_ids), min_votes=rule.min_votes)
+    suspicious, reasons = _with_presence(
+        s.annotators, by_votes, voting_reasons, presence, names, model_ids, rule
+    )
     groups = _address_groups((r[0], r[6]) for r in rows)
     info = _annotator_info(conn, s.annotators.tolist())
     out = []
@@ -216,9 +227,42 @@ def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[An
                 suspicious=bool(suspicious[g]),
                 reason=reasons[g],
                 address_group=groups.get(annotator_id, 1),
+                on_screen=_model_name(presence.model[g], names, model_ids),
+                on_screen_share=float(presence.share[g]),
+                on_screen_expected=float(presence.expected[g]),
+                on_screen_q=float(presence.qvalue[g]),
             )
         )
     return out
+
+
+def _with_presence(
+    annotators: np.ndarray,
+    suspicious: np.ndarray,
+    reasons: Sequence[str | None],
+    presence: PresenceStats,
+    names: dict[int, str],
+    model_ids: list[int],
+    rule: FlagRule,
+) -> tuple[np.ndarray, list[str | None]]:
+    """Add the skip-asymmetry finding to the review's verdicts (same false discovery rate as the rest)."""
+    if not np.array_equal(annotators, presence.annotators):
+        raise ValueError("annotator order differs between the review and the presence test")
+    suspicious = suspicious.copy()
+    reasons = list(reasons)
+    for g in np.flatnonzero(presence.qvalue < rule.alpha):
+        name = names[model_ids[int(presence.model[g])]]
+        why = (
+            f"votes mostly when {name} is on screen ({presence.share[g]:.0%} of votes, "
+            f"{presence.expected[g]:.0%} expected)"
+        )
+        suspicious[g] = True
+        reasons[g] = why if reasons[g] is None else f"{reasons[g]}; {why}"
+    return suspicious, reasons
+
+
+def _model_name(index: np.integer | int, names: dict[int, str], model_ids: list[int]) -> str | None:
+    return names[model_ids[int(index)]] if index >= 0 else None
 
 
 def _address_groups(pairs: Iterable[tuple[int, str | None]]) -> dict[int, int]:

@@ -72,6 +72,7 @@ def annotators(
         "median s",
         "agree q",
         "favours",
+        "on screen",
         "gold (95%)",
         "flagged",
         "reason",
@@ -87,6 +88,9 @@ def annotators(
             f"{r.median_seconds:.1f}",
             f"{r.agreement_q:.1e}",
             f"{r.favourite or '-'} (q={r.favouritism_q:.1e})",
+            f"{r.on_screen} {r.on_screen_share:.0%}/{r.on_screen_expected:.0%} (q={r.on_screen_q:.1e})"
+            if r.on_screen
+            else "-",
             f"{r.gold_right}/{r.n_gold} ({r.gold_low:.0%}-{r.gold_high:.0%})" if r.n_gold else "-",
             "yes" if r.flagged else "no",
             r.flag_reason or r.reason or "",

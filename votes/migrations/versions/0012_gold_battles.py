@@ -5,7 +5,7 @@ one per annotator and gold, each with the battle row written with it. No fit rea
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 
 Revision ID: 0012_gold_battles
-Revises: 0014_pairing_weights (main took 0014 from 0010 first; the lead renumbers)
+Revises: 0011_answer_samples (main chained 0010 -> 0014 -> 0011 first; the lead renumbers)
 Create Date: 2026-11-25 08:00:00
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0012_gold_battles"
-down_revision: str | None = "0014_pairing_weights"
+down_revision: str | None = "0011_answer_samples"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
