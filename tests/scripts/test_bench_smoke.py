@@ -117,7 +117,15 @@ def test_bench_scale_small_run_on_sqlite() -> None:
     assert fig["votes"] == 3000
     assert fig["cells_agree"] is True
     assert fig["errors"] == {}
-    for key in ("groupby_s", "rows_s", "elo_replay_s", "groupby_peak_mb", "rows_peak_mb"):
+    for key in (
+        "groupby_s",
+        "rows_s",
+        "elo_replay_s",
+        "groupby_peak_mb",
+        "rows_peak_mb",
+        "sha256_s",
+        "ledger_s",
+    ):
         assert fig[key] > 0, key
 
 
