@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Integer, String, any_, bindparam, insert, select
+from sqlalchemy import JSON, Integer, String, Table, any_, bindparam, insert, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -18,6 +20,7 @@ from votes.tables import model_t, output_t, prompt_t
 __all__ = [
     "CHUNK",
     "ImportCounts",
+    "bulk_insert",
     "chunks",
     "ensure_models",
     "existing_outputs",
@@ -68,7 +71,10 @@ def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
-def ensure_models(conn: Connection, names: Iterable[str], added: ImportCounts) -> dict[str, int]:
+def ensure_models(
+    conn: Connection, names: Iterable[str], added: ImportCounts, created: list[int] | None = None
+) -> dict[str, int]:
+    """Model ids by name, creating the missing models (their ids appended to ``created`` when given)."""
     wanted = sorted(set(names))
     ids: dict[str, int] = {}
     for chunk in chunks(wanted):
@@ -90,6 +96,8 @@ def ensure_models(conn: Connection, names: Iterable[str], added: ImportCounts) -
             stmt = select(model_t.c.name, model_t.c.id).where(member(conn, model_t.c.name, chunk))
             ids.update((str(n), int(i)) for n, i in conn.execute(stmt))
         added.models += len(missing)
+        if created is not None:
+            created.extend(ids[n] for n in missing)
     return ids
 
 
@@ -117,3 +125,41 @@ def existing_outputs(
         for p, m, o, conv, text in conn.execute(stmt):
             found[(p, m)] = (o, conv, text)
     return found
+
+
+def _sqlite_value(value: Any) -> Any:
+    """A value as SQLAlchemy's SQLite types store it: naive ISO datetimes, JSON text, 0/1 booleans."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _json_text(value: Any) -> Any:
+    return None if value is None else json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def bulk_insert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert rows through the driver's bulk path, inside the caller's transaction: PostgreSQL ``COPY``
+    (psycopg's copy API), SQLite one prepared ``executemany`` of plain tuples. Both skip SQLAlchemy's
+    per-row parameter processing, which costs more than the insert itself at a million rows."""
+    if not rows:
+        return
+    names = list(rows[0])
+    if conn.dialect.name == "postgresql":
+        json_columns = {c.name for c in table.columns if isinstance(c.type, JSON)}
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        columns = ", ".join(f'"{n}"' for n in names)
+        with cursor, cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN") as copy:  # nosec B608
+            for row in rows:
+                copy.write_row([_json_text(row[n]) if n in json_columns else row[n] for n in names])
+        return
+    marks = ", ".join("?" for _ in names)
+    columns = ", ".join(f'"{n}"' for n in names)
+    conn.exec_driver_sql(
+        f"INSERT INTO {table.name} ({columns}) VALUES ({marks})",  # nosec B608  # column names from the table
+        [tuple(_sqlite_value(row[n]) for n in names) for row in rows],
+    )
