@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Integer, String, Table, any_, bindparam, insert, select
+from sqlalchemy import JSON, Boolean, DateTime, Integer, String, Table, any_, bindparam, insert, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -127,15 +126,18 @@ def existing_outputs(
     return found
 
 
-def _sqlite_value(value: Any) -> Any:
-    """A value as SQLAlchemy's SQLite types store it: naive ISO datetimes, JSON text, 0/1 booleans."""
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
-    if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
-    if isinstance(value, bool):
-        return int(value)
-    return value
+def _sqlite_column(column_type: Any, values: list[Any]) -> list[Any]:
+    """A column's values as SQLAlchemy's SQLite types store them: naive ISO datetimes, JSON text, 0/1."""
+    if isinstance(column_type, DateTime):
+        return [
+            None if v is None else v.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+            for v in values
+        ]
+    if isinstance(column_type, JSON):
+        return [_json_text(v) for v in values]
+    if isinstance(column_type, Boolean):
+        return [None if v is None else int(v) for v in values]
+    return values
 
 
 def _json_text(value: Any) -> Any:
@@ -159,7 +161,8 @@ def bulk_insert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
         return
     marks = ", ".join("?" for _ in names)
     columns = ", ".join(f'"{n}"' for n in names)
+    converted = [_sqlite_column(table.c[n].type, [row[n] for row in rows]) for n in names]
     conn.exec_driver_sql(
         f"INSERT INTO {table.name} ({columns}) VALUES ({marks})",  # nosec B608  # column names from the table
-        [tuple(_sqlite_value(row[n]) for n in names) for row in rows],
+        list(zip(*converted, strict=True)),
     )

@@ -31,7 +31,7 @@ from votes.bulk import ImportCounts, bulk_insert
 from votes.import_battles import stage_battle_batch
 from votes.live import LiveConfig
 from votes.models import utcnow
-from votes.ratings import rebuild_live_ratings
+from votes.ratings import rebuild_live_ratings, rebuild_live_ratings_aside
 from votes.tables import import_created_t, import_row_t, import_run_t
 
 __all__ = [
@@ -97,13 +97,13 @@ _UNDO = (
 )
 
 
-def _start_run(engine: Engine, path: str) -> int:
-    with engine.begin() as conn:
-        now = utcnow()
-        result = conn.execute(
-            insert(import_run_t).values(path=path[:1000], state="staging", started_at=now, heartbeat_at=now)
-        )
-        return int(result.inserted_primary_key[0])
+def _new_run(conn: Connection, path: str, state: str) -> int:
+    now = utcnow()
+    values = {"path": path[:1000], "state": state, "started_at": now, "heartbeat_at": now}
+    key = conn.execute(insert(import_run_t).values(**values)).inserted_primary_key
+    if key is None:
+        raise RuntimeError("the database returned no id for the new import run")
+    return int(key[0])
 
 
 def _set_state(conn: Connection, run_id: int, state: str) -> None:
@@ -159,7 +159,8 @@ def import_battle_batches(
     Rows whose import key is already stored are skipped.
     """
     clean_dead_runs(engine)
-    run_id = _start_run(engine, str(file))
+    with engine.begin() as conn:
+        run_id = _new_run(conn, str(file), "staging")
     total = ImportCounts()
     seq = 0
     try:
@@ -182,11 +183,14 @@ def import_battle_batches(
                 between()
         with engine.begin() as conn:
             _set_state(conn, run_id, "done")
-            rebuild_live_ratings(conn, config=elo_config)
     except BaseException:
         rollback_run(engine, run_id)
         raise
-    _finish(engine, run_id, total.rows)
+    try:
+        if total.rows:
+            rebuild_live_ratings_aside(engine, config=elo_config)
+    finally:
+        _finish(engine, run_id, total.rows)
     return total
 
 
@@ -278,14 +282,7 @@ def import_battle_records(
     Rows whose import key is already stored are skipped. Raises :class:`votes.records.InputError` when a
     battle's conversation contradicts an answer already stored for the same prompt and model.
     """
-    now = utcnow()
-    run_id = int(
-        conn.execute(
-            insert(import_run_t).values(
-                path=str(file)[:1000], state="merging", started_at=now, heartbeat_at=now
-            )
-        ).inserted_primary_key[0]
-    )
+    run_id = _new_run(conn, str(file), "merging")
     total = _stage(conn, run_id, records, 0, str(file)) if records else ImportCounts()
     for lo in range(0, len(records), MERGE_ROWS):
         total.rows += _merge_step(conn, run_id, lo, min(lo + MERGE_ROWS, len(records)))
