@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
-from _bench_common import machine_info, print_table
 from sqlmodel import SQLModel
 
 from leaderboard.data import OUTCOME_STRINGS
@@ -69,15 +71,15 @@ def import_runs(sizes: list[int], *, database_url: str | None, work: Path) -> li
         data = work / f"battles-{n}.parquet"
         if not data.exists():
             write_battles_parquet(data, n, n_models=60, seed=0)
-        url = database_url
-        if url is None:
-            db = work / f"import-{n}.db"
-            for leftover in work.glob(f"import-{n}.db*"):
-                leftover.unlink()
-            url = f"sqlite:///{db}"
-        else:
-            _empty_postgres(url)
-        run = run_child(_arena("import", str(data), "--database-url", url), env=_env(root), timeout=3600)
+        with ExitStack() as stack:
+            if database_url is None:
+                for leftover in work.glob(f"import-{n}.db*"):
+                    leftover.unlink()
+                url = f"sqlite:///{work / f'import-{n}.db'}"
+            else:
+                url = stack.enter_context(_fresh_postgres(database_url))
+            command = _arena("import", str(data), "--database-url", url)
+            run = run_child(command, env=_env(root), timeout=3600)
         if run.status != 0:
             raise SystemExit(f"import of {n} battles failed: {run.tail}")
         rows.append([n, round(run.seconds, 2), round(run.peak_mb), round(1e6 * run.seconds / n, 2)])
@@ -122,15 +124,25 @@ def write_waits(data: Path, url: str, *, every_s: float = 0.1) -> tuple[list[flo
     return waits, wall
 
 
-def _empty_postgres(url: str) -> None:
-    engine = make_engine(url)
-    SQLModel.metadata.drop_all(engine)
-    engine.dispose()
+@contextmanager
+def _fresh_postgres(url: str) -> Iterator[str]:
+    """A new, migrated database on the server of ``url`` (never the database it names), dropped after."""
+    from sqlalchemy.engine import make_url
+
     from votes.migrate import upgrade_database
 
-    with make_engine(url).begin() as conn:
-        conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
-    upgrade_database(url)
+    name = f"arena_bench_import_{os.getpid()}_{time.monotonic_ns()}"
+    admin = make_engine(url)
+    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    fresh = make_url(url).set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade_database(fresh)
+        yield fresh
+    finally:
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workdir", type=Path, default=None, help="keep the files here (default: temporary)")
     args = parser.parse_args(argv)
+    # Imported here: tests import write_battles from this file as ``scripts.bench_import``.
+    from _bench_common import emit_json_line, machine_info, print_table
+
     if args.write_waits:
         from bench_end_to_end import write_battles_parquet
 
@@ -166,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
                 write_battles_parquet(data, args.write_waits, n_models=60, seed=0)
             for leftover in work.glob("waits.db*"):
                 leftover.unlink()
-            waits, wall = write_waits(data, args.database_url or f"sqlite:///{work}/waits.db")
+            with ExitStack() as stack:
+                url = f"sqlite:///{work}/waits.db"
+                if args.database_url:
+                    url = stack.enter_context(_fresh_postgres(args.database_url))
+                waits, wall = write_waits(data, url)
         print(machine_info())
         order = sorted(waits)
         p99 = order[min(len(order) - 1, int(0.99 * len(order)))]
@@ -175,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
             f"meanwhile: longest wait {order[-1]:.3f} s, 99th percentile {p99:.3f} s, median "
             f"{order[len(order) // 2]:.3f} s"
         )
+        figures = {"battles": args.write_waits, "import_s": wall, "writes": len(waits)}
+        emit_json_line({**figures, "max_wait_s": order[-1], "p99_wait_s": p99})
         return 0
     if args.sizes or args.ten_million:
         sizes = [int(s) for s in (args.sizes or "200000,1000000").split(",")]
@@ -192,6 +213,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row[0]:,} vs {base[0]:,} battles: {row[0] / base[0]:.1f}x the rows, "  # type: ignore[operator]
                 f"{row[1] / base[1]:.2f}x the time, {row[2] / base[2]:.2f}x the peak memory"  # type: ignore[operator]
             )
+        emit_json_line(
+            {
+                "battles": [r[0] for r in rows],
+                "import_s": [r[1] for r in rows],
+                "import_peak_mb": [r[2] for r in rows],
+                "backend": "postgresql" if args.database_url else "sqlite",
+            }
+        )
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "battles.jsonl"

@@ -75,9 +75,13 @@ class Crash(RuntimeError):
     pass
 
 
-@pytest.mark.parametrize("crash_at", [3, 14], ids=["while-staging", "while-merging"])
+@pytest.mark.parametrize(
+    ("crash_at", "error"),
+    [(3, Crash), (14, Crash), (20, KeyboardInterrupt)],
+    ids=["crash-while-staging", "crash-while-merging", "ctrl-c-while-merging"],
+)
 def test_a_crash_mid_import_removes_every_row_of_the_run(
-    engine: Engine, tmp_path: Path, crash_at: int
+    engine: Engine, tmp_path: Path, crash_at: int, error: type[BaseException]
 ) -> None:
     """400 rows: 10 staged batches, then 16 merge steps; the crash comes during one phase or the other."""
     battles_file(tmp_path / "first.jsonl", 50, seed=1)
@@ -89,9 +93,9 @@ def test_a_crash_mid_import_removes_every_row_of_the_run(
         nonlocal calls
         calls += 1
         if calls == crash_at:
-            raise Crash("power cut")
+            raise error("power cut")
 
-    with pytest.raises(Crash):
+    with pytest.raises(error):
         import_file(engine, battles_file(tmp_path / "big.jsonl", 400, seed=2), between_batches=crash)
     assert calls == crash_at
     assert _store(engine) == before
