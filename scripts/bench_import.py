@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -83,6 +84,7 @@ def import_runs(sizes: list[int], *, database_url: str | None, work: Path) -> li
         if run.status != 0:
             raise SystemExit(f"import of {n} battles failed: {run.tail}")
         rows.append([n, round(run.seconds, 2), round(run.peak_mb), round(1e6 * run.seconds / n, 2)])
+        print(f"{n} battles: {run.seconds:.2f} s, peak {run.peak_mb:.0f} MB", file=sys.stderr, flush=True)
     return rows
 
 
