@@ -62,11 +62,12 @@ def create_annotator(
     return annotator
 
 
-def annotator_for_session(*, session: Session, session_key: str) -> int:
-    """The anonymous annotator of a session (by its key), written now if this is its first vote.
+def annotator_for_session(*, session: Session, session_key: str, kind: str = "anonymous") -> int:
+    """The annotator of a session or an account (by its key), written now if this is its first use.
 
-    Two first votes of one session racing here get the same row: the insert does nothing on a conflict
-    with the unique key, and the row is read back.
+    An anonymous session's row is written at its first vote; a signed-in account's (``kind`` "account",
+    keyed by a hash of issuer and subject) at its first sign-in. Two first uses racing here get the same
+    row: the insert does nothing on a conflict with the unique key, and the row is read back.
     """
     stmt = select(Annotator.id).where(Annotator.session_key == session_key)
     found = session.exec(stmt).first()
@@ -75,7 +76,7 @@ def annotator_for_session(*, session: Session, session_key: str) -> int:
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     session.execute(
         insert(Annotator)
-        .values(kind="anonymous", session_key=session_key, created_at=utcnow(), flagged=False)
+        .values(kind=kind, session_key=session_key, created_at=utcnow(), flagged=False)
         .on_conflict_do_nothing(index_elements=["session_key"])
     )
     written = session.exec(stmt).one()

@@ -22,6 +22,7 @@ __all__ = [
     "Judgment",
     "LiveRating",
     "LiveUsage",
+    "PairingWeight",
     "Model",
     "ModelEndpoint",
     "Output",
@@ -84,12 +85,14 @@ class Annotator(SQLModel, table=True):
     __table_args__ = (Index("ix_annotator_session_key", "session_key", unique=True),)
 
     id: int | None = Field(default=None, primary_key=True)
-    # "anonymous" (cookie session), "invited" (invite link), or "import" (a judge named in a battles file).
+    # "anonymous" (cookie session), "invited" (invite link), "account" (signed in with OpenID Connect),
+    # or "import" (a judge named in a battles file).
     kind: str = Field(default="anonymous", max_length=20)
     label: str | None = Field(default=None, index=True, max_length=200)
     token_hash: str | None = Field(default=None, unique=True, max_length=64)
     # An anonymous visitor's annotator row is written at the first vote, keyed by a hash of the session
-    # cookie's nonce, so that two first votes of one session find the same row.
+    # cookie's nonce, so that two first votes of one session find the same row; an account's by a keyed
+    # hash of its issuer and subject ("oidc:..."), so one person is one row on every device.
     session_key: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow)
     flagged: bool = Field(default=False, index=True)
@@ -332,3 +335,18 @@ class ImportCreated(SQLModel, table=True):
     import_id: int = Field(foreign_key="importrun.id", primary_key=True)
     kind: str = Field(max_length=20, primary_key=True)
     row_id: int = Field(primary_key=True)
+
+
+class PairingWeight(SQLModel, table=True):
+    """A model's share of the battles under the pairing policy in force, as recorded at ``recorded_at``.
+
+    The fairness ledger's history: the live site writes a row per model when the policy's shares move or
+    an interval passes, so a snapshot can publish the weights that were in force over time, not only the
+    shares of the battles that resulted.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    recorded_at: datetime = Field(default_factory=utcnow, index=True)
+    model_id: int = Field(foreign_key="model.id", index=True)
+    share: float
+    policy: str = Field(max_length=20)

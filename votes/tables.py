@@ -16,6 +16,7 @@ __all__ = [
     "judgment_t",
     "liverating_t",
     "liveusage_t",
+    "pairingweight_t",
     "model_t",
     "output_t",
     "prompt_t",
@@ -31,6 +32,7 @@ import_run_t = SQLModel.metadata.tables["importrun"]
 judgment_t = SQLModel.metadata.tables["judgment"]
 liverating_t = SQLModel.metadata.tables["liverating"]
 liveusage_t = SQLModel.metadata.tables["liveusage"]
+pairingweight_t = SQLModel.metadata.tables["pairingweight"]
 model_t = SQLModel.metadata.tables["model"]
 output_t = SQLModel.metadata.tables["output"]
 prompt_t = SQLModel.metadata.tables["prompt"]

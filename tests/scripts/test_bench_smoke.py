@@ -212,3 +212,28 @@ def test_bench_end_to_end_small_run(tmp_path: Path) -> None:
     assert fig["cli_start_s"] > 0 and fig["peer_lmsys_current_s"] > 0
     assert fig["recompute_10m_s"] is None  # only with --ten-million
     assert (fig["votes"], fig["models"], fig["rounds"]) == (3000, 8, 5)
+
+
+def test_bench_votes_compares_with_another_checkout() -> None:
+    """``--compare DIR`` runs the other code too, on its own database, and reports this tree's ratios
+    (here DIR is this checkout itself, so both sides run the same code)."""
+    root = str(Path(__file__).resolve().parents[2])
+    fig = _run(
+        "bench_votes.py",
+        "--backend",
+        "sqlite",
+        "--seconds",
+        "2",
+        "--clients",
+        "2",
+        "--ramp",
+        "0.5",
+        "--compare",
+        root,
+        timeout=400,
+    )
+    assert [c["tree"] for c in fig["configs"]] == ["this", root]
+    assert all(c["votes"] > 0 and c["votes_missing"] == 0 for c in fig["configs"])
+    ((label, ratio),) = fig["compare_ratio"].items()
+    assert label == "sqlite/inline/metrics default"
+    assert ratio["votes_per_s"] > 0 and ratio["cpu_per_vote"] > 0
