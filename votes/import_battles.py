@@ -104,10 +104,18 @@ def _record_created(conn: Connection, run_id: int, kind: str, ids: Iterable[int]
 
 
 def stage_battle_batch(
-    conn: Connection, run_id: int, records: Sequence[BattleRecord], *, first_seq: int, file: str | Path
+    conn: Connection,
+    run_id: int,
+    records: Sequence[BattleRecord],
+    *,
+    first_seq: int,
+    file: str | Path,
+    digests: Sequence[str] | None = None,
 ) -> StagedBatch:
     """Resolve one batch's models, judges, prompts and outputs (creating the missing ones under the run)
     and return its battles as staging rows numbered from ``first_seq``, inside the caller's transaction.
+    ``digests`` (:func:`row_digest` of each record) may be computed before the transaction, so that the
+    writer lock is not held while hashing.
 
     Raises :class:`InputError` when a battle's conversation contradicts an answer already stored (by an
     earlier batch or before the run) for the same prompt and model.
@@ -212,7 +220,11 @@ def stage_battle_batch(
         added.outputs += len(pairs)
 
     now = utcnow()
-    for seq, (record, pkey) in enumerate(zip(records, prompt_key, strict=True), start=first_seq):
+    if digests is None:
+        digests = [row_digest(r) for r in records]
+    for seq, (record, pkey, digest) in enumerate(
+        zip(records, prompt_key, digests, strict=True), start=first_seq
+    ):
         a, b = model_ids[record.model_a], model_ids[record.model_b]
         bpid = prompt_ids.get(pkey) if pkey is not None else None
         out_a = outputs.get((bpid, a)) if bpid is not None else None
@@ -228,7 +240,7 @@ def stage_battle_batch(
             {
                 "import_id": run_id,
                 "seq": seq,
-                "digest": row_digest(record),
+                "digest": digest,
                 "prompt_id": bpid,
                 "output_a_id": out_a[0] if out_a else None,
                 "output_b_id": out_b[0] if out_b else None,

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from votes.battle_rows import BattleRecord
 from votes.bulk import ImportCounts, bulk_insert
-from votes.import_battles import stage_battle_batch
+from votes.import_battles import row_digest, stage_battle_batch
 from votes.live import LiveConfig
 from votes.models import utcnow
 from votes.ratings import rebuild_live_ratings, rebuild_live_ratings_aside
@@ -36,6 +36,7 @@ from votes.tables import import_created_t, import_row_t, import_run_t
 
 __all__ = [
     "MERGE_ROWS",
+    "STAGE_ROWS",
     "STALE_AFTER",
     "BetweenBatches",
     "clean_dead_runs",
@@ -46,8 +47,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Validated rows written to the staging table per short transaction.
+STAGE_ROWS = 5_000
 #: Staged rows moved into ``battle`` and ``vote`` per short transaction.
-MERGE_ROWS = 10_000
+MERGE_ROWS = 5_000
 #: A run whose heartbeat is older than this belongs to a dead process (a batch takes seconds).
 STALE_AFTER = timedelta(minutes=10)
 _ANALYZE_AFTER = 10_000
@@ -113,9 +116,14 @@ def _set_state(conn: Connection, run_id: int, state: str) -> None:
 
 
 def _stage(
-    conn: Connection, run_id: int, records: Sequence[BattleRecord], first_seq: int, file: str
+    conn: Connection,
+    run_id: int,
+    records: Sequence[BattleRecord],
+    first_seq: int,
+    file: str,
+    digests: Sequence[str] | None = None,
 ) -> ImportCounts:
-    staged = stage_battle_batch(conn, run_id, records, first_seq=first_seq, file=file)
+    staged = stage_battle_batch(conn, run_id, records, first_seq=first_seq, file=file, digests=digests)
     bulk_insert(conn, import_row_t, staged.rows)
     conn.execute(_FILL_KEYS, {"run": run_id, "lo": first_seq, "hi": first_seq + len(records)})
     return staged.counts
@@ -167,10 +175,13 @@ def import_battle_batches(
         for records in batches:
             if not records:
                 continue
-            with engine.begin() as conn:
-                _add(total, _stage(conn, run_id, records, seq, str(file)))
-                _set_state(conn, run_id, "staging")
-            seq += len(records)
+            for start in range(0, len(records), STAGE_ROWS):
+                part = records[start : start + STAGE_ROWS]
+                digests = [row_digest(r) for r in part]  # hashed before the writer lock is taken
+                with engine.begin() as conn:
+                    _add(total, _stage(conn, run_id, part, seq, str(file), digests))
+                    _set_state(conn, run_id, "staging")
+                seq += len(part)
             if between is not None:
                 between()
         with engine.begin() as conn:
@@ -184,7 +195,7 @@ def import_battle_batches(
         with engine.begin() as conn:
             _set_state(conn, run_id, "done")
     except BaseException:
-        rollback_run(engine, run_id)
+        _roll_back_after_failure(engine, run_id)
         raise
     try:
         if total.rows:
@@ -192,6 +203,17 @@ def import_battle_batches(
     finally:
         _finish(engine, run_id, total.rows)
     return total
+
+
+def _roll_back_after_failure(engine: Engine, run_id: int) -> None:
+    """Roll a failed run back; if that fails too (a full disk, the database gone) the failure that
+    stopped the import is what the caller sees, and the run is left for :func:`clean_dead_runs`."""
+    try:
+        rollback_run(engine, run_id)
+    except Exception as exc:  # noqa: BLE001 - the import's own failure is re-raised by the caller
+        log.warning(
+            "import run %d not rolled back now (%s); the next import or publish removes it", run_id, exc
+        )
 
 
 def _finish(engine: Engine, run_id: int, added: int) -> None:
