@@ -273,7 +273,7 @@ def rollback_run(engine: Engine, run_id: int) -> None:
                 chunk = ids[start : start + 1000]
                 conn.execute(text(statement.format(ids=", ".join(str(i) for i in chunk))))
         _drop_staging(conn, run_id)
-    log.warning("import run %d rolled back", run_id)
+    log.info("import run %d rolled back", run_id)
 
 
 def clean_dead_runs(engine: Engine, *, stale_after: timedelta = STALE_AFTER) -> list[int]:
