@@ -9,7 +9,7 @@ are reviewed by :mod:`votes.leak_review`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from leaderboard.annotators import FlagRule, annotator_stats, flag_annotators
 from leaderboard.bt import fit_bt
 from leaderboard.data import aggregate_codes, parse_outcome
+from leaderboard.presence import PresenceStats, presence_asymmetry
 from leaderboard.spec import BTSpec
 from votes.live import LiveConfig
 from votes.ratings import rebuild_live_ratings
@@ -55,6 +56,12 @@ class AnnotatorRow:
     # Annotators (this one included) that voted from a network this one voted from (by the votes' keyed
     # address hash): many cookie-fresh annotators behind one address show up here.
     address_group: int = 1
+    # The model most over-represented among this annotator's votes against everyone else's (a voter who
+    # skips battles without it), its share of their votes, the share expected, and the adjusted p-value.
+    on_screen: str | None = None
+    on_screen_share: float = float("nan")
+    on_screen_expected: float = float("nan")
+    on_screen_q: float = 1.0
 
 
 def review_annotators(
@@ -102,7 +109,11 @@ def review_annotators(
         counted = np.array([not r[5] for r in rows], dtype=bool)
         ratings = _fit_ratings(a, b, outcome, counted, len(model_ids))
         s = annotator_stats(who, a, b, outcome, ratings, seconds=seconds)
-        suspicious, reasons = flag_annotators(s, rule)
+        by_votes, voting_reasons = flag_annotators(s, rule)
+        presence = presence_asymmetry(who, a, b, len(model_ids), min_votes=rule.min_votes)
+        suspicious, reasons = _with_presence(
+            s.annotators, by_votes, voting_reasons, presence, names, model_ids, rule
+        )
         groups = _address_groups((r[0], r[6]) for r in rows)
         info = {
             r[0]: r[1:]
@@ -142,6 +153,10 @@ def review_annotators(
                     suspicious=bool(suspicious[g]),
                     reason=reason,
                     address_group=groups.get(annotator_id, 1),
+                    on_screen=_model_name(presence.model[g], names, model_ids),
+                    on_screen_share=float(presence.share[g]),
+                    on_screen_expected=float(presence.expected[g]),
+                    on_screen_q=float(presence.qvalue[g]),
                 )
             )
         for annotator_id, reason in newly:
@@ -153,6 +168,35 @@ def review_annotators(
         if newly:
             rebuild_live_ratings(conn, config=elo_config)
     return sorted(out, key=lambda r: (not r.suspicious, not r.flagged, r.agreement_q, r.annotator_id))
+
+
+def _with_presence(
+    annotators: np.ndarray,
+    suspicious: np.ndarray,
+    reasons: Sequence[str | None],
+    presence: PresenceStats,
+    names: dict[int, str],
+    model_ids: list[int],
+    rule: FlagRule,
+) -> tuple[np.ndarray, list[str | None]]:
+    """Add the skip-asymmetry finding to the review's verdicts (same false discovery rate as the rest)."""
+    if not np.array_equal(annotators, presence.annotators):
+        raise ValueError("annotator order differs between the review and the presence test")
+    suspicious = suspicious.copy()
+    reasons = list(reasons)
+    for g in np.flatnonzero(presence.qvalue < rule.alpha):
+        name = names[model_ids[int(presence.model[g])]]
+        why = (
+            f"votes mostly when {name} is on screen ({presence.share[g]:.0%} of votes, "
+            f"{presence.expected[g]:.0%} expected)"
+        )
+        suspicious[g] = True
+        reasons[g] = why if reasons[g] is None else f"{reasons[g]}; {why}"
+    return suspicious, reasons
+
+
+def _model_name(index: np.integer | int, names: dict[int, str], model_ids: list[int]) -> str | None:
+    return names[model_ids[int(index)]] if index >= 0 else None
 
 
 def _address_groups(pairs: Iterable[tuple[int, str | None]]) -> dict[int, int]:

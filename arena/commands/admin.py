@@ -60,7 +60,19 @@ def annotators(
             typer.echo(json.dumps({k: _clean(v) for k, v in dataclasses.asdict(r).items()}))
         return
     table = Table(title=f"Annotators ({len(shown)} of {len(rows)} shown)")
-    for column in ("id", "kind", "votes", "left", "median s", "agree q", "favours", "flagged", "reason"):
+    columns = (
+        "id",
+        "kind",
+        "votes",
+        "left",
+        "median s",
+        "agree q",
+        "favours",
+        "on screen",
+        "flagged",
+        "reason",
+    )
+    for column in columns:
         table.add_column(column)
     for r in shown:
         table.add_row(
@@ -71,6 +83,9 @@ def annotators(
             f"{r.median_seconds:.1f}",
             f"{r.agreement_q:.1e}",
             f"{r.favourite or '-'} (q={r.favouritism_q:.1e})",
+            f"{r.on_screen} {r.on_screen_share:.0%}/{r.on_screen_expected:.0%} (q={r.on_screen_q:.1e})"
+            if r.on_screen
+            else "-",
             "yes" if r.flagged else "no",
             r.flag_reason or r.reason or "",
         )
