@@ -7,7 +7,7 @@ the SQLite writer lock. Idempotent, because a database made by ``create_all`` is
 upgraded.
 
 Revision ID: 0013_import_batches
-Revises: 0014_pairing_weights (chained after main's 0014 so the merged tree has one head; the lead renumbers)
+Revises: 0011_answer_samples (chained after main's head so the merged tree has one head; the lead renumbers)
 Create Date: 2026-11-25 08:00:00
 """
 
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013_import_batches"
-down_revision: str | None = "0014_pairing_weights"
+down_revision: str | None = "0011_answer_samples"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
