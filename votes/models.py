@@ -18,6 +18,9 @@ __all__ = [
     "Generation",
     "GoldBattle",
     "GoldVote",
+    "ImportCreated",
+    "ImportRow",
+    "ImportRun",
     "Judgment",
     "LiveRating",
     "LiveUsage",
@@ -343,6 +346,60 @@ class GoldVote(SQLModel, table=True):
     address_hash: str | None = Field(default=None, max_length=32)
     idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
     live_elo: dict[str, float] | None = Field(default=None, sa_column=Column(JSON))
+
+
+class ImportRun(SQLModel, table=True):
+    """One ``arena import`` of a battles file, written in short batches (see :mod:`votes.import_runs`).
+
+    ``state`` is "staging" while batches are validated and written aside, "merging" while staged rows
+    move into ``battle`` and ``vote`` in short steps, "done" once every row is in. A run that is not
+    done and whose ``heartbeat_at`` is old belongs to a dead process: the next import or publish removes
+    every row it wrote.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    path: str = Field(max_length=1000)
+    state: str = Field(default="staging", max_length=20)
+    started_at: datetime = Field(default_factory=utcnow)
+    heartbeat_at: datetime = Field(default_factory=utcnow)
+
+
+class ImportRow(SQLModel, table=True):
+    """A validated battle of an import run, staged aside until the run merges it.
+
+    ``digest`` is the hash of the canonical row; ``import_key`` (digest and occurrence number among the
+    run's identical rows) is filled when the batch is staged; ``fresh`` says, once merged, whether the
+    row added a battle (false: the key was already stored), so a rollback removes only what it added.
+    """
+
+    __table_args__ = (Index("ix_importrow_digest", "import_id", "digest", "seq"),)
+
+    import_id: int = Field(foreign_key="importrun.id", primary_key=True)
+    seq: int = Field(primary_key=True)
+    digest: str = Field(max_length=40)
+    import_key: str | None = Field(default=None, max_length=80)
+    fresh: bool | None = None
+    prompt_id: int | None = None
+    output_a_id: int | None = None
+    output_b_id: int | None = None
+    model_a_id: int
+    model_b_id: int
+    annotator_id: int | None = None
+    issued_at: datetime
+    language: str | None = Field(default=None, max_length=50)
+    extra: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    winner: str = Field(max_length=20)
+    weight: float = 1.0
+    sided: bool = True
+
+
+class ImportCreated(SQLModel, table=True):
+    """A row an import run created (or an output whose conversation it filled in) outside ``battle`` and
+    ``vote``: what a rollback of the run removes (or empties) besides its battles."""
+
+    import_id: int = Field(foreign_key="importrun.id", primary_key=True)
+    kind: str = Field(max_length=20, primary_key=True)
+    row_id: int = Field(primary_key=True)
 
 
 class PairingWeight(SQLModel, table=True):

@@ -4,8 +4,8 @@
 one per annotator and gold, each with the battle row written with it. No fit reads ``goldvote``.
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 
-Revision ID: 0012_gold_battles
-Revises: 0011_answer_samples (main chained 0010 -> 0014 -> 0011 first; the lead renumbers)
+Revision ID: 0013_gold_battles
+Revises: 0012_answer_samples
 Create Date: 2026-11-25 08:00:00
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0012_gold_battles"
-down_revision: str | None = "0011_answer_samples"
+revision: str = "0013_gold_battles"
+down_revision: str | None = "0012_answer_samples"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
