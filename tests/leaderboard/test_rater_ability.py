@@ -11,6 +11,7 @@ import pytest
 from scipy.optimize import approx_fprime
 
 from leaderboard import BTSpec, fit_bt, simulate_battles
+from leaderboard.battles import Battles
 from leaderboard.evaluate import RATERS_METHOD, evaluate_methods, split_battles
 from leaderboard.rater_ability import _Problem, fit_rater_ability, rater_ability_proba
 
@@ -19,7 +20,7 @@ TRUTH = np.linspace(850, 1150, 6)
 DISC = np.array([1 / 3, 1.0, 3.0])
 
 
-def _votes(n: int = 9000, seed: int = 1) -> object:
+def _votes(n: int = 9000, seed: int = 1) -> Battles:
     return simulate_battles(
         TRUTH, n, random_state=seed, position=40, nu=0.4, n_annotators=3, annotator_discrimination=DISC
     )
@@ -27,6 +28,7 @@ def _votes(n: int = 9000, seed: int = 1) -> object:
 
 def test_gradient_and_hessian_are_the_derivatives_of_the_objective() -> None:
     sim = simulate_battles(TRUTH, 600, random_state=2, position=30, nu=0.5, n_annotators=4)
+    assert sim.annotator is not None
     codes = np.where(np.arange(len(sim)) % 7 == 0, -1, sim.annotator)  # some votes without an annotator
     problem = _Problem(replace(sim, annotator=codes), codes, 4, 0.5)
     x = np.random.default_rng(0).normal(0.0, 0.4, problem.size)
@@ -58,6 +60,7 @@ def test_an_annotator_with_few_votes_stays_near_one() -> None:
     sim = _votes(6000)
     # a fourth annotator with five votes, each against the better model: alone it would look contrarian
     few = np.flatnonzero(sim.model_a > sim.model_b)[:5]
+    assert sim.annotator is not None
     annotator = sim.annotator.copy()
     annotator[few] = 3
     outcome = sim.outcome.copy()

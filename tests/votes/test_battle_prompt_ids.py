@@ -12,7 +12,7 @@ import pytest
 from votes.columns import read_battles
 from votes.records import InputError
 
-ROWS = [
+ROWS: list[dict[str, object]] = [
     {"question_id": 81, "model_a": "a", "model_b": "b", "winner": "model_a", "judge": "gpt-4"},
     {"question_id": 82, "model_a": "b", "model_b": "a", "winner": "tie", "judge": "claude"},
     {"question_id": 81, "model_a": "a", "model_b": "c", "winner": "model_b", "judge": "gpt-4"},
