@@ -1,13 +1,18 @@
 """Admin review of annotators over the store: anomalous annotators and the flags on ``Annotator``.
 
 The math lives in :mod:`leaderboard.annotators`; this module reads the votes, runs it, and (on request)
-writes the flags. A flagged annotator's votes are kept but stop counting: the live ratings are rebuilt
-without them and published fits exclude them by default (``exclude_flagged``). Identity leaks in answers
-are reviewed by :mod:`votes.leak_review`.
+writes the flags. Each annotator also gets its discrimination from the rater-ability model
+(:mod:`leaderboard.rater_ability`, every vote in one fit): near 1 an ordinary annotator, near 0 one whose
+votes barely follow the ratings (noise, or a contrarian), above 1 a sharp one.
+
+A flagged annotator's votes are kept but stop counting: the live ratings are rebuilt without them and
+published fits exclude them by default (``exclude_flagged``). Identity leaks in answers are reviewed by
+:mod:`votes.leak_review`.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,8 +22,10 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
 from leaderboard.annotators import FlagRule, annotator_stats, flag_annotators
+from leaderboard.battles import Battles
 from leaderboard.bt import fit_bt
 from leaderboard.data import aggregate_codes, parse_outcome
+from leaderboard.rater_ability import fit_rater_ability
 from leaderboard.spec import BTSpec
 from votes.live import LiveConfig
 from votes.ratings import rebuild_live_ratings
@@ -55,6 +62,9 @@ class AnnotatorRow:
     # Annotators (this one included) that voted from a network this one voted from (by the votes' keyed
     # address hash): many cookie-fresh annotators behind one address show up here.
     address_group: int = 1
+    # The rater-ability model's discrimination (NaN when the votes give no fit); shrunk towards 1 for
+    # annotators with few votes.
+    discrimination: float = math.nan
 
 
 def review_annotators(
@@ -104,6 +114,7 @@ def review_annotators(
         s = annotator_stats(who, a, b, outcome, ratings, seconds=seconds)
         suspicious, reasons = flag_annotators(s, rule)
         groups = _address_groups((r[0], r[6]) for r in rows)
+        discrimination = _discriminations(a, b, outcome, who, len(model_ids))
         info = {
             r[0]: r[1:]
             for r in conn.execute(
@@ -142,6 +153,7 @@ def review_annotators(
                     suspicious=bool(suspicious[g]),
                     reason=reason,
                     address_group=groups.get(annotator_id, 1),
+                    discrimination=discrimination.get(annotator_id, math.nan),
                 )
             )
         for annotator_id, reason in newly:
@@ -164,6 +176,21 @@ def _address_groups(pairs: Iterable[tuple[int, str | None]]) -> dict[int, int]:
             by_hash[address_hash].add(annotator_id)
             hashes[annotator_id].add(address_hash)
     return {a: len(set().union(*(by_hash[h] for h in hs))) for a, hs in hashes.items()}
+
+
+def _discriminations(
+    a: np.ndarray, b: np.ndarray, outcome: np.ndarray, who: np.ndarray, n_models: int
+) -> dict[int, float]:
+    """Each annotator's discrimination in one rater-ability fit of every vote (flagged ones too: the
+    review is about them); empty when the votes give no fit (one model, a model that only wins)."""
+    battles = Battles(
+        models=tuple(str(i) for i in range(n_models)), model_a=a, model_b=b, outcome=outcome, annotator=who
+    )
+    try:
+        fit = fit_rater_ability(battles, standard_errors=False)
+    except (ValueError, RuntimeError):
+        return {}
+    return {int(k): float(d) for k, d in zip(fit.annotators, fit.discrimination, strict=True)}
 
 
 def _fit_ratings(

@@ -60,7 +60,19 @@ def annotators(
             typer.echo(json.dumps({k: _clean(v) for k, v in dataclasses.asdict(r).items()}))
         return
     table = Table(title=f"Annotators ({len(shown)} of {len(rows)} shown)")
-    for column in ("id", "kind", "votes", "left", "median s", "agree q", "favours", "flagged", "reason"):
+    columns = (
+        "id",
+        "kind",
+        "votes",
+        "left",
+        "median s",
+        "agree q",
+        "discrim.",
+        "favours",
+        "flagged",
+        "reason",
+    )
+    for column in columns:
         table.add_column(column)
     for r in shown:
         table.add_row(
@@ -70,6 +82,7 @@ def annotators(
             f"{r.left_share:.2f}",
             f"{r.median_seconds:.1f}",
             f"{r.agreement_q:.1e}",
+            "-" if math.isnan(r.discrimination) else f"{r.discrimination:.2f}",
             f"{r.favourite or '-'} (q={r.favouritism_q:.1e})",
             "yes" if r.flagged else "no",
             r.flag_reason or r.reason or "",

@@ -31,6 +31,7 @@ class AnnotatorReviewOut(BaseModel):
     flag_reason: str | None
     suspicious: bool
     reason: str | None
+    discrimination: float | None = None
 
 
 class LeakOut(BaseModel):
