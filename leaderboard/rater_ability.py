@@ -14,6 +14,12 @@ deviation ``prior_sd``: an annotator with a handful of votes stays near ``a = 1`
 scale that the product ``a_k * theta`` leaves free. Votes with no annotator id count with ``a = 1``; so do
 votes of annotators the fit has not seen (a forecast for a newcomer is the prior's).
 
+How it differs from :mod:`leaderboard.composite`, which also gives each source a discrimination: the
+composite is for a few sources (the human pool fixed at ``a = 1`` and some LLM judges), each with its own
+position, ties and self-preference, soft verdicts and battle clusters, and a finite-difference Hessian
+(one gradient per parameter). Here the annotators may be thousands, most with a few votes: one shared
+position and tie parameter, a prior instead of a fixed reference, and an analytic Hessian.
+
 Fitted by L-BFGS on the negative log-posterior per unit weight with its analytic gradient; every sum over
 votes is a ``bincount`` or a sparse product, never a Python loop. Standard errors are the sandwich of the
 analytic Hessian of the penalised objective and the per-vote scores, computed when the parameter vector
