@@ -259,6 +259,20 @@ class _Problem:
         h[self.i_a :, self.i_a :] += self.lam * np.eye(self.k)
         return h
 
+    def curvature_scale(self, x: FloatArray) -> FloatArray:
+        """A step size per parameter, ``1 / sqrt`` of the Hessian's diagonal per unit weight: a strength
+        seen in 40,000 votes and a discrimination seen in 40 differ in curvature a thousandfold, which
+        L-BFGS crosses slowly unless the variables are scaled (a diagonal preconditioner)."""
+        d, a, _, (_, l_u, _, l_uu, _, l_tt) = self.terms(x)
+        eta = a * d
+        diag = np.empty(self.size)
+        diag[: self.n_linear] = self.D.multiply(self.D).T @ (-self.w * l_uu * a**2)
+        if self.has_nu:
+            diag[self.i_nu] = -float(self.w @ l_tt)
+        diag[self.i_a :] = self.A.T @ (-self.w * l_uu * eta**2) + self.lam
+        scale: FloatArray = 1.0 / np.sqrt(np.maximum(diag / self.total, 1e-8))
+        return scale
+
     def meat(self, x: FloatArray) -> FloatArray:
         """Sum over votes of ``w^2 g g^T`` (per-vote scores of the log-likelihood)."""
         jac, _, _, _, (_, l_u, l_t, _, _, _) = self.jacobian(x)
@@ -308,19 +322,24 @@ def fit_rater_ability(
     codes = np.full(raw.shape[0], -1, dtype=np.int64)
     codes[raw >= 0] = dense
     problem = _Problem(battles, codes, int(fitted.size), prior_sd)
-    x0 = np.zeros(problem.size)
-    if problem.has_nu:
-        x0[problem.i_nu] = math.log(max(float(problem.w @ problem.is_tie) / problem.total, 1e-3))
-    bounds = [(None, None)] * problem.i_a + [(-_LOG_A_BOUND, _LOG_A_BOUND)] * problem.k
+    x0 = _start(battles, problem)
+    scale = problem.curvature_scale(x0)
+
+    def scaled(z: FloatArray) -> tuple[float, FloatArray]:
+        value, grad = problem.value_grad(scale * z)
+        return value, scale * grad
+
+    limit = _LOG_A_BOUND / scale[problem.i_a :]
+    bounds = [(None, None)] * problem.i_a + [(-b, b) for b in limit.tolist()]
     result = optimize.minimize(
-        problem.value_grad,
-        x0,
+        scaled,
+        x0 / scale,
         jac=True,
         method="L-BFGS-B",
         bounds=bounds,
         options={"maxiter": max_iter, "gtol": tol, "ftol": 1e-15, "maxcor": 20},
     )
-    x = np.asarray(result.x, dtype=np.float64)
+    x = scale * np.asarray(result.x, dtype=np.float64)
     _, grad = problem.value_grad(x)
     if not result.success and float(np.max(np.abs(grad))) > 1e-5:
         raise RuntimeError(f"rater-ability fit did not converge: {result.message}")
@@ -356,6 +375,31 @@ def fit_rater_ability(
         log_likelihood=float(problem.w @ ll),
         n_iter=int(result.nit),
     )
+
+
+def _start(battles: Battles, problem: _Problem) -> FloatArray:
+    """The start: every ``a = 1`` and the unweighted fit of the same model (what the prior centres on),
+    or all strengths level when that fit fails (it needs no tie for half-win ties, for one)."""
+    from leaderboard.bt import fit_bt
+    from leaderboard.spec import BTSpec
+
+    x0 = np.zeros(problem.size)
+    if problem.has_nu:
+        x0[problem.i_nu] = math.log(max(float(problem.w @ problem.is_tie) / problem.total, 1e-3))
+    spec = BTSpec(
+        position="common" if problem.has_position else "none", ties="davidson" if problem.has_nu else "half"
+    )
+    try:
+        plain = fit_bt(battles.counts(), spec=spec)
+    except (ValueError, RuntimeError):
+        return x0
+    theta = plain.theta
+    x0[: problem.m - 1] = theta[:-1] - theta[-1]
+    if problem.has_position and plain.position.shape[0] == 1:
+        x0[problem.i_pos] = float(plain.position[0])
+    if problem.has_nu and plain.log_nu is not None:
+        x0[problem.i_nu] = plain.log_nu
+    return x0
 
 
 def rater_ability_proba(fit: RaterAbilityFit, battles: Battles) -> FloatArray:
