@@ -13,6 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import timedelta
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
@@ -23,11 +24,17 @@ from votes.annotators import annotator_battles_since
 from votes.db import read_session
 from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
+from votes.pairing_weights import model_shares, record_pairing_weights
 from votes.views import load_pairing_catalog, pair_vote_counts
 
 __all__ = ["PairingService"]
 
 log = logging.getLogger(__name__)
+
+#: The ledger's history records the policy's shares when one moved by more than half a point, and at
+#: least hourly while the site pairs (:mod:`votes.pairing_weights`).
+WEIGHTS_MIN_CHANGE = 0.005
+WEIGHTS_INTERVAL = timedelta(hours=1)
 
 
 class _History:
@@ -109,6 +116,8 @@ class PairingService:
         self._counts: dict[tuple[int, int], int] = {}
         self._ratings: dict[int, float] = {}
         self._design: dict[tuple[int, int], float] = {}
+        self._recorded_shares: dict[int, float] = {}
+        self._recorded_at = -float("inf")
         self._texts: dict[tuple[str, int], Prompt | Output] = {}
         self._histories: OrderedDict[int, _History] = OrderedDict()
         # Answers that name their own model or maker are kept out of battles (``votes.leaks``).
@@ -128,6 +137,7 @@ class PairingService:
                 counts = pair_vote_counts(session=session)
                 ratings = dict(session.exec(select(LiveRating.model_id, LiveRating.rating)).all())
             design = self._optimal_design(catalog, counts, ratings)
+            self._record_weights(design)
             now = time.monotonic()
             with self._lock:
                 self._catalog, self._counts, self._ratings = catalog, counts, ratings
@@ -153,6 +163,33 @@ class PairingService:
             system=self.settings.live_rating,
             floor=self.settings.pairing_floor,
         )
+
+    def _record_weights(self, design: dict[tuple[int, int], float]) -> None:
+        """Keep the design's per-model shares in the ledger's history (:mod:`votes.pairing_weights`) when
+        they moved or an hour passed; checked against this worker's last record first, so the database is
+        read only when something may be written. A failure is logged and pairing goes on."""
+        shares = model_shares(design)
+        if not shares:
+            return
+        now = time.monotonic()
+        moved = max(
+            abs(shares.get(m, 0.0) - self._recorded_shares.get(m, 0.0))
+            for m in set(shares) | set(self._recorded_shares)
+        )
+        if moved <= WEIGHTS_MIN_CHANGE and now - self._recorded_at < WEIGHTS_INTERVAL.total_seconds():
+            return
+        try:
+            record_pairing_weights(
+                self.engine,
+                shares,
+                policy=self.settings.pairing_policy,
+                min_interval=WEIGHTS_INTERVAL,
+                min_change=WEIGHTS_MIN_CHANGE,
+            )
+        except Exception:  # noqa: BLE001 - the ledger's history must never stop the battles
+            log.exception("recording the pairing weights failed")
+            return
+        self._recorded_shares, self._recorded_at = shares, now
 
     @property
     def design(self) -> dict[tuple[int, int], float]:

@@ -47,6 +47,7 @@ from votes.db import read_only, session_scope
 from votes.live_battles import availability_ledger
 from votes.model_metadata import model_metadata
 from votes.models import Snapshot
+from votes.pairing_weights import pairing_weight_history
 from votes.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
 from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
 from votes.sources import battles_from_store
@@ -232,6 +233,7 @@ def recompute_snapshot(
     weekly_shares: Mapping[str, Mapping[str, float]] | None = None,
     judges: Battles | None = None,
     clustering: Mapping[str, Any] | None = None,
+    pairing_weights: Mapping[str, Mapping[str, float]] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
 
@@ -255,6 +257,10 @@ def recompute_snapshot(
     position term goes under ``judge_position`` (:func:`board_judge_positions`); ``clustering`` (what
     :func:`leaderboard.clusters.clustering_record` says about the clusters asked for and used) goes under
     ``clustering``. Both are metadata only: the data files, and so the snapshot id, do not change.
+
+    ``pairing_weights`` (per UTC day, each model's share under the pairing policy then in force, from
+    :mod:`votes.pairing_weights`) goes under ``sampling_weights_by_day`` (the board's models only): what
+    the live site was giving over time, beside the share the policy would give next.
     """
     if counts.n_cells == 0:
         raise ValueError(f"no votes to fit for the {spec.label} board")
@@ -270,6 +276,11 @@ def recompute_snapshot(
         added["availability"] = {m: dict(availability[m]) for m in board.models if m in availability}
     if weekly_shares is not None:
         added["battle_share_by_week"] = {week: dict(shares) for week, shares in weekly_shares.items()}
+    if pairing_weights:
+        added["sampling_weights_by_day"] = {
+            day: {m: s for m, s in shares.items() if m in board.models}
+            for day, shares in pairing_weights.items()
+        }
     files: dict[str, bytes] = {}
     if options.style and battles is not None:
         styled = fit_style_board(battles, board, options)
@@ -540,6 +551,7 @@ def publish_snapshot(
             weekly_shares=weekly_battle_shares(engine, vote_filter),
             judges=stored.judges,
             clustering=stored.clustering,
+            pairing_weights=pairing_weight_history(engine),
         )
         # Frozen before it gets its id: a folder under a snapshot id is never writable, even after a crash.
         freeze_snapshot(staging)

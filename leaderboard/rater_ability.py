@@ -67,7 +67,8 @@ class RaterAbilityFit:
     Attributes
     ----------
     models : model names; ``theta`` (natural-log strengths, centred) is aligned with them
-    position : left-side advantage in natural-log units (0 when no vote knows its side)
+    position : left-side advantage in natural-log units (0, and ``has_position`` False, when no vote
+        knows its side)
     log_nu : Davidson ``log nu`` (None when the votes hold no tie: ties would then be impossible)
     annotators : the annotator codes fitted (``Battles.annotator`` values), increasing
     labels : their names (``annotator-<code>`` where the votes name none)
@@ -93,6 +94,7 @@ class RaterAbilityFit:
     prior_sd: float
     log_likelihood: float
     n_iter: int
+    has_position: bool = True
 
     @property
     def discrimination(self) -> FloatArray:
@@ -107,7 +109,7 @@ class RaterAbilityFit:
 
     @property
     def n_params(self) -> int:
-        return len(self.models) + 1 + int(self.log_nu is not None) + len(self.annotators)
+        return len(self.models) + int(self.has_position) + int(self.log_nu is not None) + len(self.annotators)
 
     def vote_discrimination(self, annotator: IntArray | None, n: int) -> FloatArray:
         """``a`` of each of ``n`` votes by annotator code: 1 for a vote without one or by a newcomer."""
@@ -374,12 +376,13 @@ def fit_rater_ability(
         prior_sd=prior_sd,
         log_likelihood=float(problem.w @ ll),
         n_iter=int(result.nit),
+        has_position=problem.has_position,
     )
 
 
 def _start(battles: Battles, problem: _Problem) -> FloatArray:
     """The start: every ``a = 1`` and the unweighted fit of the same model (what the prior centres on),
-    or all strengths level when that fit fails (it needs no tie for half-win ties, for one)."""
+    or all strengths level when that fit fails (a model that only wins, say)."""
     from leaderboard.bt import fit_bt
     from leaderboard.spec import BTSpec
 
@@ -387,7 +390,7 @@ def _start(battles: Battles, problem: _Problem) -> FloatArray:
     if problem.has_nu:
         x0[problem.i_nu] = math.log(max(float(problem.w @ problem.is_tie) / problem.total, 1e-3))
     spec = BTSpec(
-        position="common" if problem.has_position else "none", ties="davidson" if problem.has_nu else "half"
+        position="common" if problem.has_position else "none", ties="davidson" if problem.has_nu else "none"
     )
     try:
         plain = fit_bt(battles.counts(), spec=spec)

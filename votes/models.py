@@ -19,6 +19,7 @@ __all__ = [
     "Judgment",
     "LiveRating",
     "LiveUsage",
+    "PairingWeight",
     "Model",
     "ModelEndpoint",
     "Output",
@@ -275,3 +276,18 @@ class LiveUsage(SQLModel, table=True):
     generations: int = 0
     failures: int = 0
     tokens: int = 0
+
+
+class PairingWeight(SQLModel, table=True):
+    """A model's share of the battles under the pairing policy in force, as recorded at ``recorded_at``.
+
+    The fairness ledger's history: the live site writes a row per model when the policy's shares move or
+    an interval passes, so a snapshot can publish the weights that were in force over time, not only the
+    shares of the battles that resulted.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    recorded_at: datetime = Field(default_factory=utcnow, index=True)
+    model_id: int = Field(foreign_key="model.id", index=True)
+    share: float
+    policy: str = Field(max_length=20)

@@ -13,6 +13,7 @@ __all__ = [
     "judgment_t",
     "liverating_t",
     "liveusage_t",
+    "pairingweight_t",
     "model_t",
     "output_t",
     "prompt_t",
@@ -25,6 +26,7 @@ generation_t = SQLModel.metadata.tables["generation"]
 judgment_t = SQLModel.metadata.tables["judgment"]
 liverating_t = SQLModel.metadata.tables["liverating"]
 liveusage_t = SQLModel.metadata.tables["liveusage"]
+pairingweight_t = SQLModel.metadata.tables["pairingweight"]
 model_t = SQLModel.metadata.tables["model"]
 output_t = SQLModel.metadata.tables["output"]
 prompt_t = SQLModel.metadata.tables["prompt"]

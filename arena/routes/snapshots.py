@@ -142,6 +142,8 @@ def _precision(metadata: dict[str, Any]) -> dict[str, Any] | None:
     adjacent = prec.get("votes_needed_adjacent")
     ledger = prec.get("ledger")
     live = metadata.get("availability")
+    in_force = _newest(metadata.get("sampling_weights_by_day"))
+    weeks = _recent_weeks(metadata.get("battle_share_by_week"))
     return {
         "provisional": {str(m) for m in prec["provisional"]},
         "provisional_half_width": prec.get("provisional_half_width"),
@@ -159,12 +161,44 @@ def _precision(metadata: dict[str, Any]) -> dict[str, Any] | None:
                 "battle_share": float(e.get("battle_share") or 0.0),
                 "sampling_share": float(e.get("sampling_share") or 0.0),
                 "live": _live(live.get(str(e["model"]))) if isinstance(live, dict) else None,
+                "in_force": _share(in_force[1].get(str(e["model"]))) if in_force else None,
+                "weekly": [_share(shares.get(str(e["model"]))) for _, shares in weeks],
             }
             for e in (ledger if isinstance(ledger, list) else [])
             if isinstance(e, dict) and "model" in e
         ],
         "has_live": isinstance(live, dict),
+        "in_force_day": in_force[0] if in_force else None,
+        "weeks": [week for week, _ in weeks],
     }
+
+
+#: Weeks of battle shares drawn on the page (the snapshot's metadata keeps them all).
+PAGE_WEEKS = 8
+
+
+def _share(value: Any) -> float | None:
+    """A share in [0, 1] from the metadata, or None (absent or not a number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0.0 <= value <= 1.0 else None
+
+
+def _newest(by_day: Any) -> tuple[str, dict[str, Any]] | None:
+    """The newest day's per-model shares of ``sampling_weights_by_day``, or None."""
+    if not isinstance(by_day, dict) or not by_day:
+        return None
+    day = max(str(d) for d in by_day)
+    shares = by_day.get(day)
+    return (day, shares) if isinstance(shares, dict) else None
+
+
+def _recent_weeks(by_week: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The last :data:`PAGE_WEEKS` weeks of ``battle_share_by_week``, oldest first."""
+    if not isinstance(by_week, dict):
+        return []
+    weeks = sorted(str(w) for w in by_week)[-PAGE_WEEKS:]
+    return [(w, by_week[w]) for w in weeks if isinstance(by_week.get(w), dict)]
 
 
 def _live(entry: Any) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from votes.demo import load_demo
 from votes.live_battles import count_live_use
 from votes.migrate import upgrade_database
 from votes.models import Snapshot
+from votes.pairing_weights import record_pairing_weights
 from votes.tables import model_t, vote_t
 
 N_VOTES = 2000  # enough for some intervals to narrow below +/-25 while others stay wide
@@ -90,6 +91,13 @@ def published(
     assert first is not None
     for failed in (False, True, False, False):  # a live model that failed once in four generations
         count_live_use(engine, int(first.id), tokens=10, failed=failed)
+    with engine.connect() as conn:
+        ids = sorted(int(i) for (i,) in conn.execute(select(model_t.c.id)))
+    # The weights the live pairing recorded: an even start, then the first model favoured a day later.
+    start = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    record_pairing_weights(engine, {m: 1 / len(ids) for m in ids}, policy="optimal", now=start)
+    favoured = {m: (0.5 if m == ids[0] else 0.5 / (len(ids) - 1)) for m in ids}
+    record_pairing_weights(engine, favoured, policy="optimal", now=start + timedelta(days=1))
     (row,) = publish_slices(
         engine,
         snapshot_dir=tmp_path / "snapshots",
@@ -141,10 +149,14 @@ def test_pages_show_the_snapshots_precision(
     assert f"<strong>{board:,}</strong>" in html
 
     ledger = _table(html, "fairness-ledger")
-    assert [scope for scope, _ in ledger.head] == ["col", "col", "col", "col"]
-    assert [cls for _, cls in ledger.head] == ["", "num", "num", "num"]
+    assert [scope for scope, _ in ledger.head] == ["col"] * 5
+    assert [cls for _, cls in ledger.head] == ["", "num", "num", "num", "num"]
     shown = {r[0][2]: (r[1][2], r[2][2]) for r in ledger.rows}
-    live = {r[0][2]: r[3][2] for r in ledger.rows}
+    in_force = {r[0][2]: r[3][2] for r in ledger.rows}
+    live = {r[0][2]: r[4][2] for r in ledger.rows}
+    newest = metadata["sampling_weights_by_day"]["2026-03-03"]
+    assert in_force == {m: f"{newest[m] * 100:.1f}%" for m in in_force}
+    assert "on 2026-03-03" in html
     (asked,) = availability
     assert availability[asked] == {"generations": 4, "failures": 1, "share": 0.75}
     assert live == {m: "75.0% of 4" if m == asked else "–" for m in live}
@@ -154,6 +166,29 @@ def test_pages_show_the_snapshots_precision(
     for e in entries:
         assert shown[e["model"]] == (f"{e['battle_share'] * 100:.1f}%", f"{e['sampling_share'] * 100:.1f}%")
     assert abs(sum(e["battle_share"] for e in entries) - 1.0) < 1e-4
+
+    weekly = metadata["battle_share_by_week"]
+    weeks = sorted(weekly)[-8:]
+    by_week = _table(html, "battle-share-by-week-table")
+    assert len(by_week.head) == 1 + len(weeks)
+    for cells in by_week.rows:
+        model = cells[0][2]
+        expected = [f"{weekly[w][model] * 100:.1f}%" if model in weekly[w] else "–" for w in weeks]
+        assert [text for _, _, text in cells[1:]] == expected, model
+
+
+def test_snapshot_publishes_the_pairing_weights_by_day(
+    published: tuple[TestClient, Snapshot, dict[str, Any]],
+) -> None:
+    """The ledger's other history: the weights the live pairing had in force, the last record of each day."""
+    _, _, metadata = published
+    by_day = metadata["sampling_weights_by_day"]
+    assert list(by_day) == ["2026-03-02", "2026-03-03"]
+    models = {e["model"] for e in metadata["precision"]["ledger"]}
+    for shares in by_day.values():
+        assert set(shares) == models and abs(sum(shares.values()) - 1.0) < 1e-4
+    assert len(set(by_day["2026-03-02"].values())) == 1
+    assert sorted(by_day["2026-03-03"].values())[-1] == 0.5
 
 
 def test_snapshot_publishes_the_weekly_share_of_battles(
@@ -179,6 +214,8 @@ def test_precision_from_older_or_odd_metadata() -> None:
     """Snapshots published before the precision block render without it; odd values show as unknown."""
     assert _precision({}) is None
     assert _precision({"precision": "forged"}) is None
+    undated = _precision({"precision": {"provisional": []}, "sampling_weights_by_day": {"2026-01-01": "x"}})
+    assert undated is not None and undated["in_force_day"] is None and undated["weeks"] == []
     odd = _precision(
         {
             "precision": {
@@ -191,5 +228,14 @@ def test_precision_from_older_or_odd_metadata() -> None:
     )
     assert odd is not None
     assert odd["board"] is None and odd["below"] == {"a": None, "b": 12}
-    assert odd["ledger"] == [{"model": "a", "battle_share": 0.0, "sampling_share": 0.0, "live": None}]
+    assert odd["ledger"] == [
+        {
+            "model": "a",
+            "battle_share": 0.0,
+            "sampling_share": 0.0,
+            "live": None,
+            "in_force": None,
+            "weekly": [],
+        }
+    ]
     assert odd["has_live"] is False

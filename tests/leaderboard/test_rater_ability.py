@@ -123,3 +123,14 @@ def test_held_out_comparison_has_a_raters_row_only_with_annotators() -> None:
         r.method for r in evaluate_methods(replace(train, annotator=None), replace(test, annotator=None))
     }
     assert RATERS_METHOD not in without
+
+
+def test_votes_without_ties_or_known_sides_fit_without_those_terms() -> None:
+    sim = simulate_battles(TRUTH, 3000, random_state=4, n_annotators=3, annotator_discrimination=DISC)
+    assert not np.any(sim.outcome >= 2)
+    fit = fit_rater_ability(replace(sim, sided=np.zeros(len(sim), dtype=bool)))
+    assert fit.log_nu is None and fit.position == 0.0 and not fit.has_position
+    assert fit.n_params == len(TRUTH) + 3
+    proba = rater_ability_proba(fit, sim)
+    assert np.all(proba[:, 1] == 0.0)
+    assert fit.discrimination[0] < fit.discrimination[1] < fit.discrimination[2]
