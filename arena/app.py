@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 import markupsafe
@@ -31,11 +32,14 @@ from arena.metrics import RequestMetricsMiddleware
 from arena.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
 from arena.pairing_service import PairingService
 from arena.routes import admin, api, docs, health, live_battle, overview, pages, review, snapshots
-from arena.routes.deps import NeedsInvite, RateLimited
+from arena.routes.deps import NeedsInvite, NeedsSignIn, RateLimited
 from arena.routes.docs import SWAGGER_ASSETS
 from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, RedisRateLimiter, Signer
 from arena.settings import Settings, live_config
 from arena.state import ArenaState
+
+if TYPE_CHECKING:
+    from arena.signin import OidcSignIn
 from votes.db import make_engine
 from votes.ratings import ensure_live_rater
 from votes.writer import GroupCommitWriter, RemoteVoteWriter, VoteWriter, writer_identity
@@ -54,9 +58,10 @@ def template_dirs() -> list[Path]:
     return [p for p in candidates if p.is_dir()]
 
 
-def _make_templates() -> Jinja2Templates:
+def _make_templates(settings: Settings) -> Jinja2Templates:
     loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(p)) for p in template_dirs()])
     env = jinja2.Environment(loader=loader, autoescape=True, auto_reload=False)
+    env.globals["sign_in_enabled"] = settings.sign_in
     env.filters["markdown"] = lambda text: markupsafe.Markup(render_markdown(text or ""))  # nosec B704 # nh3-sanitised HTML from render_markdown
     env.filters["rating"] = lambda value: "—" if math.isnan(value) else f"{value:.1f}"  # NaN: unrated
     env.filters["signed"] = lambda value: f"{value:+.1f}"
@@ -132,6 +137,16 @@ def _add_error_handlers(app: FastAPI, state: ArenaState) -> None:
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
+    @app.exception_handler(NeedsSignIn)
+    def _needs_sign_in(request: Request, _exc: NeedsSignIn) -> Response:
+        text = "This arena counts votes from signed-in annotators only: please sign in first."
+        if _wants_json(request):
+            return JSONResponse({"detail": text, "sign_in": "/signin"}, status_code=403)
+        context = {"title": "Sign in to vote", "text": text, "link": "/signin"}
+        return state.templates.TemplateResponse(
+            request=request, name="pages/message.html", context=context, status_code=403
+        )
+
     @app.exception_handler(NeedsInvite)
     def _needs_invite(request: Request, _exc: NeedsInvite) -> Response:
         text = "This arena is open to invited annotators only: please use your invite link."
@@ -141,6 +156,15 @@ def _add_error_handlers(app: FastAPI, state: ArenaState) -> None:
         return state.templates.TemplateResponse(
             request=request, name="pages/message.html", context=context, status_code=403
         )
+
+
+def _sign_in(settings: Settings, clock: Callable[[], float]) -> OidcSignIn | None:
+    """The OpenID Connect client when a provider is configured (Authlib and joserfc load only then)."""
+    if not settings.sign_in:
+        return None
+    from arena.signin import OidcSignIn
+
+    return OidcSignIn(settings, settings.secret_key, clock=clock)
 
 
 def create_app(
@@ -184,8 +208,9 @@ def create_app(
         tokens=BattleTokens(settings.secret_key, ttl_seconds=settings.battle_token_ttl_seconds, clock=clock),
         limiter=limiter,
         pairing=PairingService(engine, settings, rng=rng),
-        templates=_make_templates(),
+        templates=_make_templates(settings),
         clock=clock,
+        signin=_sign_in(settings, clock),
     )
 
     @asynccontextmanager
@@ -235,17 +260,24 @@ def create_app(
         app.add_middleware(RequestLogMiddleware)
     if settings.trusted_proxies:  # outermost: every layer inside sees the client behind the proxies
         app.add_middleware(TrustedProxyMiddleware, trusted=settings.trusted_proxies)
+    # The voting API first: routes are tried in order, and trying the pages, the live battles and the
+    # mounts before it cost a tenth of a worker's CPU per vote. Its paths are all literal under /api (no
+    # path parameter), so it cannot take a request meant for a router below.
+    app.include_router(api.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.mount("/docs/swagger/assets", StaticFiles(directory=SWAGGER_ASSETS), name="swagger-assets")
     app.include_router(health.router)
     app.include_router(pages.router)
     app.include_router(live_battle.router)
-    app.include_router(api.router)
     app.include_router(admin.router)
     app.include_router(review.router)
     app.include_router(docs.router)
     app.include_router(snapshots.router)
     app.include_router(overview.router)
+    if settings.sign_in:
+        from arena.routes import signin  # the OpenID Connect client is loaded only where it is used
+
+        app.include_router(signin.router)
     return app
 
 

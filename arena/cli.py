@@ -115,17 +115,15 @@ class _Commands(TyperGroup):
     nothing half-written is left behind."""
 
     def invoke(self, ctx: Any) -> Any:  # typer.Context; its click base is private to typer
-        from votes.db import storage_failure
+        from votes.db import storage_failure_line
 
         try:
             return super().invoke(ctx)
         except Exception as exc:
-            reason = storage_failure(exc)
-            if reason is None:
+            line = storage_failure_line(exc)
+            if line is None:
                 raise
-            typer.echo(
-                f"error: {reason}; nothing was written. Free some space and run the command again.", err=True
-            )
+            typer.echo(f"error: {line}", err=True)
             raise typer.Exit(1) from None
 
 

@@ -56,11 +56,14 @@ def _derive_key(secret: str, purpose: str) -> bytes:
 # Sessions and CSRF
 
 
+@functools.lru_cache(maxsize=4096)
 def address_key(address: str) -> str:
     """What an address is limited and grouped by: an IPv4 address, or an IPv6 address's /64 network.
 
     A host gets a whole /64 from its provider and can use any address in it, so counting single IPv6
-    addresses would let one visitor shed a limit by changing address. Anything unparsable is taken as is.
+    addresses would let one visitor shed a limit by changing address. Anything unparsable is taken as is
+    (cut to 100 characters). Remembered for the last few thousand addresses: a vote asks three to five
+    times (connection cap, rate limits, the stored hash), and parsing each time cost 2% of a worker's CPU.
     """
     try:
         ip = ipaddress.ip_address(address)
@@ -88,13 +91,20 @@ def session_key(nonce: str) -> str:
 class SessionData:
     """A session: its annotator, or a provisional (negative) id until the first vote writes the row.
 
-    ``invited`` sessions come from an invite link; the rest are anonymous (limited per address too).
+    ``invited`` sessions come from an invite link and ``signed_in`` ones from an account (OpenID Connect,
+    :mod:`arena.signin`); the rest are anonymous (limited per address too).
     """
 
     annotator_id: int
     nonce: str
     provisional: bool = False
     invited: bool = False
+    signed_in: bool = False
+
+    @property
+    def known(self) -> bool:
+        """An invited or signed-in annotator: limited as one person, not by the address it comes from."""
+        return self.invited or self.signed_in
 
     def owns(self, annotator_id: int) -> bool:
         """True for this session's annotator and for its provisional id (tokens fetched before voting)."""
@@ -114,7 +124,12 @@ class Signer:
         self._verified = functools.lru_cache(maxsize=8192)(self._verify_session)
 
     def new_session(
-        self, annotator_id: int | None = None, *, invited: bool = False, nonce: str | None = None
+        self,
+        annotator_id: int | None = None,
+        *,
+        invited: bool = False,
+        signed_in: bool = False,
+        nonce: str | None = None,
     ) -> tuple[SessionData, str]:
         """A session cookie: for an annotator, or provisional (``annotator_id`` None, nothing stored).
 
@@ -124,10 +139,12 @@ class Signer:
         if annotator_id is None:
             data = SessionData(annotator_id=provisional_id(nonce), nonce=nonce, provisional=True)
             return data, self._session.dumps({"p": 1, "n": nonce})
-        data = SessionData(annotator_id=annotator_id, nonce=nonce, invited=invited)
+        data = SessionData(annotator_id=annotator_id, nonce=nonce, invited=invited, signed_in=signed_in)
         payload: dict[str, object] = {"a": annotator_id, "n": nonce}
         if invited:
             payload["i"] = 1
+        if signed_in:
+            payload["s"] = 1
         return data, self._session.dumps(payload)
 
     def read_session(self, cookie: str | None) -> SessionData | None:
@@ -141,7 +158,12 @@ class Signer:
             nonce = str(payload["n"])
             if payload.get("p"):
                 return SessionData(annotator_id=provisional_id(nonce), nonce=nonce, provisional=True)
-            return SessionData(annotator_id=int(payload["a"]), nonce=nonce, invited=bool(payload.get("i")))
+            return SessionData(
+                annotator_id=int(payload["a"]),
+                nonce=nonce,
+                invited=bool(payload.get("i")),
+                signed_in=bool(payload.get("s")),
+            )
         except (BadSignature, KeyError, TypeError, ValueError):
             return None
 

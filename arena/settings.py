@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import secrets
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leaderboard.elo import EloConfig
@@ -93,6 +94,52 @@ class Settings(BaseSettings):
         120, ge=1, description="New anonymous sessions (cookies) handed to one address per hour."
     )
     trusted_proxies: list[str] = Field(default_factory=list)
+
+    # Sign-in with OpenID Connect (optional): an account is one annotator on every device, its limits
+    # counted on the account; with require_sign_in only signed-in votes are taken.
+    oidc_issuer: str | None = Field(
+        None,
+        description="OpenID Connect issuer URL (its /.well-known/openid-configuration is read); https, "
+        "or http on a loopback host for a local provider. Unset: no sign-in.",
+    )
+    oidc_client_id: str | None = Field(None, description="This site's client id at the provider.")
+    oidc_client_secret: SecretStr | None = Field(
+        None, description="This site's client secret (never logged)."
+    )
+    require_sign_in: bool = Field(False, description="Only signed-in annotators may vote (needs OIDC).")
+    oidc_min_account_age_days: int = Field(
+        0, ge=0, description="Refuse accounts younger than this, where the provider states an account's age."
+    )
+    oidc_account_created_claim: str = Field(
+        "created_at",
+        max_length=100,
+        description="The ID-token claim with the account's creation time (epoch seconds or ISO 8601).",
+    )
+
+    @field_validator("oidc_issuer")
+    @classmethod
+    def _issuer_is_https(cls, issuer: str | None) -> str | None:
+        """Tokens from a provider reached over plain HTTP could be forged on the way, except on loopback."""
+        if issuer is None:
+            return None
+        url = urlsplit(issuer)
+        loopback = url.hostname in {"localhost", "127.0.0.1", "::1"}
+        if url.scheme != "https" and not (url.scheme == "http" and loopback):
+            raise ValueError("the OIDC issuer must be an https URL (http only on a loopback host)")
+        return issuer.rstrip("/")
+
+    @model_validator(mode="after")
+    def _sign_in_is_configured(self) -> Settings:
+        if (self.oidc_issuer is None) != (self.oidc_client_id is None):
+            raise ValueError("ARENA_OIDC_ISSUER and ARENA_OIDC_CLIENT_ID are set together")
+        if self.require_sign_in and self.oidc_issuer is None:
+            raise ValueError("ARENA_REQUIRE_SIGN_IN needs ARENA_OIDC_ISSUER and ARENA_OIDC_CLIENT_ID")
+        return self
+
+    @property
+    def sign_in(self) -> bool:
+        """True when an OpenID Connect provider is configured."""
+        return self.oidc_issuer is not None
 
     # Live battles (/battle): the annotator's own prompt, answered by two registered endpoints
     live_max_prompt_chars: int = Field(

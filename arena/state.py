@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
@@ -18,6 +19,9 @@ from arena.llm.pool import EndpointPool
 from arena.pairing_service import PairingService
 from arena.security import BattleTokens, RateLimiter, Signer
 from arena.settings import Settings
+
+if TYPE_CHECKING:
+    from arena.signin import OidcSignIn
 from votes.live import LiveConfig, provisional_deviation
 from votes.views import Standing, live_standings
 from votes.writer import VoteWriter
@@ -40,6 +44,7 @@ class ArenaState:
     templates: Jinja2Templates
     clock: Callable[[], float] = field(default=time.time)
     endpoints: EndpointPool = field(default_factory=EndpointPool)  # the live battles' clients
+    signin: OidcSignIn | None = None  # the OpenID Connect provider, when one is configured
 
     def live_standings(self, session: Session) -> list[Standing]:
         """The live board as these settings rank it, provisional models marked."""

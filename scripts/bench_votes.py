@@ -6,11 +6,15 @@ Usage::
     python scripts/bench_votes.py --backend postgresql --workers 2 --seconds 20 --clients 32
     python scripts/bench_votes.py --backend both --workers 2 --writer both --repeat 3   # side by side
     python scripts/bench_votes.py --backend sqlite --metrics both --repeat 5   # /metrics on vs off
+    python scripts/bench_votes.py --backend sqlite --compare /tmp/ref --repeat 3  # this tree vs another
 
 ``--writer`` chooses who writes the votes: ``process`` (one vote writer process shared by the workers, what
 ``arena serve`` does with more than one worker), ``inline`` (a writer thread in each worker), or ``both``
 to compare them. ``--repeat N`` runs every configuration N times, interleaved so that a noisy neighbour
-slows all of them alike, and reports medians.
+slows all of them alike, and reports medians. ``--compare DIR`` runs every configuration on the code in DIR
+too (a checkout of another commit, e.g. ``git worktree add /tmp/ref cb3da3b``: its own schema, server and
+settings, the same load generator), interleaved, and prints this tree's votes/s and CPU per vote as a ratio
+of the other's.
 
 For each run it creates a fresh database (a SQLite file in a temporary folder, or a new PostgreSQL database
 dropped afterwards), prepares it as ``arena serve --demo`` does, starts ``arena serve`` on a free 127.0.0.1
@@ -122,9 +126,13 @@ def _log_tail(path: Path) -> str:
 
 
 def run_backend(
-    args: argparse.Namespace, backend: str, writer: str = "auto", metrics: str = "default"
+    args: argparse.Namespace,
+    backend: str,
+    writer: str = "auto",
+    metrics: str = "default",
+    tree: str | None = None,
 ) -> dict[str, Any]:
-    """One benchmark run on one backend; returns the figures."""
+    """One benchmark run on one backend (on the code in ``tree``, or this checkout's); returns the figures."""
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
 
@@ -157,9 +165,22 @@ def run_backend(
             env["ARENA_METRICS"] = metrics
         # The database is prepared as `arena serve --demo` does it, without the first published snapshot
         # (the run measures votes); then the real `arena serve` runs on it.
-        from arena.commands.serve import prepare_database
+        if tree is None:
+            from arena.commands.serve import prepare_database
 
-        prepare_database(url, demo=True, demo_votes=args.demo_votes, seed=args.seed)
+            prepare_database(url, demo=True, demo_votes=args.demo_votes, seed=args.seed)
+        else:  # the other checkout's schema and demo data, by its own code
+            env["PYTHONPATH"] = tree
+            prepare = (
+                "import sys; from arena.commands.serve import prepare_database; "
+                "prepare_database(sys.argv[1], demo=True, demo_votes=int(sys.argv[2]), seed=int(sys.argv[3]))"
+            )
+            subprocess.run(
+                [sys.executable, "-c", prepare, url, str(args.demo_votes), str(args.seed)],
+                env=env,
+                cwd=tmp,
+                check=True,
+            )
         cmd = [sys.executable, "-m", "arena.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
         cmd += ["--workers", str(workers), "--log-level", "warning", "--worker-startup-timeout", "120"]
         if writer != "auto":
@@ -229,9 +250,11 @@ def run_backend(
         writer=_writer_kind(writer, workers),
         writer_option=writer,
         metrics=metrics,
+        tree=tree or "this",
         new_vote_rows=after - before,
         votes_missing=figures["votes"] + figures["ramp_votes"] - (after - before),
         server_cpu_s=server_cpu,
+        server_cpu_ms_per_vote=1000 * server_cpu / figures["votes"] if figures["votes"] else None,
         server_cpu_share=server_cpu / wall if wall > 0 else None,
         worker_cpu_shares=sorted(
             (round(v / wall, 3) for role, v in used.items() if role.startswith("worker")), reverse=True
@@ -274,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
         "--repeat", type=int, default=1, help="runs of each configuration, interleaved; medians reported"
     )
     parser.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="also run every configuration on the code in DIR (a checkout of another commit), interleaved, "
+        "and print the ratios",
+    )
+    parser.add_argument(
         "--ramp",
         type=float,
         default=2.0,
@@ -288,19 +317,22 @@ def main(argv: list[str] | None = None) -> int:
     backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
     writers = ["inline", "process"] if args.writer == "both" else [args.writer]
     metric_modes = ["on", "off"] if args.metrics == "both" else [args.metrics]
-    configs = [(b, w, m) for b in backends for w in writers for m in metric_modes]
+    trees = ["this", str(Path(args.compare).resolve())] if args.compare else ["this"]
+    configs = [(b, w, m, t) for b in backends for w in writers for m in metric_modes for t in trees]
     runs: list[dict[str, Any]] = []
     # Interleaved, so that a noisy neighbour slows every configuration alike, not one of them.
     for round_ in range(args.repeat):
-        for backend, writer, metrics in configs:
-            if args.repeat > 1:
+        for backend, writer, metrics, tree in configs:
+            if args.repeat > 1 or args.compare:
                 print(
-                    f"round {round_ + 1}/{args.repeat}: {backend}, writer {writer}, metrics {metrics}",
+                    f"round {round_ + 1}/{args.repeat}: {backend}, writer {writer}, metrics {metrics}, "
+                    f"code {tree}",
                     file=sys.stderr,
                 )
-            runs.append(run_backend(args, backend, writer, metrics))
+            runs.append(run_backend(args, backend, writer, metrics, None if tree == "this" else tree))
     summaries = [
-        _summary([r for r in runs if (r["backend"], r["writer_option"], r["metrics"]) == c]) for c in configs
+        _summary([r for r in runs if (r["backend"], r["writer_option"], r["metrics"], r["tree"]) == c])
+        for c in configs
     ]
     print_table(
         [
@@ -308,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             "workers",
             "writer",
             "metrics",
+            "code",
             "clients",
             "runs",
             "votes/s",
@@ -328,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                 r["workers"],
                 r["writer"],
                 r["metrics"],
+                r["tree"],
                 r["clients"],
                 r["n_runs"],
                 r["votes_per_s"],
@@ -360,6 +394,23 @@ def main(argv: list[str] | None = None) -> int:
             ratios[f"{on['backend']}/{on['writer']}"] = ratio
             print(f"metrics on / off, {on['backend']}, writer {on['writer']}: {ratio:.3f} of the votes/s")
         last["metrics_on_off_ratio"] = ratios
+    if args.compare:
+        compared = {}
+        for this, ref in zip(summaries[::2], summaries[1::2], strict=True):
+            speed = this["votes_per_s"] / ref["votes_per_s"] if ref["votes_per_s"] else float("nan")
+            cpu = (
+                this["server_cpu_ms_per_vote"] / ref["server_cpu_ms_per_vote"]
+                if this["server_cpu_ms_per_vote"] and ref["server_cpu_ms_per_vote"]
+                else float("nan")
+            )
+            label = f"{this['backend']}/{this['writer']}/metrics {this['metrics']}"
+            compared[label] = {"votes_per_s": speed, "cpu_per_vote": cpu}
+            print(
+                f"this tree / {ref['tree']}, {label}: {speed:.3f} of the votes/s, {cpu:.3f} of the server "
+                f"CPU per vote ({this['server_cpu_ms_per_vote']:.3f} vs {ref['server_cpu_ms_per_vote']:.3f} "
+                "ms)"
+            )
+        last["compare_ratio"] = compared
     if len(summaries) > 1:
         last["configs"] = summaries
     if len(runs) > 1:
@@ -375,11 +426,13 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out = (
         dict(runs[0])
         if len(runs) == 1
-        else {k: runs[0][k] for k in ("backend", "workers", "writer", "metrics", "clients")}
+        else {k: runs[0][k] for k in ("backend", "workers", "writer", "metrics", "tree", "clients")}
     )
     shares = ("server_cpu_share", "writer_cpu_share", "database_cpu_share", "loadgen_cpu_share")
     for key in ("votes_per_s", "p50_ms", "p95_ms", "p99_ms", *shares):
         out[key] = statistics.median(r[key] for r in runs)
+    per_vote = [r["server_cpu_ms_per_vote"] for r in runs if r["server_cpu_ms_per_vote"] is not None]
+    out["server_cpu_ms_per_vote"] = statistics.median(per_vote) if per_vote else None
     n_workers = len(runs[0]["worker_cpu_shares"])
     out["worker_cpu_shares"] = [  # busiest worker first, then the next, each a median over the runs
         statistics.median(r["worker_cpu_shares"][i] for r in runs if len(r["worker_cpu_shares"]) > i)

@@ -11,6 +11,7 @@ from sqlmodel import Session, col, select
 from votes.models import Annotator, Battle, Vote, utcnow
 
 __all__ = [
+    "address_reveals_since",
     "annotator_battles_since",
     "count_annotator_votes",
     "annotator_for_session",
@@ -53,6 +54,25 @@ def annotator_battles_since(
     ]
 
 
+def address_reveals_since(
+    *, session: Session, address_hash: str, after_vote_id: int = 0, limit: int = 100_000
+) -> list[tuple[int, int | None, int | None]]:
+    """(vote id, output a, output b) of the votes cast from this address hash with id > ``after_vote_id``,
+    oldest first, at most ``limit`` of them (the caller reads on from the last id it got).
+
+    Each such vote revealed the models of both outputs to whoever sits at that address, whatever cookie
+    they hold; pairing keeps those outputs out of the address's next battles.
+    """
+    stmt = (
+        sa_select(col(Vote.id), col(Battle.output_a_id), col(Battle.output_b_id))
+        .join(Battle, col(Battle.id) == col(Vote.battle_id))
+        .where(col(Vote.address_hash) == address_hash, col(Vote.id) > after_vote_id)
+        .order_by(col(Vote.id))
+        .limit(limit)
+    )
+    return [(int(v), a, b) for v, a, b in session.execute(stmt).all()]
+
+
 def create_annotator(
     *, session: Session, kind: str = "anonymous", label: str | None = None, token_hash: str | None = None
 ) -> Annotator:
@@ -62,11 +82,12 @@ def create_annotator(
     return annotator
 
 
-def annotator_for_session(*, session: Session, session_key: str) -> int:
-    """The anonymous annotator of a session (by its key), written now if this is its first vote.
+def annotator_for_session(*, session: Session, session_key: str, kind: str = "anonymous") -> int:
+    """The annotator of a session or an account (by its key), written now if this is its first use.
 
-    Two first votes of one session racing here get the same row: the insert does nothing on a conflict
-    with the unique key, and the row is read back.
+    An anonymous session's row is written at its first vote; a signed-in account's (``kind`` "account",
+    keyed by a hash of issuer and subject) at its first sign-in. Two first uses racing here get the same
+    row: the insert does nothing on a conflict with the unique key, and the row is read back.
     """
     stmt = select(Annotator.id).where(Annotator.session_key == session_key)
     found = session.exec(stmt).first()
@@ -75,7 +96,7 @@ def annotator_for_session(*, session: Session, session_key: str) -> int:
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     session.execute(
         insert(Annotator)
-        .values(kind="anonymous", session_key=session_key, created_at=utcnow(), flagged=False)
+        .values(kind=kind, session_key=session_key, created_at=utcnow(), flagged=False)
         .on_conflict_do_nothing(index_elements=["session_key"])
     )
     written = session.exec(stmt).one()

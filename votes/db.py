@@ -28,6 +28,7 @@ __all__ = [
     "read_only",
     "normalise_url",
     "storage_failure",
+    "storage_failure_line",
 ]
 
 READ_ONLY_OPTION = "arena_read_only"
@@ -71,6 +72,16 @@ def storage_failure(exc: BaseException) -> str | None:
                 return f"the database server has no room ({message})"
         current = current.__cause__ or current.__context__
     return None
+
+
+def storage_failure_line(exc: BaseException) -> str | None:
+    """What a command or the admin API says when a write found no room (one line, no traceback), or None
+    for any other error. Every write is a transaction or a temporary file renamed into place, so nothing
+    half-written is left behind."""
+    reason = storage_failure(exc)
+    if reason is None:
+        return None
+    return f"{reason}; nothing was written. Free some space and try again."
 
 
 def is_sqlite(engine_or_url: Engine | str) -> bool:

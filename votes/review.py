@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +25,7 @@ from leaderboard.annotators import FlagRule, annotator_stats, flag_annotators
 from leaderboard.battles import Battles
 from leaderboard.bt import fit_bt
 from leaderboard.data import aggregate_codes, parse_outcome
+from leaderboard.presence import PresenceStats, presence_asymmetry
 from leaderboard.rater_ability import fit_rater_ability
 from leaderboard.spec import BTSpec
 from votes.live import LiveConfig
@@ -65,6 +66,12 @@ class AnnotatorRow:
     # The rater-ability model's discrimination (NaN when the votes give no fit); shrunk towards 1 for
     # annotators with few votes.
     discrimination: float = math.nan
+    # The model most over-represented among this annotator's votes against everyone else's (a voter who
+    # skips battles without it), its share of their votes, the share expected, and the adjusted p-value.
+    on_screen: str | None = None
+    on_screen_share: float = float("nan")
+    on_screen_expected: float = float("nan")
+    on_screen_q: float = 1.0
 
 
 def review_annotators(
@@ -112,7 +119,11 @@ def review_annotators(
         counted = np.array([not r[5] for r in rows], dtype=bool)
         ratings = _fit_ratings(a, b, outcome, counted, len(model_ids))
         s = annotator_stats(who, a, b, outcome, ratings, seconds=seconds)
-        suspicious, reasons = flag_annotators(s, rule)
+        by_votes, voting_reasons = flag_annotators(s, rule)
+        presence = presence_asymmetry(who, a, b, len(model_ids), min_votes=rule.min_votes)
+        suspicious, reasons = _with_presence(
+            s.annotators, by_votes, voting_reasons, presence, names, model_ids, rule
+        )
         groups = _address_groups((r[0], r[6]) for r in rows)
         discrimination = _discriminations(a, b, outcome, who, len(model_ids))
         info = {
@@ -154,6 +165,10 @@ def review_annotators(
                     reason=reason,
                     address_group=groups.get(annotator_id, 1),
                     discrimination=discrimination.get(annotator_id, math.nan),
+                    on_screen=_model_name(presence.model[g], names, model_ids),
+                    on_screen_share=float(presence.share[g]),
+                    on_screen_expected=float(presence.expected[g]),
+                    on_screen_q=float(presence.qvalue[g]),
                 )
             )
         for annotator_id, reason in newly:
@@ -165,6 +180,35 @@ def review_annotators(
         if newly:
             rebuild_live_ratings(conn, config=elo_config)
     return sorted(out, key=lambda r: (not r.suspicious, not r.flagged, r.agreement_q, r.annotator_id))
+
+
+def _with_presence(
+    annotators: np.ndarray,
+    suspicious: np.ndarray,
+    reasons: Sequence[str | None],
+    presence: PresenceStats,
+    names: dict[int, str],
+    model_ids: list[int],
+    rule: FlagRule,
+) -> tuple[np.ndarray, list[str | None]]:
+    """Add the skip-asymmetry finding to the review's verdicts (same false discovery rate as the rest)."""
+    if not np.array_equal(annotators, presence.annotators):
+        raise ValueError("annotator order differs between the review and the presence test")
+    suspicious = suspicious.copy()
+    reasons = list(reasons)
+    for g in np.flatnonzero(presence.qvalue < rule.alpha):
+        name = names[model_ids[int(presence.model[g])]]
+        why = (
+            f"votes mostly when {name} is on screen ({presence.share[g]:.0%} of votes, "
+            f"{presence.expected[g]:.0%} expected)"
+        )
+        suspicious[g] = True
+        reasons[g] = why if reasons[g] is None else f"{reasons[g]}; {why}"
+    return suspicious, reasons
+
+
+def _model_name(index: np.integer | int, names: dict[int, str], model_ids: list[int]) -> str | None:
+    return names[model_ids[int(index)]] if index >= 0 else None
 
 
 def _address_groups(pairs: Iterable[tuple[int, str | None]]) -> dict[int, int]:

@@ -69,6 +69,7 @@ def annotators(
         "agree q",
         "discrim.",
         "favours",
+        "on screen",
         "flagged",
         "reason",
     )
@@ -84,6 +85,9 @@ def annotators(
             f"{r.agreement_q:.1e}",
             "-" if math.isnan(r.discrimination) else f"{r.discrimination:.2f}",
             f"{r.favourite or '-'} (q={r.favouritism_q:.1e})",
+            f"{r.on_screen} {r.on_screen_share:.0%}/{r.on_screen_expected:.0%} (q={r.on_screen_q:.1e})"
+            if r.on_screen
+            else "-",
             "yes" if r.flagged else "no",
             r.flag_reason or r.reason or "",
         )

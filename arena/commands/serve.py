@@ -21,7 +21,7 @@ import typer
 import uvicorn
 from sqlmodel import Session, select
 
-from arena.connections import GuardedH11Protocol
+from arena.connections import guarded_protocol
 from arena.logs import log_config
 from arena.settings import Settings, live_config
 from votes.db import make_engine
@@ -140,9 +140,9 @@ def serve(
             workers=workers,
             log_level=log_level,
             proxy_headers=False,
-            # h11 with a header-read timeout and connection caps; headers past the limit are refused
-            # while they arrive (431 for what gets through comes from arena.limits).
-            http=GuardedH11Protocol,
+            # httptools (or h11) with a header-read timeout, connection caps and a header size limit applied
+            # while headers arrive (431 for what gets through comes from arena.limits).
+            http=guarded_protocol(),
             h11_max_incomplete_event_size=settings.max_header_bytes,
             timeout_keep_alive=5,
             log_config=log_config(json_lines=settings.log_format == "json", level=log_level),

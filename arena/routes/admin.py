@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import secrets
 import tempfile
 import threading
@@ -21,7 +22,7 @@ from arena.routes.deps import StateDep
 from arena.security import hash_secret, verify_admin_token
 from arena.state import ArenaState
 from votes.annotators import create_annotator, flag_annotator
-from votes.db import session_scope
+from votes.db import session_scope, storage_failure_line
 from votes.io import ImportReport, import_file
 from votes.ratings import rebuild_live_ratings
 from votes.records import InputError
@@ -33,6 +34,8 @@ IMPORT_WORKERS = 1
 IMPORT_QUEUE = 2
 _import_pool = ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="arena-import")
 _import_slots = threading.BoundedSemaphore(IMPORT_WORKERS + IMPORT_QUEUE)
+
+log = logging.getLogger(__name__)
 
 
 def require_admin(state: StateDep, authorization: Annotated[str | None, Header()] = None) -> None:
@@ -105,18 +108,26 @@ class ImportRefusedOut(BaseModel):
 @router.post(
     "/import",
     summary="Import a file",
-    responses={422: {"model": ImportRefusedOut, "description": "A bad row, or a malformed request"}},
+    responses={
+        422: {"model": ImportRefusedOut, "description": "A bad row, or a malformed request"},
+        507: {
+            "model": ImportRefusedOut,
+            "description": "No room to write (full disk, quota): nothing written",
+        },
+    },
 )
 async def admin_import(state: StateDep, file: Annotated[UploadFile, File()]) -> dict[str, Any]:
     """Import a catalog or battles file (format from the file name); all or nothing.
 
     A bad row answers 422 with ``file: line N: reason``; the import itself runs in a bounded pool off
-    the web worker (503 with ``Retry-After`` when imports are queued already).
+    the web worker (503 with ``Retry-After`` when imports are queued already). A full disk (or quota, or
+    file size limit), while the upload is saved or while the import writes, answers 507 with the one line
+    `arena import` prints; nothing is written and the log gets that line, not a traceback.
     """
     if not _import_slots.acquire(blocking=False):
         raise HTTPException(503, "Other imports are running; try again later.", {"Retry-After": "30"})
+    name = Path(file.filename or "upload.jsonl").name
     try:
-        name = Path(file.filename or "upload.jsonl").name
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / name
             size = 0
@@ -132,6 +143,14 @@ async def admin_import(state: StateDep, file: Annotated[UploadFile, File()]) -> 
             except InputError as exc:  # named by the upload's name, not the temporary path
                 where = f"{exc.where}: " if exc.where else ""
                 raise HTTPException(422, f"{name}: {where}{exc.reason}") from None
+    except HTTPException:
+        raise
+    except Exception as exc:
+        line = storage_failure_line(exc)
+        if line is None:
+            raise
+        log.warning("admin import of %s refused: %s", name, line)
+        raise HTTPException(507, line) from None
     finally:
         _import_slots.release()
     return dataclasses.asdict(report)

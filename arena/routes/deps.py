@@ -32,6 +32,7 @@ from votes.db import read_session, session_scope
 
 __all__ = [
     "NeedsInvite",
+    "NeedsSignIn",
     "RateLimited",
     "SessionDep",
     "StateDep",
@@ -79,6 +80,10 @@ class NeedsInvite(Exception):
     """Invite-only site and no session."""
 
 
+class NeedsSignIn(Exception):
+    """The site takes votes from signed-in annotators only (``ARENA_REQUIRE_SIGN_IN``)."""
+
+
 def request_address(request: Request) -> str:
     """The client's address (behind trusted proxies, as :class:`arena.middleware.TrustedProxyMiddleware`
     found it)."""
@@ -121,6 +126,8 @@ async def voting_session(request: Request, state: ArenaState, who: SessionData, 
     The battle token is checked first (raises :class:`BattleTokenError`): a forged or foreign token
     writes nothing.
     """
+    if state.settings.require_sign_in and not who.signed_in:
+        raise NeedsSignIn()
     if not who.provisional:
         return who
     state.tokens.read(token, annotator_id=who)
@@ -130,6 +137,8 @@ async def voting_session(request: Request, state: ArenaState, who: SessionData, 
 async def annotator_session(request: Request, state: ArenaState, who: SessionData) -> SessionData:
     """The session with its annotator row written (now, for a provisional one; the cookie is renewed
     with the same nonce). For what needs an annotator before a vote, such as a live battle's answers."""
+    if state.settings.require_sign_in and not who.signed_in:
+        raise NeedsSignIn()
     if not who.provisional:
         return who
     annotator_id = await run_in_threadpool(_session_annotator, state, session_key(who.nonce))
@@ -152,7 +161,7 @@ def require_session(request: Request, state: ArenaState) -> SessionData:
 def limit_identity(who: SessionData) -> int:
     """Who per-annotator limits count: an anonymous session is one annotator before and after its first
     vote writes the row, so it is counted by its provisional id, which that step does not change."""
-    return who.annotator_id if who.invited else provisional_id(who.nonce)
+    return who.annotator_id if who.known else provisional_id(who.nonce)
 
 
 def _count_hits(state: ArenaState, address: str, who: SessionData | None, voting: bool) -> float | None:
@@ -161,7 +170,7 @@ def _count_hits(state: ArenaState, address: str, who: SessionData | None, voting
     retry = state.limiter.hit(f"addr:{key}", limit=s.rate_limit_per_address_per_minute, window_s=60)
     if retry is not None or not voting or who is None:
         return retry
-    if not who.invited:  # anonymous votes: limited per address too, which a new cookie does not reset
+    if not who.known:  # anonymous votes: limited per address too, which a new cookie does not reset
         retry = state.limiter.hit(f"vaddr:{key}", limit=s.votes_per_address_per_minute, window_s=60)
         if retry is None:
             retry = state.limiter.hit(f"vday:{key}", limit=s.votes_per_address_per_day, window_s=86_400)

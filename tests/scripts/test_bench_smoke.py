@@ -208,3 +208,28 @@ def test_bench_rater_ability_small_run_compares_both_fits() -> None:
     assert fig["ratio"] == pytest.approx(fig["rater_ability_s"] / fig["davidson_position_s"], rel=1e-9)
     assert fig["log_discrimination_corr"] > 0.3  # spread 0.4 over 200 votes each: clearly followed
     assert 0 < fig["test_log_loss_rater_ability"] < 1.2 and 0 < fig["test_log_loss_davidson_position"] < 1.2
+
+
+def test_bench_votes_compares_with_another_checkout() -> None:
+    """``--compare DIR`` runs the other code too, on its own database, and reports this tree's ratios
+    (here DIR is this checkout itself, so both sides run the same code)."""
+    root = str(Path(__file__).resolve().parents[2])
+    fig = _run(
+        "bench_votes.py",
+        "--backend",
+        "sqlite",
+        "--seconds",
+        "2",
+        "--clients",
+        "2",
+        "--ramp",
+        "0.5",
+        "--compare",
+        root,
+        timeout=400,
+    )
+    assert [c["tree"] for c in fig["configs"]] == ["this", root]
+    assert all(c["votes"] > 0 and c["votes_missing"] == 0 for c in fig["configs"])
+    ((label, ratio),) = fig["compare_ratio"].items()
+    assert label == "sqlite/inline/metrics default"
+    assert ratio["votes_per_s"] > 0 and ratio["cpu_per_vote"] > 0

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from arena.connections import address_key
+from arena.security import address_key
 from tests.script_modules import load_script
 
 
