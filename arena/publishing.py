@@ -25,7 +25,7 @@ from sqlmodel import Session, select
 from leaderboard import compute_leaderboard
 from leaderboard.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
 from leaderboard.battles import Battles, split_components
-from leaderboard.clusters import Clusters, choose_clusters, parse_cluster
+from leaderboard.clusters import Clusters, choose_clusters, clustering_record, parse_cluster
 from leaderboard.compute import SOURCE_METHODS
 from leaderboard.data import PairCounts
 from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
@@ -42,7 +42,13 @@ from leaderboard.snapshot import (
     write_snapshot,
 )
 from leaderboard.style_board import StyleBoard, compute_style_board, expand_style, style_board_files
-from votes.annotated import AgreementInput, agreement_from_store, agreement_input_from_store, composite_input
+from votes.annotated import (
+    AgreementInput,
+    agreement_from_store,
+    agreement_input_from_store,
+    composite_input,
+    judge_votes,
+)
 from votes.battle_shares import weekly_battle_shares
 from votes.db import read_only, session_scope
 from votes.ledger import ledger_sha256
@@ -57,6 +63,7 @@ from votes.sources import battles_from_store
 __all__ = [
     "FitOptions",
     "Progress",
+    "board_judge_positions",
     "SliceSpec",
     "StoredVotes",
     "fit_by_source",
@@ -219,6 +226,20 @@ def board_fragility(counts: PairCounts, options: FitOptions) -> dict[str, Any]:
         return {"error": str(exc)}
 
 
+def board_judge_positions(judges: Battles) -> dict[str, Any]:
+    """Each judge's left-side advantage on the board's votes and the pooled figure whose interval admits
+    their spread (:mod:`leaderboard.judge_position`), for the metadata; ``error`` when it cannot be
+    fitted (fewer than two judges with enough votes)."""
+    from leaderboard.judge_position import judge_positions
+
+    try:
+        described = judge_positions(judges, judges.annotator_names or None).describe()
+    except (ValueError, RuntimeError) as exc:
+        return {"error": str(exc)}
+    described["judges"] = sorted(described["judges"], key=lambda j: str(j["judge"]))
+    return {"method": "davidson-position", **described}
+
+
 def fit_style_board(
     battles: Battles, default: Leaderboard, options: FitOptions, *, progress: Progress | None = None
 ) -> StyleBoard:
@@ -257,6 +278,8 @@ def recompute_snapshot(
     availability: Mapping[str, Mapping[str, Any]] | None = None,
     weekly_shares: Mapping[str, Mapping[str, float]] | None = None,
     by_source: AgreementInput | None = None,
+    judges: Battles | None = None,
+    clustering: Mapping[str, Any] | None = None,
     pairing_weights: Mapping[str, Mapping[str, float]] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
@@ -276,6 +299,12 @@ def recompute_snapshot(
     With ``availability`` (per model, live generations and failures), the board's models' entries go into
     ``metadata.json`` under ``availability``: the fairness ledger's third column. ``weekly_shares`` (per
     week, each model's share of the battles) goes under ``battle_share_by_week``: the ledger's history.
+
+    With ``judges`` (the board's votes by LLM judges, annotators coded with their names), each judge's
+    position term goes under ``judge_position`` (:func:`board_judge_positions`); ``clustering`` (what
+    :func:`leaderboard.clusters.clustering_record` says about the clusters asked for and used) goes under
+    ``clustering``. Both are metadata only: the data files, and so the snapshot id, do not change.
+
     ``pairing_weights`` (per UTC day, each model's share under the pairing policy then in force, from
     :mod:`votes.pairing_weights`) goes under ``sampling_weights_by_day`` (the board's models only): what
     the live site was giving over time, beside the share the policy would give next.
@@ -298,6 +327,10 @@ def recompute_snapshot(
     else:
         board = fit_counts(counts, options, progress=progress, clusters=clusters)
         added["fragility"] = board_fragility(counts, options)
+    if clustering is not None:
+        added["clustering"] = dict(clustering)
+    if judges is not None:
+        added["judge_position"] = board_judge_positions(judges)
     if availability is not None:
         added["availability"] = {m: dict(availability[m]) for m in board.models if m in availability}
     if weekly_shares is not None:
@@ -381,6 +414,8 @@ class StoredVotes(NamedTuple):
     agreement: AgreementReport | None
     clusters: Clusters | None = None
     by_source: AgreementInput | None = None
+    judges: Battles | None = None
+    clustering: dict[str, Any] | None = None
 
 
 def load_votes_with_texts(
@@ -392,12 +427,14 @@ def load_votes_with_texts(
     agreement: bool = False,
     cluster: str = "none",
     by_source: bool = False,
+    judges: bool = False,
 ) -> StoredVotes:
     """As :func:`load_from_database`, plus (with ``style``) the same votes one per row with the style
     covariates of their answers, (with ``agreement``) the agreement report of the votes the filter
     selects, humans' and judges' alike (None when no judge voted), and (with ``cluster``, a
-    ``--cluster`` value) the votes' clusters by annotator and/or prompt, and (with ``by_source``) every
-    vote with who cast it for a source-aware method, all read in the same transaction."""
+    ``--cluster`` value) the votes' clusters by annotator and/or prompt and a record of that choice, (with
+    ``by_source``) every vote with who cast it for a source-aware method, and (with ``judges``) the LLM
+    judges' votes among them (:func:`votes.annotated.judge_votes`), all read in the same transaction."""
     battles: Battles | None = None
     report: AgreementReport | None = None
     who: Battles | None = None
@@ -410,8 +447,10 @@ def load_votes_with_texts(
             report = agreement_from_store(conn, vote_filter)
         if by_source:
             sourced = agreement_input_from_store(conn, vote_filter)
-        if cluster.strip().lower() == "auto" or parse_cluster(cluster):
+        clustered = cluster.strip().lower() == "auto" or bool(parse_cluster(cluster))
+        if clustered or judges:
             who = load_battles(conn, filters=vote_filter, who=True)
+        judged = judge_votes(conn, who) if judges and who is not None else None
         if bucket_seconds is None:
             counts = load_pair_counts(conn, filters=vote_filter)
         else:
@@ -422,8 +461,11 @@ def load_votes_with_texts(
     # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).
     if counts.votes is not None and not counts.is_weighted:
         counts = replace(counts, votes=None)
-    clusters = None if who is None else choose_clusters(who, counts, cluster)
-    return StoredVotes(counts, digest, battles, report, clusters, sourced)
+    clusters = choose_clusters(who, counts, cluster) if clustered and who is not None else None
+    record = clustering_record(who, cluster, clusters) if clustered else None
+    return StoredVotes(
+        counts, digest, battles, report, clusters, by_source=sourced, judges=judged, clustering=record
+    )
 
 
 def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
@@ -520,14 +562,16 @@ def publish_snapshot(
     plots: bool = True,
     vote_filter: VoteFilter | None = None,
     component: int | None = None,
-    cluster: str = "none",
+    cluster: str = "auto",
 ) -> Snapshot:
     """Recompute from the database and publish: a read-only folder under ``snapshot_dir`` and a row.
 
     ``vote_filter``, when given, selects the votes instead of ``category`` ... ``exclude_flagged``;
     ``component`` numbers a part of the comparison graph (its models are the filter's ``models``) in
-    the metadata. ``cluster`` (a ``--cluster`` value) clusters the votes for the intervals; the
-    clustering used is recorded in the options of the metadata.
+    the metadata. ``cluster`` (a ``--cluster`` value; by default ``auto``, annotator clusters when the
+    votes name enough annotators) clusters the votes for the intervals; the clustering used is recorded
+    in the options of the metadata, and why under ``clustering``. When LLM judges voted in the board,
+    each one's position term is in the metadata under ``judge_position``.
 
     The folder is written under a staging name, frozen (files 0444), moved to its id, and only then
     recorded; if recording fails the folder is removed, so every row has its files and no stray
@@ -549,6 +593,7 @@ def publish_snapshot(
         agreement=True,
         cluster=cluster,
         by_source=options.by_source,
+        judges=True,
     )
     if stored.clusters is not None:
         options = replace(options, cluster=stored.clusters.label)
@@ -575,6 +620,8 @@ def publish_snapshot(
             availability=availability_ledger(engine),
             weekly_shares=weekly_battle_shares(engine, vote_filter),
             by_source=stored.by_source,
+            judges=stored.judges,
+            clustering=stored.clustering,
             pairing_weights=pairing_weight_history(engine),
         )
         # Frozen before it gets its id: a folder under a snapshot id is never writable, even after a crash.
@@ -605,7 +652,7 @@ def publish_slices(
     exclude_flagged: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
     plots: bool = True,
-    cluster: str = "none",
+    cluster: str = "auto",
 ) -> list[Snapshot]:
     """Publish the overall board and one board per category and per language (those with enough votes),
     each clustered as ``cluster`` asks (see :func:`publish_snapshot`)."""

@@ -47,6 +47,8 @@ class Battles:
         Style covariates, left minus right (see :mod:`leaderboard.style`).
     feature_names : names of the covariate columns
     feature_notes : how the covariates were measured (per feature name: unit, sources), for the metadata
+    annotator_names : names of the annotator codes (``annotator_names[k]`` voted the votes with
+        ``annotator == k``), where the source names them; empty otherwise
     sided : bool array, optional
         Whether each vote knows which answer was on the left (``None``: every vote does). A vote with
         an unknown side (a source that shuffled the display order without recording it) never informs
@@ -66,6 +68,7 @@ class Battles:
     feature_names: tuple[str, ...] = ()
     sided: npt.NDArray[np.bool_] | None = None
     feature_notes: Mapping[str, Any] = field(default_factory=dict)
+    annotator_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_a", np.asarray(self.model_a, dtype=np.int64))

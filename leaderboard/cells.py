@@ -36,7 +36,7 @@ from leaderboard.data import Outcome, PairCounts
 from leaderboard.probit import RowTerms, probit_row_terms
 from leaderboard.spec import BTSpec
 
-__all__ = ["Cells", "Layout", "Objective", "design_matrix", "make_cells", "maximise"]
+__all__ = ["Cells", "Layout", "Objective", "davidson_row_terms", "design_matrix", "make_cells", "maximise"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -221,6 +221,37 @@ def design_matrix(
     )
 
 
+def davidson_row_terms(u: FloatArray, sign: FloatArray, is_tie: FloatArray, theta: float | None) -> RowTerms:
+    """Per-row Davidson log-likelihood in the linear predictor ``u`` and ``t = log nu``, with its first and
+    second derivatives: ``(ll, l_u, l_t, l_uu, l_ut, l_tt)``.
+
+    ``sign`` is +1 for a left win, -1 for a right win and 0 for a tie; ``is_tie`` is 1 for a tie. With
+    ``theta`` None the ties score half a win (plain Bradley-Terry) and the ``t`` derivatives are 0. Every
+    model that puts a Davidson likelihood on a linear predictor (this engine, the rater-ability model of
+    :mod:`leaderboard.rater_ability`) takes its pieces from here.
+    """
+    h = 0.5 * u
+    pair = np.logaddexp(h, -h)
+    if theta is not None:
+        log_d = np.logaddexp(pair, theta)
+        pt = np.exp(theta - log_d)
+    else:
+        log_d = pair
+        pt = np.zeros_like(h)
+    pw = np.exp(h - log_d)
+    pl = np.exp(-h - log_d)
+    diff = pw - pl
+    ll = sign * h + is_tie * (0.0 if theta is None else theta) - log_d
+    return (
+        ll,
+        0.5 * (sign - diff),
+        is_tie - pt,
+        -0.25 * (pw + pl - diff**2),
+        0.5 * pt * diff,
+        pt**2 - pt,
+    )
+
+
 class Objective:
     """Negative penalised log-likelihood per unit weight, with its gradient, Hessian and per-vote scores.
 
@@ -273,26 +304,7 @@ class Objective:
         theta = self._theta(x)
         if self.link == "probit":
             return probit_row_terms(u, self.sign, self.is_tie, theta)
-        h = 0.5 * u
-        pair = np.logaddexp(h, -h)
-        if theta is not None:
-            log_d = np.logaddexp(pair, theta)
-            pt = np.exp(theta - log_d)
-        else:
-            log_d = pair
-            pt = np.zeros_like(h)
-        pw = np.exp(h - log_d)
-        pl = np.exp(-h - log_d)
-        diff = pw - pl
-        ll = self.sign * h + self.is_tie * (0.0 if theta is None else theta) - log_d
-        return (
-            ll,
-            0.5 * (self.sign - diff),
-            self.is_tie - pt,
-            -0.25 * (pw + pl - diff**2),
-            0.5 * pt * diff,
-            pt**2 - pt,
-        )
+        return davidson_row_terms(u, self.sign, self.is_tie, theta)
 
     def _penalty(self, x: FloatArray) -> tuple[float, FloatArray]:
         beta = x[: self.layout.n_models - 1]

@@ -13,15 +13,25 @@ row, neither touching the votes again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import scipy.sparse as sp
 
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts
 
-__all__ = ["CLUSTER_OPTIONS", "MIN_CLUSTERS", "Clusters", "choose_clusters", "cluster_cells", "parse_cluster"]
+__all__ = [
+    "CLUSTER_OPTIONS",
+    "MIN_CLUSTERS",
+    "Clusters",
+    "choose_clusters",
+    "cluster_cells",
+    "clustering_record",
+    "parse_cluster",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -88,14 +98,15 @@ def _cell_keys(
 
 
 def _dense_codes(ids: IntArray) -> IntArray:
-    """Ids renumbered 0, 1, ... in increasing order (a bincount when the ids are small, else a sort)."""
-    top = int(ids.max(initial=0))
-    if top <= 4 * len(ids) + 1_000_000:
-        present = np.bincount(ids, minlength=top + 1) > 0
-        code: IntArray = (np.cumsum(present) - 1)[ids]
-        return code.astype(np.int64)
-    _, inverse = np.unique(ids, return_inverse=True)
-    return np.asarray(inverse, dtype=np.int64)
+    """Ids renumbered 0, 1, ... in order of first appearance (one hash pass).
+
+    Votes come in vote-id order from the store and in the same order from its export, where the ids are
+    different (stored annotator and prompt ids against a file's judge names and question ids): numbering
+    clusters by first appearance gives both the same clusters in the same order, so a cluster bootstrap
+    draws the same rounds from either.
+    """
+    codes, _ = pd.factorize(ids, sort=False)
+    return np.asarray(codes, dtype=np.int64)
 
 
 def cluster_cells(battles: Battles, counts: PairCounts, by: tuple[str, ...] | str) -> Clusters:
@@ -186,3 +197,32 @@ def choose_clusters(battles: Battles, counts: PairCounts, cluster: str) -> Clust
         return found if found.n_levels[0] >= MIN_CLUSTERS else None
     by = parse_cluster(cluster)
     return cluster_cells(battles, counts, by) if by else None
+
+
+def _n_ids(ids: IntArray | None) -> int:
+    return 0 if ids is None else int(np.unique(ids[ids >= 0]).size)
+
+
+def clustering_record(battles: Battles | None, asked: str, chosen: Clusters | None) -> dict[str, Any]:
+    """What a board's metadata says about its clustering: what was asked (``auto``, a dimension), what
+    was used (the dimensions, or ``none``), how many annotators and prompts the votes name, and why."""
+    n_annotators = _n_ids(None if battles is None else battles.annotator)
+    n_prompts = _n_ids(None if battles is None else battles.prompt)
+    if chosen is not None:
+        sizes = ", ".join(f"{n} {d}s" for d, n in zip(chosen.by, chosen.n_levels, strict=True))
+        reason = f"votes resampled and summed by cluster ({sizes})"
+    elif n_annotators == 0:
+        reason = "the votes name no annotators: treated as independent"
+    else:
+        reason = (
+            f"{n_annotators} annotators, fewer than {MIN_CLUSTERS}: a cluster bootstrap that coarse is not"
+            " trusted, so the votes are treated as independent"
+        )
+    return {
+        "asked": asked.strip().lower(),
+        "used": chosen.label if chosen is not None else "none",
+        "annotators": n_annotators,
+        "prompts": n_prompts,
+        "min_clusters": MIN_CLUSTERS,
+        "reason": reason,
+    }

@@ -36,7 +36,9 @@ from leaderboard.spec import BTSpec
 
 __all__ = [
     "DEFAULT_METHODS",
+    "RATERS_METHOD",
     "every_method",
+    "has_raters",
     "drop_unseen",
     "score_system",
     "MethodScore",
@@ -176,20 +178,31 @@ def score_system(
 class MethodSpec:
     """A row of the comparison table: a name and how to fit it.
 
-    ``kind`` is ``bt`` (a :class:`~leaderboard.spec.BTSpec` fit) or ``elo`` (online Elo replayed over the
-    training votes in order). ``style`` fits use the per-vote covariates; ``time`` fits weight votes by age.
+    ``kind`` is ``bt`` (a :class:`~leaderboard.spec.BTSpec` fit), ``elo`` (online Elo replayed over the
+    training votes in order) or ``raters`` (the rater-ability model of :mod:`leaderboard.rater_ability`:
+    Davidson with a position term and one discrimination per annotator). ``style`` fits use the per-vote
+    covariates; ``time`` fits weight votes by age.
     """
 
     name: str
-    kind: Literal["bt", "elo"] = "bt"
+    kind: Literal["bt", "elo", "raters"] = "bt"
     spec: BTSpec = field(default_factory=BTSpec)
     style: bool = False
     elo_k: float = 4.0
 
 
-def default_methods(*, half_life: float | None, prior_sd: float, style: bool) -> list[MethodSpec]:
-    """The table of issue 6: online Elo, BT, BT + position, Davidson (+ position), time weights, prior,
-    style control (when covariates are available)."""
+#: Name of the rater-ability row (weighted by each annotator's discrimination).
+RATERS_METHOD = "davidson-position+raters"
+#: Per-annotator discriminations are listed among a row's fitted parameters up to this many annotators.
+MAX_LISTED_ANNOTATORS = 12
+
+
+def default_methods(
+    *, half_life: float | None, prior_sd: float, style: bool, raters: bool = False
+) -> list[MethodSpec]:
+    """Online Elo, BT, BT + position, Davidson (+ position), time weights, prior, the rater-ability
+    model (with ``raters``: the votes name at least two annotators), style control (when covariates are
+    available)."""
     methods = [
         MethodSpec("elo", kind="elo"),
         MethodSpec("bt"),
@@ -206,6 +219,8 @@ def default_methods(*, half_life: float | None, prior_sd: float, style: bool) ->
     ]
     if half_life is None:
         methods = [m for m in methods if m.spec.half_life is None]
+    if raters:
+        methods.append(MethodSpec(RATERS_METHOD, kind="raters"))
     if style:
         methods.append(MethodSpec("bt-position+style", spec=BTSpec(position="common"), style=True))
         methods.append(
@@ -214,19 +229,28 @@ def default_methods(*, half_life: float | None, prior_sd: float, style: bool) ->
     return methods
 
 
-def every_method(*, half_life: float | None, prior_sd: float, style: bool) -> list[MethodSpec]:
+def every_method(
+    *, half_life: float | None, prior_sd: float, style: bool, raters: bool = False
+) -> list[MethodSpec]:
     """The rows of :func:`default_methods` (with its online Elo row, the live board's), then every member
     of :data:`~leaderboard.compute.METHODS` not yet among them (the probit link's Thurstone-Mosteller and
     Glenn-David rows)."""
-    rows = default_methods(half_life=half_life, prior_sd=prior_sd, style=style)
+    rows = default_methods(half_life=half_life, prior_sd=prior_sd, style=style, raters=raters)
     names = {m.name for m in rows}
     rows.extend(MethodSpec(name, spec=spec) for name, spec in METHODS.items() if name not in names)
     return rows
 
 
 DEFAULT_METHODS: tuple[str, ...] = tuple(
-    m.name for m in default_methods(half_life=1.0, prior_sd=200.0, style=True)
+    m.name for m in default_methods(half_life=1.0, prior_sd=200.0, style=True, raters=True)
 )
+
+
+def has_raters(battles: Battles) -> bool:
+    """Whether the votes name at least two annotators (what the rater-ability row needs)."""
+    if battles.annotator is None:
+        return False
+    return int(np.unique(battles.annotator[battles.annotator >= 0]).size) >= 2
 
 
 def votes_to_counts(battles: Battles, *, keep_time: bool, per_vote: bool) -> PairCounts:
@@ -295,6 +319,33 @@ def _elo_forecaster(method: MethodSpec, train: Battles) -> tuple[Callable[[Battl
         )
 
     return forecast, len(train.models)
+
+
+def _raters_forecaster(
+    train: Battles, level: float
+) -> tuple[Callable[[Battles], FloatArray], int, dict[str, dict[str, float]]]:
+    """The rater-ability row: its forecasts, its number of parameters and its fitted extras (position,
+    ``nu`` and, for a few annotators, each one's discrimination) with Wald intervals."""
+    from leaderboard.rater_ability import fit_rater_ability, rater_ability_proba
+
+    fit = fit_rater_ability(train)
+    described = fit.describe(level=level)
+    extras: dict[str, dict[str, float]] = {}
+    entries = [(key, described.get(key)) for key in ("position_advantage_elo", "tie_propensity_nu")]
+    listed = described["annotators"]
+    if isinstance(listed, list) and len(listed) <= MAX_LISTED_ANNOTATORS:
+        entries += [
+            (f"discrimination:{row['annotator']}", {**row, "value": row["discrimination"]}) for row in listed
+        ]
+    for key, entry in entries:
+        # a parameter without a standard error (too many for the sandwich) is not listed
+        if isinstance(entry, dict) and entry.get("ci_low") is not None and entry.get("ci_high") is not None:
+            extras[key] = {k: float(entry[k]) for k in ("value", "ci_low", "ci_high")}
+
+    def forecast(battles: Battles) -> FloatArray:
+        return rater_ability_proba(fit, battles)
+
+    return forecast, fit.n_params, extras
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -399,7 +450,9 @@ def evaluate_methods(
         half_life = span / 2 if span > 0 else None
     if methods is None:
         table = every_method if all_methods else default_methods
-        methods = table(half_life=half_life, prior_sd=prior_sd, style=train.features is not None)
+        methods = table(
+            half_life=half_life, prior_sd=prior_sd, style=train.features is not None, raters=has_raters(train)
+        )
     test = drop_unseen(train, test)
     rows: list[MethodScore] = []
     n_train = len(train)
@@ -407,6 +460,8 @@ def evaluate_methods(
         extras: dict[str, dict[str, float]] = {}
         if method.kind == "elo":
             forecast, n_params = _elo_forecaster(method, train)
+        elif method.kind == "raters":
+            forecast, n_params, extras = _raters_forecaster(train, level)
         else:
             fit = fit_method(method, train)
             n_params = fit.n_params

@@ -53,6 +53,7 @@ def simulate_battles(
     n_prompts: int = 0,
     prompt_sd: float = 0.0,
     prompt_tie_sd: float = 0.0,
+    annotator_discrimination: npt.ArrayLike | None = None,
 ) -> Battles:
     """Draw votes from the Bradley-Terry family with ratings ``true_rating``.
 
@@ -96,6 +97,10 @@ def simulate_battles(
         Votes are on ``n_prompts`` prompts drawn uniformly (0: no prompt ids); each has its own
         difficulty, a normal offset of sd ``prompt_sd`` points on every model's rating, and its own tie
         propensity, ``nu`` times a log-normal factor of log-sd ``prompt_tie_sd``.
+    annotator_discrimination : array (n_annotators,), optional
+        Each annotator's discrimination ``a_k > 0``: its votes' rating difference and side term are
+        multiplied by ``a_k`` (the rater-ability model of :mod:`leaderboard.rater_ability`; 1 is an
+        annotator like the model's, below 1 a noisier one).
 
     Returns
     -------
@@ -135,6 +140,11 @@ def simulate_battles(
         r_b = r_b + difficulty[prompt, b]
         vote_nu = nu * np.exp(rng.normal(0.0, prompt_tie_sd, n_prompts))[prompt]
     u = (r_a - r_b + side) * nat_per_point
+    if annotator_discrimination is not None:
+        disc = np.asarray(annotator_discrimination, dtype=np.float64)
+        if annotator is None or disc.shape != (n_annotators,) or np.any(disc <= 0):
+            raise ValueError("annotator_discrimination needs one positive value per annotator")
+        u = u * disc[annotator]
     features = None
     if n_features:
         features = rng.standard_normal((n_votes, n_features))

@@ -36,6 +36,7 @@ __all__ = [
     "family_of",
     "is_judge",
     "judge_model",
+    "judge_votes",
     "judges_counted",
 ]
 
@@ -89,6 +90,29 @@ def judges_counted(conn: Connection, vote_filter: VoteFilter) -> tuple[str, ...]
     )
     labels = conn.execute(filter_votes(stmt, vote_filter, battle_joined=True)).scalars()
     return tuple(sorted(str(label) for label in labels if label is not None and is_judge(label)))
+
+
+def judge_votes(conn: Connection, battles: Battles) -> Battles | None:
+    """The LLM judges' votes among ``battles`` (whose ``annotator`` holds stored annotator ids), coded
+    0, 1, ... by label order with the labels as ``annotator_names``; None when fewer than two judges
+    voted there. Only the judges' rows of the annotator table are read (never one row per human)."""
+    if battles.annotator is None:
+        return None
+    stmt = select(annotator_t.c.id, annotator_t.c.label).where(
+        annotator_t.c.label.like("judge:%") | annotator_t.c.label.like("llm-%")
+    )
+    found = {int(i): str(label) for i, label in conn.execute(stmt).all() if label and is_judge(label)}
+    ids = np.array(sorted(found), dtype=np.int64)
+    keep = np.isin(battles.annotator, ids)
+    present = np.unique(battles.annotator[keep])
+    if present.size < 2:
+        return None
+    labels = sorted(found[int(i)] for i in present)
+    code = {i: labels.index(found[int(i)]) for i in present.tolist()}
+    part = battles.take(np.flatnonzero(keep))
+    assert part.annotator is not None
+    recoded = np.array([code[i] for i in part.annotator.tolist()], dtype=np.int64)
+    return replace(part, annotator=recoded, annotator_names=tuple(labels))
 
 
 def annotated_battles(

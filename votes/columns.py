@@ -42,7 +42,7 @@ from votes.selection import BattleColumns, BattleFilter, record_columns, select_
 __all__ = ["BattleRead", "read_agreement_columns", "read_battle_columns", "read_battles"]
 
 _NEEDED = ("model_a", "model_b", "winner")
-_OPTIONAL = ("language", "tstamp", "anony", "judge", "weight", "sided")
+_OPTIONAL = ("language", "tstamp", "anony", "judge", "weight", "sided", "question_id")
 _SCHEMA = pa.schema(
     [
         ("model_a", pa.string()),
@@ -54,8 +54,12 @@ _SCHEMA = pa.schema(
         ("judge", pa.string()),
         ("weight", pa.float64()),
         ("sided", pa.bool_()),
+        ("question_id", pa.string()),
     ]
 )
+#: ``question_id`` is text in Chatbot Arena files and a number in MT-bench's: a JSONL file whose ids are
+#: numbers is read again with this schema (the ids become text either way).
+_SCHEMA_NUMBERED = _SCHEMA.set(_SCHEMA.get_field_index("question_id"), pa.field("question_id", pa.int64()))
 
 
 @dataclass(frozen=True)
@@ -86,8 +90,14 @@ def _arrow_table(path: Path, data: bytes) -> pa.Table | None:
         present = set(pq.read_schema(io.BytesIO(data)).names)
         return pq.read_table(io.BytesIO(data), columns=[c for c in (*_NEEDED, *_OPTIONAL) if c in present])
     if fmt == "jsonl":
-        options = pa_json.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
-        return pa_json.read_json(io.BytesIO(data), parse_options=options)
+        try:
+            options = pa_json.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
+            return pa_json.read_json(io.BytesIO(data), parse_options=options)
+        except pa.ArrowInvalid:  # numbered question ids (or a bad file: the second read fails too)
+            options = pa_json.ParseOptions(
+                explicit_schema=_SCHEMA_NUMBERED, unexpected_field_behavior="ignore"
+            )
+            return pa_json.read_json(io.BytesIO(data), parse_options=options)
     if fmt == "csv":
         header = data[: data.find(b"\n")].decode("utf-8-sig")
         names = {c.strip().strip('"') for c in header.strip().split(",")}
@@ -115,6 +125,12 @@ def _table_columns(table: pa.Table) -> BattleColumns:
         values = table.column(name).cast(pa.float64()).fill_null(fill)
         return np.asarray(values.to_numpy(), dtype=np.float64)
 
+    question_id = np.full(n, None, dtype=object)
+    if "question_id" in table.column_names:
+        ids = table.column("question_id")
+        text = ids if pa.types.is_string(ids.type) else ids.cast(pa.string())
+        question_id = np.asarray(text.to_numpy(zero_copy_only=False), dtype=object)
+        question_id[question_id == ""] = None  # an empty id names no prompt, as on the careful path
     if "sided" in table.column_names:
         sided = np.asarray(table.column("sided").fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
     else:
@@ -129,6 +145,7 @@ def _table_columns(table: pa.Table) -> BattleColumns:
         judge=column("judge"),
         weight=number("weight", 1.0),
         sided=sided,
+        question_id=question_id,
     )
 
 
@@ -139,6 +156,7 @@ _TEXT_LIMITS = {
     "winner": NAME_MAX,
     "judge": NAME_MAX,
     "language": 50,
+    "question_id": NAME_MAX,
 }
 
 
@@ -152,6 +170,8 @@ def _strings_pass(table: pa.Table) -> bool:
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
             if pa.types.is_null(column.type) and name not in _NEEDED:
                 continue
+            if name == "question_id" and pa.types.is_integer(column.type):
+                continue  # a numbered id, as the careful path reads it
             return False
         too_long = pc.any(pc.greater(pc.utf8_length(column), limit)).as_py()
         nul = pc.any(pc.match_substring(column, "\x00")).as_py()

@@ -3,7 +3,10 @@
 The math lives in :mod:`leaderboard.voter_review` and, for gold battles, :mod:`leaderboard.gold` (via
 :mod:`votes.gold_review`); this module reads the votes (with the battles each annotator was shown and did
 not vote on, and the keyed address hash of each vote), runs both, and (on request) writes the flags and
-retires the golds good annotators keep missing. One list, one reason per annotator: a gold flag's reason
+retires the golds good annotators keep missing. Each annotator also gets its discrimination from the
+rater-ability model (:mod:`leaderboard.rater_ability`, every vote in one fit): near 1 an ordinary
+annotator, near 0 one whose votes barely follow the ratings (noise, or a contrarian), above 1 a sharp one.
+One list, one reason per annotator: a gold flag's reason
 comes first, being the most direct evidence. A flagged annotator's votes are shadow-excluded: they stay
 stored and listed here for the maintainers, but stop counting: the live ratings are rebuilt without them
 and published fits leave them out by default (``exclude_flagged``). Identity leaks in answers are
@@ -12,6 +15,7 @@ reviewed by :mod:`votes.leak_review`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,8 +25,10 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
 from leaderboard.annotators import FlagRule
+from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
 from leaderboard.presence import PresenceStats, presence_asymmetry
+from leaderboard.rater_ability import fit_rater_ability
 from leaderboard.voter_review import review_voters
 from votes.gold_review import AnnotatorGold, annotator_gold_accuracy, retire_missed_golds
 from votes.live import LiveConfig
@@ -66,6 +72,9 @@ class AnnotatorRow:
     # address hash): many cookie-fresh annotators behind one address show up here, and are also tested
     # pooled as one group.
     address_group: int = 1
+    # The rater-ability model's discrimination (NaN when the votes give no fit); shrunk towards 1 for
+    # annotators with few votes.
+    discrimination: float = math.nan
     n_seen: int = 0
     skip_q: float = 1.0
     favours: float = float("nan")
@@ -250,6 +259,7 @@ def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[An
         s.annotators, review.flagged, review.reasons, presence, names, model_ids, rule
     )
     info = _annotator_info(conn, s.annotators.tolist())
+    discrimination = _discriminations(a, b, outcome, who, len(model_ids))
     rows_out: list[AnnotatorRow] = []
     for g, annotator_id in enumerate(s.annotators.tolist()):
         kind, label, flagged, flag_reason = info[annotator_id]
@@ -279,6 +289,7 @@ def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[An
                 tie_share=float(s.tie_share[g]),
                 agreement_share=float(s.agreement_share[g]),
                 honest_weight=float(review.weights[g]),
+                discrimination=discrimination.get(annotator_id, math.nan),
                 on_screen=_model_name(presence.model[g], names, model_ids),
                 on_screen_share=float(presence.share[g]),
                 on_screen_expected=float(presence.expected[g]),
@@ -286,6 +297,21 @@ def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[An
             )
         )
     return rows_out
+
+
+def _discriminations(
+    a: np.ndarray, b: np.ndarray, outcome: np.ndarray, who: np.ndarray, n_models: int
+) -> dict[int, float]:
+    """Each annotator's discrimination in one rater-ability fit of every vote (flagged ones too: the
+    review is about them); empty when the votes give no fit (one model, a model that only wins)."""
+    battles = Battles(
+        models=tuple(str(i) for i in range(n_models)), model_a=a, model_b=b, outcome=outcome, annotator=who
+    )
+    try:
+        fit = fit_rater_ability(battles, standard_errors=False)
+    except (ValueError, RuntimeError):
+        return {}
+    return {int(k): float(d) for k, d in zip(fit.annotators, fit.discrimination, strict=True)}
 
 
 def _with_presence(

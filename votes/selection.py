@@ -68,6 +68,8 @@ class BattleColumns:
     judge: npt.NDArray[np.object_]
     weight: npt.NDArray[np.float64]
     sided: npt.NDArray[np.bool_]
+    #: the prompt each battle was on (text; None where the file has none)
+    question_id: npt.NDArray[np.object_] | None = None
 
     def __len__(self) -> int:
         return int(self.model_a.shape[0])
@@ -96,6 +98,7 @@ def record_columns(records: list[BattleRecord]) -> BattleColumns:
         judge=objects("judge"),
         weight=np.asarray([r.weight for r in records], dtype=np.float64),
         sided=np.asarray([r.sided for r in records], dtype=bool),
+        question_id=objects("question_id"),
     )
 
 
@@ -152,9 +155,16 @@ def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.N
     judges = pd.Series(cols.judge[keep], dtype=object)
     known = judges.notna().to_numpy()
     annotator = None
+    annotator_names: tuple[str, ...] = ()
     if known.any():  # judges coded in order of first appearance; a battle without one is -1 (its own)
-        codes, _ = pd.factorize(judges, use_na_sentinel=True)
+        codes, uniques = pd.factorize(judges, use_na_sentinel=True)
         annotator = np.asarray(codes, dtype=np.int64)
+        annotator_names = tuple(str(u) for u in uniques)
+    prompt = None
+    if cols.question_id is not None:
+        questions = pd.Series(cols.question_id[keep], dtype=object)
+        if questions.notna().any():  # prompts coded in order of first appearance; none is -1
+            prompt = np.asarray(pd.factorize(questions, use_na_sentinel=True)[0], dtype=np.int64)
     battles = Battles(
         models=tuple(str(n) for n in names),
         model_a=ia,
@@ -165,5 +175,7 @@ def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.N
         weight=None if np.all(weight == 1.0) else weight,
         sided=None if np.all(sided) else sided,
         annotator=annotator,
+        annotator_names=annotator_names,
+        prompt=prompt,
     )
     return battles, np.flatnonzero(self_battle).astype(np.int64)

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from leaderboard.battles import Battles
-from leaderboard.data import PairCounts, parse_outcome
+from leaderboard.data import PairCounts
 from leaderboard.evaluate import FloatArray
 from leaderboard.style import TOKEN_ESTIMATOR, style_differences
 from votes.battle_rows import BattleRecord, parse_battles
@@ -25,6 +25,7 @@ from votes.catalog_records import parse_catalog
 from votes.columns import read_battle_columns
 from votes.queries import VoteFilter, iter_vote_texts, load_battles
 from votes.records import InputError, read_rows
+from votes.selection import BattleFilter, record_columns, select_battles
 
 __all__ = ["MIN_STYLE_BATTLES", "battles_from_file", "battles_from_store", "load_battles_file"]
 
@@ -118,17 +119,10 @@ def _style_columns(
 
 
 def _battles_from_records(records: list[BattleRecord]) -> Battles:
-    models = tuple(sorted({r.model_a for r in records} | {r.model_b for r in records}))
-    index = {m: i for i, m in enumerate(models)}
-    stamps = [r.tstamp for r in records]
-    time = None if any(t is None for t in stamps) else np.asarray(stamps, dtype=np.float64)
-    return Battles(
-        models=models,
-        model_a=np.fromiter((index[r.model_a] for r in records), dtype=np.int64, count=len(records)),
-        model_b=np.fromiter((index[r.model_b] for r in records), dtype=np.int64, count=len(records)),
-        outcome=np.fromiter((parse_outcome(r.winner) for r in records), dtype=np.int8, count=len(records)),
-        time=time,
-    )
+    """Validated rows as battles, coded as every file read codes them (:func:`votes.selection.select_battles`:
+    models sorted by name, judges as annotators, ``question_id`` as prompt ids, weights and sides)."""
+    battles, _ = select_battles(record_columns(records), BattleFilter())
+    return battles
 
 
 def battles_from_store(

@@ -75,6 +75,7 @@ def annotators(
         "median s",
         "agree q",
         "model",
+        "discrim.",
         "on screen",
         "weight",
         "gold (95%)",
@@ -92,6 +93,7 @@ def annotators(
             f"{r.median_seconds:.1f}",
             f"{r.agreement_q:.1e}",
             f"{r.favourite or '-'} ({'+' if r.favours > 0 else '-'}, q={r.favouritism_q:.1e})",
+            "-" if math.isnan(r.discrimination) else f"{r.discrimination:.2f}",
             f"{r.on_screen} {r.on_screen_share:.0%}/{r.on_screen_expected:.0%} (q={r.on_screen_q:.1e})"
             if r.on_screen
             else "-",

@@ -285,9 +285,8 @@ def evaluate(
             engine = make_engine(database_url or Settings().database_url)
             try:
                 with Session(engine) as session:
-                    battles = battles_from_store(
-                        session, style=style, filters=vote_filter, who=cluster != "none"
-                    )
+                    # with who voted: the rater-ability row and the per-annotator position terms
+                    battles = battles_from_store(session, style=style, filters=vote_filter, who=True)
             finally:
                 engine.dispose()
             source = "database"
@@ -372,6 +371,11 @@ def _evaluate_part(
     except ValueError as exc:  # style rows scored on fewer votes than the clusters name
         raise typer.BadParameter(str(exc), param_hint="--cluster") from None
     dicts = _row_dicts(rows, verdict, left_out)
+    by_annotator = _annotator_positions(battles)
+    if by_annotator is not None:
+        for d in dicts:
+            if d["method"] == "davidson-position":
+                d["position_by_annotator"] = by_annotator
     title = f"{source}: {len(train)} training / {len(test)} test votes, {how} split, seed {seed}"
     written = [] if out is None else _write_out(out, dicts, rows, title)
     if as_json:
@@ -394,7 +398,42 @@ def _evaluate_part(
                 f"Left-side advantage (davidson-position): {pos['value']:.1f} Elo "
                 f"[{pos['ci_low']:.1f}, {pos['ci_high']:.1f}], {word} at 95%."
             )
+    if by_annotator is not None:
+        console.print(annotator_positions_text(by_annotator))
     return dicts
+
+
+def _annotator_positions(battles: Battles) -> dict[str, object] | None:
+    """Each annotator's left-side advantage on all the votes (:func:`leaderboard.judge_position`), when
+    the votes name at least two annotators with enough votes; None otherwise."""
+    from leaderboard.evaluate import has_raters
+    from leaderboard.judge_position import judge_positions
+
+    if not has_raters(battles):
+        return None
+    try:
+        return judge_positions(battles, battles.annotator_names or None).describe()
+    except ValueError:  # fewer than two annotators with a fitted position term
+        return None
+
+
+def annotator_positions_text(described: dict[str, object]) -> str:
+    """The per-annotator position terms as lines: each estimate, shrunk with its interval, and the pooled
+    random-effects mean whose interval admits the spread between annotators."""
+    pooled = described["pooled"]
+    judges = described["judges"]
+    assert isinstance(pooled, dict) and isinstance(judges, list)
+    lines = [
+        "Left-side advantage per annotator (Elo; own davidson-position fit, shrunk to the pooled mean):",
+        *(
+            f"  {j['judge']}: {j['estimate']:+.1f} (se {j['se']:.1f}, {j['votes']} votes); shrunk "
+            f"{j['shrunk']:+.1f} [{j['ci_low']:+.1f}, {j['ci_high']:+.1f}]"
+            for j in judges
+        ),
+        f"  pooled: {pooled['value']:+.1f} [{pooled['ci_low']:+.1f}, {pooled['ci_high']:+.1f}], "
+        f"between-annotator sd {described['between_judge_sd']:.1f}",
+    ]
+    return "\n".join(lines)
 
 
 def register(app: typer.Typer) -> None:

@@ -355,7 +355,7 @@ def recompute(
     since: SinceOpt = None,
     until: UntilOpt = None,
     exclude_flagged: FlaggedOpt = True,
-    cluster: ClusterOpt = "none",
+    cluster: ClusterOpt = "auto",
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
     style: StyleOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the board and metadata as JSON.")] = False,
@@ -394,6 +394,7 @@ def recompute(
     every part of a comparison graph in parts gets its own folder, component-1, component-2, ...
     """
     from arena.publishing import SliceSpec, recompute_snapshot
+    from leaderboard.clusters import clustering_record
     from votes.records import InputError
     from votes.sources import battles_from_file
 
@@ -428,6 +429,8 @@ def recompute(
                 "--method composite fits every vote with who cast it: no --from-counts or components",
                 param_hint="--method",
             )
+        part_judges: dict[Path, Any] = {}  # the judges' votes, for their position terms
+        part_clustering: dict[Path, dict[str, Any]] = {}  # what the clustering asked and used, and why
         if counts_file is not None:
             _counts_part(
                 counts_file,
@@ -494,6 +497,10 @@ def recompute(
                 part_counts = part.counts(bucket_seconds=options.time_bucket)
                 parts.append((folder, part_counts, read.digest, battles, agreement))
                 part_clusters[folder] = _clusters_of(part, part_counts, cluster)
+                if cluster.strip().lower() != "none":
+                    part_clustering[folder] = clustering_record(part, cluster, part_clusters[folder])
+                if len(part.annotator_names) >= 2:  # a file's judge column names its judges
+                    part_judges[folder] = part
             origin = str(source)
             filters = {
                 **selection.as_metadata(),
@@ -537,11 +544,15 @@ def recompute(
                         agreement=True,
                         cluster=cluster,
                         by_source=options.by_source,
+                        judges=True,
                     )
                     folder = out_dir / f"component-{number}" if len(chosen) > 1 else out_dir
                     part_sources[folder] = stored.by_source
                     parts.append((folder, stored.counts, stored.digest, stored.battles, stored.agreement))
                     part_clusters[folder] = stored.clusters
+                    part_judges[folder] = stored.judges
+                    if stored.clustering is not None:
+                        part_clustering[folder] = stored.clustering
             except ValueError as exc:  # no stored vote has answer texts, votes without ids to cluster by
                 hint = "--style" if options.style else "--cluster"
                 raise typer.BadParameter(str(exc), param_hint=hint) from None
@@ -581,6 +592,8 @@ def recompute(
                     model_info=model_info,
                     agreement=part_agreement,
                     by_source=part_sources.get(folder),
+                    judges=part_judges.get(folder),
+                    clustering=part_clustering.get(folder),
                 )
             except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
                 err.print(f"[red]error:[/red] {exc}")
@@ -630,7 +643,7 @@ def publish(
     ] = False,
     min_votes: Annotated[int, typer.Option("--min-votes", help="Smallest slice published.")] = 50,
     style: StyleOpt = None,
-    cluster: ClusterOpt = "none",
+    cluster: ClusterOpt = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print each published board as JSON.")] = False,
     family: FamilyOpt = None,
     rectify: RectifyOpt = None,

@@ -44,6 +44,7 @@ class AnnotatorReviewOut(BaseModel):
     gold_accuracy: float | None
     gold_low: float | None
     gold_high: float | None
+    discrimination: float | None = None
 
 
 class GoldOut(BaseModel):

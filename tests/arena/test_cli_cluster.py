@@ -42,13 +42,22 @@ def _run(path: Path, out: Path, *extra: str) -> dict[str, object]:
 
 def test_cluster_by_annotator_widens_the_position_interval(tmp_path: Path) -> None:
     path = _file(tmp_path, 30)
-    plain = _run(path, tmp_path / "plain")
+    plain = _run(path, tmp_path / "plain", "--cluster", "none")
     clustered = _run(path, tmp_path / "clustered", "--cluster", "annotator")
-    auto = _run(path, tmp_path / "auto", "--cluster", "auto")
+    auto = _run(path, tmp_path / "auto")  # the default
     params = clustered["parameters"]
     assert isinstance(params, dict) and params["cluster"] == "annotator" and params["cluster_counts"] == [30]
     assert "cluster" not in plain["parameters"]  # type: ignore[operator]
     assert auto["parameters"]["cluster"] == "annotator"  # type: ignore[index]
+    assert auto["clustering"] == {  # what was asked, what was used, and why
+        "asked": "auto",
+        "used": "annotator",
+        "annotators": 30,
+        "prompts": 0,
+        "min_clusters": 20,
+        "reason": "votes resampled and summed by cluster (30 annotators)",
+    }
+    assert "clustering" not in plain
 
     def width(meta: dict[str, object]) -> float:
         fitted = meta["parameters_fitted"]["position_advantage_elo"]  # type: ignore[index]
@@ -60,7 +69,19 @@ def test_cluster_by_annotator_widens_the_position_interval(tmp_path: Path) -> No
 
 def test_auto_leaves_few_judges_independent_and_bad_values_are_refused(tmp_path: Path) -> None:
     path = _file(tmp_path, 4)
-    assert "cluster" not in _run(path, tmp_path / "auto", "--cluster", "auto")["parameters"]  # type: ignore[operator]
+    auto = _run(path, tmp_path / "auto")
+    assert "cluster" not in auto["parameters"]  # type: ignore[operator]
+    clustering = auto["clustering"]
+    assert isinstance(clustering, dict) and clustering["used"] == "none"
+    assert clustering["reason"].startswith("4 annotators, fewer than 20")
+    # four judges, each with its own side bias (sd 150): each one's term, and a pooled interval that
+    # admits their spread where the board's own interval (votes independent) does not
+    judges = auto["judge_position"]
+    assert isinstance(judges, dict) and [j["judge"] for j in judges["judges"]] == ["j0", "j1", "j2", "j3"]
+    fitted = auto["parameters_fitted"]["position_advantage_elo"]  # type: ignore[index]
+    pooled = judges["pooled"]
+    assert pooled["ci_high"] - pooled["ci_low"] > 4 * (fitted["ci_high"] - fitted["ci_low"])
+    assert judges["between_judge_sd"] > 50
     result = CliRunner().invoke(
         build_app(), ["recompute", "--from", str(path), "--out", str(tmp_path / "x"), "--cluster", "judge"]
     )

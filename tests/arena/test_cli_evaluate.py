@@ -149,3 +149,21 @@ def test_style_rows_from_the_database_fit_style_coefficients(tmp_path: Path) -> 
     assert style["n_train"] + style["n_test"] == 800
     assert rows["bt"]["n_train"] + rows["bt"]["n_test"] == 801
     assert "votes_without_texts" not in rows["bt"]
+
+
+@pytest.mark.skipif(not (DATA / "vicuna80-llm-judge-battles.jsonl.gz").exists(), reason="shared data absent")
+def test_real_judges_get_a_raters_row_position_terms_and_prompt_clusters() -> None:
+    path = str(DATA / "vicuna80-llm-judge-battles.jsonl.gz")
+    result = CliRunner().invoke(_app(), ["evaluate", "--from", path, "--json", "--cluster", "prompt"])
+    assert result.exit_code == 0, result.output
+    rows = {r["method"]: r for r in json.loads(result.output)}
+    raters = rows["davidson-position+raters"]
+    assert {"discrimination:llm-gpt4", "discrimination:llm-claude"} <= set(raters["parameters_fitted"])
+    by_judge = rows["davidson-position"]["position_by_annotator"]
+    assert [j["judge"] for j in by_judge["judges"]] == ["llm-bard", "llm-claude", "llm-gpt35", "llm-gpt4"]
+    for j in by_judge["judges"]:
+        assert j["ci_low"] < j["shrunk"] < j["ci_high"]
+    verdict = next(r["verdict"] for r in rows.values() if "verdict" in r)
+    assert verdict["n_test"] == 1312 and verdict["ci_low"] < verdict["log_loss_difference"]
+    text = CliRunner().invoke(_app(), ["evaluate", "--from", path])
+    assert "Left-side advantage per annotator" in text.output and "llm-bard: +351.0" in text.output

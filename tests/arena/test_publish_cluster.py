@@ -72,9 +72,10 @@ def _widths(meta: dict[str, Any], folder: Path) -> tuple[float, float]:
 
 def test_publish_cluster_annotator_widens_intervals_and_is_recorded(db_url: str, tmp_path: Path) -> None:
     _store(db_url, tmp_path)
-    plain, plain_folder = _publish(db_url, tmp_path / "plain")
+    plain, plain_folder = _publish(db_url, tmp_path / "plain", "--cluster", "none")
     clustered, folder = _publish(db_url, tmp_path / "clustered", "--cluster", "annotator")
     assert "cluster" not in plain["parameters"] and "cluster" not in plain["options"]
+    assert "clustering" not in plain  # votes asked to be independent: nothing to explain
     assert clustered["parameters"]["cluster"] == "annotator"
     assert clustered["parameters"]["cluster_counts"] == [40]
     assert clustered["options"]["cluster"] == "annotator"
@@ -88,9 +89,12 @@ def test_publish_cluster_annotator_widens_intervals_and_is_recorded(db_url: str,
     result = CliRunner().invoke(build_app(), args)
     assert result.exit_code == 0, result.output
     assert (out / "leaderboard.csv").read_bytes() == (folder / "leaderboard.csv").read_bytes()
-    # auto: 40 annotators are enough to cluster by
-    auto, _ = _publish(db_url, tmp_path / "auto", "--cluster", "auto")
+    # the default is auto: 40 annotators are enough to cluster by, and the metadata says so
+    auto, auto_folder = _publish(db_url, tmp_path / "auto")
     assert auto["parameters"]["cluster"] == "annotator"
+    assert auto["clustering"]["asked"] == "auto" and auto["clustering"]["used"] == "annotator"
+    assert auto["clustering"]["annotators"] == 40
+    assert (auto_folder / "leaderboard.csv").read_bytes() == (folder / "leaderboard.csv").read_bytes()
 
 
 def test_publish_refuses_an_unknown_clustering_before_reading(db_url: str, tmp_path: Path) -> None:

@@ -222,6 +222,15 @@ def test_bench_end_to_end_small_run(tmp_path: Path) -> None:
     assert (fig["votes"], fig["models"], fig["rounds"]) == (3000, 8, 5)
 
 
+def test_bench_rater_ability_small_run_compares_both_fits() -> None:
+    fig = _run("bench_rater_ability.py", "--votes", "6000", "--models", "8", "--annotators", "30")
+    assert (fig["votes"], fig["models"], fig["annotators"]) == (6000, 8, 30)
+    assert fig["davidson_position_s"] > 0 and fig["rater_ability_s"] > 0
+    assert fig["ratio"] == pytest.approx(fig["rater_ability_s"] / fig["davidson_position_s"], rel=1e-9)
+    assert fig["log_discrimination_corr"] > 0.3  # spread 0.4 over 200 votes each: clearly followed
+    assert 0 < fig["test_log_loss_rater_ability"] < 1.2 and 0 < fig["test_log_loss_davidson_position"] < 1.2
+
+
 def test_bench_votes_compares_with_another_checkout() -> None:
     """``--compare DIR`` runs the other code too, on its own database, and reports this tree's ratios
     (here DIR is this checkout itself, so both sides run the same code)."""

@@ -1,0 +1,418 @@
+"""Annotator reliability: Davidson ratings in which each annotator's votes carry their own discrimination.
+
+Some annotators (careful humans, a strong judge) separate the models sharply; others vote close to a
+coin. A fit that counts every vote alike lets the noisy ones flatten the ratings; the rater-ability model
+(as in am-ELO, Liu et al. 2025) gives annotator ``k`` a discrimination ``a_k > 0`` that multiplies the
+whole linear predictor of its votes,
+
+    eta = a_k (theta_left - theta_right + alpha),
+
+with the common left-side advantage ``alpha`` (only on votes whose side is known) and Davidson ties
+(``P(tie) = nu / (e^{eta/2} + e^{-eta/2} + nu)``, the likelihood pieces of
+:func:`leaderboard.cells.davidson_row_terms`). ``log a_k`` has a normal prior centred at 0 with standard
+deviation ``prior_sd``: an annotator with a handful of votes stays near ``a = 1``, and the prior fixes the
+scale that the product ``a_k * theta`` leaves free. Votes with no annotator id count with ``a = 1``; so do
+votes of annotators the fit has not seen (a forecast for a newcomer is the prior's).
+
+How it differs from :mod:`leaderboard.composite`, which also gives each source a discrimination: the
+composite is for a few sources (the human pool fixed at ``a = 1`` and some LLM judges), each with its own
+position, ties and self-preference, soft verdicts and battle clusters, and a finite-difference Hessian
+(one gradient per parameter). Here the annotators may be thousands, most with a few votes: one shared
+position and tie parameter, a prior instead of a fixed reference, and an analytic Hessian.
+
+Fitted by L-BFGS on the negative log-posterior per unit weight with its analytic gradient; every sum over
+votes is a ``bincount`` or a sparse product, never a Python loop. Standard errors are the sandwich of the
+analytic Hessian of the penalised objective and the per-vote scores, computed when the parameter vector
+is small enough for a dense inverse (:data:`MAX_SANDWICH_PARAMS`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+from scipy import optimize
+
+from leaderboard.battles import Battles
+from leaderboard.cells import davidson_row_terms
+from leaderboard.data import Outcome
+
+__all__ = [
+    "DEFAULT_PRIOR_SD",
+    "MAX_SANDWICH_PARAMS",
+    "RaterAbilityFit",
+    "fit_rater_ability",
+    "rater_ability_proba",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: Prior standard deviation of ``log a_k``: ``a`` within a factor of about 2.7 either way at 95%.
+DEFAULT_PRIOR_SD = 0.5
+#: Parameter vectors longer than this get no sandwich standard errors (a dense inverse would not fit).
+MAX_SANDWICH_PARAMS = 3000
+#: Bound on ``|log a_k|`` in the optimiser (a factor of 400), far beyond what the prior allows.
+_LOG_A_BOUND = 6.0
+_ELO_PER_NAT = 400.0 / math.log(10.0)
+
+
+@dataclass(frozen=True)
+class RaterAbilityFit:
+    """A fitted rater-ability model.
+
+    Attributes
+    ----------
+    models : model names; ``theta`` (natural-log strengths, centred) is aligned with them
+    position : left-side advantage in natural-log units (0, and ``has_position`` False, when no vote
+        knows its side)
+    log_nu : Davidson ``log nu`` (None when the votes hold no tie: ties would then be impossible)
+    annotators : the annotator codes fitted (``Battles.annotator`` values), increasing
+    labels : their names (``annotator-<code>`` where the votes name none)
+    log_a : ``log a_k`` per fitted annotator; ``discrimination`` is ``exp(log_a)``
+    se_log_a, se_position, se_log_nu : sandwich standard errors (NaN when not computed)
+    n_votes : votes per fitted annotator
+    prior_sd : the prior's standard deviation of ``log a_k``
+    log_likelihood : at the optimum, without the prior
+    n_iter : L-BFGS iterations
+    """
+
+    models: tuple[str, ...]
+    theta: FloatArray
+    position: float
+    log_nu: float | None
+    annotators: IntArray
+    labels: tuple[str, ...]
+    log_a: FloatArray
+    se_log_a: FloatArray
+    se_position: float
+    se_log_nu: float
+    n_votes: IntArray
+    prior_sd: float
+    log_likelihood: float
+    n_iter: int
+    has_position: bool = True
+
+    @property
+    def discrimination(self) -> FloatArray:
+        out: FloatArray = np.exp(self.log_a)
+        return out
+
+    @property
+    def rating(self) -> FloatArray:
+        """Ratings on the Elo scale (400 points per factor 10, mean 1000)."""
+        out: FloatArray = _ELO_PER_NAT * self.theta + 1000.0
+        return out
+
+    @property
+    def n_params(self) -> int:
+        return len(self.models) + int(self.has_position) + int(self.log_nu is not None) + len(self.annotators)
+
+    def vote_discrimination(self, annotator: IntArray | None, n: int) -> FloatArray:
+        """``a`` of each of ``n`` votes by annotator code: 1 for a vote without one or by a newcomer."""
+        out = np.ones(n)
+        if annotator is None or self.annotators.size == 0:
+            return out
+        codes = np.asarray(annotator, dtype=np.int64)
+        pos = np.clip(np.searchsorted(self.annotators, codes), 0, self.annotators.size - 1)
+        known = (codes >= 0) & (self.annotators[pos] == codes)
+        out[known] = self.discrimination[pos[known]]
+        return out
+
+    def describe(self, *, level: float = 0.95) -> dict[str, object]:
+        """JSON-ready: position (Elo) and ``nu`` with Wald intervals, each annotator's ``a`` with its
+        interval (``exp`` of the interval of ``log a``)."""
+        from scipy.stats import norm
+
+        z = float(norm.ppf(0.5 + level / 2))
+
+        def finite(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
+        p, sp_ = self.position * _ELO_PER_NAT, self.se_position * _ELO_PER_NAT
+        out: dict[str, object] = {
+            "level": level,
+            "prior_sd_log_discrimination": self.prior_sd,
+            "position_advantage_elo": {
+                "value": p,
+                "ci_low": finite(p - z * sp_),
+                "ci_high": finite(p + z * sp_),
+            },
+            "annotators": [
+                {
+                    "annotator": self.labels[k],
+                    "votes": int(self.n_votes[k]),
+                    "discrimination": float(math.exp(self.log_a[k])),
+                    "ci_low": finite(math.exp(self.log_a[k] - z * self.se_log_a[k])),
+                    "ci_high": finite(math.exp(self.log_a[k] + z * self.se_log_a[k])),
+                }
+                for k in range(len(self.labels))
+            ],
+        }
+        if self.log_nu is not None:
+            out["tie_propensity_nu"] = {
+                "value": math.exp(self.log_nu),
+                "ci_low": finite(math.exp(self.log_nu - z * self.se_log_nu)),
+                "ci_high": finite(math.exp(self.log_nu + z * self.se_log_nu)),
+            }
+        return out
+
+
+class _Problem:
+    """The votes in the optimiser's terms, and the objective with its gradient, Hessian and scores.
+
+    Parameter vector: strengths of all models but the last (held at 0), the position term when some vote
+    knows its side, ``log nu`` when some vote is a tie, then ``log a_k`` per annotator.
+    """
+
+    def __init__(self, battles: Battles, codes: IntArray, n_annotators: int, prior_sd: float) -> None:
+        m = len(battles.models)
+        self.m = m
+        self.left = battles.model_a
+        self.right = battles.model_b
+        outcome = battles.outcome.astype(np.int64)
+        self.sign = (outcome == Outcome.MODEL_A).astype(np.float64) - (outcome == Outcome.MODEL_B)
+        self.is_tie = ((outcome == Outcome.TIE) | (outcome == Outcome.BOTHBAD)).astype(np.float64)
+        self.w = np.ones(len(battles)) if battles.weight is None else np.asarray(battles.weight, np.float64)
+        self.total = float(self.w.sum())
+        self.side = np.ones(len(battles)) if battles.sided is None else battles.sided.astype(np.float64)
+        self.has_position = bool(np.any(self.side > 0))
+        self.has_nu = bool(np.any(self.is_tie > 0))
+        self.codes = codes  # dense annotator index per vote, -1 for a vote counted with a = 1
+        self.rated = codes >= 0
+        self.k = n_annotators
+        self.lam = 1.0 / prior_sd**2
+        self.i_pos = m - 1
+        self.i_nu = self.i_pos + int(self.has_position)
+        self.i_a = self.i_nu + int(self.has_nu)
+        self.size = self.i_a + n_annotators
+        self.n_linear = self.i_a - int(self.has_nu)  # strengths and position: what eta is linear in
+        rows = np.arange(len(battles))
+        # d -> the linear predictor before the discrimination: strengths (last model dropped) and position
+        parts = [(self.left, 1.0), (self.right, -1.0)]
+        r = np.concatenate([rows[side < m - 1] for side, _ in parts])
+        c = np.concatenate([side[side < m - 1] for side, _ in parts])
+        v = np.concatenate([np.full(int((side < m - 1).sum()), s) for side, s in parts])
+        if self.has_position:
+            r, c, v = (
+                np.concatenate([r, rows]),
+                np.concatenate([c, np.full(rows.size, self.i_pos)]),
+                np.concatenate([v, self.side]),
+            )
+        self.D = sp.csr_matrix((v, (r, c)), shape=(len(battles), self.n_linear))
+        self.A = sp.csr_matrix(
+            (np.ones(int(self.rated.sum())), (rows[self.rated], codes[self.rated])),
+            shape=(len(battles), max(n_annotators, 0)),
+        )
+
+    def unpack(self, x: FloatArray) -> tuple[FloatArray, float | None, FloatArray]:
+        """(d per vote, log nu, a per vote)."""
+        d = self.D @ x[: self.n_linear]
+        t = float(x[self.i_nu]) if self.has_nu else None
+        a = np.ones(d.shape[0])
+        a[self.rated] = np.exp(x[self.i_a + self.codes[self.rated]])
+        return d, t, a
+
+    def terms(self, x: FloatArray) -> tuple[FloatArray, FloatArray, float | None, tuple[FloatArray, ...]]:
+        d, t, a = self.unpack(x)
+        return d, a, t, davidson_row_terms(a * d, self.sign, self.is_tie, t)
+
+    def value_grad(self, x: FloatArray) -> tuple[float, FloatArray]:
+        d, a, _, (ll, l_u, l_t, _, _, _) = self.terms(x)
+        grad = np.zeros(self.size)
+        wl = self.w * l_u
+        grad[: self.n_linear] = self.D.T @ (wl * a)
+        if self.has_nu:
+            grad[self.i_nu] = float(self.w @ l_t)
+        log_a = x[self.i_a :]
+        grad[self.i_a :] = self.A.T @ (wl * a * d) - self.lam * log_a
+        value = -float(self.w @ ll) + 0.5 * self.lam * float(log_a @ log_a)
+        return value / self.total, -grad / self.total
+
+    def jacobian(
+        self, x: FloatArray
+    ) -> tuple[sp.csr_matrix, FloatArray, FloatArray, float | None, tuple[FloatArray, ...]]:
+        """Per-vote derivative of ``eta`` in the parameters (the ``log nu`` column is 0), with the terms."""
+        d, a, t, terms = self.terms(x)
+        eta = a * d
+        blocks = [sp.diags(a) @ self.D]
+        if self.has_nu:
+            blocks.append(sp.csr_matrix((d.shape[0], 1)))
+        blocks.append(sp.diags(eta) @ self.A)
+        return sp.hstack(blocks).tocsr(), d, a, t, terms
+
+    def hessian(self, x: FloatArray) -> FloatArray:
+        """Hessian of the negative log-posterior (not per unit weight)."""
+        jac, d, a, _, (_, l_u, _, l_uu, l_ut, l_tt) = self.jacobian(x)
+        h: FloatArray = -(jac.T @ sp.diags(self.w * l_uu) @ jac).toarray()
+        # eta's own second derivatives: d2 eta / d log a d(linear) = a dD, d2 eta / d log a^2 = eta
+        cross = (self.A.T @ sp.diags(self.w * l_u * a) @ self.D).toarray()
+        h[self.i_a :, : self.n_linear] -= cross
+        h[: self.n_linear, self.i_a :] -= cross.T
+        h[self.i_a :, self.i_a :] -= np.diag(self.A.T @ (self.w * l_u * a * d))
+        if self.has_nu:
+            col = -(jac.T @ (self.w * l_ut))
+            h[:, self.i_nu] += col
+            h[self.i_nu, :] += col
+            h[self.i_nu, self.i_nu] = -float(self.w @ l_tt)
+        h[self.i_a :, self.i_a :] += self.lam * np.eye(self.k)
+        return h
+
+    def curvature_scale(self, x: FloatArray) -> FloatArray:
+        """A step size per parameter, ``1 / sqrt`` of the Hessian's diagonal per unit weight: a strength
+        seen in 40,000 votes and a discrimination seen in 40 differ in curvature a thousandfold, which
+        L-BFGS crosses slowly unless the variables are scaled (a diagonal preconditioner)."""
+        d, a, _, (_, l_u, _, l_uu, _, l_tt) = self.terms(x)
+        eta = a * d
+        diag = np.empty(self.size)
+        diag[: self.n_linear] = self.D.multiply(self.D).T @ (-self.w * l_uu * a**2)
+        if self.has_nu:
+            diag[self.i_nu] = -float(self.w @ l_tt)
+        diag[self.i_a :] = self.A.T @ (-self.w * l_uu * eta**2) + self.lam
+        scale: FloatArray = 1.0 / np.sqrt(np.maximum(diag / self.total, 1e-8))
+        return scale
+
+    def meat(self, x: FloatArray) -> FloatArray:
+        """Sum over votes of ``w^2 g g^T`` (per-vote scores of the log-likelihood)."""
+        jac, _, _, _, (_, l_u, l_t, _, _, _) = self.jacobian(x)
+        scores = sp.diags(l_u) @ jac
+        if self.has_nu:  # the jacobian's log-nu column is 0: the scores' is l_t
+            n = l_t.shape[0]
+            scores = scores + sp.csr_matrix((l_t, (np.arange(n), np.full(n, self.i_nu))), shape=scores.shape)
+        out: FloatArray = (scores.T @ sp.diags(self.w**2) @ scores).toarray()
+        return out
+
+
+def fit_rater_ability(
+    battles: Battles,
+    *,
+    labels: tuple[str, ...] | None = None,
+    prior_sd: float = DEFAULT_PRIOR_SD,
+    standard_errors: bool = True,
+    max_iter: int = 2000,
+    tol: float = 1e-9,
+) -> RaterAbilityFit:
+    """Fit ratings, position, ties and one discrimination per annotator (see the module docstring).
+
+    Parameters
+    ----------
+    battles : votes with ``annotator`` codes (negative: no annotator, counted with ``a = 1``)
+    labels : names of the annotator codes (default ``battles.annotator_names``)
+    prior_sd : standard deviation of the normal prior on ``log a_k``
+    standard_errors : compute the sandwich standard errors (when the parameters are few enough)
+    max_iter, tol : L-BFGS iteration limit and projected-gradient tolerance (per unit weight)
+
+    Raises
+    ------
+    ValueError
+        No annotator ids, a non-positive prior, fewer than two models, or votes that give no finite fit.
+    RuntimeError
+        When L-BFGS stops before the optimum.
+    """
+    if battles.annotator is None:
+        raise ValueError("the rater-ability model needs annotator ids on the votes")
+    if not prior_sd > 0 or not math.isfinite(prior_sd):
+        raise ValueError("prior_sd must be a positive number")
+    if len(battles.models) < 2 or len(battles) == 0:
+        raise ValueError("the rater-ability model needs votes between at least two models")
+    names = labels if labels is not None else battles.annotator_names
+    raw = np.asarray(battles.annotator, dtype=np.int64)
+    fitted, dense = np.unique(raw[raw >= 0], return_inverse=True)
+    codes = np.full(raw.shape[0], -1, dtype=np.int64)
+    codes[raw >= 0] = dense
+    problem = _Problem(battles, codes, int(fitted.size), prior_sd)
+    x0 = _start(battles, problem)
+    scale = problem.curvature_scale(x0)
+
+    def scaled(z: FloatArray) -> tuple[float, FloatArray]:
+        value, grad = problem.value_grad(scale * z)
+        return value, scale * grad
+
+    limit = _LOG_A_BOUND / scale[problem.i_a :]
+    bounds = [(None, None)] * problem.i_a + [(-b, b) for b in limit.tolist()]
+    result = optimize.minimize(
+        scaled,
+        x0 / scale,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": max_iter, "gtol": tol, "ftol": 1e-15, "maxcor": 20},
+    )
+    x = scale * np.asarray(result.x, dtype=np.float64)
+    _, grad = problem.value_grad(x)
+    if not result.success and float(np.max(np.abs(grad))) > 1e-5:
+        raise RuntimeError(f"rater-ability fit did not converge: {result.message}")
+    theta = np.append(x[: problem.m - 1], 0.0)
+    theta -= theta.mean()
+    if float(np.max(np.abs(theta))) > 28.8:
+        raise ValueError(
+            "ratings diverge: some model only wins or only loses, or the comparisons are in parts"
+        )
+    se = np.full(problem.size, math.nan)
+    if standard_errors and problem.size <= MAX_SANDWICH_PARAMS:
+        try:
+            bread = np.linalg.inv(problem.hessian(x))
+            cov = bread @ problem.meat(x) @ bread
+            se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+        except np.linalg.LinAlgError:
+            pass
+    d, t, a = problem.unpack(x)
+    ll = davidson_row_terms(a * d, problem.sign, problem.is_tie, t)[0]
+    return RaterAbilityFit(
+        models=battles.models,
+        theta=theta,
+        position=float(x[problem.i_pos]) if problem.has_position else 0.0,
+        log_nu=t,
+        annotators=fitted.astype(np.int64),
+        labels=tuple(names[c] if c < len(names) else f"annotator-{c}" for c in fitted.tolist()),
+        log_a=x[problem.i_a :].copy(),
+        se_log_a=se[problem.i_a :].copy(),
+        se_position=float(se[problem.i_pos]) if problem.has_position else math.nan,
+        se_log_nu=float(se[problem.i_nu]) if problem.has_nu else math.nan,
+        n_votes=np.bincount(dense, minlength=fitted.size).astype(np.int64),
+        prior_sd=prior_sd,
+        log_likelihood=float(problem.w @ ll),
+        n_iter=int(result.nit),
+        has_position=problem.has_position,
+    )
+
+
+def _start(battles: Battles, problem: _Problem) -> FloatArray:
+    """The start: every ``a = 1`` and the unweighted fit of the same model (what the prior centres on),
+    or all strengths level when that fit fails (a model that only wins, say)."""
+    from leaderboard.bt import fit_bt
+    from leaderboard.spec import BTSpec
+
+    x0 = np.zeros(problem.size)
+    if problem.has_nu:
+        x0[problem.i_nu] = math.log(max(float(problem.w @ problem.is_tie) / problem.total, 1e-3))
+    spec = BTSpec(
+        position="common" if problem.has_position else "none", ties="davidson" if problem.has_nu else "none"
+    )
+    try:
+        plain = fit_bt(battles.counts(), spec=spec)
+    except (ValueError, RuntimeError):
+        return x0
+    theta = plain.theta
+    x0[: problem.m - 1] = theta[:-1] - theta[-1]
+    if problem.has_position and plain.position.shape[0] == 1:
+        x0[problem.i_pos] = float(plain.position[0])
+    if problem.has_nu and plain.log_nu is not None:
+        x0[problem.i_nu] = plain.log_nu
+    return x0
+
+
+def rater_ability_proba(fit: RaterAbilityFit, battles: Battles) -> FloatArray:
+    """Forecasts ``[left wins, tie, right wins]`` of votes (coded against ``fit.models``), each scaled by
+    its annotator's discrimination (1 for a vote without an annotator or by one the fit has not seen)."""
+    if battles.models != fit.models:
+        raise ValueError("the votes must be coded against the fit's models")
+    side = np.ones(len(battles)) if battles.sided is None else battles.sided.astype(np.float64)
+    d = fit.theta[battles.model_a] - fit.theta[battles.model_b] + fit.position * side
+    h = 0.5 * fit.vote_discrimination(battles.annotator, len(battles)) * d
+    log_nu = -math.inf if fit.log_nu is None else fit.log_nu
+    log_d = np.logaddexp(np.logaddexp(h, -h), log_nu)
+    return np.column_stack([np.exp(h - log_d), np.exp(log_nu - log_d), np.exp(-h - log_d)])
