@@ -262,6 +262,8 @@ def _terms(fit: CompositeFit, z: float) -> dict[str, dict[str, Any]]:
                     "ci_low": float(value - z * se),
                     "ci_high": float(value + z * se),
                 }
+        if name in fit.position_fixed:
+            terms["position"] = {"value": 0.0, "fixed": True}
         if fit.nu[k] > 0:
             terms["tie_nu"] = {"value": float(fit.nu[k])}
         out[name] = terms
@@ -320,6 +322,7 @@ def composite_board(
         "sources": {name: int(counts[k]) for k, name in enumerate(data.sources)},
         "terms": _terms(fit, z),
         "converged": fit.converged,
+        "position_fixed": dict(fit.position_fixed),
         "families": {data.sources[k]: f for k, f in data.family.items()},
         **judge_worth(data, options, level=level, target_half_width=target_half_width, full=fit),
     }
