@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CompositeData", "CompositeFit", "CompositeOptions", "bootstrap_composite", "fit_composite"]
+__all__ = [
+    "CompositeData",
+    "CompositeFit",
+    "CompositeOptions",
+    "bootstrap_composite",
+    "confounded_positions",
+    "fit_composite",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -137,6 +144,7 @@ class CompositeFit:
     position_se: FloatArray
     self_preference_se: FloatArray
     options: CompositeOptions
+    position_fixed: dict[str, str] = field(default_factory=dict)
 
     def probabilities(self, model_a: IntArray, model_b: IntArray, source: int = 0) -> FloatArray:
         """Forecasts ``(left wins, tie, right wins)`` per row as ``source`` would vote, sides known (no
@@ -198,6 +206,36 @@ class _Layout:
         return theta, log_a, pos, log_nu, sp
 
 
+def confounded_positions(data: CompositeData) -> dict[int, str]:
+    """Sources whose left-side advantage cannot be told apart from the ratings, with the reason.
+
+    A source's position term is learned only from pairs it saw in both orders: when each pair only ever
+    appears one way round (say the better model always on the left), "the left answer wins" and "the
+    better model wins" are the same statement, and the fit trades rating differences for an arbitrary
+    left-side advantage (thousands of points of each). Seeing some pair both ways rules out any rating
+    assignment mimicking the position term on that source's votes, so the term is identified.
+    """
+    src = np.asarray(data.source, dtype=np.int64)
+    sided = np.ones(len(src), dtype=bool) if data.sided is None else np.asarray(data.sided, dtype=bool)
+    a = np.asarray(data.model_a, dtype=np.int64)[sided]
+    b = np.asarray(data.model_b, dtype=np.int64)[sided]
+    src = src[sided]
+    m = np.int64(len(data.models))
+    ordered = np.unique(np.stack([src, a * m + b], axis=1), axis=0)
+    low, high = (
+        np.minimum(ordered[:, 1] // m, ordered[:, 1] % m),
+        np.maximum(ordered[:, 1] // m, ordered[:, 1] % m),
+    )
+    pairs, shown = np.unique(np.stack([ordered[:, 0], low * m + high], axis=1), axis=0, return_counts=True)
+    both = set(pairs[shown > 1, 0].tolist())
+    return {
+        int(s): "position confounded with the ratings: no pair was shown in both orders, so the left side "
+        "and the better side cannot be told apart; fixed at 0"
+        for s in np.unique(src)
+        if int(s) not in both
+    }
+
+
 def _layout(data: CompositeData, options: CompositeOptions) -> _Layout:
     s = len(data.sources)
     present = np.unique(np.asarray(data.source))
@@ -208,6 +246,9 @@ def _layout(data: CompositeData, options: CompositeOptions) -> _Layout:
         np.ones(len(data.source), dtype=bool) if data.sided is None else np.asarray(data.sided, dtype=bool)
     )
     with_side = np.unique(np.asarray(data.source)[sided])
+    if options.position:
+        fixed = confounded_positions(data)
+        with_side = np.array([k for k in with_side if int(k) not in fixed], dtype=np.int64)
     return _Layout(
         n_models=len(data.models),
         n_sources=s,
@@ -386,7 +427,12 @@ def fit_composite(
     with_cov: bool = True,
     x0: FloatArray | None = None,
 ) -> CompositeFit:
-    """Fit the source-aware composite model; ``weights`` multiplies the vote weights (the bootstrap)."""
+    """Fit the source-aware composite model; ``weights`` multiplies the vote weights (the bootstrap).
+
+    A source whose position term is confounded with the ratings (:func:`confounded_positions`) gets no
+    position term (0) and is named with the reason in ``position_fixed``: fitting it would trade
+    rating differences for an arbitrary left-side advantage and report thousands of points of both.
+    """
     _check_connected(data)
     lay = _layout(data, options)
     v = _votes(data, options, weights)
@@ -422,6 +468,11 @@ def fit_composite(
         position_se=unit * se_full[m + s : m + 2 * s],
         self_preference_se=unit * se_full[m + 2 * s : m + 3 * s],
         options=options,
+        position_fixed=(
+            {data.sources[k]: why for k, why in confounded_positions(data).items()}
+            if options.position
+            else {}
+        ),
     )
 
 

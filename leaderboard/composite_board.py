@@ -11,6 +11,8 @@ worth in human votes:
 - per judge, *what one verdict is worth*: the effective human votes the judge adds to the human votes
   (a fit of humans plus that judge alone) divided by its verdicts; measured from the two sandwich
   covariances, so the dependence between a verdict and the human votes on the same battle is counted;
+- for ``arena evaluate``, the composite as one more rating system (:func:`composite_score`): fitted on
+  the training votes, each test vote forecast as its own source would cast it;
 - per judge, its correlation with humans (of the two sides' scores on the battles both saw), and the
   human votes needed for a target interval half-width with and without the judge judging alongside
   (at its present ratio of verdicts to human votes; half-widths shrink as one over the root of the votes).
@@ -36,6 +38,7 @@ from leaderboard.composite import (
 )
 from leaderboard.compute import assemble_board
 from leaderboard.data import Outcome
+from leaderboard.evaluate import MethodScore
 from leaderboard.ppi import fit_ppi, ppi_battles
 from leaderboard.result import Leaderboard
 from leaderboard.spec import DisconnectedComparisonError
@@ -45,6 +48,7 @@ __all__ = [
     "CompositeBoard",
     "composite_board",
     "composite_data",
+    "composite_score",
     "correlation_with_humans",
     "judge_worth",
     "subset_sources",
@@ -262,6 +266,8 @@ def _terms(fit: CompositeFit, z: float) -> dict[str, dict[str, Any]]:
                     "ci_low": float(value - z * se),
                     "ci_high": float(value + z * se),
                 }
+        if name in fit.position_fixed:
+            terms["position"] = {"value": 0.0, "fixed": True}
         if fit.nu[k] > 0:
             terms["tie_nu"] = {"value": float(fit.nu[k])}
         out[name] = terms
@@ -320,6 +326,7 @@ def composite_board(
         "sources": {name: int(counts[k]) for k, name in enumerate(data.sources)},
         "terms": _terms(fit, z),
         "converged": fit.converged,
+        "position_fixed": dict(fit.position_fixed),
         "families": {data.sources[k]: f for k, f in data.family.items()},
         **judge_worth(data, options, level=level, target_half_width=target_half_width, full=fit),
     }
@@ -349,3 +356,61 @@ def composite_board(
         fitted={},
     )
     return CompositeBoard(board=board, fit=fit, metadata=metadata)
+
+
+def composite_score(
+    train: Battles,
+    test: Battles,
+    labels: tuple[str, ...],
+    *,
+    judges: Collection[str],
+    families: Mapping[str, str] | None = None,
+    options: CompositeOptions = CompositeOptions(),  # noqa: B008 - frozen
+    name: str = "composite",
+) -> MethodScore:
+    """The composite as a row of the held-out comparison (:func:`leaderboard.evaluate.score_system`).
+
+    Fitted on ``train``; every test vote is forecast as its source would vote (a judge's verdicts with
+    that judge's steepness, left-side advantage and tie rate, a human's with the human pool's). A judge
+    with no training votes cannot be forecast as itself: its test votes are forecast as the humans'.
+    The test votes are those every other row scores (:func:`~leaderboard.evaluate.drop_unseen`), so
+    the paired comparison of the verdict applies. ``battles.annotator`` indexes ``labels``.
+    """
+    from leaderboard.evaluate import drop_unseen, forecast_log_likelihood, score_system
+
+    if train.annotator is None or test.annotator is None:
+        raise ValueError("the composite needs who cast each vote")
+    data = composite_data(train, labels, judges=judges, families=families)
+    fit = fit_composite(data, options)
+    index = {source: k for k, source in enumerate(data.sources)}
+    source_of = np.array([index.get(label, 0) for label in labels], dtype=np.int64)
+
+    def forecast(battles: Battles) -> FloatArray:
+        assert battles.annotator is not None
+        src = source_of[battles.annotator]
+        out = np.empty((len(battles), 3))
+        for k in np.unique(src):
+            rows = src == k
+            out[rows] = fit.probabilities(battles.model_a[rows], battles.model_b[rows], int(k))
+        return out
+
+    scored = drop_unseen(train, test)
+    z = float(norm.ppf(0.975))
+    return score_system(
+        name,
+        forecast(scored),
+        scored.outcome,
+        train_loglik=forecast_log_likelihood(forecast(train), train.outcome),
+        n_params=len(fit.x),
+        n_train=len(train),
+        parameters_fitted={
+            f"position_{source}": {
+                "value": float(fit.position[k]),
+                "ci_low": float(fit.position[k] - z * fit.position_se[k]),
+                "ci_high": float(fit.position[k] + z * fit.position_se[k]),
+            }
+            for k, source in enumerate(data.sources)
+            if np.isfinite(fit.position_se[k])
+        },
+        weight=scored.weight,
+    )

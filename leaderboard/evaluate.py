@@ -105,7 +105,8 @@ def score_forecasts(
     }
 
 
-def _loglik(proba: FloatArray, outcome: CodeArray) -> float:
+def forecast_log_likelihood(proba: FloatArray, outcome: CodeArray) -> float:
+    """Log-likelihood of the votes under forecasts ``[left, tie, right]`` (a system's training fit)."""
     return -float(np.sum(vote_log_losses(proba, outcome, floor=1e-300)))
 
 
@@ -480,7 +481,7 @@ def evaluate_methods(
                 method.name,
                 forecast(test),
                 test.outcome,
-                train_loglik=_loglik(forecast(train), train.outcome),
+                train_loglik=forecast_log_likelihood(forecast(train), train.outcome),
                 n_params=n_params,
                 n_train=n_train,
                 kind="online" if method.kind == "elo" else "batch",

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from leaderboard.battles import Battles
     from leaderboard.evaluate import MethodScore
     from leaderboard.systems import Verdict
+    from votes.queries import VoteFilter
 
 #: Systems drawn in the calibration plot: the best few by test log-loss (more would not be legible).
 N_PLOTTED = 6
@@ -228,8 +229,23 @@ def evaluate(
             help="The verdict's interval resamples whole clusters of test votes: annotator, prompt or none.",
         ),
     ] = "none",
+    method: Annotated[
+        str | None,
+        typer.Option(
+            "--method",
+            help="composite: add the source-aware composite (humans and each LLM judge a source of its "
+            "own) as one more row; needs who cast each vote.",
+        ),
+    ] = None,
 ) -> None:
     """Compare every rating system on held-out votes: the batch models and the online raters.
+
+    --method composite adds the composite row. It needs each vote's source, which the plain battle
+    readers drop: the votes are then read with their annotators (a file's `judge` column, the stored
+    votes' annotator labels; stored votes without a prompt are left out), and `judge:<model>` or
+    `llm-<model>` names a judge, anyone else is the human pool. A file is read whole (no filters), there
+    are no vote times (a random split), and votes with no judge at all are refused: say so rather than
+    fit a composite of humans alone.
 
     A file may be in any shape `arena import` reads; the filters select its battles (or the stored
     votes) as for recompute; with --each-component every part of a graph in parts is evaluated alone.
@@ -245,9 +261,34 @@ def evaluate(
         raise typer.BadParameter("--split must be 'auto', 'random' or 'time'")
     if cluster not in ("annotator", "prompt", "none"):
         raise typer.BadParameter("expected annotator, prompt or none", param_hint="--cluster")
+    if method not in (None, "composite"):
+        raise typer.BadParameter(f"unknown method {method!r}; available: composite", param_hint="--method")
+    file_filters = (language, since, until, anony_only, models, exclude_models, judge, baseline, shape, style)
+    if method == "composite" and from_file is not None and any(file_filters):
+        raise typer.BadParameter(
+            "--method composite reads a battles file whole (with its judge column): no filters, shape or "
+            "style options",
+            param_hint="--method",
+        )
+    labels: tuple[str, ...] | None = None
 
     try:
-        if from_file is not None and not style:
+        if method == "composite":
+            battles, labels, source = _sourced_votes(
+                from_file,
+                database_url,
+                database_filter(
+                    language=language,
+                    since=since,
+                    until=until,
+                    annotators=annotators,
+                    judge=judge,
+                    anony_only=anony_only,
+                    models=models,
+                    exclude_models=exclude_models,
+                ),
+            )
+        elif from_file is not None and not style:
             selection = battle_filter(
                 language=language,
                 since=since,
@@ -316,6 +357,7 @@ def evaluate(
                 out=folder,
                 as_json=as_json,
                 cluster=cluster,
+                labels=labels,
             )
         )
     if as_json:
@@ -346,6 +388,7 @@ def _evaluate_part(
     out: Path | None,
     as_json: bool,
     cluster: str = "none",
+    labels: tuple[str, ...] | None = None,
 ) -> list[dict[str, object]]:
     """Evaluate one connected set of votes: print its table (unless ``as_json``), write ``out``, and
     return its rows as dictionaries."""
@@ -360,6 +403,8 @@ def _evaluate_part(
     train, test = split_battles(battles, how=how, test_fraction=test_fraction, random_state=seed)
     rows, left_out = _compare(train, test, half_life=half_life, prior_sd=prior)
     rows += online_scores(train, test, rolling=how == "time")
+    if labels is not None:
+        rows.append(_composite_row(train, test, labels, source))
     groups = None
     if cluster != "none":
         scored = drop_unseen(train, test)  # the test votes the rows score, in their order
@@ -434,6 +479,48 @@ def annotator_positions_text(described: dict[str, object]) -> str:
         f"between-annotator sd {described['between_judge_sd']:.1f}",
     ]
     return "\n".join(lines)
+
+
+def _sourced_votes(
+    from_file: Path | None, database_url: str | None, vote_filter: VoteFilter
+) -> tuple[Battles, tuple[str, ...], str]:
+    """The votes with who cast them (the composite's input) and the annotators' labels; refuses votes
+    that name no LLM judge, since the plain readers' votes carry no sources to tell judges apart."""
+    from votes.annotated import agreement_input_from_file, agreement_input_from_store, is_judge
+
+    if from_file is not None:
+        read = agreement_input_from_file(from_file)
+        source = str(from_file)
+    else:
+        engine = make_engine(database_url or Settings().database_url)
+        try:
+            with engine.connect() as conn:
+                read = agreement_input_from_store(conn, vote_filter)
+        finally:
+            engine.dispose()
+        source = "database"
+    present = (
+        set() if read.battles.annotator is None else {read.labels[i] for i in set(read.battles.annotator)}
+    )
+    if not any(is_judge(label) for label in present):
+        typer.echo(
+            f"error: {source}: --method composite needs each vote's source, and no vote names an LLM judge "
+            "(annotator judge:<model> or llm-<model>; a file's judge column, the database's annotators)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    return read.battles, read.labels, source
+
+
+def _composite_row(train: Battles, test: Battles, labels: tuple[str, ...], source: str) -> MethodScore:
+    """The composite's row, fitted on the training votes; a fit that cannot be made is a usage error."""
+    from leaderboard.composite_board import composite_score
+    from votes.annotated import is_judge
+
+    try:
+        return composite_score(train, test, labels, judges=[label for label in labels if is_judge(label)])
+    except ValueError as exc:  # no human votes in training, models never compared
+        raise typer.BadParameter(f"{source}: composite: {exc}", param_hint="--method") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -40,9 +40,19 @@ def test_publish_composite_records_sources_terms_and_worth(tmp_path: Path) -> No
     assert {"discrimination", "position", "self_preference"} <= set(judge_terms)
     # the judge of `arena judge` always names the first answer: its position term is large and positive
     assert judge_terms["position"]["value"] > 200
-    # Every human vote here has the better model on the left, so the humans' position and the ratings
-    # are confounded: the figures are recorded as numbers (or None) but say little; the file test below
-    # and tests/leaderboard check the values on identified data.
+    assert judge_terms["position"]["value"] < 2000  # learned from both orders, not driven off to infinity
+    # Every human vote here has the better model on the left, each pair only ever in that order: the
+    # humans' position cannot be told apart from the ratings, so it is fixed at 0 and named, and the
+    # ratings keep the order the votes show (x beats y beats z) on a sensible scale with finite intervals.
+    assert set(section["position_fixed"]) == {"human"}
+    assert "both orders" in section["position_fixed"]["human"]
+    assert section["terms"]["human"]["position"] == {"value": 0.0, "fixed": True}
+    board = data.leaderboard
+    rating = dict(zip(board.models, board.rating, strict=True))
+    assert rating["x"] > rating["y"] > rating["z"]
+    assert all(abs(r - 1000) < 600 for r in rating.values())
+    assert np.all(np.isfinite(board.ci_low)) and np.all(np.isfinite(board.ci_high))
+    assert np.all(board.ci_high - board.ci_low < 1000)
     assert section["n_human_votes"] == 24
     for name in ("judge:fj", "llm-x"):
         worth = section["judges"][name]

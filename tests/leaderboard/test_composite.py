@@ -125,3 +125,55 @@ def test_disconnected_graph_is_refused() -> None:
     )
     with pytest.raises(DisconnectedComparisonError):
         fit_composite(data)
+
+
+def test_position_confounded_with_ratings_is_fixed_and_named() -> None:
+    """Humans only ever see the better model on the left; the judge sees both orders. The humans'
+    position term cannot be told apart from the ratings, so it is fixed at 0 and named; the judge's is
+    still learned, and the ratings come out near the truth rather than thousands of points apart."""
+    rng = np.random.default_rng(11)
+    m, n = 5, 6000
+    theta = np.linspace(1.0, -1.0, m)  # model 0 best
+    a = rng.integers(0, m, n)
+    b = (a + rng.integers(1, m, n)) % m
+    src = rng.integers(0, 2, n)
+    better_left = np.minimum(a, b), np.maximum(a, b)
+    a = np.where(src == 0, better_left[0], a)
+    b = np.where(src == 0, better_left[1], b)
+    pos = np.array([0.0, 0.5])  # the humans have none; the judge leans left
+    eta = theta[a] - theta[b] + pos[src]
+    score = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(float)
+    data = CompositeData(
+        models=tuple(f"m{i}" for i in range(m)),
+        sources=("humans", "judge:x"),
+        model_a=a,
+        model_b=b,
+        source=src,
+        score=score,
+        tie=np.zeros(n, dtype=bool),
+    )
+    fit = fit_composite(data, CompositeOptions(ties=False, discrimination=False, self_preference=False))
+    assert set(fit.position_fixed) == {"humans"} and "both orders" in fit.position_fixed["humans"]
+    assert fit.position[0] == 0.0 and np.isnan(fit.position_se[0])
+    unit = 400 / np.log(10)
+    assert abs(fit.position[1] - 0.5 * unit) < 4 * fit.position_se[1] + 2
+    truth = 1000 + unit * (theta - theta.mean())
+    assert np.max(np.abs(fit.rating - truth) / fit.rating_se) < 4.5
+    assert list(np.argsort(-fit.rating)) == list(range(m))
+    # the humans alone: same verdict, and the fit stays on a sensible scale
+    humans = fit_composite(
+        CompositeData(
+            models=data.models,
+            sources=("humans",),
+            model_a=a[src == 0],
+            model_b=b[src == 0],
+            source=np.zeros(int(np.sum(src == 0)), dtype=np.int64),
+            score=score[src == 0],
+            tie=np.zeros(int(np.sum(src == 0)), dtype=bool),
+        )
+    )
+    assert set(humans.position_fixed) == {"humans"}
+    assert np.max(np.abs(humans.rating - 1000)) < 400
+    # with the term switched off nothing is recorded as fixed
+    off = fit_composite(data, OFF)
+    assert off.position_fixed == {}
