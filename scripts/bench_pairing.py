@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -242,7 +241,7 @@ def policies(floor: float, batch: int, extra: tuple[str, ...] = ()) -> dict[str,
         criterion = base.removesuffix("-greedy")
         if not share or criterion not in CRITERIA or base != f"{criterion}-greedy":
             raise ValueError(f"unknown policy {name!r}: expected CRITERION-greedy@FLOOR")
-        table[name] = greedy_policy(cast(Criterion, criterion), float(share), batch)
+        table[name] = greedy_policy(criterion, float(share), batch)
     return table
 
 
