@@ -33,14 +33,10 @@ from collections import Counter
 from typing import Any, ClassVar, NamedTuple
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # httptools: uvicorn[standard]
 
 from arena.security import address_key
 from arena.settings import Settings
-
-try:  # uvicorn[standard] brings httptools on CPython
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-except ImportError:  # pragma: no cover - httptools not installed
-    HttpToolsProtocol = None  # type: ignore[assignment,misc]
 
 __all__ = ["GuardedH11Protocol", "GuardedHttpToolsProtocol", "guarded_protocol"]
 
@@ -177,47 +173,43 @@ class GuardedH11Protocol(_ConnectionGuard, H11Protocol):
     """uvicorn's h11 protocol with the guard (h11 bounds the header size itself)."""
 
 
-if HttpToolsProtocol is not None:
+class GuardedHttpToolsProtocol(_ConnectionGuard, HttpToolsProtocol):
+    """uvicorn's httptools protocol with the guard and a bound on the bytes of a request's headers.
 
-    class GuardedHttpToolsProtocol(_ConnectionGuard, HttpToolsProtocol):
-        """uvicorn's httptools protocol with the guard and a bound on the bytes of a request's headers.
+    The bytes are counted from the start of a request until its headers are complete, a whole read at
+    a time: a read that completes the headers is let through (its size is bounded by the transport),
+    and one that only starts a request is not counted, so what is held stays below the limit plus two
+    reads.
+    """
 
-        The bytes are counted from the start of a request until its headers are complete, a whole read at
-        a time: a read that completes the headers is let through (its size is bounded by the transport),
-        and one that only starts a request is not counted, so what is held stays below the limit plus two
-        reads.
-        """
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_headers = False
+        self._header_bytes = 0
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._in_headers = False
-            self._header_bytes = 0
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_headers = True
+        self._header_bytes = 0
 
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._in_headers = True
-            self._header_bytes = 0
+    def on_headers_complete(self) -> None:
+        self._in_headers = False
+        super().on_headers_complete()
 
-        def on_headers_complete(self) -> None:
-            self._in_headers = False
-            super().on_headers_complete()
-
-        def data_received(self, data: bytes) -> None:
-            counted = self._in_headers
-            super().data_received(data)
-            if not self._in_headers or self._key is None:
-                return
-            if counted:
-                self._header_bytes += len(data)
-            if self._header_bytes > self.limits().header_bytes and not self.transport.is_closing():
-                self._stop_header_timer()
-                self.transport.write(_TOO_LARGE)
-                self.transport.close()
-
-else:  # pragma: no cover - httptools not installed
-    GuardedHttpToolsProtocol = None  # type: ignore[assignment,misc]
+    def data_received(self, data: bytes) -> None:
+        counted = self._in_headers
+        super().data_received(data)
+        if not self._in_headers or self._key is None:
+            return
+        if counted:
+            self._header_bytes += len(data)
+        if self._header_bytes > self.limits().header_bytes and not self.transport.is_closing():
+            self._stop_header_timer()
+            self.transport.write(_TOO_LARGE)
+            self.transport.close()
 
 
 def guarded_protocol() -> type[asyncio.Protocol]:
-    """The guarded protocol `arena serve` runs: httptools' when it is installed, else h11's."""
-    return GuardedHttpToolsProtocol if GuardedHttpToolsProtocol is not None else GuardedH11Protocol
+    """The guarded protocol `arena serve` runs: httptools' (C parser; h11's is kept for the tests that
+    compare both)."""
+    return GuardedHttpToolsProtocol

@@ -1,7 +1,9 @@
 """Answers from registered endpoints: finding the missing (prompt, model) answers, asking, storing them.
 
-A run plans every (prompt, model) pair without an `Output`, asks the model's endpoint concurrently (at
-most ``concurrency`` requests in all and each endpoint's own ``max_concurrency``), and commits each
+A run plans every (prompt, model, sample) without an `Output` (``samples`` answers per prompt and
+model, numbered from 0, each asked with its own seed when the endpoint has one), asks the model's
+endpoint concurrently (at most ``concurrency`` requests in all and each endpoint's own
+``max_concurrency``), and commits each
 answer with its provenance (`Generation`) in one transaction as soon as it arrives. An interrupted run
 (Ctrl-C, kill -9, a dead endpoint) loses only the answers in flight, and the next run asks for exactly
 what is still missing. A multi-turn prompt is answered turn by turn, each turn seeing the model's own
@@ -25,7 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from arena.llm.client import Completion, EndpointClient, EndpointError, Message
-from votes.answers import GeneratedAnswer, TurnStats, insert_answer
+from votes.answers import MAX_SAMPLES, GeneratedAnswer, TurnStats, insert_answer
 from votes.tables import model_t, output_t, prompt_t
 
 __all__ = [
@@ -35,19 +37,27 @@ __all__ = [
     "generation_params",
     "plan_generation",
     "run_generation",
+    "sample_seed",
     "turn_stats",
 ]
 
 
 @dataclass(frozen=True)
 class GenerationTask:
-    """One missing answer: a prompt (its user and system turns) for one model."""
+    """One missing answer: a prompt (its user and system turns) for one model, its ``sample``-th answer."""
 
     prompt_id: int
     prompt_key: str
     model: str
     model_id: int
     turns: tuple[Message, ...]
+    sample: int = 0
+
+
+def sample_seed(seed: int | None, sample: int) -> int | None:
+    """The seed a sample is asked with: the endpoint's seed plus the sample's number, so samples differ
+    and a rerun asks for the same ones; None (the server's own randomness) when the endpoint has none."""
+    return None if seed is None else seed + sample
 
 
 @dataclass(frozen=True)
@@ -87,10 +97,14 @@ def plan_generation(
     models: Sequence[str],
     category: str | None = None,
     prompt_keys: Collection[str] | None = None,
+    samples: int = 1,
 ) -> list[GenerationTask]:
-    """Every (prompt, model) pair of ``models`` without an output yet, interleaved across models so that
-    no endpoint waits behind another's queue; only prompts of ``category`` and with an external id in
-    ``prompt_keys`` when given. Unknown model names raise ``KeyError``."""
+    """Every (prompt, model, sample < ``samples``) of ``models`` without an output yet, interleaved across
+    models so that no endpoint waits behind another's queue; only prompts of ``category`` and with an
+    external id in ``prompt_keys`` when given. Unknown model names raise ``KeyError``; ``samples``
+    outside 1..``MAX_SAMPLES`` raises ``ValueError``."""
+    if not 1 <= samples <= MAX_SAMPLES:
+        raise ValueError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
     with engine.connect() as conn:
         ids = dict(conn.execute(select(model_t.c.name, model_t.c.id).where(model_t.c.name.in_(models))).all())
         unknown = [m for m in models if m not in ids]
@@ -102,7 +116,9 @@ def plan_generation(
         prompts = conn.execute(stmt.order_by(prompt_t.c.id)).all()
         have = set(
             conn.execute(
-                select(output_t.c.prompt_id, output_t.c.model_id).where(output_t.c.model_id.in_(ids.values()))
+                select(output_t.c.prompt_id, output_t.c.model_id, output_t.c.sample).where(
+                    output_t.c.model_id.in_(ids.values())
+                )
             ).all()
         )
     tasks: list[GenerationTask] = []
@@ -111,10 +127,11 @@ def plan_generation(
         if keys is not None and external_id not in keys:
             continue
         turns = _turns(text, conversation)
-        for name in models:
-            if (prompt_id, ids[name]) not in have:
-                key = external_id or f"#{prompt_id}"
-                tasks.append(GenerationTask(prompt_id, key, name, ids[name], turns))
+        key = external_id or f"#{prompt_id}"
+        for sample in range(samples):
+            for name in models:
+                if (prompt_id, ids[name], sample) not in have:
+                    tasks.append(GenerationTask(prompt_id, key, name, ids[name], turns, sample))
     return tasks
 
 
@@ -122,11 +139,12 @@ async def _answer(client: EndpointClient, task: GenerationTask) -> tuple[list[Me
     """The whole conversation with the model's answers, and one completion per user turn."""
     history: list[Message] = []
     done: list[Completion] = []
+    seed = sample_seed(client.config.seed, task.sample)
     for turn in task.turns:
         history.append(turn)
         if turn["role"] != "user":
             continue
-        completion = await client.complete(history)
+        completion = await client.complete(history, seed=seed)
         done.append(completion)
         history.append({"role": "assistant", "content": completion.text})
     return history, done
@@ -152,9 +170,10 @@ def _write(conn: Connection, answer: _Answer, run_id: str) -> None:
             base_url=cfg.base_url,
             history=answer.history,
             turns=[turn_stats(c) for c in answer.done],
-            params=generation_params(answer.client),
+            params=generation_params(answer.client, sample=answer.task.sample),
         ),
         run_id=run_id,
+        sample=answer.task.sample,
     )
 
 
@@ -183,13 +202,13 @@ def _store(engine: Engine, answers: Sequence[_Answer], run_id: str) -> list[bool
     return [_store(engine, [answer], run_id)[0] for answer in answers]
 
 
-def generation_params(client: EndpointClient) -> dict[str, Any]:
-    """The sampling parameters a generation is stored with."""
+def generation_params(client: EndpointClient, *, sample: int = 0) -> dict[str, Any]:
+    """The sampling parameters a generation is stored with (the seed its sample was asked with)."""
     cfg = client.config
     sampled: dict[str, Any] = {
         "temperature": cfg.temperature,
         "max_tokens": cfg.max_tokens,
-        "seed": cfg.seed,
+        "seed": sample_seed(cfg.seed, sample),
         "system_prompt": cfg.system_prompt,
     }
     return {**{k: v for k, v in sampled.items() if v is not None}, **cfg.extra_params}

@@ -44,23 +44,25 @@ Pair = tuple[int, int]
 
 @dataclass(frozen=True)
 class PairingCatalog:
-    """Answers indexed for pairing: per prompt its outputs by model, per pair the prompts they share."""
+    """Answers indexed for pairing: per prompt its outputs by model (every sampled answer, in sample
+    order), per pair the prompts they share."""
 
-    outputs: Mapping[int, Mapping[int, int]]  # prompt_id -> {model_id: output_id}
+    outputs: Mapping[int, Mapping[int, tuple[int, ...]]]  # prompt_id -> {model_id: output ids}
     shared: Mapping[Pair, tuple[int, ...]] = field(default_factory=dict)  # (lo, hi) -> prompt ids
 
     @classmethod
     def from_rows(cls, rows: Sequence[CatalogRow]) -> PairingCatalog:
-        outputs: dict[int, dict[int, int]] = defaultdict(dict)
+        samples: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
         for row in rows:
-            outputs[row.prompt_id][row.model_id] = row.output_id
+            samples[row.prompt_id][row.model_id].append(row.output_id)
+        outputs = {p: {m: tuple(o) for m, o in by_model.items()} for p, by_model in samples.items()}
         shared: dict[Pair, list[int]] = defaultdict(list)
         for prompt_id, by_model in sorted(outputs.items()):
             models = sorted(by_model)
             for i, lo in enumerate(models):
                 for hi in models[i + 1 :]:
                     shared[(lo, hi)].append(prompt_id)
-        return cls(outputs=dict(outputs), shared={k: tuple(v) for k, v in shared.items()})
+        return cls(outputs=outputs, shared={k: tuple(v) for k, v in shared.items()})
 
     @property
     def model_ids(self) -> set[int]:
@@ -141,9 +143,11 @@ def choose_battle(
 
     ``seen`` holds the (prompt, lower model, higher model) triples judged; ``seen_per_pair``, when given,
     must be the number of distinct triples per pair in ``seen`` (a caller keeping it saves the count).
-    ``revealed`` holds the output ids whose models a vote already named to this annotator: a battle
-    showing one is offered only when no other unjudged battle is left (the drawn pair is redrawn among
-    the pairs that still have one; then ``pair_probability`` is the draw's probability among those).
+    ``revealed`` holds the output ids whose models a vote already named to this annotator (or to their
+    address): a battle showing one is offered only when no other unjudged battle is left (the drawn pair
+    is redrawn among the pairs that still have one; then ``pair_probability`` is the draw's probability
+    among those). When a model has several sampled answers to the prompt, one is drawn at random among
+    those not revealed (among all when every one is).
     """
     if seen_per_pair is None:
         per_pair: dict[Pair, int] = defaultdict(int)
@@ -178,14 +182,31 @@ def choose_battle(
     by_model = catalog.outputs[prompt_id]
     return Choice(
         prompt_id=prompt_id,
-        output_a=CatalogRow(prompt_id=prompt_id, output_id=by_model[left], model_id=left),
-        output_b=CatalogRow(prompt_id=prompt_id, output_id=by_model[right], model_id=right),
+        output_a=CatalogRow(
+            prompt_id=prompt_id, output_id=_draw(by_model[left], revealed, rng), model_id=left
+        ),
+        output_b=CatalogRow(
+            prompt_id=prompt_id, output_id=_draw(by_model[right], revealed, rng), model_id=right
+        ),
         pair_probability=probability,
     )
 
 
-def _shows_revealed(by_model: Mapping[int, int], lo: int, hi: int, revealed: Collection[int]) -> bool:
-    return bool(revealed) and (by_model[lo] in revealed or by_model[hi] in revealed)
+def _draw(samples: tuple[int, ...], revealed: Collection[int], rng: random.Random) -> int:
+    """One of a model's sampled answers: uniformly among those not revealed, or among all."""
+    if len(samples) == 1:
+        return samples[0]
+    hidden = [o for o in samples if o not in revealed]
+    return rng.choice(hidden or list(samples))
+
+
+def _shows_revealed(
+    by_model: Mapping[int, tuple[int, ...]], lo: int, hi: int, revealed: Collection[int]
+) -> bool:
+    """True when either model has no answer to this prompt left that was not revealed."""
+    if not revealed:
+        return False
+    return all(o in revealed for o in by_model[lo]) or all(o in revealed for o in by_model[hi])
 
 
 def optimal_design(

@@ -20,7 +20,7 @@ from sqlmodel import Session, select
 
 from arena.pairing import Choice, PairingCatalog, choose_battle, choose_pair, optimal_design
 from arena.settings import Settings
-from votes.annotators import annotator_battles_since
+from votes.annotators import address_reveals_since, annotator_battles_since
 from votes.db import read_session
 from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
@@ -75,6 +75,17 @@ class _History:
         self.n_votes += voted
 
 
+class _AddressReveals:
+    """The outputs revealed by votes cast from one address hash (kept per process, synced from the store)."""
+
+    __slots__ = ("high_water", "revealed", "synced_at")
+
+    def __init__(self) -> None:
+        self.revealed: set[int] = set()
+        self.high_water = 0  # highest vote id read from the store
+        self.synced_at = -float("inf")
+
+
 class PairingService:
     """What pairing needs, cached per process, so that issuing a battle touches no database.
 
@@ -83,10 +94,13 @@ class PairingService:
     kept in memory: a vote recorded by this process is added at once, votes recorded elsewhere (another
     worker, an import) are read incrementally from the store when the copy is older than ``history_ttl_s``.
     With one worker the history is therefore exact; with several, a battle voted through another worker
-    in the last ``history_ttl_s`` seconds could be offered again. A battle issued and not (yet) voted is
-    remembered as judged too, so fetching tokens ahead never yields the same prompt and pair twice; the
-    store refuses a second judgement anyway (:mod:`votes.recording`). Prompt and answer texts never change
-    in place except by a re-import, so they are cached for ``texts_ttl_s`` seconds.
+    in the last ``history_ttl_s`` seconds could be offered again. The answers revealed by votes from one
+    address (its keyed hash, :meth:`arena.security.Signer.address_hash`) are kept the same way, so a
+    visitor who drops the cookie is still not shown answers whose models they were told. A battle issued
+    and not (yet) voted is remembered as judged too, so fetching tokens ahead never yields the same prompt
+    and pair twice; the store refuses a second judgement anyway (:mod:`votes.recording`). Prompt and
+    answer texts never change in place except by a re-import, so they are cached for ``texts_ttl_s``
+    seconds.
     """
 
     def __init__(
@@ -120,6 +134,7 @@ class PairingService:
         self._recorded_at = -float("inf")
         self._texts: dict[tuple[str, int], Prompt | Output] = {}
         self._histories: OrderedDict[int, _History] = OrderedDict()
+        self._addresses: OrderedDict[str, _AddressReveals] = OrderedDict()
         # Answers that name their own model or maker are kept out of battles (``votes.leaks``).
         self.leaks = LeakScanner()
 
@@ -241,7 +256,35 @@ class PairingService:
                 history.high_water = max(history.high_water, battle_id)
             history.synced_at = time.monotonic()
 
-    def ready(self, annotator_id: int) -> bool:
+    def _address(self, address_hash: str) -> _AddressReveals:
+        reveals = self._addresses.get(address_hash)
+        if reveals is None:
+            reveals = self._addresses[address_hash] = _AddressReveals()
+            while len(self._addresses) > self.max_histories:
+                self._addresses.popitem(last=False)
+        else:
+            self._addresses.move_to_end(address_hash)
+        return reveals
+
+    def _sync_address(self, address_hash: str) -> None:
+        with self._lock:
+            since = self._address(address_hash).high_water
+        with read_session(self.engine) as session:
+            rows = address_reveals_since(session=session, address_hash=address_hash, after_vote_id=since)
+        with self._lock:
+            reveals = self._address(address_hash)
+            for vote_id, out_a, out_b in rows:
+                reveals.revealed.update(o for o in (out_a, out_b) if o is not None)
+                reveals.high_water = max(reveals.high_water, vote_id)
+            reveals.synced_at = time.monotonic()
+
+    def _address_fresh(self, address_hash: str | None, now: float) -> bool:
+        if address_hash is None:
+            return True
+        reveals = self._addresses.get(address_hash)
+        return reveals is not None and now - reveals.synced_at < self.history_ttl_s
+
+    def ready(self, annotator_id: int, address_hash: str | None = None) -> bool:
         """True when :meth:`pick` can run from memory (a stale catalog is refreshed in the background)."""
         now = time.monotonic()
         if self._loaded_at == -float("inf"):
@@ -249,19 +292,30 @@ class PairingService:
         if now - self._loaded_at >= self.ttl_s:
             self._refresh_in_background()
         history = self._histories.get(annotator_id)
-        return history is not None and now - history.synced_at < self.history_ttl_s
+        fresh = history is not None and now - history.synced_at < self.history_ttl_s
+        return fresh and self._address_fresh(address_hash, now)
 
-    def prepare(self, annotator_id: int) -> None:
+    def prepare(self, annotator_id: int, address_hash: str | None = None) -> None:
         """Do the database reads :meth:`pick` needs (blocking: call it from a worker thread)."""
         if self._loaded_at == -float("inf"):
             self.refresh()
-        if not self.ready(annotator_id):
+        now = time.monotonic()
+        history = self._histories.get(annotator_id)
+        if history is None or now - history.synced_at >= self.history_ttl_s:
             self._sync_history(annotator_id)
+        if address_hash is not None and not self._address_fresh(address_hash, now):
+            self._sync_address(address_hash)
 
-    def pick(self, annotator_id: int) -> Choice | None:
-        """Choose the next battle from memory; call :meth:`prepare` first when not :meth:`ready`."""
+    def pick(self, annotator_id: int, address_hash: str | None = None) -> Choice | None:
+        """Choose the next battle from memory; call :meth:`prepare` first when not :meth:`ready`.
+
+        With ``address_hash`` the answers revealed to that address count as revealed to this annotator.
+        """
         with self._lock:
             history = self._history(annotator_id)
+            revealed = history.revealed
+            if address_hash is not None:
+                revealed = revealed | self._address(address_hash).revealed
             choice = choose_battle(
                 self._catalog,
                 policy=self.settings.pairing_policy,
@@ -272,7 +326,7 @@ class PairingService:
                 ratings=self._ratings,
                 seen_per_pair=history.per_pair,
                 design=self._design,
-                revealed=history.revealed,
+                revealed=revealed,
             )
             if choice is not None:
                 a, b = choice.output_a.model_id, choice.output_b.model_id
@@ -327,15 +381,20 @@ class PairingService:
         model_a_id: int,
         model_b_id: int,
         outputs: Sequence[int | None] = (),
+        address_hash: str | None = None,
     ) -> None:
         """A vote this process recorded: count its pair and add it (and its revealed answers, ``outputs``)
-        to the annotator's history at once."""
+        to the annotator's history, and the answers to its address's reveals, at once."""
         key = (min(model_a_id, model_b_id), max(model_a_id, model_b_id))
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + 1
             history = self._histories.get(annotator_id)
             if history is not None:
                 history.add(battle_id, (prompt_id, *key), voted=True, outputs=outputs)
+            if address_hash is not None:
+                reveals = self._addresses.get(address_hash)
+                if reveals is not None:
+                    reveals.revealed.update(o for o in outputs if o is not None)
 
     # -- texts ------------------------------------------------------------------------------------
 

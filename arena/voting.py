@@ -68,12 +68,19 @@ def _issue(
     )
 
 
-async def next_battle(state: ArenaState, annotator_id: int) -> BattleContext | None:
-    """Choose and issue a battle: from memory, reading the store in a worker thread only on a miss."""
+async def next_battle(
+    state: ArenaState, annotator_id: int, address: str | None = None
+) -> BattleContext | None:
+    """Choose and issue a battle: from memory, reading the store in a worker thread only on a miss.
+
+    With the client's ``address``, answers revealed to anyone voting from that network are kept out too
+    (a fresh cookie does not make a voter forget).
+    """
     pairing = state.pairing
-    if not pairing.ready(annotator_id):
-        await run_in_threadpool(pairing.prepare, annotator_id)
-    choice = pairing.pick(annotator_id)
+    address_hash = state.signer.address_hash(address) if address is not None else None
+    if not pairing.ready(annotator_id, address_hash):
+        await run_in_threadpool(pairing.prepare, annotator_id, address_hash)
+    choice = pairing.pick(annotator_id, address_hash)
     if choice is None:
         return None
     texts = pairing.cached_texts(choice)
@@ -135,6 +142,7 @@ async def submit_vote(
             model_a_id=battle.model_a_id,
             model_b_id=battle.model_b_id,
             outputs=(battle.output_a_id, battle.output_b_id),
+            address_hash=vote.address_hash,
         )
     return result
 

@@ -11,6 +11,7 @@ from sqlmodel import Session, col, select
 from votes.models import Annotator, Battle, Vote, utcnow
 
 __all__ = [
+    "address_reveals_since",
     "annotator_battles_since",
     "count_annotator_votes",
     "annotator_for_session",
@@ -51,6 +52,25 @@ def annotator_battles_since(
         for b, p, a, m, v, oa, ob in session.execute(stmt).all()
         if b is not None and p is not None
     ]
+
+
+def address_reveals_since(
+    *, session: Session, address_hash: str, after_vote_id: int = 0, limit: int = 100_000
+) -> list[tuple[int, int | None, int | None]]:
+    """(vote id, output a, output b) of the votes cast from this address hash with id > ``after_vote_id``,
+    oldest first, at most ``limit`` of them (the caller reads on from the last id it got).
+
+    Each such vote revealed the models of both outputs to whoever sits at that address, whatever cookie
+    they hold; pairing keeps those outputs out of the address's next battles.
+    """
+    stmt = (
+        sa_select(col(Vote.id), col(Battle.output_a_id), col(Battle.output_b_id))
+        .join(Battle, col(Battle.id) == col(Vote.battle_id))
+        .where(col(Vote.address_hash) == address_hash, col(Vote.id) > after_vote_id)
+        .order_by(col(Vote.id))
+        .limit(limit)
+    )
+    return [(int(v), a, b) for v, a, b in session.execute(stmt).all()]
 
 
 def create_annotator(

@@ -19,7 +19,10 @@ from sqlalchemy.engine import Connection
 from votes.models import utcnow
 from votes.tables import generation_t, output_t
 
-__all__ = ["GeneratedAnswer", "TurnStats", "insert_answer", "update_answer"]
+__all__ = ["MAX_SAMPLES", "GeneratedAnswer", "TurnStats", "insert_answer", "update_answer"]
+
+#: Most sampled answers one model may have to one prompt (``arena generate --samples``, catalog files).
+MAX_SAMPLES = 16
 
 
 @dataclass(frozen=True)
@@ -69,18 +72,31 @@ class GeneratedAnswer:
 
 
 def insert_answer(
-    conn: Connection, *, prompt_id: int, answer: GeneratedAnswer, run_id: str, now: datetime | None = None
+    conn: Connection,
+    *,
+    prompt_id: int,
+    answer: GeneratedAnswer,
+    run_id: str,
+    now: datetime | None = None,
+    sample: int = 0,
 ) -> int:
-    """Insert the output and its provenance (in the caller's transaction); returns the output's id.
+    """Insert the output (the model's ``sample``-th answer to the prompt) and its provenance (in the
+    caller's transaction); returns the output's id.
 
-    Raises ``IntegrityError`` when the model already has an output for this prompt.
+    Raises ``IntegrityError`` when the model already has that sample for this prompt.
     """
     if not answer.turns:
         raise ValueError("an answer needs at least one answered turn")
     now = now or utcnow()
     output_id: int = conn.execute(
         insert(output_t).returning(output_t.c.id),
-        {"prompt_id": prompt_id, "model_id": answer.model_id, "created_at": now, **answer.output_values()},
+        {
+            "prompt_id": prompt_id,
+            "model_id": answer.model_id,
+            "sample": sample,
+            "created_at": now,
+            **answer.output_values(),
+        },
     ).scalar_one()
     conn.execute(
         insert(generation_t),

@@ -20,6 +20,7 @@ __all__ = [
     "ImportCounts",
     "chunks",
     "ensure_models",
+    "existing_output_samples",
     "existing_outputs",
     "existing_prompts",
     "member",
@@ -107,13 +108,25 @@ def existing_prompts(conn: Connection, external_ids: Iterable[str]) -> dict[str,
 def existing_outputs(
     conn: Connection, prompt_ids: Iterable[int]
 ) -> dict[tuple[int, int], tuple[int, Any, str]]:
-    """(prompt id, model id) -> (output id, conversation, text) for the given prompts."""
+    """(prompt id, model id) -> (output id, conversation, text) of each model's first sample (0)."""
+    return {(p, m): found for (p, m, s), found in existing_output_samples(conn, prompt_ids).items() if s == 0}
+
+
+def existing_output_samples(
+    conn: Connection, prompt_ids: Iterable[int]
+) -> dict[tuple[int, int, int], tuple[int, Any, str]]:
+    """(prompt id, model id, sample) -> (output id, conversation, text) for the given prompts."""
     wanted = sorted(set(prompt_ids))
-    found: dict[tuple[int, int], tuple[int, Any, str]] = {}
+    found: dict[tuple[int, int, int], tuple[int, Any, str]] = {}
     for chunk in chunks(wanted):
         stmt = select(
-            output_t.c.prompt_id, output_t.c.model_id, output_t.c.id, output_t.c.conversation, output_t.c.text
+            output_t.c.prompt_id,
+            output_t.c.model_id,
+            output_t.c.sample,
+            output_t.c.id,
+            output_t.c.conversation,
+            output_t.c.text,
         ).where(member(conn, output_t.c.prompt_id, chunk))
-        for p, m, o, conv, text in conn.execute(stmt):
-            found[(p, m)] = (o, conv, text)
+        for p, m, s, o, conv, text in conn.execute(stmt):
+            found[(p, m, s)] = (o, conv, text)
     return found

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from votes.answers import MAX_SAMPLES
 from votes.records import SHORT_MAX, FileFormat, Message, RowFields, check_columns
 
 __all__ = ["CatalogRecord", "parse_catalog"]
@@ -14,7 +15,8 @@ __all__ = ["CatalogRecord", "parse_catalog"]
 
 @dataclass(frozen=True, slots=True)
 class CatalogRecord:
-    """One validated catalog row: a prompt and, unless both are None, one model's output."""
+    """One validated catalog row: a prompt and, unless both are None, one model's output: its
+    ``sample``-th distinct answer to that prompt in the file (0 for the first)."""
 
     where: str
     prompt_id: str
@@ -23,6 +25,7 @@ class CatalogRecord:
     language: str | None = None
     model: str | None = None
     output: str | None = None
+    sample: int = 0
 
     def row(self) -> dict[str, Any]:
         return {
@@ -38,13 +41,17 @@ class CatalogRecord:
 def parse_catalog(
     path: Path, fmt: FileFormat, rows: Iterable[tuple[str, Mapping[str, Any]]]
 ) -> list[CatalogRecord]:
-    """Validate catalog rows, including that repeated prompts and outputs agree within the file."""
+    """Validate catalog rows, including that repeated prompts agree within the file.
+
+    A model may answer one prompt several times: each distinct output is a sample, numbered in file
+    order (a repeated identical output is the same sample), at most ``MAX_SAMPLES`` of them.
+    """
     rows = list(rows)
     check_columns(path, fmt, rows, "catalog")
     text_cells = fmt in ("csv", "parquet")
     records: list[CatalogRecord] = []
     prompts: dict[str, CatalogRecord] = {}
-    outputs: dict[tuple[str, str], str] = {}
+    outputs: dict[tuple[str, str], list[str]] = {}
     for where, raw in rows:
         r = RowFields(path, where, raw, text_cells=fmt == "csv")
         prompt_id = cast(str, r.identifier("prompt_id", required=True))
@@ -57,6 +64,18 @@ def parse_catalog(
         output = r.text("output")
         if (model is None) != (output is None):
             raise r.fail("'model' and 'output' must be given together (or both left out for a bare prompt)")
+        sample = 0
+        if model is not None and output is not None:
+            samples = outputs.setdefault((prompt_id, model), [])
+            if output in samples:
+                sample = samples.index(output)
+            elif len(samples) >= MAX_SAMPLES:
+                raise r.fail(
+                    f"more than {MAX_SAMPLES} different outputs of model {model!r} for prompt {prompt_id!r}"
+                )
+            else:
+                sample = len(samples)
+                samples.append(output)
         record = CatalogRecord(
             where=where,
             prompt_id=prompt_id,
@@ -65,6 +84,7 @@ def parse_catalog(
             language=r.string("language", max_length=50),
             model=model,
             output=output,
+            sample=sample,
         )
         first = prompts.setdefault(prompt_id, record)
         if (first.prompt, first.category, first.language) != (
@@ -73,9 +93,5 @@ def parse_catalog(
             record.language,
         ):
             raise r.fail(f"prompt {prompt_id!r} differs from its first appearance ({first.where})")
-        if model is not None and output is not None:
-            previous = outputs.setdefault((prompt_id, model), output)
-            if previous != output:
-                raise r.fail(f"a second, different output of model {model!r} for prompt {prompt_id!r}")
         records.append(record)
     return records

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
-from votes.bulk import ImportCounts, chunks, ensure_models, existing_outputs, existing_prompts, member
+from votes.bulk import ImportCounts, chunks, ensure_models, existing_output_samples, existing_prompts, member
 from votes.catalog_records import CatalogRecord
 from votes.models import utcnow
 from votes.records import InputError, Message
@@ -76,26 +76,25 @@ def import_catalog_records(
 
     with_output = [r for r in records if r.model is not None and r.output is not None]
     model_ids = ensure_models(conn, [r.model for r in with_output if r.model is not None], added)
-    outputs = existing_outputs(conn, prompt_ids.values())
-    new_rows: dict[tuple[int, int], dict[str, Any]] = {}
+    outputs = existing_output_samples(conn, prompt_ids.values())
+    new_rows: dict[tuple[int, int, int], dict[str, Any]] = {}
     now = utcnow()
     for record in with_output:
         assert record.model is not None and record.output is not None  # nosec B101 # type narrowing
-        pair = (prompt_ids[record.prompt_id], model_ids[record.model])
-        stored = outputs.get(pair)
+        key = (prompt_ids[record.prompt_id], model_ids[record.model], record.sample)
+        stored = outputs.get(key)
         if stored is not None:
             if stored[2] != record.output:
-                raise InputError(
-                    file,
-                    record.where,
-                    f"model {record.model!r} already has a different answer to prompt {record.prompt_id!r}",
-                )
+                nth = f" (sample {record.sample})" if record.sample else ""
+                what = f"a different answer{nth} to prompt {record.prompt_id!r}"
+                raise InputError(file, record.where, f"model {record.model!r} already has {what}")
             continue
         new_rows.setdefault(
-            pair,
+            key,
             {
-                "prompt_id": pair[0],
-                "model_id": pair[1],
+                "prompt_id": key[0],
+                "model_id": key[1],
+                "sample": key[2],
                 "text": record.output,
                 "conversation": None,
                 "created_at": now,

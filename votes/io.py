@@ -256,6 +256,6 @@ def export_votes(
 
 
 def export_catalog(engine: Engine, out: str | Path, *, fmt: FileFormat = "jsonl") -> int:
-    """Write prompts and outputs in the catalog schema (prompt id order, then output id order)."""
+    """Write prompts and outputs in the catalog schema (prompt id order, then sample, then output id)."""
     with engine.connect() as conn:
         return write_rows(iter_catalog_rows(conn), Path(out), kind="catalog", fmt=fmt)

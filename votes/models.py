@@ -67,11 +67,17 @@ class Prompt(PromptBase, table=True):
 
 
 class Output(SQLModel, table=True):
-    __table_args__ = (UniqueConstraint("prompt_id", "model_id", name="uq_output_prompt_model"),)
+    """One answer of a model to a prompt. A model may have several sampled answers to one prompt
+    (``sample`` 0, 1, ...); a battle draws one of them, so a reveal names one sample, not every answer."""
+
+    __table_args__ = (
+        UniqueConstraint("prompt_id", "model_id", "sample", name="uq_output_prompt_model_sample"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     prompt_id: int = Field(foreign_key="prompt.id", index=True)
     model_id: int = Field(foreign_key="model.id", index=True)
+    sample: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
     text: str
     # For multi-turn battles the full conversation (user and assistant turns) as [{role, content}, ...].
     conversation: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
@@ -159,7 +165,8 @@ class Vote(SQLModel, table=True):
     client_hash: str | None = Field(default=None, max_length=64)
     # A keyed hash of the client's network (an IPv4 address, an IPv6 /64), never the address itself: the
     # annotator review groups annotators by it.
-    address_hash: str | None = Field(default=None, max_length=32)
+    # Indexed: pairing reads the answers revealed to an address, so a fresh cookie does not see them again.
+    address_hash: str | None = Field(default=None, max_length=32, index=True)
     idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
     # Live Elo of both sides just before and after this vote ({"a_before", "a_after", "b_before",
     # "b_after"}), so a reveal or a retried submission shows exactly the first answer. None for imports.

@@ -156,13 +156,14 @@ def _excluding(*, flagged: bool, judges: bool) -> ColumnElement[bool]:
 def first_sight_condition() -> ColumnElement[bool]:
     """The vote (joined to its battle) is its annotator's first sight of both shown answers.
 
-    A vote reveals the names behind both answers of its battle; each (prompt, model) answer in the
-    catalog can come back in a later battle, where the annotator then knows who wrote it. So a vote is
-    first-sight when no earlier vote of the same annotator (earlier in commit order, the vote id: the
-    reveal follows the vote's commit) was on a battle that showed either of its outputs. Votes without an
-    annotator, and battles without stored outputs (live answers, most imports), cannot be linked to an
-    earlier reveal and count as first-sight. One correlated ``NOT EXISTS`` over the battle's annotator
-    index.
+    A vote reveals the names behind both answers of its battle; each answer in the catalog can come back
+    in a later battle, where the annotator then knows who wrote it. So a vote is first-sight when no
+    earlier vote (earlier in commit order, the vote id: the reveal follows the vote's commit) of the same
+    annotator, or cast from the same address hash (a fresh cookie does not make a voter forget), was on
+    a battle that showed either of its outputs. Votes without an annotator or address, and battles
+    without stored outputs (live answers, most imports), cannot be linked to an earlier reveal and count
+    as first-sight. Two correlated ``NOT EXISTS``, over the battle's annotator index and the vote's
+    address index.
     """
     earlier_battle = battle_t.alias("revealed_battle")
     earlier_vote = vote_t.alias("revealed_vote")
@@ -178,7 +179,17 @@ def first_sight_condition() -> ColumnElement[bool]:
         )
         .correlate(vote_t, battle_t)
     )
-    return ~revealed.exists()
+    revealed_here = (
+        select(earlier_vote.c.id)
+        .select_from(earlier_vote.join(earlier_battle, earlier_vote.c.battle_id == earlier_battle.c.id))
+        .where(
+            earlier_vote.c.address_hash == vote_t.c.address_hash,
+            earlier_vote.c.id < vote_t.c.id,
+            or_(earlier_battle.c.output_a_id.in_(shown), earlier_battle.c.output_b_id.in_(shown)),
+        )
+        .correlate(vote_t, battle_t)
+    )
+    return and_(~revealed.exists(), or_(vote_t.c.address_hash.is_(None), ~revealed_here.exists()))
 
 
 def counted_vote_condition() -> ColumnElement[bool]:
@@ -515,7 +526,8 @@ def iter_vote_rows(db: Session | Connection, filters: VoteFilter | None = None) 
 
 
 def iter_catalog_rows(db: Session | Connection) -> Iterator[dict[str, Any]]:
-    """Prompts and outputs as canonical catalog rows: prompt-id order, then output-id order.
+    """Prompts and outputs as canonical catalog rows: prompt-id order, then sample, then output-id order
+    (so a model's samples come in sample order, which is how an import numbers them).
 
     A prompt without outputs is one row with ``model`` and ``output`` left empty.
     """
@@ -533,7 +545,7 @@ def iter_catalog_rows(db: Session | Connection) -> Iterator[dict[str, Any]]:
         )
         .outerjoin(output_t, output_t.c.prompt_id == prompt_t.c.id)
         .outerjoin(model_t, output_t.c.model_id == model_t.c.id)
-        .order_by(prompt_t.c.id, output_t.c.id)
+        .order_by(prompt_t.c.id, output_t.c.sample, output_t.c.id)
     )
     result = conn.execute(stmt, execution_options={"yield_per": _STREAM})
     for pid, ext, text, conversation, category, language, model, output in result:

@@ -1,25 +1,26 @@
 """Admin review of annotators over the store: anomalous annotators and the flags on ``Annotator``.
 
-The math lives in :mod:`leaderboard.annotators`; this module reads the votes, runs it, and (on request)
-writes the flags. A flagged annotator's votes are kept but stop counting: the live ratings are rebuilt
-without them and published fits exclude them by default (``exclude_flagged``). Identity leaks in answers
-are reviewed by :mod:`votes.leak_review`.
+The math lives in :mod:`leaderboard.voter_review`; this module reads the votes (with the battles each
+annotator was shown and did not vote on, and the keyed address hash of each vote), runs it, and (on
+request) writes the flags. A flagged annotator's votes are shadow-excluded: they stay stored and listed
+here for the maintainers, but stop counting: the live ratings are rebuilt without them and published fits
+leave them out by default (``exclude_flagged``). Identity leaks in answers are reviewed by
+:mod:`votes.leak_review`.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
-from leaderboard.annotators import FlagRule, annotator_stats, flag_annotators
-from leaderboard.bt import fit_bt
-from leaderboard.data import aggregate_codes, parse_outcome
-from leaderboard.spec import BTSpec
+from leaderboard.annotators import FlagRule
+from leaderboard.data import parse_outcome
+from leaderboard.presence import PresenceStats, presence_asymmetry
+from leaderboard.voter_review import review_voters
 from votes.live import LiveConfig
 from votes.ratings import rebuild_live_ratings
 from votes.tables import annotator_t, battle_t, model_t, vote_t
@@ -36,7 +37,12 @@ AUTO_FLAG_PREFIX = "auto: "
 
 @dataclass(frozen=True)
 class AnnotatorRow:
-    """One annotator in the review (statistics from :func:`leaderboard.annotators.annotator_stats`)."""
+    """One annotator in the review (statistics from :func:`leaderboard.annotators.annotator_stats`).
+
+    ``agreement_q`` is the q-value of the ``disagrees`` test (agreement with the crowd and tie share),
+    ``favouritism_q`` that of the per-model test (``favourite``: the model, ``favours`` > 0 for it, < 0
+    against it), ``skip_q`` that of the skip test. ``honest_weight`` is the weight of the robust fit.
+    """
 
     annotator_id: int
     kind: str
@@ -52,9 +58,23 @@ class AnnotatorRow:
     flag_reason: str | None
     suspicious: bool
     reason: str | None
-    # Annotators (this one included) that voted from a network this one voted from (by the votes' keyed
-    # address hash): many cookie-fresh annotators behind one address show up here.
+    # Annotators (this one included) joined to this one through shared networks (by the votes' keyed
+    # address hash): many cookie-fresh annotators behind one address show up here, and are also tested
+    # pooled as one group.
     address_group: int = 1
+    n_seen: int = 0
+    skip_q: float = 1.0
+    favours: float = float("nan")
+    tie_share: float = float("nan")
+    agreement_share: float = float("nan")
+    honest_weight: float = 1.0
+    # The model most over-represented among this annotator's votes against everyone else's (a voter who
+    # skips battles without it, where skips leave no row), its share of their votes, the share expected,
+    # and the adjusted p-value.
+    on_screen: str | None = None
+    on_screen_share: float = float("nan")
+    on_screen_expected: float = float("nan")
+    on_screen_q: float = 1.0
 
 
 def review_annotators(
@@ -64,11 +84,12 @@ def review_annotators(
     apply: bool = False,
     elo_config: LiveConfig | None = None,
 ) -> list[AnnotatorRow]:
-    """Test every annotator against a Bradley-Terry fit of the counted votes; optionally flag.
+    """Review every annotator with votes (:func:`leaderboard.voter_review.review_voters`); optionally flag.
 
-    With ``apply``, annotators the rule marks are flagged with reason ``"auto: ..."`` and the live ratings
-    are rebuilt, in one transaction. Flags are only added, never cleared (an admin clears them).
-    Returns one row per annotator with votes, suspicious ones first.
+    The first fit uses the counted votes (not already flagged). With ``apply``, annotators the review marks
+    are flagged with reason ``"auto: ..."`` and the live ratings are rebuilt, in one transaction. Flags are
+    only added, never cleared (an admin clears them). Returns one row per annotator with votes, suspicious
+    ones first.
     """
     rule = rule or FlagRule()
     with engine.begin() as conn:
@@ -89,21 +110,51 @@ def review_annotators(
         ).all()
         if not rows:
             return []
+        # Battles shown and not voted on (live battles are stored when issued; a site battle only with
+        # its vote, so its skips leave no row).
+        skipped_rows = conn.execute(
+            select(battle_t.c.annotator_id, battle_t.c.model_a_id, battle_t.c.model_b_id)
+            .select_from(battle_t.outerjoin(vote_t, vote_t.c.battle_id == battle_t.c.id))
+            .where(vote_t.c.id.is_(None), battle_t.c.annotator_id.is_not(None))
+        ).all()
         model_ids = sorted({r[1] for r in rows} | {r[2] for r in rows})
         names = dict(
             conn.execute(select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(model_ids))).all()
         )
         index = {m: i for i, m in enumerate(model_ids)}
+        skipped_rows = [r for r in skipped_rows if r[1] in index and r[2] in index]
         who = np.array([r[0] for r in rows], dtype=np.int64)
         a = np.array([index[r[1]] for r in rows], dtype=np.int64)
         b = np.array([index[r[2]] for r in rows], dtype=np.int64)
         outcome = np.array([int(parse_outcome(r[3])) for r in rows], dtype=np.int64)
         seconds = np.array([np.nan if r[4] is None else float(r[4]) for r in rows])
         counted = np.array([not r[5] for r in rows], dtype=bool)
-        ratings = _fit_ratings(a, b, outcome, counted, len(model_ids))
-        s = annotator_stats(who, a, b, outcome, ratings, seconds=seconds)
-        suspicious, reasons = flag_annotators(s, rule)
-        groups = _address_groups((r[0], r[6]) for r in rows)
+        codes: dict[str, int] = {}
+        address = np.array(
+            [-1 if r[6] is None else codes.setdefault(r[6], len(codes)) for r in rows], dtype=np.int64
+        )
+        skipped = (
+            np.array([r[0] for r in skipped_rows], dtype=np.int64),
+            np.array([index[r[1]] for r in skipped_rows], dtype=np.int64),
+            np.array([index[r[2]] for r in skipped_rows], dtype=np.int64),
+        )
+        review = review_voters(
+            who,
+            a,
+            b,
+            outcome,
+            len(model_ids),
+            counted=counted,
+            seconds=seconds,
+            skipped=skipped,
+            address=address,
+            rule=rule,
+        )
+        s = review.stats
+        presence = presence_asymmetry(who, a, b, len(model_ids), min_votes=rule.min_votes)
+        flagged_by_review, reasons = _with_presence(
+            s.annotators, review.flagged, review.reasons, presence, names, model_ids, rule
+        )
         info = {
             r[0]: r[1:]
             for r in conn.execute(
@@ -121,7 +172,8 @@ def review_annotators(
         for g, annotator_id in enumerate(s.annotators.tolist()):
             kind, label, flagged, flag_reason = info[annotator_id]
             reason = reasons[g]
-            if apply and suspicious[g] and not flagged and reason is not None:
+            suspicious = bool(flagged_by_review[g])
+            if apply and suspicious and not flagged and reason is not None:
                 newly.append((annotator_id, AUTO_FLAG_PREFIX + reason))
                 flagged, flag_reason = True, AUTO_FLAG_PREFIX + reason
             fav = int(s.favourite[g])
@@ -133,15 +185,25 @@ def review_annotators(
                     n_votes=int(s.n_votes[g]),
                     left_share=float(s.left_share[g]),
                     median_seconds=float(s.median_seconds[g]),
-                    agreement_q=float(s.agreement_qvalue[g]),
+                    agreement_q=float(s.noise_qvalue[g]),
                     favouritism_q=float(s.favouritism_qvalue[g]),
                     favourite=names[model_ids[fav]] if fav >= 0 else None,
                     side_q=float(s.side_qvalue[g]),
                     flagged=bool(flagged),
                     flag_reason=flag_reason,
-                    suspicious=bool(suspicious[g]),
+                    suspicious=suspicious,
                     reason=reason,
-                    address_group=groups.get(annotator_id, 1),
+                    address_group=int(review.group_size[g]),
+                    n_seen=int(s.n_seen[g]),
+                    skip_q=float(s.skip_qvalue[g]),
+                    favours=float(s.favouritism_z[g]),
+                    tie_share=float(s.tie_share[g]),
+                    agreement_share=float(s.agreement_share[g]),
+                    honest_weight=float(review.weights[g]),
+                    on_screen=_model_name(presence.model[g], names, model_ids),
+                    on_screen_share=float(presence.share[g]),
+                    on_screen_expected=float(presence.expected[g]),
+                    on_screen_q=float(presence.qvalue[g]),
                 )
             )
         for annotator_id, reason in newly:
@@ -155,26 +217,30 @@ def review_annotators(
     return sorted(out, key=lambda r: (not r.suspicious, not r.flagged, r.agreement_q, r.annotator_id))
 
 
-def _address_groups(pairs: Iterable[tuple[int, str | None]]) -> dict[int, int]:
-    """Per annotator, how many annotators share at least one address hash with it (itself included)."""
-    by_hash: dict[str, set[int]] = defaultdict(set)
-    hashes: dict[int, set[str]] = defaultdict(set)
-    for annotator_id, address_hash in pairs:
-        if address_hash is not None:
-            by_hash[address_hash].add(annotator_id)
-            hashes[annotator_id].add(address_hash)
-    return {a: len(set().union(*(by_hash[h] for h in hs))) for a, hs in hashes.items()}
+def _with_presence(
+    annotators: np.ndarray,
+    suspicious: np.ndarray,
+    reasons: Sequence[str | None],
+    presence: PresenceStats,
+    names: dict[int, str],
+    model_ids: list[int],
+    rule: FlagRule,
+) -> tuple[np.ndarray, list[str | None]]:
+    """Add the skip-asymmetry finding to the review's verdicts (same false discovery rate as the rest)."""
+    if not np.array_equal(annotators, presence.annotators):
+        raise ValueError("annotator order differs between the review and the presence test")
+    suspicious = suspicious.copy()
+    reasons = list(reasons)
+    for g in np.flatnonzero(presence.qvalue < rule.alpha):
+        name = names[model_ids[int(presence.model[g])]]
+        why = (
+            f"votes mostly when {name} is on screen ({presence.share[g]:.0%} of votes, "
+            f"{presence.expected[g]:.0%} expected)"
+        )
+        suspicious[g] = True
+        reasons[g] = why if reasons[g] is None else f"{reasons[g]}; {why}"
+    return suspicious, reasons
 
 
-def _fit_ratings(
-    a: np.ndarray, b: np.ndarray, outcome: np.ndarray, counted: np.ndarray, n_models: int
-) -> np.ndarray:
-    """Plain Bradley-Terry ratings from the counted votes (all models start level if a fit is impossible)."""
-    names = tuple(str(i) for i in range(n_models))
-    counts = aggregate_codes(a[counted], b[counted], outcome[counted], models=names)
-    spec = BTSpec(prior_sd=400.0)  # a weak prior keeps models with few or one-sided votes finite
-    try:
-        fitted: np.ndarray = fit_bt(counts, spec=spec).rating
-    except (ValueError, RuntimeError):
-        fitted = np.full(n_models, 1000.0)
-    return fitted
+def _model_name(index: np.integer | int, names: dict[int, str], model_ids: list[int]) -> str | None:
+    return names[model_ids[int(index)]] if index >= 0 else None

@@ -116,7 +116,7 @@ def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
         .join(Prompt, col(Prompt.id) == col(Output.prompt_id))
         .where(col(Model.active))
         .where(or_(col(Prompt.source).is_(None), col(Prompt.source) != LIVE_SOURCE))
-        .order_by(col(Output.prompt_id), col(Output.model_id))
+        .order_by(col(Output.prompt_id), col(Output.model_id), col(Output.sample))
     )
     return [
         CatalogRow(prompt_id=p, output_id=o, model_id=m)

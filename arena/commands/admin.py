@@ -38,7 +38,11 @@ def annotators(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per annotator.")] = False,
 ) -> None:
-    """Per-annotator statistics against the current fit; list (with --apply, flag) the outliers."""
+    """Per-annotator statistics against the current fit; list (with --apply, flag) the outliers.
+
+    Flagged votes are shadow-excluded: stored and listed here, not counted in live ratings or published
+    boards. ``weight`` is the annotator's posterior probability of being honest (the robust fit's weight).
+    """
     from leaderboard.annotators import FlagRule
     from votes.review import review_annotators
 
@@ -60,17 +64,35 @@ def annotators(
             typer.echo(json.dumps({k: _clean(v) for k, v in dataclasses.asdict(r).items()}))
         return
     table = Table(title=f"Annotators ({len(shown)} of {len(rows)} shown)")
-    for column in ("id", "kind", "votes", "left", "median s", "agree q", "favours", "flagged", "reason"):
+    columns = (
+        "id",
+        "kind",
+        "votes/seen",
+        "group",
+        "left",
+        "median s",
+        "agree q",
+        "model",
+        "on screen",
+        "weight",
+        "flagged",
+    )
+    for column in (*columns, "reason"):
         table.add_column(column)
     for r in shown:
         table.add_row(
             str(r.annotator_id),
             r.kind,
-            str(r.n_votes),
+            f"{r.n_votes}/{r.n_seen}",
+            str(r.address_group),
             f"{r.left_share:.2f}",
             f"{r.median_seconds:.1f}",
             f"{r.agreement_q:.1e}",
-            f"{r.favourite or '-'} (q={r.favouritism_q:.1e})",
+            f"{r.favourite or '-'} ({'+' if r.favours > 0 else '-'}, q={r.favouritism_q:.1e})",
+            f"{r.on_screen} {r.on_screen_share:.0%}/{r.on_screen_expected:.0%} (q={r.on_screen_q:.1e})"
+            if r.on_screen
+            else "-",
+            f"{r.honest_weight:.2f}",
             "yes" if r.flagged else "no",
             r.flag_reason or r.reason or "",
         )

@@ -91,6 +91,15 @@ def generate_command(
         ),
     ] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight in all.")] = 8,
+    samples: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=16,
+            help="Answers per prompt and model (each with its own seed when the endpoint has one); a battle "
+            "shows one, so a reveal names one of several. Needs a temperature above 0 to differ.",
+        ),
+    ] = 1,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     database_url: DatabaseUrlOption = None,
 ) -> None:
@@ -111,7 +120,11 @@ def generate_command(
             typer.echo("error: no endpoints registered (`arena models add`)", err=True)
             raise typer.Exit(2)
         tasks = plan_generation(
-            engine, models=[r.name for r in records], category=category, prompt_keys=prompt_keys
+            engine,
+            models=[r.name for r in records],
+            category=category,
+            prompt_keys=prompt_keys,
+            samples=samples,
         )
         typer.echo(f"{len(tasks)} answer(s) missing from {len(records)} model(s)")
         try:

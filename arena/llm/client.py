@@ -145,7 +145,12 @@ class EndpointClient:
         await self._openai.close()
 
     def _request(
-        self, messages: Sequence[Message], json_schema: Mapping[str, Any] | None, *, stream: bool
+        self,
+        messages: Sequence[Message],
+        json_schema: Mapping[str, Any] | None,
+        *,
+        stream: bool,
+        seed: int | None = None,
     ) -> dict[str, Any]:
         cfg = self.config
         turns: list[Message] = list(messages)
@@ -155,7 +160,7 @@ class EndpointClient:
         for key, value in (
             ("temperature", cfg.temperature),
             ("max_tokens", cfg.max_tokens),
-            ("seed", cfg.seed),
+            ("seed", cfg.seed if seed is None else seed),
         ):
             if value is not None:
                 body[key] = value
@@ -189,12 +194,16 @@ class EndpointClient:
         return EndpointResponseError(self.config.name, f"{where}: {type(exc).__name__}: {_short(str(exc))}")
 
     async def complete(
-        self, messages: Sequence[Message], *, json_schema: Mapping[str, Any] | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        seed: int | None = None,
     ) -> Completion:
         """One answer to ``messages`` (with the configured system prompt first unless they have one).
 
         With ``json_schema`` the server is asked to constrain the answer to it; `Completion.json`
-        parses it.
+        parses it. ``seed`` replaces the configured seed for this request (several samples of one prompt).
 
         Raises
         ------
@@ -207,7 +216,7 @@ class EndpointClient:
             start = time.perf_counter()
             try:
                 response = await self._openai.chat.completions.create(
-                    **self._request(messages, json_schema, stream=False)
+                    **self._request(messages, json_schema, stream=False, seed=seed)
                 )
             except openai.OpenAIError as exc:
                 raise self._error(exc, during="completion") from exc

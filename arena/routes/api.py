@@ -125,7 +125,7 @@ async def api_next_battle(request: Request) -> BattleOut:
     # async, and from memory (see PairingService): a battle costs no thread hop and no query.
     await check_rate_limits(state, address=request_address(request), who=None, voting=False)
     who = await session_or_new(request, state)
-    battle = await next_battle(state, who.annotator_id)
+    battle = await next_battle(state, who.annotator_id, request_address(request))
     if battle is None:
         raise HTTPException(404, "No battle left for this annotator: every available pair has been judged.")
     return BattleOut(

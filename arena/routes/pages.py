@@ -79,7 +79,7 @@ def _count_votes(engine: Engine, annotator_id: int) -> int:
 
 
 async def _battle_page(request: Request, state: StateDep, who: SessionData, notice: str | None) -> Response:
-    battle = await next_battle(state, who.annotator_id)
+    battle = await next_battle(state, who.annotator_id, request_address(request))
     fragment = request.headers.get(FRAGMENT_HEADER) == "1"
     context = {
         "battle": battle,

@@ -31,6 +31,13 @@ class AnnotatorReviewOut(BaseModel):
     flag_reason: str | None
     suspicious: bool
     reason: str | None
+    address_group: int
+    n_seen: int
+    skip_q: float | None
+    favours: float | None
+    tie_share: float | None
+    agreement_share: float | None
+    honest_weight: float | None
 
 
 class LeakOut(BaseModel):

@@ -80,3 +80,23 @@ def test_the_site_never_shows_a_revealed_answer_while_a_fresh_battle_exists(make
             assert shown <= revealed  # nothing fresh is left; pairing goes on with judged-free battles
         revealed |= shown
     assert len(revealed) == 24
+
+
+def test_a_battle_draws_a_sample_whose_model_was_not_revealed() -> None:
+    # One prompt, two models, three samples each (output id = model * 10 + sample).
+    rows = [CatalogRow(prompt_id=1, output_id=m * 10 + k, model_id=m) for m in (1, 2) for k in range(3)]
+    catalog = PairingCatalog.from_rows(rows)
+    assert catalog.outputs[1] == {1: (10, 11, 12), 2: (20, 21, 22)}
+    drawn: set[int] = set()
+    for seed in range(60):
+        choice = choose_battle(
+            catalog, policy="uniform", counts={}, seen=set(), rng=random.Random(seed), revealed={10, 11, 20}
+        )
+        assert choice is not None
+        drawn |= {choice.output_a.output_id, choice.output_b.output_id}
+    assert drawn == {12, 21, 22}  # every unrevealed sample, never a revealed one
+    # With every sample of a model revealed, the battle is still offered (the fallback), from all samples.
+    late = choose_battle(
+        catalog, policy="uniform", counts={}, seen=set(), rng=random.Random(0), revealed={10, 11, 12}
+    )
+    assert late is not None and {late.output_a.model_id, late.output_b.model_id} == {1, 2}

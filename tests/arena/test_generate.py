@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 from arena.cli import app
-from arena.generation import GenerationReport, plan_generation, run_generation
+from arena.generation import GenerationReport, GenerationTask, plan_generation, run_generation
 from arena.llm.client import EndpointClient, EndpointConfig
 from tests.fake_openai import FakeOpenAI, serve_fake_openai
 from tests.llm_servers import LlamaServer, LlamaServers
@@ -205,3 +205,40 @@ def test_failures_are_listed_and_requests_overlap(tmp_path: Path) -> None:
     assert "16 stored" in result.output and "16 failed" in result.output
     assert "dead on p0: endpoint 'dead'" in result.output + result.stderr
     assert scalar(url, "SELECT count(*) FROM output") == 16
+
+
+def test_samples_are_asked_with_their_own_seeds_and_rerun_asks_only_the_missing(
+    llm_server: LlamaServer, seeded_prompts: Engine
+) -> None:
+    engine = seeded_prompts
+    config = EndpointConfig(
+        name="tiny",
+        base_url=llm_server.base_url,
+        model=llm_server.model_id,
+        max_tokens=8,
+        seed=5,
+        temperature=1.0,
+    )
+    tasks = plan_generation(engine, models=["tiny"], prompt_keys={"single"}, samples=3)
+    assert sorted(t.sample for t in tasks) == [0, 1, 2]
+    with pytest.raises(ValueError, match="samples"):
+        plan_generation(engine, models=["tiny"], samples=17)
+
+    async def go(todo: list[GenerationTask]) -> GenerationReport:
+        async with EndpointClient(config) as client:
+            return await run_generation(engine, todo, {"tiny": client}, concurrency=2)
+
+    assert asyncio.run(go(tasks[:2])).n_stored == 2
+    rest = plan_generation(engine, models=["tiny"], prompt_keys={"single"}, samples=3)
+    assert [t.sample for t in rest] == [sorted(t.sample for t in tasks)[2]]
+    assert asyncio.run(go(rest)).n_stored == 1
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT o.sample, g.params FROM output o JOIN generation g ON g.output_id = o.id"
+                " JOIN prompt p ON p.id = o.prompt_id WHERE p.external_id = 'single' ORDER BY o.sample"
+            )
+        ).all()
+    seeds = [(r[1] if isinstance(r[1], dict) else json.loads(r[1]))["seed"] for r in rows]
+    assert [r[0] for r in rows] == [0, 1, 2] and seeds == [5, 6, 7]
+    assert plan_generation(engine, models=["tiny"], prompt_keys={"single"}, samples=3) == []

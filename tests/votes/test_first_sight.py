@@ -20,13 +20,15 @@ from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vot
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _store_votes(engine: Engine) -> dict[str, int]:
+def _store_votes(engine: Engine, addresses: dict[str, str] | None = None) -> dict[str, int]:
     """Three models, two prompts with one answer each per model, and six votes; returns vote ids by name.
 
     Annotator A votes p1 (m1 v m2), then p1 (m1 v m3), whose m1 answer the first reveal named, then
     p2 (m2 v m3), all new to them. B votes p1 (m1 v m3) once, after A: A's reveals are not B's. A vote
     without an annotator counts as first sight. A's last vote, p2 (m3 v m1), repeats p2's m3 answer.
+    ``addresses`` gives annotators' votes an address hash.
     """
+    addresses = addresses or {}
     with engine.begin() as conn:
         models = {
             name: conn.execute(insert(model_t).values(name=name).returning(model_t.c.id)).scalar_one()
@@ -83,6 +85,7 @@ def _store_votes(engine: Engine) -> dict[str, int]:
                     model_a_id=models[left],
                     model_b_id=models[right],
                     annotator_id=annotator,
+                    address_hash=None if who is None else addresses.get(who),
                     winner="model_a" if k % 2 == 0 else "model_b",
                     created_at=T0 + timedelta(minutes=k, seconds=30),
                 )
@@ -105,6 +108,15 @@ def test_first_sight_keeps_only_votes_on_unrevealed_answers(engine: Engine) -> N
     kept = sorted(ids[name] for name in ("a1", "a3", "b1", "anon"))
     assert first.vote_id is not None
     assert sorted(int(i) for i in first.vote_id) == kept
+
+
+def test_first_sight_remembers_reveals_per_address(engine: Engine) -> None:
+    # A and B vote from one network: B's p1 (m1 v m3) shows the m1 answer A's first vote revealed there.
+    ids = _store_votes(engine, addresses={"A": "net-1", "B": "net-1"})
+    with engine.connect() as conn:
+        first = load_battles(conn, filters=VoteFilter(first_sight=True))
+    assert first.vote_id is not None
+    assert sorted(int(i) for i in first.vote_id) == sorted(ids[name] for name in ("a1", "a3", "anon"))
 
 
 def test_first_sight_is_one_condition_with_the_other_filters(engine: Engine) -> None:

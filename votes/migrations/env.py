@@ -18,14 +18,39 @@ target_metadata = SQLModel.metadata
 
 
 def _configure(connection: Connection) -> None:
+    sqlite = connection.dialect.name == "sqlite"
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
-        render_as_batch=connection.dialect.name == "sqlite",  # SQLite alters tables by copying them
+        render_as_batch=sqlite,  # SQLite alters tables by copying them
         compare_type=True,
     )
-    with context.begin_transaction():
-        context.run_migrations()
+    # Copying a table that others refer to drops the original, which SQLite refuses while it enforces
+    # foreign keys; its documented procedure is to turn enforcement off (only possible outside a
+    # transaction, so not on a connection handed in mid-transaction), alter, then check every reference.
+    relax = sqlite and not connection.in_transaction()
+    if relax:
+        _sqlite_pragma(connection, "PRAGMA foreign_keys=OFF")
+    try:
+        with context.begin_transaction():
+            context.run_migrations()
+            if relax:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"migration left broken references: {broken[:5]}")
+    finally:
+        if relax:
+            if connection.in_transaction():
+                connection.commit()
+            _sqlite_pragma(connection, "PRAGMA foreign_keys=ON")
+
+
+def _sqlite_pragma(connection: Connection, pragma: str) -> None:
+    """Run a PRAGMA on the raw SQLite connection, outside any transaction (where SQLite honours it)."""
+    raw = connection.connection.dbapi_connection
+    if raw is None:
+        raise RuntimeError("no DBAPI connection")
+    raw.execute(pragma)
 
 
 def run_offline() -> None:
