@@ -45,11 +45,12 @@ from leaderboard.style_board import StyleBoard, compute_style_board, expand_styl
 from votes.annotated import AgreementInput, agreement_from_store, agreement_input_from_store, composite_input
 from votes.battle_shares import weekly_battle_shares
 from votes.db import read_only, session_scope
+from votes.ledger import ledger_sha256
 from votes.live_battles import availability_ledger
 from votes.model_metadata import model_metadata
 from votes.models import Snapshot
 from votes.pairing_weights import pairing_weight_history
-from votes.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
+from votes.queries import VoteFilter, load_battles, load_pair_counts
 from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
 from votes.sources import battles_from_store
 
@@ -342,6 +343,9 @@ def recompute_snapshot(
             "filters": dict(filters or {}),
             "options": options.describe(),
             "source": source,
+            # what votes_sha256 is the sha256 of: from the database the vote ledger (votes.ledger),
+            # from a file the file itself (snapshots made before the ledger carry no such field)
+            "votes_hash": "ledger" if source == "database" else "file",
             **added,
         },
         extra_files=files,
@@ -412,7 +416,7 @@ def load_votes_with_texts(
             counts = load_pair_counts(conn, filters=vote_filter)
         else:
             counts = load_battles(conn, filters=vote_filter).counts(bucket_seconds=bucket_seconds)
-        digest = votes_sha256(conn, vote_filter)
+        digest = ledger_sha256(conn, vote_filter)
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
     # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).

@@ -677,9 +677,12 @@ def publish(
         raise typer.BadParameter(
             "--all-slices publishes every category and language of all votes; no filters"
         )
+    from votes.import_runs import clean_dead_runs
+
     engine = open_store(settings)
     folder = snapshot_dir or Path(settings.snapshot_dir)
     try:
+        clean_dead_runs(engine)  # a crashed import's rows never reach a board
         with progress_bar(not as_json) as bar:
             tasks: dict[str, Any] = {}
 
