@@ -14,6 +14,10 @@ so every pair's gain costs O(1) once ``G = C A C`` is known (one O(M^3) step per
                mean interval width itself (models whose interval is wide count more).
 ``neighbour``  ``A = L^T L``, ``L`` the differences of neighbours in the current ranking: the variance of
                the gaps that decide the order.
+``blend``      the width and neighbour matrices, each divided by its current ``trace(A C)``: the sum of
+               the relative drops of both, so a vote is worth most when it narrows the intervals and the
+               neighbour gaps together (``width`` alone starves the close neighbours that decide the
+               ranking; ``neighbour`` alone neglects the models far from any neighbour).
 
 The policy samples pairs in proportion to ``gain ** power`` mixed with a uniform floor, so every pair keeps
 a positive probability and the logged propensity stays valid for inverse-propensity weighting. Numpy
@@ -40,6 +44,7 @@ __all__ = [
     "design_probabilities",
     "greedy_allocation",
     "nats_per_point",
+    "optimal_shares",
     "pair_gains",
     "pair_probabilities",
     "rating_covariance",
@@ -48,8 +53,8 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-Criterion = Literal["aopt", "width", "neighbour"]
-CRITERIA: tuple[Criterion, ...] = ("aopt", "width", "neighbour")
+Criterion = Literal["aopt", "width", "neighbour", "blend"]
+CRITERIA: tuple[Criterion, ...] = ("aopt", "width", "neighbour", "blend")
 
 #: Prior precision on each strength (natural-log units): a standard deviation of about 1700 Elo, enough
 #: to keep the information invertible for a model nobody has voted on yet and negligible otherwise.
@@ -111,6 +116,11 @@ def _quadratic(g: FloatArray, design: PairDesign) -> FloatArray:
     return np.asarray(diag[design.lo] + diag[design.hi] - 2.0 * g[design.lo, design.hi], dtype=np.float64)
 
 
+def _positive_trace(a: FloatArray, cov: FloatArray) -> float:
+    """``trace(A C)``, floored away from zero so a degenerate board divides safely."""
+    return max(float(np.sum(a * cov)), 1e-12)
+
+
 def _criterion_matrix(criterion: Criterion, theta: FloatArray, cov: FloatArray) -> FloatArray:
     m = cov.shape[0]
     if criterion == "aopt":
@@ -123,6 +133,10 @@ def _criterion_matrix(criterion: Criterion, theta: FloatArray, cov: FloatArray) 
         lmat[np.arange(m - 1), order[:-1]] = 1.0
         lmat[np.arange(m - 1), order[1:]] = -1.0
         return lmat.T @ lmat
+    if criterion == "blend":
+        width = _criterion_matrix("width", theta, cov)
+        neighbour = _criterion_matrix("neighbour", theta, cov)
+        return width / _positive_trace(width, cov) + neighbour / _positive_trace(neighbour, cov)
     raise ValueError(f"unknown criterion {criterion!r}; choose from {', '.join(CRITERIA)}")
 
 
@@ -181,6 +195,28 @@ def greedy_allocation(
         c -= factor * np.outer(u, u)
         g -= factor * (np.outer(u, v) + np.outer(v, u)) - factor**2 * uau * np.outer(u, u)
     return counts
+
+
+def optimal_shares(
+    design: PairDesign, theta: FloatArray, *, iterations: int = 300, scale: float = 1e6
+) -> FloatArray:
+    """Share of votes per pair that minimises the sum of rating standard deviations at strengths ``theta``
+    (the continuous optimum of the ``width`` criterion), by multiplicative updates.
+
+    A benchmark bound, not a policy: it needs the true strengths. At the optimum every used pair has the
+    same gain per vote, so ``p <- p * sqrt(gain / mean gain)`` moves towards it while the shares stay on
+    the simplex. ``scale`` votes make the weak prior negligible, as it is after the first few thousand.
+    """
+    shares = np.full(len(design), 1.0 / len(design))
+    for _ in range(iterations):
+        cov = rating_covariance(fisher_information(design, theta, scale * shares))
+        gains = pair_gains(design, theta, cov, criterion="width")
+        mean = float(shares @ gains)
+        if not np.isfinite(mean) or mean <= 0.0:
+            break
+        shares = shares * np.sqrt(gains / mean)
+        shares /= shares.sum()
+    return shares
 
 
 #: Natural-log (logistic) units per probit unit: ``Phi(z)`` is within 0.01 of ``expit(1.702 z)``.

@@ -13,10 +13,19 @@ its weights periodically the same way), then the plain Bradley-Terry fit (ties h
 Newton steps from the previous one and the targets are checked: (a) mean 95% half-width <= 15 Elo (model-
 based intervals), (b) Kendall tau with the truth >= 0.95, (c) every neighbour pair in the true order whose
 gap is >= 20 Elo separated (right sign, 95% interval of the gap excludes 0). Prints the votes needed per
-policy and target (mean and standard error over seeds), the saving against uniform, and a JSON line.
+policy and target (mean and standard error over seeds), the saving against uniform per seed (mean and
+paired standard error), the largest saving on (a) any design could have on the fixed board, and a JSON
+line naming the best policy: never worse than uniform on (b) and (c) within the paired s.e., then the
+largest saving on (a).
+
+Noise control: every policy sees the same truth, the same history and common random numbers (the k-th vote
+on a pair reads the k-th draws of that pair's stream), so the per-seed differences are paired. The fixed
+board starts every policy from no votes at all, the same state. ``--policies`` also takes greedy variants
+with another floor, ``CRITERION-greedy@FLOOR``.
 
     python scripts/bench_pairing.py --seeds 10
     python scripts/bench_pairing.py --quick
+    python scripts/bench_pairing.py --seeds 6 --policies uniform,width-greedy,blend-greedy@0.3
 """
 
 from __future__ import annotations
@@ -39,12 +48,14 @@ from _bench_common import emit_json_line, machine_info, print_table  # noqa: E40
 from arena.pairing import PairingPolicy, pair_weights  # noqa: E402
 from leaderboard.newton import solve_bt_batch  # noqa: E402
 from leaderboard.pairing import (  # noqa: E402
+    CRITERIA,
     ELO_PER_NAT,
     PRIOR_PRECISION,
     Criterion,
     PairDesign,
     fisher_information,
     greedy_allocation,
+    optimal_shares,
     pair_gains,
     pair_probabilities,
     rating_covariance,
@@ -89,8 +100,19 @@ def davidson_nu(truth: FloatArray, tie_share: float) -> float:
 class Board:
     """Votes so far (per pair: count and score of the lower index), the fit and its covariance."""
 
-    def __init__(self, design: PairDesign, truth: FloatArray, nu: float, left_bonus: float) -> None:
+    #: Pre-drawn uniforms per pair and vote, in blocks of this many votes per pair.
+    BLOCK = 64
+
+    def __init__(
+        self, design: PairDesign, truth: FloatArray, nu: float, left_bonus: float, stream_seed: int
+    ) -> None:
         self.design = design
+        # Common random numbers: the k-th vote on a pair reads the k-th uniforms of that pair's stream,
+        # whatever the policy, so two policies that ask about the same pair get the same answers and
+        # their difference in votes needed reflects the pairs they chose, not the luck of the draws.
+        self._stream = np.random.default_rng(stream_seed)
+        self._side = np.empty((len(design), 0))
+        self._outcome = np.empty((len(design), 0))
         self.truth_nat = truth / ELO_PER_NAT
         self.nu = nu
         self.bonus = left_bonus / ELO_PER_NAT
@@ -100,14 +122,29 @@ class Board:
         self.cov = rating_covariance(np.zeros((design.n_models, design.n_models)))
         self.info = np.zeros((design.n_models, design.n_models))
 
-    def vote(self, pairs: npt.NDArray[np.int64], rng: np.random.Generator) -> None:
+    def _draws(self, pairs: npt.NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
+        """The side and outcome uniforms of each vote in ``pairs`` (in order), from the pairs' streams."""
+        order = np.argsort(pairs, kind="stable")
+        sorted_pairs = pairs[order]
+        first = np.searchsorted(sorted_pairs, sorted_pairs, side="left")
+        rank = np.empty(len(pairs), dtype=np.int64)
+        rank[order] = np.arange(len(pairs)) - first
+        k = self.n[pairs].astype(np.int64) + rank
+        while k.size and int(k.max()) >= self._side.shape[1]:
+            # Whole blocks for every pair, drawn in the same order under every policy.
+            shape = (len(self.design), self.BLOCK)
+            self._side = np.hstack([self._side, self._stream.random(shape)])
+            self._outcome = np.hstack([self._outcome, self._stream.random(shape)])
+        return self._side[pairs, k], self._outcome[pairs, k]
+
+    def vote(self, pairs: npt.NDArray[np.int64]) -> None:
         """Votes on ``pairs`` (indices into the design), sides by a fair coin, Davidson outcomes."""
-        lo_left = rng.random(len(pairs)) < 0.5
+        side, draw = self._draws(pairs)
+        lo_left = side < 0.5
         diff = self.truth_nat[self.design.lo[pairs]] - self.truth_nat[self.design.hi[pairs]]
         u = np.where(lo_left, diff + self.bonus, -diff + self.bonus)  # left minus right
         h = 0.5 * u
         denom = np.exp(h) + np.exp(-h) + self.nu
-        draw = rng.random(len(pairs))
         p_left, p_tie = np.exp(h) / denom, self.nu / denom
         left_score = np.where(draw < p_left, 1.0, np.where(draw < p_left + p_tie, 0.5, 0.0))
         lo_score = np.where(lo_left, left_score, 1.0 - left_score)
@@ -184,8 +221,10 @@ def heuristic_policy(name: PairingPolicy) -> Policy:
     return probabilities
 
 
-def policies(floor: float, batch: int) -> dict[str, Policy]:
-    return {
+def policies(floor: float, batch: int, extra: tuple[str, ...] = ()) -> dict[str, Policy]:
+    """The policies by name; ``extra`` adds greedy variants named ``CRITERION-greedy@FLOOR`` (another
+    uniform floor than ``floor``), e.g. ``blend-greedy@0.3``."""
+    table = {
         "uniform": heuristic_policy("uniform"),
         "balanced": heuristic_policy("balanced"),
         "active": heuristic_policy("active"),
@@ -195,7 +234,15 @@ def policies(floor: float, batch: int) -> dict[str, Policy]:
         "aopt-greedy": greedy_policy("aopt", floor, batch),
         "width-greedy": greedy_policy("width", floor, batch),
         "neighbour-greedy": greedy_policy("neighbour", floor, batch),
+        "blend-greedy": greedy_policy("blend", floor, batch),
     }
+    for name in extra:
+        base, _, share = name.partition("@")
+        criterion = base.removesuffix("-greedy")
+        if not share or criterion not in CRITERIA or base != f"{criterion}-greedy":
+            raise ValueError(f"unknown policy {name!r}: expected CRITERION-greedy@FLOOR")
+        table[name] = greedy_policy(criterion, float(share), batch)
+    return table
 
 
 def run(cfg: Config, policy: Policy, seed: int, setting: str) -> dict[str, float]:
@@ -204,30 +251,43 @@ def run(cfg: Config, policy: Policy, seed: int, setting: str) -> dict[str, float
     truth = rng.normal(0.0, cfg.spread, cfg.models)
     nu = davidson_nu(truth, cfg.tie_share)
     design = PairDesign.of(cfg.models)
-    board = Board(design, truth, nu, cfg.left_bonus)
-    live = np.ones(cfg.models, dtype=bool)
+    board = Board(design, truth, nu, cfg.left_bonus, stream_seed=seed + 20_000)
     if setting == "arrivals":
         incumbents = PairDesign.of(cfg.incumbents)
         old = rng.choice(len(incumbents), size=cfg.history)
         # Incumbents are models 0..k-1: their pair's index in the full design.
         lo, hi = incumbents.lo[old], incumbents.hi[old]
         index = lo * cfg.models - lo * (lo + 1) // 2 + (hi - lo - 1)
-        board.vote(index.astype(np.int64), rng)
+        board.vote(index.astype(np.int64))
         board.refit(steps=25)
-    del live
     vote_rng = np.random.default_rng(seed + 10_000)
     reached: dict[str, float] = {}
     votes = 0
     while votes < cfg.max_votes and len(reached) < len(TARGETS):
         probs = policy(board)
         pairs = vote_rng.choice(len(design), size=cfg.batch, p=probs)
-        board.vote(pairs.astype(np.int64), vote_rng)
+        board.vote(pairs.astype(np.int64))
         votes += cfg.batch
         board.refit()
         for name, ok in board.met(cfg, truth).items():
             if ok and name not in reached:
                 reached[name] = float(votes)
     return {name: reached.get(name, float(cfg.max_votes)) for name in TARGETS}
+
+
+def width_bound(cfg: Config, seed: int) -> float:
+    """Largest saving on (a) any fixed design could have on the fixed board of ``seed``: the continuous
+    optimum of the mean width with the true strengths known, against uniform (widths scale as
+    ``1 / sqrt(votes)``, so the votes needed scale as the squared width ratio)."""
+    truth = np.random.default_rng(seed).normal(0.0, cfg.spread, cfg.models) / ELO_PER_NAT
+    design = PairDesign.of(cfg.models)
+
+    def mean_sd(shares: FloatArray) -> float:
+        cov = rating_covariance(fisher_information(design, truth, 1e6 * shares))
+        return float(np.sqrt(np.maximum(np.diag(cov), 0.0)).mean())
+
+    uniform = np.full(len(design), 1.0 / len(design))
+    return 1.0 - (mean_sd(optimal_shares(design, truth)) / mean_sd(uniform)) ** 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--incumbents", type=int, default=35)
     parser.add_argument("--history", type=int, default=60_000, help="incumbents' votes before arrivals")
     parser.add_argument("--policies", default="", help="comma-separated subset (default: all)")
+    parser.add_argument(
+        "--settings", default="fixed,arrivals", help="comma-separated subset of fixed, arrivals"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke test: 12 models, 2 seeds")
     args = parser.parse_args(argv)
     cfg = Config(
@@ -258,14 +321,24 @@ def main(argv: list[str] | None = None) -> int:
         width=25.0 if args.quick else 15.0,
     )
     seeds = 2 if args.quick else args.seeds
-    table = policies(cfg.floor, cfg.batch)
-    if args.policies:
-        table = {k: v for k, v in table.items() if k in args.policies.split(",")}
+    wanted = [p for p in args.policies.split(",") if p]
+    try:
+        table = policies(cfg.floor, cfg.batch, tuple(p for p in wanted if "@" in p))
+    except ValueError as exc:
+        parser.error(str(exc))
+    if wanted:
+        unknown = sorted(set(wanted) - set(table))
+        if unknown:
+            parser.error(f"unknown policies: {', '.join(unknown)}")
+        table = {k: v for k, v in table.items() if k in wanted}
     if "uniform" not in table:
         parser.error("uniform is the reference: keep it in --policies")
     start = time.perf_counter()
     results: dict[str, dict[str, FloatArray]] = {}
-    for setting in ("fixed", "arrivals"):
+    settings = [x for x in args.settings.split(",") if x]
+    if not settings or set(settings) - {"fixed", "arrivals"}:
+        parser.error("--settings takes fixed, arrivals or both")
+    for setting in settings:
         results[setting] = {}
         for name, policy in table.items():
             runs = [run(cfg, policy, seed, setting) for seed in range(seeds)]
@@ -273,19 +346,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# {setting} {name}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     rows = []
     saved: dict[str, dict[str, dict[str, float]]] = {}
+    worst: dict[str, dict[str, float]] = {}  # per setting and policy: min over (b), (c) of saving + s.e.
     for setting, by_policy in results.items():
         uniform = by_policy["uniform"]
-        saved[setting] = {}
+        saved[setting], worst[setting] = {}, {}
         for name, votes in by_policy.items():
             mean = votes.mean(axis=0)
             se = votes.std(axis=0, ddof=1) / math.sqrt(len(votes)) if len(votes) > 1 else np.zeros(3)
-            # Saving per seed (same truth, same history), then averaged.
-            saving = (1.0 - votes / uniform).mean(axis=0)
+            # Saving per seed (same truth, same history, same vote streams), then its mean and paired
+            # standard error: "never worse than uniform" reads as mean + s.e. >= 0.
+            per_seed = 1.0 - votes / uniform
+            saving = per_seed.mean(axis=0)
+            paired_se = (
+                per_seed.std(axis=0, ddof=1) / math.sqrt(len(votes)) if len(votes) > 1 else np.zeros(3)
+            )
             saved[setting][name] = dict(zip(TARGETS, saving.round(4).tolist(), strict=True))
+            worst[setting][name] = float(np.min((saving + paired_se)[1:]))
             rows.append(
                 [setting, name]
                 + [f"{mu:,.0f} ± {s:,.0f}" for mu, s in zip(mean, se, strict=True)]
-                + [f"{x:+.1%}" for x in saving]
+                + [f"{x:+.1%} ± {e:.1%}" for x, e in zip(saving, paired_se, strict=True)]
             )
     print_table(
         ["setting", "policy", "votes (a) width", "votes (b) tau", "votes (c) separation"]
@@ -293,7 +373,22 @@ def main(argv: list[str] | None = None) -> int:
         rows,
     )
     candidates = [p for p in table if p not in ("uniform", "balanced", "active")] or list(table)
-    best = max(candidates, key=lambda p: saved["fixed"][p]["width"] + saved["arrivals"][p]["width"])
+    # The best: never worse than uniform on (b) and (c) within the paired s.e. in either setting (when
+    # none is, the least bad), then the largest saving on (a) over both settings.
+    best = max(
+        candidates,
+        key=lambda p: (
+            min(0.0, *(worst[s][p] for s in settings)),
+            sum(saved[s][p]["width"] for s in settings),
+        ),
+    )
+    if "fixed" in settings:
+        bound = np.array([width_bound(cfg, seed) for seed in range(seeds)])
+        print(
+            f"# (a) on the fixed board: the best design with the truth known saves {bound.mean():.1%} "
+            f"(seeds {bound.min():.1%} to {bound.max():.1%}) against uniform",
+            flush=True,
+        )
     print(
         f"# {seeds} seeds, {cfg.models} models, batch {cfg.batch}, floor {cfg.floor}, "
         f"{time.perf_counter() - start:.0f} s, load {machine_info()['load_avg_1m']}",

@@ -14,6 +14,7 @@ from leaderboard.pairing import (
     adjacent_votes_needed,
     board_votes_needed,
     fisher_information,
+    optimal_shares,
     pair_gains,
     pair_probabilities,
     rating_covariance,
@@ -81,6 +82,45 @@ def test_probabilities_keep_a_uniform_floor_and_sum_to_one() -> None:
     for bad in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match="floor"):
             pair_probabilities(gains, floor=bad)
+
+
+def _mean_sd(design: PairDesign, theta: np.ndarray, shares: np.ndarray) -> float:
+    cov = rating_covariance(fisher_information(design, theta, 1e6 * shares))
+    return float(np.sqrt(np.diag(cov)).mean())
+
+
+def test_optimal_shares_are_uniform_for_equal_models_and_beat_uniform_otherwise() -> None:
+    design = PairDesign.of(6)
+    equal = optimal_shares(design, np.zeros(6))
+    np.testing.assert_allclose(equal, 1.0 / len(design), rtol=1e-9)
+    _, theta, _ = _board(m=6)
+    shares = optimal_shares(design, theta)
+    uniform = np.full(len(design), 1.0 / len(design))
+    assert shares.sum() == pytest.approx(1.0)
+    assert _mean_sd(design, theta, shares) < 0.99 * _mean_sd(design, theta, uniform)
+    # A stationary point: moving a little of the votes between any two pairs does not narrow the board.
+    best = _mean_sd(design, theta, shares)
+    for k in range(len(design)):
+        for j in (0, len(design) // 2, len(design) - 1):
+            moved = shares.copy()
+            step = min(0.05 * moved[j], 1e-3)
+            moved[j] -= step
+            moved[k] += step
+            assert _mean_sd(design, theta, moved) >= best * (1 - 1e-5), (k, j)
+
+
+def test_blend_weighs_the_width_and_the_neighbour_gaps_equally() -> None:
+    design, theta, info = _board()
+    cov = rating_covariance(info)
+    blend = _criterion_matrix("blend", theta, cov)
+    width = _criterion_matrix("width", theta, cov)
+    neighbour = _criterion_matrix("neighbour", theta, cov)
+    assert np.trace(blend @ cov) == pytest.approx(2.0)
+    gains = pair_gains(design, theta, cov, criterion="blend")
+    relative = pair_gains(design, theta, cov, criterion="width") / np.trace(width @ cov) + pair_gains(
+        design, theta, cov, criterion="neighbour"
+    ) / np.trace(neighbour @ cov)
+    np.testing.assert_allclose(gains, relative, rtol=1e-9)
 
 
 def test_board_votes_needed_is_tight() -> None:

@@ -254,3 +254,19 @@ def test_bench_votes_compares_with_another_checkout() -> None:
     ((label, ratio),) = fig["compare_ratio"].items()
     assert label == "sqlite/inline/metrics default"
     assert ratio["votes_per_s"] > 0 and ratio["cpu_per_vote"] > 0
+
+
+def test_bench_pairing_votes_read_each_pairs_own_stream_whatever_the_order() -> None:
+    bench = load_script("bench_pairing")
+    design = bench.PairDesign.of(4)
+    truth = np.array([50.0, 0.0, -20.0, -80.0])
+    first = bench.Board(design, truth, 0.3, 15.0, stream_seed=5)
+    second = bench.Board(design, truth, 0.3, 15.0, stream_seed=5)
+    # The same votes per pair asked in another order and other batches (past one block of draws).
+    for pairs in ([0, 0, 3] * 30, [5] * 70, [3, 0]):
+        first.vote(np.array(pairs, dtype=np.int64))
+    for pairs in ([3, 5, 0] * 31, [5] * 39 + [0] * 30):
+        second.vote(np.array(pairs, dtype=np.int64))
+    np.testing.assert_array_equal(first.n, second.n)
+    np.testing.assert_array_equal(first.s, second.s)
+    assert 0.0 < first.s[5] < first.n[5]  # real outcomes, not all one side
