@@ -29,6 +29,7 @@ from arena.commands.battle_files import (
     LargestOpt,
     ModelsOpt,
     ReportOpt,
+    RobustOpt,
     ShapeOpt,
     SinceOpt,
     SkipInvalidOpt,
@@ -263,6 +264,7 @@ def recompute(
     report_file: ReportOpt = None,
     anony_only: AnonyOnlyOpt = False,
     first_sight: FirstSightOpt = False,
+    robust: RobustOpt = False,
     models: ModelsOpt = None,
     exclude_models: ExcludeModelsOpt = None,
     judge: JudgeOpt = None,
@@ -315,6 +317,7 @@ def recompute(
                 or annotators is not None
                 or anony_only
                 or first_sight
+                or robust
                 or skip_invalid
                 or largest_component
                 or each_component
@@ -329,6 +332,10 @@ def recompute(
                 raise typer.BadParameter(
                     "a battles file does not say what each annotator saw revealed; use the database",
                     param_hint="--first-sight",
+                )
+            if robust:
+                raise typer.BadParameter(
+                    "a battles file has no stored honest weights; use the database", param_hint="--robust"
                 )
             selection = battle_filter(
                 language=language,
@@ -394,6 +401,7 @@ def recompute(
                 exclude_models=exclude_models,
                 source=battle_source,
                 first_sight=first_sight,
+                robust=robust,
             )
             engine = open_store(settings_for(database_url))
             try:
@@ -491,6 +499,7 @@ def publish(
     judge: JudgeOpt = None,
     anony_only: AnonyOnlyOpt = False,
     first_sight: FirstSightOpt = False,
+    robust: RobustOpt = False,
     models: ModelsOpt = None,
     exclude_models: ExcludeModelsOpt = None,
     largest_component: LargestOpt = False,
@@ -538,6 +547,7 @@ def publish(
         models=models,
         exclude_models=exclude_models,
         first_sight=first_sight,
+        robust=robust,
     )
     if all_slices and vote_filter != database_filter(exclude_flagged=exclude_flagged):
         raise typer.BadParameter(
