@@ -11,17 +11,21 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import update
+from fastapi.testclient import TestClient
+from sqlalchemy import select, update
 from typer.testing import CliRunner
 
+from arena.app import create_app
 from arena.cli import build_app
 from leaderboard import compute_leaderboard
 from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
 from tests.arena.test_cli_battle_files import _ratings
+from tests.factories import make_settings
 from votes.db import make_engine
 from votes.io import import_file
 from votes.migrate import upgrade_database
+from votes.models import Snapshot
 from votes.tables import annotator_t
 
 FIT = ["--bootstrap", "0", "--interval", "none", "--no-plots"]
@@ -109,6 +113,22 @@ def _publish(db_url: str, folder: Path, *extra: str) -> tuple[dict[str, float], 
     return _ratings(meta_path.parent), json.loads(meta_path.read_text(encoding="utf-8"))
 
 
+def _page_says_robust(db_url: str, folder: Path) -> None:
+    """The snapshot page's method line names the weighting."""
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            (snapshot_id,) = conn.execute(select(Snapshot.id)).scalars().all()  # type: ignore[call-overload]
+        app = create_app(make_settings(db_url, snapshot_dir=str(folder)), engine=engine, seed=1)
+        with TestClient(app, base_url="http://testserver") as client:
+            page = client.get(f"/leaderboard/snapshots/{snapshot_id}")
+    finally:
+        engine.dispose()
+    assert page.status_code == 200
+    method = page.text.split("<dt>Method</dt>", 1)[1].split("</dd>", 1)[0]
+    assert "robust: each vote weighted by its annotator's honest weight" in method
+
+
 def _close(ours: dict[str, float], expected: dict[str, float]) -> None:
     assert set(ours) == set(expected)
     for model, rating in expected.items():
@@ -121,6 +141,7 @@ def test_publish_robust_weighs_each_vote_by_its_annotators_honest_weight(db_url:
     robust, meta = _publish(db_url, tmp_path / "robust", "--robust")
     _close(robust, _expected(rows, WEIGHTS))
     assert meta["filters"]["robust"] is True
+    _page_says_robust(db_url, tmp_path / "robust")
     # The bot's down-weighted votes still lift m1 a little over the fit that leaves the bot out...
     default, default_meta = _publish(db_url, tmp_path / "default")
     assert "robust" not in default_meta["filters"]
