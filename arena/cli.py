@@ -66,6 +66,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "admin",
         "Per-annotator statistics against the current fit; list (with --apply, flag) the outliers.",
     ),
+    "gold": ("gold", "Gold battles (the right vote known): add from a file, derive from the catalog, list."),
     "leaks": (
         "admin",
         "Outputs that name their own model or maker: kept out of battles, listed here for review.",

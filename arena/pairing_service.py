@@ -13,6 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy.engine import Engine
@@ -20,14 +21,15 @@ from sqlmodel import Session, select
 
 from arena.pairing import Choice, PairingCatalog, choose_battle, choose_pair, optimal_design
 from arena.settings import Settings
-from votes.annotators import address_reveals_since, annotator_battles_since
+from votes.annotators import address_reveals_since, annotator_battles_since, annotator_golds
 from votes.db import read_session
+from votes.gold_items import GoldItem, load_gold_items
 from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
 from votes.pairing_weights import model_shares, record_pairing_weights
 from votes.views import load_pairing_catalog, pair_vote_counts
 
-__all__ = ["PairingService"]
+__all__ = ["GoldChoice", "PairingService"]
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +39,32 @@ WEIGHTS_MIN_CHANGE = 0.005
 WEIGHTS_INTERVAL = timedelta(hours=1)
 
 
+@dataclass(frozen=True)
+class GoldChoice:
+    """A gold to serve, sides drawn: the texts as shown, the models a reveal names, the right winner."""
+
+    gold_id: int
+    prompt_id: int
+    text_a: str
+    text_b: str
+    model_a_id: int
+    model_b_id: int
+    expected: str  # "model_a", "model_b" or "tie"
+    quiz: int  # the onboarding quiz's length while this gold is part of it, else 0
+    pair_probability: float
+
+
 class _History:
     """One annotator's judged battles, as pairing needs them (kept per process, synced from the store)."""
 
-    __slots__ = ("battles", "high_water", "keys", "n_votes", "per_pair", "revealed", "synced_at")
+    __slots__ = ("battles", "golds", "high_water", "keys", "n_votes", "per_pair", "revealed", "synced_at")
 
     def __init__(self) -> None:
         self.battles: dict[int, tuple[int, int, int]] = {}  # battle id -> (prompt, lower, higher model)
         self.keys: dict[tuple[int, int, int], int] = {}  # (prompt, lower, higher) -> battles
         self.per_pair: dict[tuple[int, int], int] = {}  # (lower, higher) -> distinct prompts judged
         self.revealed: set[int] = set()  # output ids of voted battles: the reveal named their models
+        self.golds: set[int] = set()  # golds served (voted or not): never served to this annotator again
         self.n_votes = 0
         self.high_water = 0  # highest battle id read from the store
         self.synced_at = -float("inf")
@@ -135,6 +153,7 @@ class PairingService:
         self._texts: dict[tuple[str, int], Prompt | Output] = {}
         self._histories: OrderedDict[int, _History] = OrderedDict()
         self._addresses: OrderedDict[str, _AddressReveals] = OrderedDict()
+        self._golds: list[GoldItem] = []
         # Answers that name their own model or maker are kept out of battles (``votes.leaks``).
         self.leaks = LeakScanner()
 
@@ -151,12 +170,14 @@ class PairingService:
                 catalog = PairingCatalog.from_rows(rows)
                 counts = pair_vote_counts(session=session)
                 ratings = dict(session.exec(select(LiveRating.model_id, LiveRating.rating)).all())
+                golds = load_gold_items(session)
             design = self._optimal_design(catalog, counts, ratings)
             self._record_weights(design)
             now = time.monotonic()
             with self._lock:
                 self._catalog, self._counts, self._ratings = catalog, counts, ratings
                 self._design = design
+                self._golds = golds
                 if force or now - self._texts_loaded_at > self.texts_ttl_s:
                     self._texts.clear()
                     self._texts_loaded_at = now
@@ -249,8 +270,10 @@ class PairingService:
             since = self._history(annotator_id).high_water
         with read_session(self.engine) as session:
             rows = annotator_battles_since(session=session, annotator_id=annotator_id, after_id=since)
+            golds = annotator_golds(session=session, annotator_id=annotator_id)
         with self._lock:
             history = self._history(annotator_id)
+            history.golds.update(golds)
             for battle_id, prompt_id, a, b, voted, out_a, out_b in rows:
                 history.add(battle_id, (prompt_id, min(a, b), max(a, b)), voted=voted, outputs=(out_a, out_b))
                 history.high_water = max(history.high_water, battle_id)
@@ -333,6 +356,57 @@ class PairingService:
                 history.issue((choice.prompt_id, min(a, b), max(a, b)))
             return choice
 
+    def pick_gold(self, annotator_id: int) -> GoldChoice | None:
+        """A gold instead of the next battle, or None: during the onboarding quiz (``gold_quiz`` golds
+        before a first counted vote) always when one is left, else with probability ``gold_rate``. Never a
+        gold this annotator was served before. Call :meth:`prepare` first when not :meth:`ready`."""
+        settings = self.settings
+        with self._lock:
+            history = self._history(annotator_id)
+            if len(history.golds) >= len(self._golds):  # none left: no draw, pairing's stream unchanged
+                return None
+            in_quiz = history.n_votes == 0 and len(history.golds) < settings.gold_quiz
+            if not in_quiz and (settings.gold_rate <= 0 or self.rng.random() >= settings.gold_rate):
+                return None
+            models = sorted(self._catalog.model_ids)
+            gold = self._fresh_gold(history)
+            if gold is None:
+                return None
+            named = (gold.model_a_id, gold.model_b_id)
+            if named[0] is None or named[1] is None:  # a file's gold without names: two catalog models
+                if len(models) < 2:
+                    return None
+                named = tuple(self.rng.sample(models, 2))  # type: ignore[assignment]
+            model_a, model_b = int(named[0]), int(named[1])  # type: ignore[arg-type]
+            text_a, text_b = gold.text_a, gold.text_b
+            expected = "tie" if gold.right == "tie" else "model_a"
+            if self.rng.random() < 0.5:
+                text_a, text_b, model_a, model_b = text_b, text_a, model_b, model_a
+                expected = "tie" if gold.right == "tie" else "model_b"
+            history.golds.add(gold.gold_id)
+            n_pairs = max(1, len(models) * (len(models) - 1) // 2)
+        return GoldChoice(
+            gold_id=gold.gold_id,
+            prompt_id=gold.prompt_id,
+            text_a=text_a,
+            text_b=text_b,
+            model_a_id=model_a,
+            model_b_id=model_b,
+            expected=expected,
+            quiz=settings.gold_quiz if in_quiz else 0,
+            pair_probability=1.0 / n_pairs,
+        )
+
+    def _fresh_gold(self, history: _History) -> GoldItem | None:
+        """A gold this annotator was not served, uniformly: a few random draws, then a scan (few left)."""
+        golds = self._golds
+        for _ in range(8):
+            gold = golds[self.rng.randrange(len(golds))]
+            if gold.gold_id not in history.golds:
+                return gold
+        fresh = [g for g in golds if g.gold_id not in history.golds]
+        return self.rng.choice(fresh) if fresh else None
+
     def pick_pair(self, model_ids: Sequence[int]) -> tuple[int, int, float] | None:
         """Two of ``model_ids`` for a live battle, drawn by the pairing policy from the cached vote counts
         and ratings, sides by a fair coin: ``(left, right, probability of the unordered pair)``.
@@ -397,6 +471,18 @@ class PairingService:
                     reveals.revealed.update(o for o in outputs if o is not None)
 
     # -- texts ------------------------------------------------------------------------------------
+
+    def cached_prompt(self, prompt_id: int) -> Prompt | None:
+        """A prompt from memory, or None when it must be read (:meth:`gold_prompt`)."""
+        return self._texts.get(("prompt", prompt_id))  # type: ignore[return-value]
+
+    def gold_prompt(self, prompt_id: int) -> Prompt:
+        """A gold's prompt, from memory or the store (blocking on a miss)."""
+        hit = self.cached_prompt(prompt_id)
+        if hit is not None:
+            return hit
+        with read_session(self.engine) as session:
+            return self._cached(session, Prompt, "prompt", prompt_id)  # type: ignore[return-value]
 
     def cached_texts(self, choice: Choice) -> tuple[Prompt, Output, Output] | None:
         """The prompt and both answers from memory, or None when one must be read."""

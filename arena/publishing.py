@@ -26,6 +26,7 @@ from leaderboard import compute_leaderboard
 from leaderboard.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
 from leaderboard.battles import Battles, split_components
 from leaderboard.clusters import Clusters, choose_clusters, parse_cluster
+from leaderboard.compute import SOURCE_METHODS
 from leaderboard.data import PairCounts
 from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
 from leaderboard.result import Leaderboard
@@ -41,14 +42,15 @@ from leaderboard.snapshot import (
     write_snapshot,
 )
 from leaderboard.style_board import StyleBoard, compute_style_board, expand_style, style_board_files
-from votes.annotated import agreement_from_store
+from votes.annotated import AgreementInput, agreement_from_store, agreement_input_from_store, composite_input
 from votes.battle_shares import weekly_battle_shares
 from votes.db import read_only, session_scope
+from votes.ledger import ledger_sha256
 from votes.live_battles import availability_ledger
 from votes.model_metadata import model_metadata
 from votes.models import Snapshot
 from votes.pairing_weights import pairing_weight_history
-from votes.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
+from votes.queries import VoteFilter, load_battles, load_pair_counts
 from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
 from votes.sources import battles_from_store
 
@@ -57,6 +59,7 @@ __all__ = [
     "Progress",
     "SliceSpec",
     "StoredVotes",
+    "fit_by_source",
     "fit_counts",
     "filters_metadata",
     "fit_style_board",
@@ -105,6 +108,10 @@ class FitOptions:
     style: tuple[str, ...] = ()
     # Clustered intervals: ``annotator``, ``prompt`` or ``annotator,prompt``; empty for votes as independent.
     cluster: str = ""
+    # The composite's model families (model name -> family) for judges' self-preference; empty for none.
+    families: Mapping[str, str] = field(default_factory=dict)
+    # ``ppi``: the source-aware board's ratings rectified by PPI++ (human-only target); empty for none.
+    rectify: str = ""
 
     def __post_init__(self) -> None:
         if self.style:
@@ -112,6 +119,10 @@ class FitOptions:
         # No rounds means no bootstrap: say so, rather than ask for intervals from zero rounds.
         if self.n_rounds == 0 and self.interval == "bootstrap":
             object.__setattr__(self, "interval", "none")
+        if self.rectify not in ("", "ppi"):
+            raise ValueError(f"unknown rectification {self.rectify!r}; available: ppi")
+        if self.rectify and self.method not in SOURCE_METHODS:
+            raise ValueError("--rectify needs the votes with who cast them: use --method composite")
 
     @property
     def time_bucket(self) -> float | None:
@@ -131,7 +142,18 @@ class FitOptions:
             del described["style"]
         if not self.cluster:
             del described["cluster"]
+        if self.families:
+            described["families"] = dict(sorted(self.families.items()))
+        else:
+            del described["families"]
+        if not self.rectify:
+            del described["rectify"]
         return described
+
+    @property
+    def by_source(self) -> bool:
+        """The method fits the votes one by one with who cast them (the composite), not the counts."""
+        return self.method in SOURCE_METHODS
 
 
 @dataclass(frozen=True)
@@ -166,6 +188,24 @@ def fit_counts(
         progress=progress,
         **dict(options.extra),
     )
+
+
+def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboard, dict[str, Any]]:
+    """The composite board of votes with their annotators, and its ``composite`` metadata."""
+    from leaderboard.composite_board import composite_board
+
+    if len(read.battles) == 0:
+        raise ValueError("no votes with an annotator and a prompt to fit the composite on")
+    fitted = composite_board(
+        composite_input(read, options.families),
+        read.battles,
+        interval=options.interval,
+        n_rounds=options.n_rounds,
+        level=options.level,
+        random_state=options.random_state,
+        rectify=options.rectify,
+    )
+    return fitted.board, fitted.metadata
 
 
 def board_fragility(counts: PairCounts, options: FitOptions) -> dict[str, Any]:
@@ -216,6 +256,7 @@ def recompute_snapshot(
     agreement: AgreementReport | None = None,
     availability: Mapping[str, Mapping[str, Any]] | None = None,
     weekly_shares: Mapping[str, Mapping[str, float]] | None = None,
+    by_source: AgreementInput | None = None,
     pairing_weights: Mapping[str, Mapping[str, float]] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
@@ -238,13 +279,25 @@ def recompute_snapshot(
     ``pairing_weights`` (per UTC day, each model's share under the pairing policy then in force, from
     :mod:`votes.pairing_weights`) goes under ``sampling_weights_by_day`` (the board's models only): what
     the live site was giving over time, beside the share the policy would give next.
+
+    A source-aware method (``composite``) fits ``by_source``, every vote with who cast it (humans and
+    judges, whatever the filter's annotators), instead of ``counts``; its sources, learned per-source
+    terms, effective number of human votes and each judge's worth go under ``composite``.
     """
     if counts.n_cells == 0:
         raise ValueError(f"no votes to fit for the {spec.label} board")
     if options.style and (battles is None or battles.features is None):
         raise ValueError("style control needs the votes with their answer texts")
-    board = fit_counts(counts, options, progress=progress, clusters=clusters)
-    added: dict[str, Any] = {"fragility": board_fragility(counts, options)}
+    added: dict[str, Any] = {}
+    if options.by_source:
+        if by_source is None:
+            raise ValueError(f"method {options.method!r} needs the votes with who cast them")
+        if options.style:
+            raise ValueError(f"method {options.method!r} has no style-controlled board")
+        board, added["composite"] = fit_by_source(by_source, options)
+    else:
+        board = fit_counts(counts, options, progress=progress, clusters=clusters)
+        added["fragility"] = board_fragility(counts, options)
     if availability is not None:
         added["availability"] = {m: dict(availability[m]) for m in board.models if m in availability}
     if weekly_shares is not None:
@@ -290,6 +343,9 @@ def recompute_snapshot(
             "filters": dict(filters or {}),
             "options": options.describe(),
             "source": source,
+            # what votes_sha256 is the sha256 of: from the database the vote ledger (votes.ledger),
+            # from a file the file itself (snapshots made before the ledger carry no such field)
+            "votes_hash": "ledger" if source == "database" else "file",
             **added,
         },
         extra_files=files,
@@ -324,6 +380,7 @@ class StoredVotes(NamedTuple):
     battles: Battles | None
     agreement: AgreementReport | None
     clusters: Clusters | None = None
+    by_source: AgreementInput | None = None
 
 
 def load_votes_with_texts(
@@ -334,35 +391,39 @@ def load_votes_with_texts(
     style: bool = False,
     agreement: bool = False,
     cluster: str = "none",
+    by_source: bool = False,
 ) -> StoredVotes:
     """As :func:`load_from_database`, plus (with ``style``) the same votes one per row with the style
     covariates of their answers, (with ``agreement``) the agreement report of the votes the filter
     selects, humans' and judges' alike (None when no judge voted), and (with ``cluster``, a
-    ``--cluster`` value) the votes' clusters by annotator and/or prompt, all read in the same
-    transaction."""
+    ``--cluster`` value) the votes' clusters by annotator and/or prompt, and (with ``by_source``) every
+    vote with who cast it for a source-aware method, all read in the same transaction."""
     battles: Battles | None = None
     report: AgreementReport | None = None
     who: Battles | None = None
+    sourced: AgreementInput | None = None
     # A deferred transaction: one consistent snapshot without holding SQLite's write lock meanwhile.
     with read_only(engine).connect() as conn, conn.begin():
         if style:
             battles = battles_from_store(conn, style=True, filters=vote_filter)
         if agreement:
             report = agreement_from_store(conn, vote_filter)
+        if by_source:
+            sourced = agreement_input_from_store(conn, vote_filter)
         if cluster.strip().lower() == "auto" or parse_cluster(cluster):
             who = load_battles(conn, filters=vote_filter, who=True)
         if bucket_seconds is None:
             counts = load_pair_counts(conn, filters=vote_filter)
         else:
             counts = load_battles(conn, filters=vote_filter).counts(bucket_seconds=bucket_seconds)
-        digest = votes_sha256(conn, vote_filter)
+        digest = ledger_sha256(conn, vote_filter)
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
     # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).
     if counts.votes is not None and not counts.is_weighted:
         counts = replace(counts, votes=None)
     clusters = None if who is None else choose_clusters(who, counts, cluster)
-    return StoredVotes(counts, digest, battles, report, clusters)
+    return StoredVotes(counts, digest, battles, report, clusters, sourced)
 
 
 def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
@@ -489,6 +550,7 @@ def publish_snapshot(
         style=bool(options.style),
         agreement=True,
         cluster=cluster,
+        by_source=options.by_source,
     )
     if stored.clusters is not None:
         options = replace(options, cluster=stored.clusters.label)
@@ -514,6 +576,7 @@ def publish_snapshot(
             agreement=stored.agreement,
             availability=availability_ledger(engine),
             weekly_shares=weekly_battle_shares(engine, vote_filter),
+            by_source=stored.by_source,
             pairing_weights=pairing_weight_history(engine),
         )
         # Frozen before it gets its id: a folder under a snapshot id is never writable, even after a crash.

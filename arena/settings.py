@@ -64,6 +64,19 @@ class Settings(BaseSettings):
     )
     pairing_balance_power: float = Field(1.0, ge=0.0, description="Balanced policy: weight ~ 1/(n+1)^power.")
 
+    gold_rate: float = Field(
+        0.05,
+        ge=0.0,
+        le=0.2,
+        description="Share of served battles that are gold battles (right vote known), 0 to 0.2.",
+    )
+    gold_quiz: int = Field(
+        0,
+        ge=0,
+        le=20,
+        description="Golds a new annotator votes on first; below 75% right, their votes never count.",
+    )
+
     # Live standings: the online rater, and how the board ranks
     live_rating: Literal["elo", "glicko2", "trueskill"] = Field(
         "elo",

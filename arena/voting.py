@@ -25,10 +25,12 @@ from arena.metrics import (
     count_refusal,
 )
 from arena.pairing import Choice
+from arena.pairing_service import GoldChoice
 from arena.security import BattleTokenError, SessionData
 from arena.state import ArenaState
 from votes.battles import AlreadyVotedError, IssuedBattle, VoteError, VoteRequest, VoteResult, issue_battle
-from votes.models import Output, Prompt
+from votes.gold_votes import GoldTicket
+from votes.models import Output, Prompt, utcnow
 
 __all__ = ["VOTE_TIMEOUT_S", "BattleContext", "next_battle", "submit_vote", "vote_result_json"]
 
@@ -68,18 +70,51 @@ def _issue(
     )
 
 
+def _issue_gold(state: ArenaState, annotator_id: int, gold: GoldChoice, prompt: Prompt) -> BattleContext:
+    """A gold battle, issued exactly like any other: same token (the gold rides encrypted inside), same
+    texts-only context; the answers are unsaved outputs of the named models."""
+    ticket = GoldTicket(gold.gold_id, gold.expected, gold.quiz)
+    battle = IssuedBattle(
+        token_id=secrets.token_urlsafe(18),
+        annotator_id=annotator_id,
+        prompt_id=gold.prompt_id,
+        output_a_id=0,
+        output_b_id=0,
+        model_a_id=gold.model_a_id,
+        model_b_id=gold.model_b_id,
+        issued_at=utcnow(),
+        pair_probability=gold.pair_probability,
+        gold=ticket.encode(),
+    )
+    BATTLES_ISSUED.inc()
+    return BattleContext(
+        token=state.tokens.issue(battle),
+        prompt=prompt,
+        output_a=Output(prompt_id=gold.prompt_id, model_id=gold.model_a_id, text=gold.text_a),
+        output_b=Output(prompt_id=gold.prompt_id, model_id=gold.model_b_id, text=gold.text_b),
+        expires_in=state.settings.battle_token_ttl_seconds,
+    )
+
+
 async def next_battle(
     state: ArenaState, annotator_id: int, address: str | None = None
 ) -> BattleContext | None:
     """Choose and issue a battle: from memory, reading the store in a worker thread only on a miss.
 
     With the client's ``address``, answers revealed to anyone voting from that network are kept out too
-    (a fresh cookie does not make a voter forget).
+    (a fresh cookie does not make a voter forget). A share of the battles (``gold_rate``, and the
+    onboarding quiz) are gold battles (:mod:`votes.gold_votes`).
     """
     pairing = state.pairing
     address_hash = state.signer.address_hash(address) if address is not None else None
     if not pairing.ready(annotator_id, address_hash):
         await run_in_threadpool(pairing.prepare, annotator_id, address_hash)
+    gold = pairing.pick_gold(annotator_id)
+    if gold is not None:
+        prompt = pairing.cached_prompt(gold.prompt_id)
+        if prompt is None:
+            prompt = await run_in_threadpool(pairing.gold_prompt, gold.prompt_id)
+        return _issue_gold(state, annotator_id, gold, prompt)
     choice = pairing.pick(annotator_id, address_hash)
     if choice is None:
         return None
@@ -135,6 +170,7 @@ async def submit_vote(
         VOTE_COMMIT_WAIT_SECONDS.observe(time.perf_counter() - started)
     if not result.replayed:
         VOTES_ACCEPTED.inc()
+    if not result.replayed and battle.gold is None:  # a gold moves no pair count and no history
         state.pairing.note_vote(
             annotator_id=battle.annotator_id,
             battle_id=result.battle_id,

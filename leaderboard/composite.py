@@ -138,6 +138,18 @@ class CompositeFit:
     self_preference_se: FloatArray
     options: CompositeOptions
 
+    def probabilities(self, model_a: IntArray, model_b: IntArray, source: int = 0) -> FloatArray:
+        """Forecasts ``(left wins, tie, right wins)`` per row as ``source`` would vote, sides known (no
+        family term: a forecast of the human pool, or of a judge on models outside its family)."""
+        unit = self.options.scale / np.log(self.options.base)
+        u = (self.rating[model_a] - self.rating[model_b] + self.position[source]) / unit
+        eta = self.discrimination[source] * u
+        nu = self.nu[source]
+        denominator = np.exp(eta / 2) + np.exp(-eta / 2) + nu
+        probs: FloatArray = np.stack([np.exp(eta / 2), np.full_like(eta, nu), np.exp(-eta / 2)], axis=1)
+        out: FloatArray = probs / denominator[:, None]
+        return out
+
     def intervals(self, level: float = 0.95) -> tuple[FloatArray, FloatArray]:
         """Normal (Wald) intervals of the ratings from the sandwich covariance."""
         from scipy.stats import norm

@@ -29,6 +29,8 @@ from leaderboard.spec import BTSpec
 __all__ = [
     "INTERVALS",
     "METHODS",
+    "SOURCE_METHODS",
+    "assemble_board",
     "available_methods",
     "both_bad_rates",
     "compute_leaderboard",
@@ -68,13 +70,22 @@ _OPTIONS = frozenset(
 )
 
 
+#: Methods that need to know who cast each vote (a human or which LLM judge), so they fit the votes
+#: one by one with their sources rather than the aggregated counts: the source-aware composite
+#: (:func:`leaderboard.composite_board.composite_board`).
+SOURCE_METHODS: tuple[str, ...] = ("composite",)
+
+
 def available_methods() -> tuple[str, ...]:
-    """The method names :func:`compute_leaderboard` accepts."""
-    return tuple(sorted(METHODS))
+    """Every method name a board can be made with: the Bradley-Terry family of :func:`compute_leaderboard`
+    and the source-aware methods of :data:`SOURCE_METHODS`."""
+    return tuple(sorted([*METHODS, *SOURCE_METHODS]))
 
 
 def method_spec(method: str, options: Mapping[str, Any]) -> BTSpec:
     """The :class:`BTSpec` of ``method`` with the model options among ``options`` applied."""
+    if method in SOURCE_METHODS:
+        raise ValueError(f"method {method!r} needs each vote's source (human or judge), not counts")
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(available_methods())}")
     unknown = set(options) - _OPTIONS
@@ -227,17 +238,6 @@ def compute_leaderboard(
         options=options,
         clusters=clusters,
     )
-    rating = np.asarray(rating, dtype=np.float64)
-    low = np.array(low, dtype=np.float64)
-    high = np.array(high, dtype=np.float64)
-    rank = ranks_of(rating)[0]
-    rank_ub = rank_upper_bound(low, high)
-    if rounds is not None:
-        rank_low, rank_high = rank_intervals(ranks_of(np.asarray(rounds)), level)
-    else:
-        rank_low = rank_ub
-        rank_high = (high[None, :] >= low[:, None]).sum(axis=1).astype(np.int64)
-    battles, win_rate = model_totals(counts)
     parameters: dict[str, Any] = {
         "level": level,
         "interval": interval,
@@ -250,6 +250,47 @@ def compute_leaderboard(
     if clusters is not None:
         parameters["cluster"] = clusters.label
         parameters["cluster_counts"] = list(clusters.n_levels)
+    return assemble_board(
+        counts,
+        rating,
+        low,
+        high,
+        rounds,
+        method=method,
+        level=level,
+        interval=interval,
+        parameters=parameters,
+        fitted=fitted,
+    )
+
+
+def assemble_board(
+    counts: PairCounts,
+    rating: FloatArray,
+    low: FloatArray,
+    high: FloatArray,
+    rounds: FloatArray | None,
+    *,
+    method: str,
+    level: float,
+    interval: str,
+    parameters: dict[str, Any],
+    fitted: Mapping[str, Mapping[str, float]],
+) -> Leaderboard:
+    """A complete :class:`Leaderboard` from ratings and intervals: ranks, rank intervals, the rank upper
+    bound, battles and win rates, filled the same way for every method (the Bradley-Terry family here,
+    the source-aware composite in :mod:`leaderboard.composite_board`)."""
+    rating = np.asarray(rating, dtype=np.float64)
+    low = np.array(low, dtype=np.float64)
+    high = np.array(high, dtype=np.float64)
+    rank = ranks_of(rating)[0]
+    rank_ub = rank_upper_bound(low, high)
+    if rounds is not None:
+        rank_low, rank_high = rank_intervals(ranks_of(np.asarray(rounds)), level)
+    else:
+        rank_low = rank_ub
+        rank_high = (high[None, :] >= low[:, None]).sum(axis=1).astype(np.int64)
+    battles, win_rate = model_totals(counts)
     return Leaderboard(
         models=counts.models,
         rating=rating,

@@ -55,6 +55,10 @@ GRID_INCHES = 7.0
 # Numbers in heatmap cells: at most this size, and left out where they would need less than the minimum.
 CELL_TEXT_POINTS = 8.0
 CELL_TEXT_MIN_POINTS = 6.0
+# Cells narrower than this (inches; 14.4 points, up to 35 models on the 7-inch grid) carry no numbers at
+# all: a 100-model battle-count grid would otherwise hold thousands of 7-point numbers in 10-point cells,
+# too cramped to read as a picture and most of the drawing time (the exact values are in the CSV files).
+CELL_NUMBER_MIN_INCHES = 0.2
 # Room for a colour bar, titles and axis labels around the plotting area (inches).
 COLORBAR_INCHES = 1.3
 TITLE_INCHES = 0.9
@@ -307,9 +311,12 @@ def _heatmap(
 def _cell_numbers(
     ax: Axes, matrix: npt.NDArray[np.float64], fmt: str, cell: float, colours: npt.ArrayLike
 ) -> None:
-    """Write each finite cell's number where it fits, black or white for contrast with ``colours`` (the
-    cells' RGBA). The numbers sit inside their cells, so they are kept out of the layout and tight-box
-    measurements (thousands of texts at 100 models would otherwise be measured on every pass)."""
+    """Write each finite cell's number where it fits (none in cells under ``CELL_NUMBER_MIN_INCHES``),
+    black or white for contrast with ``colours`` (the cells' RGBA). The numbers sit inside their cells, so
+    they are kept out of the layout and tight-box measurements (thousands of texts at 100 models would
+    otherwise be measured on every pass)."""
+    if cell < CELL_NUMBER_MIN_INCHES:
+        return
     rgb = np.asarray(colours, dtype=np.float64)[..., :3]
     linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
     luminance = linear @ np.array([0.2126, 0.7152, 0.0722])

@@ -1,17 +1,26 @@
 """Time `arena import` of a synthetic Chatbot Arena battles file (default 100,000 battles).
 
     .venv/bin/python scripts/bench_import.py [--battles 100000] [--database-url URL] [--conversations]
+    .venv/bin/python scripts/bench_import.py --sizes 200000,1000000 [--ten-million] [--database-url URL]
 
 Writes the file to a temporary folder, imports it into an empty database (SQLite file by default), then
 imports it again to show the idempotent path. Prints seconds for each step.
+
+With ``--sizes`` each size is imported by ``arena import`` in its own process (a Parquet file of the
+end-to-end benchmark's synthetic battles) and the wall seconds and peak RSS are printed side by side:
+an import that streams in batches has about the same peak at 200,000 and 1,000,000 battles.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -52,12 +61,169 @@ def write_battles(
             fh.write(json.dumps(row) + "\n")
 
 
+def import_runs(sizes: list[int], *, database_url: str | None, work: Path) -> list[list[object]]:
+    """``arena import`` of a synthetic Parquet battles file per size, each in its own process: wall
+    seconds and the process's own peak RSS, side by side (a bounded-memory import keeps the peak flat)."""
+    from bench_end_to_end import _arena, _env, run_child, write_battles_parquet
+
+    root = Path(__file__).resolve().parents[1]
+    rows: list[list[object]] = []
+    for n in sizes:
+        data = work / f"battles-{n}.parquet"
+        if not data.exists():
+            write_battles_parquet(data, n, n_models=60, seed=0)
+        with ExitStack() as stack:
+            if database_url is None:
+                for leftover in work.glob(f"import-{n}.db*"):
+                    leftover.unlink()
+                url = f"sqlite:///{work / f'import-{n}.db'}"
+            else:
+                url = stack.enter_context(_fresh_postgres(database_url))
+            command = _arena("import", str(data), "--database-url", url)
+            run = run_child(command, env=_env(root), timeout=3600)
+        if run.status != 0:
+            raise SystemExit(f"import of {n} battles failed: {run.tail}")
+        rows.append([n, round(run.seconds, 2), round(run.peak_mb), round(1e6 * run.seconds / n, 2)])
+        print(f"{n} battles: {run.seconds:.2f} s, peak {run.peak_mb:.0f} MB", file=sys.stderr, flush=True)
+    return rows
+
+
+def write_waits(data: Path, url: str, *, every_s: float = 0.1) -> tuple[list[float], float]:
+    """Import ``data`` in this process while another thread opens a write transaction every ``every_s``
+    seconds, as the live vote writer does: the seconds each waited for the writer lock, and the import's
+    wall time. (A real vote adds its own few milliseconds of work to the wait.)"""
+    import threading
+
+    from sqlalchemy import update
+
+    from votes.tables import model_t
+
+    engine = make_engine(url)
+    SQLModel.metadata.create_all(engine)
+    probe = make_engine(url)
+    waits: list[float] = []
+    done = threading.Event()
+
+    def probe_writes() -> None:
+        while not done.is_set():
+            started = time.perf_counter()
+            with probe.begin() as conn:  # BEGIN IMMEDIATE on SQLite: waits for the writer lock
+                waits.append(time.perf_counter() - started)
+                conn.execute(update(model_t).where(model_t.c.id == -1).values(active=True))
+            done.wait(every_s)
+
+    thread = threading.Thread(target=probe_writes, daemon=True)
+    started = time.perf_counter()
+    thread.start()
+    try:
+        import_file(engine, data)
+    finally:
+        done.set()
+        thread.join(60)
+    wall = time.perf_counter() - started
+    engine.dispose()
+    probe.dispose()
+    return waits, wall
+
+
+@contextmanager
+def _fresh_postgres(url: str) -> Iterator[str]:
+    """A new, migrated database on the server of ``url`` (never the database it names), dropped after."""
+    from sqlalchemy.engine import make_url
+
+    from votes.migrate import upgrade_database
+
+    name = f"arena_bench_import_{os.getpid()}_{time.monotonic_ns()}"
+    admin = make_engine(url)
+    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    fresh = make_url(url).set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade_database(fresh)
+        yield fresh
+    finally:
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--battles", type=int, default=100_000)
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--conversations", action="store_true")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="comma list of battle counts (e.g. 200000,1000000): `arena import` of each in a child process, "
+        "wall seconds and peak RSS side by side",
+    )
+    parser.add_argument("--ten-million", action="store_true", help="add 10,000,000 battles to --sizes")
+    parser.add_argument(
+        "--write-waits",
+        type=int,
+        default=None,
+        metavar="N",
+        help="import N battles into a fresh SQLite file while a thread opens a write transaction every "
+        "0.1 s; print the longest and 99th-percentile wait for the writer lock",
+    )
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the files here (default: temporary)")
     args = parser.parse_args(argv)
+    # Imported here: tests import write_battles from this file as ``scripts.bench_import``.
+    from _bench_common import emit_json_line, machine_info, print_table
+
+    if args.write_waits:
+        from bench_end_to_end import write_battles_parquet
+
+        with tempfile.TemporaryDirectory() as tmp:
+            work = args.workdir or Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            data = work / f"battles-{args.write_waits}.parquet"
+            if not data.exists():
+                write_battles_parquet(data, args.write_waits, n_models=60, seed=0)
+            for leftover in work.glob("waits.db*"):
+                leftover.unlink()
+            with ExitStack() as stack:
+                url = f"sqlite:///{work}/waits.db"
+                if args.database_url:
+                    url = stack.enter_context(_fresh_postgres(args.database_url))
+                waits, wall = write_waits(data, url)
+        print(machine_info())
+        order = sorted(waits)
+        p99 = order[min(len(order) - 1, int(0.99 * len(order)))]
+        print(
+            f"import of {args.write_waits:,} battles: {wall:.1f} s; {len(waits)} write transactions opened "
+            f"meanwhile: longest wait {order[-1]:.3f} s, 99th percentile {p99:.3f} s, median "
+            f"{order[len(order) // 2]:.3f} s"
+        )
+        figures = {"battles": args.write_waits, "import_s": wall, "writes": len(waits)}
+        emit_json_line({**figures, "max_wait_s": order[-1], "p99_wait_s": p99})
+        return 0
+    if args.sizes or args.ten_million:
+        sizes = [int(s) for s in (args.sizes or "200000,1000000").split(",")]
+        if args.ten_million:
+            sizes.append(10_000_000)
+        with tempfile.TemporaryDirectory() as tmp:
+            work = args.workdir or Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            rows = import_runs(sizes, database_url=args.database_url, work=work)
+        print(machine_info())
+        print_table(["battles", "wall s", "peak MB", "us per battle"], rows)
+        base = rows[0]
+        for row in rows[1:]:
+            print(
+                f"{row[0]:,} vs {base[0]:,} battles: {row[0] / base[0]:.1f}x the rows, "  # type: ignore[operator]
+                f"{row[1] / base[1]:.2f}x the time, {row[2] / base[2]:.2f}x the peak memory"  # type: ignore[operator]
+            )
+        emit_json_line(
+            {
+                "battles": [r[0] for r in rows],
+                "import_s": [r[1] for r in rows],
+                "import_peak_mb": [r[2] for r in rows],
+                "backend": "postgresql" if args.database_url else "sqlite",
+            }
+        )
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "battles.jsonl"
         write_battles(path, args.battles, conversations=args.conversations)

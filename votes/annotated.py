@@ -7,6 +7,7 @@ once, for ``arena agreement`` and for the agreement section of a published snaps
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from leaderboard.agreement import AgreementReport, agreement_report, agreement_statistics
 from leaderboard.battles import Battles
+from leaderboard.composite import CompositeData
 from leaderboard.data import Outcome, parse_outcome
 from votes.io import read_battle_records
 from votes.queries import VoteFilter, filter_votes
@@ -30,8 +32,10 @@ __all__ = [
     "agreement_input_from_store",
     "agreement_of",
     "annotated_battles",
+    "composite_input",
     "family_of",
     "is_judge",
+    "judge_model",
     "judges_counted",
 ]
 
@@ -262,3 +266,25 @@ def _input_from_columns(cols: dict[str, npt.NDArray[np.object_]]) -> AgreementIn
     )
     slices = {"category": cols["category"], "language": cols["language"]}
     return AgreementInput(battles, tuple(str(x) for x in labels), slices, None)
+
+
+def judge_model(label: str) -> str | None:
+    """The model an LLM judge's label names (``judge:gpt-4o`` -> ``gpt-4o``), None for a human."""
+    judged = _JUDGE.match(label)
+    return judged.group("model") if judged else None
+
+
+def composite_input(read: AgreementInput, families: Mapping[str, str] | None = None) -> CompositeData:
+    """The source-aware composite's input (:func:`leaderboard.composite_board.composite_data`) from votes
+    with their annotators: every LLM judge (:func:`is_judge`) a source of its own, everyone else the
+    human pool. ``families`` maps model names to families; a judge takes the family of the model it
+    names, so its self-preference is learned for the models of that family."""
+    from leaderboard.composite_board import composite_data
+
+    families = dict(families or {})
+    judges = [label for label in read.labels if is_judge(label)]
+    for label in judges:
+        model = judge_model(label)
+        if model is not None and model in families:
+            families[label] = families[model]
+    return composite_data(read.battles, read.labels, judges=judges, families=families)

@@ -8,11 +8,12 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
-from votes.models import Annotator, Battle, Vote, utcnow
+from votes.models import Annotator, Battle, GoldVote, Vote, utcnow
 
 __all__ = [
     "address_reveals_since",
     "annotator_battles_since",
+    "annotator_golds",
     "count_annotator_votes",
     "annotator_for_session",
     "create_annotator",
@@ -25,7 +26,7 @@ def annotator_battles_since(
     *, session: Session, annotator_id: int, after_id: int = 0
 ) -> list[tuple[int, int, int, int, bool, int | None, int | None]]:
     """(battle id, prompt, model a, model b, has a vote, output a, output b) of this annotator's battles
-    with id > ``after_id``.
+    with id > ``after_id``, golds left out (:func:`annotator_golds` has those).
 
     A caller keeping an annotator's history in memory (pairs seen, votes cast, answers whose models a
     vote revealed) reads only what is new. A session's provisional id (negative: no annotator row yet)
@@ -44,7 +45,9 @@ def annotator_battles_since(
             col(Battle.output_b_id),
         )
         .join(Vote, col(Vote.battle_id) == col(Battle.id), isouter=True)
-        .where(col(Battle.annotator_id) == annotator_id, col(Battle.id) > after_id)
+        .where(
+            col(Battle.annotator_id) == annotator_id, col(Battle.id) > after_id, col(Battle.source) != "gold"
+        )
         .order_by(col(Battle.id))
     )
     return [
@@ -128,4 +131,13 @@ def count_annotator_votes(*, session: Session, annotator_id: int) -> int:
     )
     if annotator_id < 0:  # a session's provisional id: no row and no vote yet
         return 0
-    return int(session.exec(stmt).one())
+    golds = select(func.count(col(GoldVote.id))).where(GoldVote.annotator_id == annotator_id)
+    return int(session.exec(stmt).one()) + int(session.exec(golds).one())  # golds are votes to them too
+
+
+def annotator_golds(*, session: Session, annotator_id: int) -> list[int]:
+    """The golds this annotator voted on (each is served to one annotator once)."""
+    if annotator_id < 0:
+        return []
+    stmt = select(GoldVote.gold_id).where(GoldVote.annotator_id == annotator_id)
+    return [int(g) for g in session.exec(stmt).all()]

@@ -74,8 +74,12 @@ class IssuedBattle:
     model_b_id: int
     issued_at: datetime
     pair_probability: float | None
-    # "site" (pre-generated answers) or "live" (answers generated for the annotator's own prompt).
+    # "site" (pre-generated answers) or "live" (answers generated for the annotator's own prompt); a gold
+    # battle says "site" too, inside and outside its (encrypted) token.
     source: str = "site"
+    # A gold battle: "<gold id>:<right winner as shown>" (see votes.gold_votes); None for any other. Always
+    # in the token, so that a gold's token is no longer than another's.
+    gold: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Written out: dataclasses.asdict deep-copies every value and cost 5% of a worker's CPU.
@@ -90,6 +94,7 @@ class IssuedBattle:
             "issued_at": self.issued_at.isoformat(),
             "pair_probability": self.pair_probability,
             "source": self.source,
+            "gold": self.gold,
         }
 
     @classmethod
@@ -107,6 +112,7 @@ class IssuedBattle:
             issued_at=datetime.fromisoformat(data["issued_at"]),
             pair_probability=None if probability is None else float(probability),
             source=str(data.get("source", "site")),
+            gold=None if data.get("gold") is None else str(data["gold"]),
         )
 
 

@@ -202,8 +202,9 @@ def read_battles(
 
     ``digest`` is the sha256 of the (decompressed) file, what ``sha256sum`` (or ``zcat | sha256sum``)
     prints; for a JSONL export of Arena's votes it equals the database's
-    :func:`votes.queries.votes_sha256`. (Before, a CSV or Parquet file's digest was that of its rows in
-    canonical JSONL form, which took re-serialising every row in Python.)
+    :func:`votes.queries.votes_sha256`, for the vote ledger (``arena export ledger``) the
+    :func:`votes.ledger.ledger_sha256` a published snapshot records. (Before, a CSV or Parquet file's
+    digest was that of its rows in canonical JSONL form, which took re-serialising every row in Python.)
 
     Parameters
     ----------

@@ -1,20 +1,22 @@
-"""Battles imported into the store: prompts, outputs, annotators, battles and votes from validated rows.
+"""Battles staged for an import run: prompts, outputs, annotators and models resolved, battles set aside.
 
-Every imported battle carries ``import_key`` = hash of its canonical row + its occurrence number among
-identical rows of the file, so importing the same file again adds nothing. After battles are added, the
-live ratings are rebuilt by replaying all counted votes in vote-id order.
+:func:`stage_battle_batch` writes one batch of validated rows: it creates the models, judges, prompts and
+outputs the batch names (recording each in ``importcreated`` so a rollback can remove it) and stages the
+battles in ``importrow``; :mod:`votes.import_runs` then merges them into ``battle`` and ``vote``. Every
+imported battle carries ``import_key`` = hash of its canonical row + its occurrence number among
+identical rows of the file, so importing the same file again adds nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from votes.battle_rows import BattleRecord
@@ -25,22 +27,18 @@ from votes.bulk import (
     existing_outputs,
     existing_prompts,
     member,
-    without_null_columns,
 )
-from votes.live import LiveConfig
 from votes.models import utcnow
-from votes.ratings import rebuild_live_ratings
 from votes.records import InputError, Message, canonical_json
-from votes.tables import annotator_t, battle_t, output_t, prompt_t, vote_t
+from votes.tables import annotator_t, import_created_t, output_t, prompt_t
 
-__all__ = ["IMPORT_ANNOTATOR_KIND", "import_battle_records", "import_keys"]
+__all__ = ["IMPORT_ANNOTATOR_KIND", "StagedBatch", "row_digest", "stage_battle_batch"]
 
 IMPORT_ANNOTATOR_KIND = "import"
-_ANALYZE_AFTER = 10_000
 
 
-def _ensure_import_annotators(conn: Connection, judges: Iterable[str]) -> dict[str, int]:
-    """One annotator (kind ``import``) per judge label, shared across files."""
+def _ensure_import_annotators(conn: Connection, judges: Iterable[str], created: list[int]) -> dict[str, int]:
+    """One annotator (kind ``import``) per judge label, shared across files; new ids go to ``created``."""
     wanted = sorted(set(judges))
     ids: dict[str, int] = {}
     for chunk in chunks(wanted):
@@ -65,19 +63,13 @@ def _ensure_import_annotators(conn: Connection, judges: Iterable[str]) -> dict[s
                 member(conn, annotator_t.c.label, chunk),
             )
             ids.update((str(label), int(i)) for label, i in conn.execute(stmt))
+        created.extend(ids[j] for j in missing)
     return ids
 
 
-def import_keys(records: Sequence[BattleRecord]) -> list[str]:
-    """Stable per-row keys: sha256 of the canonical row (first 40 hex digits) + occurrence number."""
-    seen: dict[str, int] = {}
-    keys: list[str] = []
-    for record in records:
-        digest = hashlib.sha256(canonical_json(record.row()).encode("utf-8")).hexdigest()[:40]
-        n = seen.get(digest, 0)
-        seen[digest] = n + 1
-        keys.append(f"{digest}-{n}")
-    return keys
+def row_digest(record: BattleRecord) -> str:
+    """sha256 of the canonical row, first 40 hex digits: with its occurrence number, the import key."""
+    return hashlib.sha256(canonical_json(record.row()).encode("utf-8")).hexdigest()[:40]
 
 
 def _conversation_prompt(conversation: Sequence[Message]) -> tuple[str, list[Message] | None]:
@@ -96,36 +88,55 @@ def _assistant_text(conversation: Sequence[Message]) -> str:
     return "\n\n".join(m["content"] for m in conversation if m["role"] == "assistant")
 
 
-def import_battle_records(
+@dataclass
+class StagedBatch:
+    """Rows of one batch ready for ``importrow`` (dictionaries keyed by its columns), and what the batch
+    created besides them."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    counts: ImportCounts = field(default_factory=ImportCounts)
+
+
+def _record_created(conn: Connection, run_id: int, kind: str, ids: Iterable[int]) -> None:
+    rows = [{"import_id": run_id, "kind": kind, "row_id": i} for i in ids]
+    if rows:
+        conn.execute(insert(import_created_t), rows)
+
+
+def stage_battle_batch(
     conn: Connection,
+    run_id: int,
     records: Sequence[BattleRecord],
     *,
-    file: str | Path = "<battles>",
-    elo_config: LiveConfig | None = None,
-) -> ImportCounts:
-    """Write validated battles (and their votes, prompts and outputs) inside the caller's transaction.
+    first_seq: int,
+    file: str | Path,
+    digests: Sequence[str] | None = None,
+) -> StagedBatch:
+    """Resolve one batch's models, judges, prompts and outputs (creating the missing ones under the run)
+    and return its battles as staging rows numbered from ``first_seq``, inside the caller's transaction.
+    ``digests`` (:func:`row_digest` of each record) may be computed before the transaction, so that the
+    writer lock is not held while hashing.
 
-    Rows whose import key is already stored are skipped. Raises :class:`InputError` when a battle's
-    conversation contradicts an answer already stored for the same prompt and model.
+    Raises :class:`InputError` when a battle's conversation contradicts an answer already stored (by an
+    earlier batch or before the run) for the same prompt and model.
     """
-    added = ImportCounts()
-    keys = import_keys(records)
-    existing: set[str] = set()
-    for chunk in chunks(keys):
-        existing.update(
-            conn.scalars(select(battle_t.c.import_key).where(member(conn, battle_t.c.import_key, chunk)))
-        )
-    new = [(r, k) for r, k in zip(records, keys, strict=True) if k not in existing]
-    if not new:
-        return added
-
-    model_ids = ensure_models(conn, [n for r, _ in new for n in (r.model_a, r.model_b)], added)
-    annotator_ids = _ensure_import_annotators(conn, [r.judge for r, _ in new if r.judge is not None])
+    staged = StagedBatch()
+    added = staged.counts
+    created_models: list[int] = []
+    model_ids = ensure_models(
+        conn, [n for r in records for n in (r.model_a, r.model_b)], added, created_models
+    )
+    _record_created(conn, run_id, "model", created_models)
+    created_annotators: list[int] = []
+    annotator_ids = _ensure_import_annotators(
+        conn, [r.judge for r in records if r.judge is not None], created_annotators
+    )
+    _record_created(conn, run_id, "annotator", created_annotators)
 
     # Prompts: named by question_id, or (for conversations without one) by a hash of the user turns.
     prompt_key: list[str | None] = []
     to_create: dict[str, tuple[str, list[Message] | None, str | None]] = {}
-    for record, _ in new:
+    for record in records:
         if record.conversation_a is not None:
             text, conversation = _conversation_prompt(record.conversation_a)
             ext = record.question_id or _conversation_external_id(text, conversation)
@@ -152,13 +163,15 @@ def import_battle_records(
                 for ext in missing
             ],
         )
-        prompt_ids.update(existing_prompts(conn, missing))
+        new_prompts = existing_prompts(conn, missing)
+        prompt_ids.update(new_prompts)
+        _record_created(conn, run_id, "prompt", new_prompts.values())
         added.prompts += len(missing)
 
     # Outputs: battles with conversations bring their answers; others link to catalog answers if stored.
     outputs = existing_outputs(conn, prompt_ids.values())
     new_outputs: dict[tuple[int, int], list[Message]] = {}
-    for (record, _), pkey in zip(new, prompt_key, strict=True):
+    for record, pkey in zip(records, prompt_key, strict=True):
         if record.conversation_a is None or record.conversation_b is None or pkey is None:
             continue
         opid = prompt_ids[pkey]
@@ -177,6 +190,7 @@ def import_battle_records(
             elif stored[1] is None and stored[2] == _assistant_text(answer):
                 # A catalog answer (text only) with the same text: the battle adds its conversation.
                 conn.execute(update(output_t).where(output_t.c.id == stored[0]).values(conversation=answer))
+                _record_created(conn, run_id, "filled", [stored[0]])
                 outputs[pair] = (stored[0], answer, stored[2])
                 continue
             else:
@@ -202,12 +216,15 @@ def import_battle_records(
             ],
         )
         outputs.update(existing_outputs(conn, {p for p, _ in pairs}))
+        _record_created(conn, run_id, "output", (outputs[pair][0] for pair in pairs))
         added.outputs += len(pairs)
 
     now = utcnow()
-    battle_rows: list[dict[str, Any]] = []
-    vote_rows: list[dict[str, Any]] = []
-    for (record, key), pkey in zip(new, prompt_key, strict=True):
+    if digests is None:
+        digests = [row_digest(r) for r in records]
+    for seq, (record, pkey, digest) in enumerate(
+        zip(records, prompt_key, digests, strict=True), start=first_seq
+    ):
         a, b = model_ids[record.model_a], model_ids[record.model_b]
         bpid = prompt_ids.get(pkey) if pkey is not None else None
         out_a = outputs.get((bpid, a)) if bpid is not None else None
@@ -219,54 +236,23 @@ def import_battle_records(
             extra["anony"] = record.anony
         if bpid is None and record.question_id is not None:
             extra["question_id"] = record.question_id
-        when = datetime.fromtimestamp(record.tstamp, UTC) if record.tstamp is not None else now
-        battle_rows.append(
+        staged.rows.append(
             {
+                "import_id": run_id,
+                "seq": seq,
+                "digest": digest,
                 "prompt_id": bpid,
                 "output_a_id": out_a[0] if out_a else None,
                 "output_b_id": out_b[0] if out_b else None,
                 "model_a_id": a,
                 "model_b_id": b,
                 "annotator_id": annotator_ids[record.judge] if record.judge is not None else None,
-                "issued_at": when,
-                "pair_probability": None,
-                "source": "import",
-                "import_key": key,
-                "token_id": None,  # nosec B105 # a column name, not a password
+                "issued_at": datetime.fromtimestamp(record.tstamp, UTC) if record.tstamp is not None else now,
                 "language": record.language,
                 "extra": extra or None,
-            }
-        )
-        vote_rows.append(
-            {
-                "model_a_id": a,
-                "model_b_id": b,
-                "annotator_id": annotator_ids[record.judge] if record.judge is not None else None,
                 "winner": record.winner,
-                "created_at": when,
-                "seconds_to_vote": None,
-                "client_hash": None,
-                "idempotency_key": None,
-                "live_elo": None,
                 "weight": record.weight,
                 "sided": record.sided,
             }
         )
-    # Plain executemany (RETURNING would make SQLite insert row by row); the new ids are then read back
-    # by import key, which is unique, so rows written concurrently by the site cannot be confused.
-    before = conn.scalar(select(func.coalesce(func.max(battle_t.c.id), 0)))
-    conn.execute(insert(battle_t), without_null_columns(battle_rows))
-    stmt = select(battle_t.c.import_key, battle_t.c.id).where(
-        battle_t.c.id > before, battle_t.c.import_key.is_not(None)
-    )
-    battle_ids = {str(k): int(i) for k, i in conn.execute(stmt)}
-    for vote, battle in zip(vote_rows, battle_rows, strict=True):
-        vote["battle_id"] = battle_ids[battle["import_key"]]
-    conn.execute(insert(vote_t), without_null_columns(vote_rows))
-    added.rows = len(new)
-    rebuild_live_ratings(conn, config=elo_config)
-    if conn.dialect.name == "postgresql" and len(new) >= _ANALYZE_AFTER:
-        # Fresh statistics for the planner: without them the next import's key lookups on the bulk-loaded
-        # table can take seconds each (measured: 2 minutes for 100,000 keys instead of 1 s).
-        conn.execute(sa.text("ANALYZE battle, vote, prompt, output"))
-    return added
+    return staged

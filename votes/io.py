@@ -2,11 +2,11 @@
 
 An import is all-or-nothing and idempotent:
 
-- the whole file is read and validated first (:mod:`votes.records`, :mod:`votes.catalog_records`), so a
-  bad row fails before any write;
-- everything is written in one transaction with bulk ``executemany`` inserts (one statement per batch of
-  rows, not one ORM object per row), so a 100,000-battle file takes seconds
-  (:mod:`votes.import_battles`, :mod:`votes.import_catalog`);
+- battles are read, validated and staged in batches (:mod:`votes.row_batches`, :mod:`votes.import_runs`):
+  each batch is a short transaction through the driver's bulk path, nothing reaches ``battle`` or
+  ``vote`` before the whole file is valid, and a bad row anywhere removes every row the run wrote;
+- a catalog is read and validated whole (:mod:`votes.catalog_records`) and written in one transaction
+  (:mod:`votes.import_catalog`);
 - importing the same file again adds nothing.
 
 Exports write the same schemas deterministically (:func:`votes.file_writers.write_rows`), so
@@ -15,7 +15,9 @@ export -> import into an empty database -> export gives byte-identical files.
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +27,8 @@ from votes.battle_rows import SELF_BATTLE, BattleRecord, parse_battles
 from votes.catalog_records import parse_catalog
 from votes.file_writers import write_rows
 from votes.formats import SourceFormat, detect_source_format, map_catalog_rows, map_source_rows
-from votes.import_battles import import_battle_records
 from votes.import_catalog import import_catalog_records
+from votes.import_runs import BetweenBatches, import_battle_batches
 from votes.live import LiveConfig
 from votes.queries import VoteFilter, has_weights_or_sides, iter_catalog_rows, iter_vote_rows
 from votes.records import (
@@ -38,6 +40,7 @@ from votes.records import (
     detect_kind,
     read_rows,
 )
+from votes.row_batches import BATCH_ROWS, iter_row_batches, peek_format
 from votes.selection import BattleFilter, keep_mask, record_columns
 
 __all__ = [
@@ -86,58 +89,93 @@ def import_file(
     filters: BattleFilter | None = None,
     baseline: str | None = None,
     max_expanded: int | None = None,
+    between_batches: BetweenBatches | None = None,
 ) -> ImportReport:
-    """Validate a whole file, then write it in one transaction; raises :class:`InputError` on bad input.
+    """Import a file, all or nothing; raises :class:`InputError` on bad input.
 
     Battles may come in any shape of :mod:`votes.formats` (detected from the columns, or named by
-    ``source_format``); arena-hard question and answer files are catalogs. Without ``skip_invalid``
-    nothing is written when any row is invalid or conflicts with what the database already holds; with
-    it the valid rows are written and the others returned in ``refused``. ``filters`` choose the battles
-    written; self-battles among them are refused, never dropped unsaid. A gzipped file may expand to at
-    most ``max_expanded`` bytes (:data:`votes.records.MAX_EXPANDED_BYTES` by default).
+    ``source_format``); arena-hard question and answer files are catalogs. Chatbot Arena battles are read
+    and validated in batches and written as an import run (:mod:`votes.import_runs`): short transactions,
+    so live votes are not held back, and every row of the run removed again when any row is invalid,
+    conflicts with what the database holds, or the import stops half way. Without ``skip_invalid``
+    nothing is written when any row is invalid; with it the valid rows are written and the others
+    returned in ``refused``. ``filters`` choose the battles written; self-battles among them are
+    refused, never dropped unsaid. A gzipped file may expand to at most ``max_expanded`` bytes
+    (:data:`votes.records.MAX_EXPANDED_BYTES` by default). ``between_batches`` is called between the
+    run's short transactions.
     """
     started = time.perf_counter()
     path = Path(path)
-    fmt, rows = read_rows(path, fmt, max_expanded=max_expanded)
-    shape = detect_source_format(rows) if source_format is None and kind != "catalog" else source_format
+    batches = iter_row_batches(path, fmt, max_expanded=max_expanded)
+    first = next(batches, None)
+    fmt, head = first if first is not None else (peek_format(path, fmt), [])
+    shape = detect_source_format(head) if source_format is None and kind != "catalog" else source_format
     kind = kind or (
-        "battles" if shape is not None else (detect_catalog_kind(path, rows) if rows else "battles")
+        "battles" if shape is not None else (detect_catalog_kind(path, head) if head else "battles")
     )
     refused: list[Refusal] | None = [] if skip_invalid else None
-    note = ""
-    n_filtered = 0
-    n_candidates = len(rows)
+    tally = _Tally()
     prompt_ids: tuple[str, ...] = ()
-    with engine.begin() as conn:
-        if kind == "battles":
-            records_b, note, shape, n_filtered = _battle_records(
-                path, fmt, rows, shape, refused, filters or BattleFilter(), baseline
+    if kind == "battles":
+        if shape in (None, "clean-battle"):
+            row_batches: Iterable[list[tuple[str, dict[str, object]]]] = itertools.chain(
+                [head] if head else [], (rows for _, rows in batches)
             )
-            added = import_battle_records(conn, records_b, file=path, elo_config=elo_config)
-            n_candidates = len(records_b)
-        else:
-            catalog_rows, note = map_catalog_rows(path, rows)
-            records_c = parse_catalog(path, fmt if not note else "jsonl", catalog_rows)
+        else:  # other shapes are mapped over the whole file (a mapping may pair rows)
+            _, all_rows = read_rows(path, fmt, max_expanded=max_expanded)
+            row_batches = [all_rows]
+        filters = filters or BattleFilter()
+
+        def record_batches() -> Iterator[list[BattleRecord]]:
+            for rows in row_batches:
+                records, tally.note, _, n_filtered = _battle_records(
+                    path, fmt, rows, shape, refused, filters, baseline
+                )
+                tally.n_rows += len(rows)
+                tally.n_filtered += n_filtered
+                tally.n_candidates += len(records)
+                for start in range(0, len(records), BATCH_ROWS):
+                    yield records[start : start + BATCH_ROWS]
+
+        added = import_battle_batches(
+            engine, record_batches(), file=path, elo_config=elo_config, between=between_batches
+        )
+    else:
+        _, rows = read_rows(path, fmt, max_expanded=max_expanded)
+        tally.n_rows = tally.n_candidates = len(rows)
+        with engine.begin() as conn:
+            catalog_rows, tally.note = map_catalog_rows(path, rows)
+            records_c = parse_catalog(path, fmt if not tally.note else "jsonl", catalog_rows)
             added = import_catalog_records(conn, records_c, file=path)
             prompt_ids = tuple(dict.fromkeys(r.prompt_id for r in records_c))
     return ImportReport(
         path=str(path),
         kind=kind,
         format=fmt,
-        n_rows=len(rows),
+        n_rows=tally.n_rows,
         n_added=added.rows,
-        n_skipped=n_candidates - added.rows,
+        n_skipped=tally.n_candidates - added.rows,
         n_models_added=added.models,
         n_prompts_added=added.prompts,
         n_outputs_added=added.outputs,
         seconds=time.perf_counter() - started,
         source_format=str(shape or "catalog"),
-        note=note,
+        note=tally.note,
         refused=tuple(refused or ()),
-        n_filtered=n_filtered,
+        n_filtered=tally.n_filtered,
         name_collisions=tuple(added.name_collisions),
         prompt_ids=prompt_ids,
     )
+
+
+@dataclass
+class _Tally:
+    """What the batches of one import held, summed as they stream by."""
+
+    n_rows: int = 0
+    n_candidates: int = 0
+    n_filtered: int = 0
+    note: str = ""
 
 
 def detect_catalog_kind(path: Path, rows: list[tuple[str, dict[str, object]]]) -> Kind:

@@ -16,6 +16,11 @@ __all__ = [
     "Annotator",
     "Battle",
     "Generation",
+    "GoldBattle",
+    "GoldVote",
+    "ImportCreated",
+    "ImportRow",
+    "ImportRun",
     "Judgment",
     "LiveRating",
     "LiveUsage",
@@ -288,6 +293,116 @@ class LiveUsage(SQLModel, table=True):
     generations: int = 0
     failures: int = 0
     tokens: int = 0
+
+
+class GoldBattle(SQLModel, table=True):
+    """A battle whose right vote is known, served among live battles to measure each annotator.
+
+    ``text_a`` is the right answer and ``text_b`` the wrong one (``right == "a"``), or both are the same
+    text (``kind == "identical"``, ``right == "tie"``); sides are drawn at random when one is served.
+    ``kind`` is "objective" (one answer correct, the other wrong), "degraded" (an answer against a
+    corrupted copy of itself, ``detail`` says how: truncated, shuffled, other-prompt) or "identical".
+    ``model_a_id`` and ``model_b_id`` are the catalog models a reveal names for ``text_a`` and ``text_b``
+    (the model of the original answer for derived golds); a gold from a file may leave them empty, and the
+    reveal then names two catalog models drawn when it is served. ``source_key`` (a content hash) makes
+    adding the same file or deriving twice idempotent. A retired gold is never served again.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=20)
+    detail: str | None = Field(default=None, max_length=40)
+    prompt_id: int = Field(foreign_key="prompt.id", index=True)
+    text_a: str
+    text_b: str
+    right: str = Field(max_length=10)
+    model_a_id: int | None = Field(default=None, foreign_key="model.id")
+    model_b_id: int | None = Field(default=None, foreign_key="model.id")
+    output_id: int | None = Field(default=None, foreign_key="output.id")
+    source: str = Field(max_length=20)
+    source_key: str = Field(unique=True, max_length=64)
+    retired: bool = Field(default=False, index=True)
+    retired_reason: str | None = Field(default=None, max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class GoldVote(SQLModel, table=True):
+    """A vote on a served gold: kept apart from :class:`Vote`, so no fit and no live rating ever reads it.
+
+    Its battle row (``source == "gold"``) is written with it, so the reveal and the battle ids look like any
+    other battle's. ``expected`` is the right winner as the sides were shown; ``correct`` whether the vote
+    matched it (either tie is right on an identical gold). One vote per annotator and gold.
+    """
+
+    __table_args__ = (UniqueConstraint("annotator_id", "gold_id", name="uq_goldvote_annotator_gold"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    battle_id: int = Field(foreign_key="battle.id", unique=True)
+    gold_id: int = Field(foreign_key="goldbattle.id", index=True)
+    annotator_id: int = Field(foreign_key="annotator.id", index=True)
+    winner: str = Field(max_length=20)
+    expected: str = Field(max_length=20)
+    correct: bool
+    quiz: bool = False
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    seconds_to_vote: float | None = None
+    client_hash: str | None = Field(default=None, max_length=64)
+    address_hash: str | None = Field(default=None, max_length=32)
+    idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
+    live_elo: dict[str, float] | None = Field(default=None, sa_column=Column(JSON))
+
+
+class ImportRun(SQLModel, table=True):
+    """One ``arena import`` of a battles file, written in short batches (see :mod:`votes.import_runs`).
+
+    ``state`` is "staging" while batches are validated and written aside, "merging" while staged rows
+    move into ``battle`` and ``vote`` in short steps, "done" once every row is in. A run that is not
+    done and whose ``heartbeat_at`` is old belongs to a dead process: the next import or publish removes
+    every row it wrote.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    path: str = Field(max_length=1000)
+    state: str = Field(default="staging", max_length=20)
+    started_at: datetime = Field(default_factory=utcnow)
+    heartbeat_at: datetime = Field(default_factory=utcnow)
+
+
+class ImportRow(SQLModel, table=True):
+    """A validated battle of an import run, staged aside until the run merges it.
+
+    ``digest`` is the hash of the canonical row; ``import_key`` (digest and occurrence number among the
+    run's identical rows) is filled when the batch is staged; ``fresh`` says, once merged, whether the
+    row added a battle (false: the key was already stored), so a rollback removes only what it added.
+    """
+
+    __table_args__ = (Index("ix_importrow_digest", "import_id", "digest", "seq"),)
+
+    import_id: int = Field(foreign_key="importrun.id", primary_key=True)
+    seq: int = Field(primary_key=True)
+    digest: str = Field(max_length=40)
+    import_key: str | None = Field(default=None, max_length=80)
+    fresh: bool | None = None
+    prompt_id: int | None = None
+    output_a_id: int | None = None
+    output_b_id: int | None = None
+    model_a_id: int
+    model_b_id: int
+    annotator_id: int | None = None
+    issued_at: datetime
+    language: str | None = Field(default=None, max_length=50)
+    extra: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    winner: str = Field(max_length=20)
+    weight: float = 1.0
+    sided: bool = True
+
+
+class ImportCreated(SQLModel, table=True):
+    """A row an import run created (or an output whose conversation it filled in) outside ``battle`` and
+    ``vote``: what a rollback of the run removes (or empties) besides its battles."""
+
+    import_id: int = Field(foreign_key="importrun.id", primary_key=True)
+    kind: str = Field(max_length=20, primary_key=True)
+    row_id: int = Field(primary_key=True)
 
 
 class PairingWeight(SQLModel, table=True):

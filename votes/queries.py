@@ -2,8 +2,9 @@
 
 :func:`load_pair_counts` runs ``GROUP BY model_a, model_b, winner`` in the database, so its cost follows
 the number of model pairs, not the number of votes. :func:`votes_sha256` hashes the canonical exported
-rows, so the hash of the votes behind a snapshot can be checked against an export file
-(``sha256sum votes.jsonl``) or recomputed from one (:func:`votes.records.rows_sha256`).
+rows, so the hash of the votes behind a backup (and behind snapshots made before :mod:`votes.ledger`) can
+be checked against an export file (``sha256sum votes.jsonl``) or recomputed from one
+(:func:`votes.records.rows_sha256`).
 """
 
 from __future__ import annotations

@@ -17,17 +17,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, insert, select, text
+from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from leaderboard.data import OUTCOME_STRINGS, parse_outcome
 from leaderboard.elo import EloConfig, EloStandings, replay_elo_indices
 from leaderboard.raters import OnlineRater
+from votes.db import read_only
 from votes.live import LiveConfig, encode_state, has_clock, rater_identity, shown
 from votes.models import utcnow
 from votes.queries import counted_vote_condition
-from votes.tables import liverating_t, model_t, vote_t
+from votes.tables import annotator_t, liverating_t, model_t, vote_t
 
 __all__ = [
     "REPLAY_CHUNK",
@@ -185,23 +186,60 @@ def rebuild_live_ratings(conn: Connection, *, config: LiveConfig | None = None) 
     """
     if conn.dialect.name == "postgresql":
         conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
+    rows, standings = _replayed_rows(conn, config)
+    _write_rows(conn, rows)
+    return standings
+
+
+def rebuild_live_ratings_aside(
+    engine: Engine, *, config: LiveConfig | None = None, attempts: int = 3
+) -> None:
+    """:func:`rebuild_live_ratings` with the replay outside the write transaction, for a large store.
+
+    Replaying a million votes takes seconds; inside the write transaction it would hold every live vote
+    back (the SQLite writer lock, PostgreSQL's live-rating table lock) that long. Here the replay reads
+    first, and the short write transaction stores it only if no vote was added and no annotator flagged
+    meanwhile; after ``attempts`` such races the replay is done inside the write transaction.
+    """
+    for _ in range(attempts):
+        with read_only(engine).connect() as conn:  # one snapshot, no write lock taken on SQLite
+            with conn.begin():
+                mark = _vote_mark(conn)
+                rows, _ = _replayed_rows(conn, config)
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
+            if _vote_mark(conn) == mark:
+                _write_rows(conn, rows)
+                return
+    with engine.begin() as conn:
+        rebuild_live_ratings(conn, config=config)
+
+
+def _vote_mark(conn: Connection) -> tuple[Any, ...]:
+    """What a replay depends on and a live vote or a flag changes: the votes' count and last id, and
+    the flagged annotators."""
+    votes = conn.execute(select(func.count(), func.max(vote_t.c.id)).select_from(vote_t)).one()
+    flagged = conn.execute(
+        select(func.count(), func.max(annotator_t.c.id)).where(annotator_t.c.flagged.is_(True))
+    ).one()
+    return (*votes, *flagged)
+
+
+def _replayed_rows(conn: Connection, config: LiveConfig | None) -> tuple[list[dict[str, Any]], EloStandings]:
+    """The :class:`LiveRating` rows a replay of the counted votes gives, and every model's standing."""
+    now = utcnow()
     if config is not None and not isinstance(config, EloConfig):
         replayed = _replay_rater(conn, config)
-        conn.execute(delete(liverating_t))
-        now = utcnow()
         rated = [{"model_id": m, **row, "updated_at": now} for m, row in replayed.items()]
-        if rated:
-            conn.execute(insert(liverating_t), rated)
         models = _models(conn)[0]
         new = shown(config, config.initial())[0]
-        return EloStandings(
+        return rated, EloStandings(
             models=tuple(name for _, name in models),
             rating=np.array([replayed[m]["rating"] if m in replayed else new for m, _ in models]),
             games=np.array([replayed[m]["games"] if m in replayed else 0 for m, _ in models], dtype=np.int64),
         )
     model_ids, standings = _replay(conn, config or EloConfig())
-    conn.execute(delete(liverating_t))
-    now = utcnow()
     # Models without a counted vote get no row: the site shows them as unrated.
     rows_out = [
         {
@@ -213,9 +251,13 @@ def rebuild_live_ratings(conn: Connection, *, config: LiveConfig | None = None) 
         for i, model_id in enumerate(model_ids)
         if standings.games[i] > 0
     ]
-    if rows_out:
-        conn.execute(insert(liverating_t), rows_out)
-    return standings
+    return rows_out, standings
+
+
+def _write_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    conn.execute(delete(liverating_t))
+    if rows:
+        conn.execute(insert(liverating_t), rows)
 
 
 def ensure_live_rater(engine: Engine, config: LiveConfig) -> bool:

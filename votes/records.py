@@ -18,6 +18,7 @@ export -> import -> export byte-identical.
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import hashlib
 import io
@@ -310,6 +311,10 @@ def detect_kind(path: Path, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> Ki
 # ------------------------------------------------------------------------------------------ validation
 
 
+# A file names a few hundred models a million times: each distinct name is normalised once.
+_stored_model_name = functools.lru_cache(maxsize=4096)(model_name)
+
+
 class RowFields:
     """Typed field access on one raw row; CSV rows hold strings that are converted on the way."""
 
@@ -352,7 +357,7 @@ class RowFields:
         if not isinstance(value, str):
             raise self.fail(f"{key!r} must be a string, got {_type_name(value)}")
         try:
-            return model_name(value)
+            return _stored_model_name(value)
         except ValueError as exc:
             raise self.fail(f"{key!r}: {exc}") from None
 

@@ -1,26 +1,30 @@
 """Admin review of annotators over the store: anomalous annotators and the flags on ``Annotator``.
 
-The math lives in :mod:`leaderboard.voter_review`; this module reads the votes (with the battles each
-annotator was shown and did not vote on, and the keyed address hash of each vote), runs it, and (on
-request) writes the flags. A flagged annotator's votes are shadow-excluded: they stay stored and listed
-here for the maintainers, but stop counting: the live ratings are rebuilt without them and published fits
-leave them out by default (``exclude_flagged``). Identity leaks in answers are reviewed by
-:mod:`votes.leak_review`.
+The math lives in :mod:`leaderboard.voter_review` and, for gold battles, :mod:`leaderboard.gold` (via
+:mod:`votes.gold_review`); this module reads the votes (with the battles each annotator was shown and did
+not vote on, and the keyed address hash of each vote), runs both, and (on request) writes the flags and
+retires the golds good annotators keep missing. One list, one reason per annotator: a gold flag's reason
+comes first, being the most direct evidence. A flagged annotator's votes are shadow-excluded: they stay
+stored and listed here for the maintainers, but stop counting: the live ratings are rebuilt without them
+and published fits leave them out by default (``exclude_flagged``). Identity leaks in answers are
+reviewed by :mod:`votes.leak_review`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from leaderboard.annotators import FlagRule
 from leaderboard.data import parse_outcome
 from leaderboard.presence import PresenceStats, presence_asymmetry
 from leaderboard.voter_review import review_voters
+from votes.gold_review import AnnotatorGold, annotator_gold_accuracy, retire_missed_golds
 from votes.live import LiveConfig
 from votes.ratings import rebuild_live_ratings
 from votes.tables import annotator_t, battle_t, model_t, vote_t
@@ -75,6 +79,12 @@ class AnnotatorRow:
     on_screen_share: float = float("nan")
     on_screen_expected: float = float("nan")
     on_screen_q: float = 1.0
+    # Gold battles: voted, voted right, accuracy and its 95% Wilson interval (NaN without golds).
+    n_gold: int = 0
+    gold_right: int = 0
+    gold_accuracy: float = float("nan")
+    gold_low: float = float("nan")
+    gold_high: float = float("nan")
 
 
 def review_annotators(
@@ -109,104 +119,42 @@ def review_annotators(
             .join(annotator_t, annotator_t.c.id == battle_t.c.annotator_id)
             .order_by(vote_t.c.id)
         ).all()
-        if not rows:
+        golds = annotator_gold_accuracy(conn)
+        if not rows and not golds:
             return []
-        # Battles shown and not voted on (live battles are stored when issued; a site battle only with
-        # its vote, so its skips leave no row).
-        skipped_rows = conn.execute(
-            select(battle_t.c.annotator_id, battle_t.c.model_a_id, battle_t.c.model_b_id)
-            .select_from(battle_t.outerjoin(vote_t, vote_t.c.battle_id == battle_t.c.id))
-            .where(vote_t.c.id.is_(None), battle_t.c.annotator_id.is_not(None))
-        ).all()
-        model_ids = sorted({r[1] for r in rows} | {r[2] for r in rows})
-        names = dict(
-            conn.execute(select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(model_ids))).all()
-        )
-        index = {m: i for i, m in enumerate(model_ids)}
-        skipped_rows = [r for r in skipped_rows if r[1] in index and r[2] in index]
-        who = np.array([r[0] for r in rows], dtype=np.int64)
-        a = np.array([index[r[1]] for r in rows], dtype=np.int64)
-        b = np.array([index[r[2]] for r in rows], dtype=np.int64)
-        outcome = np.array([int(parse_outcome(r[3])) for r in rows], dtype=np.int64)
-        seconds = np.array([np.nan if r[4] is None else float(r[4]) for r in rows])
-        counted = np.array([not r[5] for r in rows], dtype=bool)
-        codes: dict[str, int] = {}
-        address = np.array(
-            [-1 if r[6] is None else codes.setdefault(r[6], len(codes)) for r in rows], dtype=np.int64
-        )
-        skipped = (
-            np.array([r[0] for r in skipped_rows], dtype=np.int64),
-            np.array([index[r[1]] for r in skipped_rows], dtype=np.int64),
-            np.array([index[r[2]] for r in skipped_rows], dtype=np.int64),
-        )
-        review = review_voters(
-            who,
-            a,
-            b,
-            outcome,
-            len(model_ids),
-            counted=counted,
-            seconds=seconds,
-            skipped=skipped,
-            address=address,
-            rule=rule,
-        )
-        s = review.stats
-        presence = presence_asymmetry(who, a, b, len(model_ids), min_votes=rule.min_votes)
-        flagged_by_review, reasons = _with_presence(
-            s.annotators, review.flagged, review.reasons, presence, names, model_ids, rule
-        )
-        info = {
-            r[0]: r[1:]
-            for r in conn.execute(
-                select(
-                    annotator_t.c.id,
-                    annotator_t.c.kind,
-                    annotator_t.c.label,
-                    annotator_t.c.flagged,
-                    annotator_t.c.flag_reason,
-                ).where(annotator_t.c.id.in_(s.annotators.tolist()))
-            ).all()
-        }
+        stat_rows = _stat_rows(conn, rows, rule) if rows else []
+        gold_only = sorted(set(golds) - {r.annotator_id for r in stat_rows})
+        info = _annotator_info(conn, gold_only)
+        stat_rows += [
+            AnnotatorRow(
+                annotator_id=a,
+                kind=info[a][0],
+                label=info[a][1],
+                n_votes=0,
+                left_share=float("nan"),
+                median_seconds=float("nan"),
+                agreement_q=float("nan"),
+                favouritism_q=float("nan"),
+                favourite=None,
+                side_q=float("nan"),
+                flagged=bool(info[a][2]),
+                flag_reason=info[a][3],
+                suspicious=False,
+                reason=None,
+            )
+            for a in gold_only
+        ]
         out: list[AnnotatorRow] = []
         newly: list[tuple[int, str]] = []
-        for g, annotator_id in enumerate(s.annotators.tolist()):
-            kind, label, flagged, flag_reason = info[annotator_id]
-            reason = reasons[g]
-            suspicious = bool(flagged_by_review[g])
-            if apply and suspicious and not flagged and reason is not None:
-                newly.append((annotator_id, AUTO_FLAG_PREFIX + reason))
-                flagged, flag_reason = True, AUTO_FLAG_PREFIX + reason
-            fav = int(s.favourite[g])
-            out.append(
-                AnnotatorRow(
-                    annotator_id=annotator_id,
-                    kind=kind,
-                    label=label,
-                    n_votes=int(s.n_votes[g]),
-                    left_share=float(s.left_share[g]),
-                    median_seconds=float(s.median_seconds[g]),
-                    agreement_q=float(s.noise_qvalue[g]),
-                    favouritism_q=float(s.favouritism_qvalue[g]),
-                    favourite=names[model_ids[fav]] if fav >= 0 else None,
-                    side_q=float(s.side_qvalue[g]),
-                    flagged=bool(flagged),
-                    flag_reason=flag_reason,
-                    suspicious=suspicious,
-                    reason=reason,
-                    address_group=int(review.group_size[g]),
-                    n_seen=int(s.n_seen[g]),
-                    skip_q=float(s.skip_qvalue[g]),
-                    favours=float(s.favouritism_z[g]),
-                    tie_share=float(s.tie_share[g]),
-                    agreement_share=float(s.agreement_share[g]),
-                    honest_weight=float(review.weights[g]),
-                    on_screen=_model_name(presence.model[g], names, model_ids),
-                    on_screen_share=float(presence.share[g]),
-                    on_screen_expected=float(presence.expected[g]),
-                    on_screen_q=float(presence.qvalue[g]),
-                )
-            )
+        for row in stat_rows:
+            row = _with_gold(row, golds.get(row.annotator_id))
+            if apply and row.suspicious and not row.flagged and row.reason is not None:
+                reason = AUTO_FLAG_PREFIX + row.reason
+                newly.append((row.annotator_id, reason))
+                row = replace(row, flagged=True, flag_reason=reason)
+            out.append(row)
+        if apply:
+            retire_missed_golds(conn)
         for annotator_id, reason in newly:
             conn.execute(
                 update(annotator_t)
@@ -222,7 +170,130 @@ def review_annotators(
             )
         if newly:
             rebuild_live_ratings(conn, config=elo_config)
-    return sorted(out, key=lambda r: (not r.suspicious, not r.flagged, r.agreement_q, r.annotator_id))
+    return sorted(out, key=_review_order)
+
+
+def _review_order(r: AnnotatorRow) -> tuple[bool, bool, float, int]:
+    """Suspicious first, then flagged, then by agreement q-value (annotators without one last)."""
+    q = r.agreement_q if r.agreement_q == r.agreement_q else float("inf")
+    return (not r.suspicious, not r.flagged, q, r.annotator_id)
+
+
+def _with_gold(row: AnnotatorRow, gold: AnnotatorGold | None) -> AnnotatorRow:
+    """The row with the annotator's gold record; a gold flag makes it suspicious, with the gold reason."""
+    if gold is None:
+        return row
+    row = replace(
+        row,
+        n_gold=gold.n_gold,
+        gold_right=gold.n_right,
+        gold_accuracy=gold.accuracy,
+        gold_low=gold.low,
+        gold_high=gold.high,
+    )
+    return replace(row, suspicious=True, reason=gold.reason()) if gold.flagged else row
+
+
+def _annotator_info(conn: Connection, ids: list[int]) -> dict[int, tuple[str, str | None, bool, str | None]]:
+    """(kind, label, flagged, flag reason) of these annotators."""
+    if not ids:
+        return {}
+    stmt = select(
+        annotator_t.c.id,
+        annotator_t.c.kind,
+        annotator_t.c.label,
+        annotator_t.c.flagged,
+        annotator_t.c.flag_reason,
+    ).where(annotator_t.c.id.in_(ids))
+    return {int(r[0]): (r[1], r[2], bool(r[3]), r[4]) for r in conn.execute(stmt).all()}
+
+
+def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[AnnotatorRow]:
+    """The vote statistics of every annotator with counted-table votes (before gold records are joined)."""
+    # Battles shown and not voted on (live battles are stored when issued; a site battle only with
+    # its vote, so its skips leave no row).
+    skipped_rows = conn.execute(
+        select(battle_t.c.annotator_id, battle_t.c.model_a_id, battle_t.c.model_b_id)
+        .select_from(battle_t.outerjoin(vote_t, vote_t.c.battle_id == battle_t.c.id))
+        .where(
+            vote_t.c.id.is_(None),
+            battle_t.c.annotator_id.is_not(None),
+            battle_t.c.source != "gold",  # a gold battle's vote is stored apart (goldvote): not a skip
+        )
+    ).all()
+    model_ids = sorted({r[1] for r in rows} | {r[2] for r in rows})
+    names = dict(conn.execute(select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(model_ids))).all())
+    index = {m: i for i, m in enumerate(model_ids)}
+    skipped_rows = [r for r in skipped_rows if r[1] in index and r[2] in index]
+    who = np.array([r[0] for r in rows], dtype=np.int64)
+    a = np.array([index[r[1]] for r in rows], dtype=np.int64)
+    b = np.array([index[r[2]] for r in rows], dtype=np.int64)
+    outcome = np.array([int(parse_outcome(r[3])) for r in rows], dtype=np.int64)
+    seconds = np.array([np.nan if r[4] is None else float(r[4]) for r in rows])
+    counted = np.array([not r[5] for r in rows], dtype=bool)
+    codes: dict[str, int] = {}
+    address = np.array(
+        [-1 if r[6] is None else codes.setdefault(r[6], len(codes)) for r in rows], dtype=np.int64
+    )
+    skipped = (
+        np.array([r[0] for r in skipped_rows], dtype=np.int64),
+        np.array([index[r[1]] for r in skipped_rows], dtype=np.int64),
+        np.array([index[r[2]] for r in skipped_rows], dtype=np.int64),
+    )
+    review = review_voters(
+        who,
+        a,
+        b,
+        outcome,
+        len(model_ids),
+        counted=counted,
+        seconds=seconds,
+        skipped=skipped,
+        address=address,
+        rule=rule,
+    )
+    s = review.stats
+    presence = presence_asymmetry(who, a, b, len(model_ids), min_votes=rule.min_votes)
+    flagged_by_review, reasons = _with_presence(
+        s.annotators, review.flagged, review.reasons, presence, names, model_ids, rule
+    )
+    info = _annotator_info(conn, s.annotators.tolist())
+    rows_out: list[AnnotatorRow] = []
+    for g, annotator_id in enumerate(s.annotators.tolist()):
+        kind, label, flagged, flag_reason = info[annotator_id]
+        reason = reasons[g]
+        suspicious = bool(flagged_by_review[g])
+        fav = int(s.favourite[g])
+        rows_out.append(
+            AnnotatorRow(
+                annotator_id=annotator_id,
+                kind=kind,
+                label=label,
+                n_votes=int(s.n_votes[g]),
+                left_share=float(s.left_share[g]),
+                median_seconds=float(s.median_seconds[g]),
+                agreement_q=float(s.noise_qvalue[g]),
+                favouritism_q=float(s.favouritism_qvalue[g]),
+                favourite=names[model_ids[fav]] if fav >= 0 else None,
+                side_q=float(s.side_qvalue[g]),
+                flagged=bool(flagged),
+                flag_reason=flag_reason,
+                suspicious=suspicious,
+                reason=reason,
+                address_group=int(review.group_size[g]),
+                n_seen=int(s.n_seen[g]),
+                skip_q=float(s.skip_qvalue[g]),
+                favours=float(s.favouritism_z[g]),
+                tie_share=float(s.tie_share[g]),
+                agreement_share=float(s.agreement_share[g]),
+                honest_weight=float(review.weights[g]),
+                on_screen=_model_name(presence.model[g], names, model_ids),
+                on_screen_share=float(presence.share[g]),
+                on_screen_expected=float(presence.expected[g]),
+                on_screen_q=float(presence.qvalue[g]),
+            )
+        )
+    return rows_out
 
 
 def _with_presence(

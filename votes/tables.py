@@ -10,6 +10,11 @@ __all__ = [
     "annotator_t",
     "battle_t",
     "generation_t",
+    "goldbattle_t",
+    "goldvote_t",
+    "import_created_t",
+    "import_row_t",
+    "import_run_t",
     "judgment_t",
     "liverating_t",
     "liveusage_t",
@@ -23,6 +28,11 @@ __all__ = [
 annotator_t = SQLModel.metadata.tables["annotator"]
 battle_t = SQLModel.metadata.tables["battle"]
 generation_t = SQLModel.metadata.tables["generation"]
+goldbattle_t = SQLModel.metadata.tables["goldbattle"]
+goldvote_t = SQLModel.metadata.tables["goldvote"]
+import_created_t = SQLModel.metadata.tables["importcreated"]
+import_row_t = SQLModel.metadata.tables["importrow"]
+import_run_t = SQLModel.metadata.tables["importrun"]
 judgment_t = SQLModel.metadata.tables["judgment"]
 liverating_t = SQLModel.metadata.tables["liverating"]
 liveusage_t = SQLModel.metadata.tables["liveusage"]

@@ -12,7 +12,7 @@ from sqlmodel import Session, col, select
 
 from votes.battles import CatalogRow, VoteResult
 from votes.live_battles import LIVE_SOURCE
-from votes.models import Battle, LiveRating, Model, Output, Prompt, Vote
+from votes.models import Battle, GoldBattle, GoldVote, LiveRating, Model, Output, Prompt, Vote
 
 __all__ = [
     "BattleView",
@@ -152,6 +152,8 @@ def get_battle_view(*, session: Session, battle_id: int) -> BattleView | None:
     prompt = session.get(Prompt, battle.prompt_id)
     if prompt is None:
         return None
+    if battle.source == "gold":
+        return _gold_battle_view(session, battle, prompt)
     vote = session.exec(select(Vote).where(Vote.battle_id == battle_id)).first()
     names = _model_names(session, [battle.model_a_id, battle.model_b_id])
     result = None
@@ -171,6 +173,40 @@ def get_battle_view(*, session: Session, battle_id: int) -> BattleView | None:
         prompt=prompt,
         output_a=session.get(Output, battle.output_a_id) if battle.output_a_id else None,
         output_b=session.get(Output, battle.output_b_id) if battle.output_b_id else None,
+        model_a=names[battle.model_a_id],
+        model_b=names[battle.model_b_id],
+        result=result,
+    )
+
+
+def _gold_battle_view(session: Session, battle: Battle, prompt: Prompt) -> BattleView | None:
+    """A voted gold battle as the reveal shows any battle: the texts as they were shown, the names given."""
+    assert battle.id is not None  # nosec B101 # type narrowing
+    row = session.exec(
+        select(GoldVote, GoldBattle)
+        .join(GoldBattle, col(GoldBattle.id) == col(GoldVote.gold_id))
+        .where(GoldVote.battle_id == battle.id)
+    ).first()
+    if row is None:
+        return None
+    vote, gold = row
+    assert vote.id is not None  # nosec B101 # type narrowing
+    left, right = (gold.text_b, gold.text_a) if vote.expected == "model_b" else (gold.text_a, gold.text_b)
+    names = _model_names(session, [battle.model_a_id, battle.model_b_id])
+    result = VoteResult.from_live_elo(
+        vote.live_elo,
+        vote_id=vote.id,
+        battle_id=battle.id,
+        winner=vote.winner,
+        model_a=names[battle.model_a_id],
+        model_b=names[battle.model_b_id],
+    )
+    return BattleView(
+        battle_id=battle.id,
+        annotator_id=battle.annotator_id,
+        prompt=prompt,
+        output_a=Output(prompt_id=prompt.id or 0, model_id=battle.model_a_id, text=left),
+        output_b=Output(prompt_id=prompt.id or 0, model_id=battle.model_b_id, text=right),
         model_a=names[battle.model_a_id],
         model_b=names[battle.model_b_id],
         result=result,

@@ -42,6 +42,8 @@ def annotators(
 
     Flagged votes are shadow-excluded: stored and listed here, not counted in live ratings or published
     boards. ``weight`` is the annotator's posterior probability of being honest (the robust fit's weight).
+    Gold accuracy joins in (golds voted right, with a 95% Wilson interval); a gold flag is the entry's one
+    reason. With --apply, golds that good annotators keep missing are retired too.
     """
     from leaderboard.annotators import FlagRule
     from votes.review import review_annotators
@@ -75,6 +77,7 @@ def annotators(
         "model",
         "on screen",
         "weight",
+        "gold (95%)",
         "flagged",
     )
     for column in (*columns, "reason"):
@@ -93,6 +96,7 @@ def annotators(
             if r.on_screen
             else "-",
             f"{r.honest_weight:.2f}",
+            f"{r.gold_right}/{r.n_gold} ({r.gold_low:.0%}-{r.gold_high:.0%})" if r.n_gold else "-",
             "yes" if r.flagged else "no",
             r.flag_reason or r.reason or "",
         )

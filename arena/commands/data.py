@@ -46,6 +46,7 @@ class KindChoice(StrEnum):
 class ExportWhat(StrEnum):
     votes = "votes"
     catalog = "catalog"
+    ledger = "ledger"
 
 
 _SHAPES = ("clean-battle", "hf-preference", "mt-bench-pairwise", "arena-hard", "alpaca-eval")
@@ -159,7 +160,13 @@ def _split_format(value: str | None) -> tuple[FileFormat | None, SourceFormat | 
 
 
 def export_command(
-    what: Annotated[ExportWhat, typer.Argument(help="votes (Chatbot Arena battles) or catalog.")],
+    what: Annotated[
+        ExportWhat,
+        typer.Argument(
+            help="votes (Chatbot Arena battles), catalog, or ledger (the votes as the CSV whose sha256 a "
+            "published snapshot records as votes_sha256; --format does not apply)."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="File to write.")],
     fmt: Annotated[FormatChoice, typer.Option("--format", help="File format.")] = FormatChoice.jsonl,
     category: Annotated[str | None, typer.Option(help="Votes: only this prompt category.")] = None,
@@ -169,10 +176,16 @@ def export_command(
 ) -> None:
     """Export deterministically (export -> import into an empty store -> export gives the same bytes)."""
     from votes.io import export_catalog, export_votes
+    from votes.ledger import write_ledger
     from votes.queries import VoteFilter
 
     engine = open_store(settings_for(database_url))
     try:
+        if what is ExportWhat.ledger:
+            filters = VoteFilter(category=category, language=language, exclude_flagged=exclude_flagged)
+            n, digest = write_ledger(engine, out, filters=filters)
+            typer.echo(f"{out}: {n} votes (ledger CSV), sha256 {digest}")
+            return
         if what is ExportWhat.votes:
             filters = VoteFilter(category=category, language=language, exclude_flagged=exclude_flagged)
             n = export_votes(engine, out, fmt=fmt.value, filters=filters)

@@ -92,6 +92,23 @@ ClusterOpt = Annotated[
     ),
 ]
 CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompts of this category.")]
+FamilyOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--family",
+        metavar="MODEL=FAMILY|FILE.toml",
+        help="Model families for the composite's judge self-preference: MODEL=FAMILY (repeatable) or a TOML "
+        'file of model = "family" lines (optionally under [families]). A judge takes its model\'s family.',
+    ),
+]
+RectifyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rectify",
+        help="ppi: with --method composite, human-scale ratings by PPI++ (judges' verdicts rectified by the "
+        "human votes on the battles they share; sandwich intervals).",
+    ),
+]
 FlaggedOpt = Annotated[
     bool,
     typer.Option(
@@ -116,6 +133,68 @@ def _bad_anchor(value: str) -> tuple[str, float]:
     raise typer.BadParameter(f"expected MODEL=RATING, got {value!r}", param_hint="--anchor")
 
 
+#: Largest family file read, and the longest model or family name taken.
+FAMILY_FILE_BYTES = 1 << 20
+FAMILY_NAME_CHARS = 200
+
+
+def _family_pair(model: str, family: str, where: str) -> tuple[str, str]:
+    model, family = model.strip(), family.strip()
+    if not model or not family or len(model) > FAMILY_NAME_CHARS or len(family) > FAMILY_NAME_CHARS:
+        raise typer.BadParameter(
+            f"{where}: expected a model and a family of 1 to {FAMILY_NAME_CHARS} characters",
+            param_hint="--family",
+        )
+    if any(not c.isprintable() for c in model + family):
+        raise typer.BadParameter(f"{where}: names must be printable", param_hint="--family")
+    return model, family
+
+
+def parse_families(values: list[str] | None) -> dict[str, str]:
+    """``--family`` values -> {model: family}; each is ``MODEL=FAMILY`` or a ``.toml`` file of
+    ``model = "family"`` (top level or under ``[families]``). A model given two families is an error."""
+    import tomllib
+
+    found: dict[str, str] = {}
+
+    def put(model: str, family: str, where: str) -> None:
+        model, family = _family_pair(model, family, where)
+        if found.setdefault(model, family) != family:
+            raise typer.BadParameter(f"{where}: {model!r} has two families", param_hint="--family")
+
+    for value in values or []:
+        if value.lower().endswith(".toml"):
+            path = Path(value)
+            try:
+                with path.open("rb") as fh:
+                    raw = fh.read(FAMILY_FILE_BYTES + 1)
+            except OSError as exc:
+                raise typer.BadParameter(f"{path}: {exc.strerror}", param_hint="--family") from None
+            if len(raw) > FAMILY_FILE_BYTES:
+                raise typer.BadParameter(
+                    f"{path}: larger than {FAMILY_FILE_BYTES} bytes", param_hint="--family"
+                )
+            try:
+                table = tomllib.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise typer.BadParameter(f"{path}: {exc}", param_hint="--family") from None
+            table = table.get("families", table) if isinstance(table.get("families"), dict) else table
+            for model, family in table.items():
+                if not isinstance(family, str):
+                    raise typer.BadParameter(
+                        f"{path}: {model!r} must map to a family name", param_hint="--family"
+                    )
+                put(model, family, str(path))
+        else:
+            model, sep, family = value.rpartition("=")
+            if not sep:
+                raise typer.BadParameter(
+                    f"expected MODEL=FAMILY or a .toml file, got {value!r}", param_hint="--family"
+                )
+            put(model, family, repr(value))
+    return found
+
+
 def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
@@ -134,6 +213,8 @@ def _options(
     prior: float | None = None,
     both_bad: str = "tie",
     style: str | None = None,
+    families: list[str] | None = None,
+    rectify: str | None = None,
 ) -> FitOptions:
     """Fit options; the model options are passed only when set, so plain BT stays plain."""
     from arena.publishing import FitOptions
@@ -148,6 +229,9 @@ def _options(
     if both_bad != "tie":
         extra["both_bad"] = both_bad
     groups = tuple(g.strip() for g in (style or "").split(",") if g.strip())
+    family_map = parse_families(families)
+    if family_map and method != "composite":
+        raise typer.BadParameter("families are for --method composite", param_hint="--family")
     try:
         return FitOptions(
             extra=extra,
@@ -158,9 +242,12 @@ def _options(
             anchor=parse_anchor(anchor),
             random_state=seed,
             style=groups,
+            families=family_map,
+            rectify=rectify or "",
         )
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--style") from None
+        hint = "--rectify" if rectify and "rectif" in str(exc) else "--style"
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _counts_part(
@@ -187,6 +274,34 @@ def _counts_part(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     parts.append((out_dir, read.counts, read.digest, None, None))
+
+
+def _sources_of_file(path: Path, models: tuple[str, ...]) -> Any:
+    """Every vote of a battles file with who cast it (its ``judge`` column), for ``--method composite``;
+    only the models the filters kept."""
+    import numpy as np
+
+    from votes.annotated import agreement_input_from_file
+    from votes.records import InputError
+
+    try:
+        read = agreement_input_from_file(path)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--from") from None
+    b = read.battles
+    if set(b.models) <= set(models):
+        return read
+    kept = np.array([m in models for m in b.models])
+    rows = np.flatnonzero(kept[b.model_a] & kept[b.model_b])
+    new_index = np.cumsum(kept) - 1
+    part = b.take(rows)
+    narrowed = replace(
+        part,
+        models=tuple(m for m, k in zip(b.models, kept, strict=True) if k),
+        model_a=new_index[part.model_a],
+        model_b=new_index[part.model_b],
+    )
+    return replace(read, battles=narrowed)
 
 
 def _clusters_of(battles: Any, counts: Any, cluster: str) -> Any:
@@ -271,6 +386,8 @@ def recompute(
     baseline: BaselineOpt = None,
     largest_component: LargestOpt = False,
     each_component: EachOpt = False,
+    family: FamilyOpt = None,
+    rectify: RectifyOpt = None,
 ) -> None:
     """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored).
 
@@ -293,6 +410,8 @@ def recompute(
         prior=prior,
         both_bad=both_bad,
         style=style,
+        families=family,
+        rectify=rectify,
     )
     _check_cluster(cluster)
     battles = None
@@ -305,6 +424,12 @@ def recompute(
         # (folder, counts, sha256 of its votes, its votes one per row for style control)
         parts: list[tuple[Path, Any, str | None, Any, Any]] = []
         part_clusters: dict[Path, Any] = {}
+        part_sources: dict[Path, Any] = {}
+        if options.by_source and (counts_file is not None or largest_component or each_component):
+            raise typer.BadParameter(
+                "--method composite fits every vote with who cast it: no --from-counts or components",
+                param_hint="--method",
+            )
         if counts_file is not None:
             _counts_part(
                 counts_file,
@@ -369,6 +494,8 @@ def recompute(
                     raise typer.BadParameter(str(exc), param_hint="--from") from None
                 except ValueError as exc:  # a battle without answer texts
                     raise typer.BadParameter(str(exc), param_hint="--style") from None
+            if options.by_source:
+                part_sources[out_dir] = _sources_of_file(source, read.battles.models)
             for k, part in enumerate(components, start=1):
                 folder = out_dir / f"component-{k}" if len(components) > 1 else out_dir
                 part_counts = part.counts(bucket_seconds=options.time_bucket)
@@ -417,8 +544,10 @@ def recompute(
                         style=bool(options.style),
                         agreement=True,
                         cluster=cluster,
+                        by_source=options.by_source,
                     )
                     folder = out_dir / f"component-{number}" if len(chosen) > 1 else out_dir
+                    part_sources[folder] = stored.by_source
                     parts.append((folder, stored.counts, stored.digest, stored.battles, stored.agreement))
                     part_clusters[folder] = stored.clusters
             except ValueError as exc:  # no stored vote has answer texts, votes without ids to cluster by
@@ -459,6 +588,7 @@ def recompute(
                     battles=part_battles,
                     model_info=model_info,
                     agreement=part_agreement,
+                    by_source=part_sources.get(folder),
                 )
             except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
                 err.print(f"[red]error:[/red] {exc}")
@@ -511,6 +641,8 @@ def publish(
     style: StyleOpt = None,
     cluster: ClusterOpt = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print each published board as JSON.")] = False,
+    family: FamilyOpt = None,
+    rectify: RectifyOpt = None,
 ) -> None:
     """Recompute from the database and store an immutable snapshot (or one per category/language).
 
@@ -533,6 +665,8 @@ def publish(
         prior=prior,
         both_bad=both_bad,
         style=style,
+        families=family,
+        rectify=rectify,
     )
     _check_cluster(cluster)
     vote_filter = database_filter(
@@ -553,9 +687,12 @@ def publish(
         raise typer.BadParameter(
             "--all-slices publishes every category and language of all votes; no filters"
         )
+    from votes.import_runs import clean_dead_runs
+
     engine = open_store(settings)
     folder = snapshot_dir or Path(settings.snapshot_dir)
     try:
+        clean_dead_runs(engine)  # a crashed import's rows never reach a board
         with progress_bar(not as_json) as bar:
             tasks: dict[str, Any] = {}
 

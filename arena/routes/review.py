@@ -1,4 +1,5 @@
-"""Admin review API: anomalous annotators (list, review, flag) and identity leaks. Behind the admin token."""
+"""Admin review API: anomalous annotators (list, review, flag, with their gold accuracy), gold battles and
+identity leaks. Behind the admin token."""
 
 from __future__ import annotations
 
@@ -38,6 +39,23 @@ class AnnotatorReviewOut(BaseModel):
     tie_share: float | None
     agreement_share: float | None
     honest_weight: float | None
+    n_gold: int
+    gold_right: int
+    gold_accuracy: float | None
+    gold_low: float | None
+    gold_high: float | None
+
+
+class GoldOut(BaseModel):
+    gold_id: int
+    kind: str
+    detail: str | None
+    source: str
+    right: str
+    n_votes: int
+    n_right: int
+    retired: bool
+    retired_reason: str | None
 
 
 class LeakOut(BaseModel):
@@ -78,6 +96,17 @@ def admin_annotators(
     if apply:
         state.pairing.refresh(force=True)
     return [AnnotatorReviewOut(**_finite(r)) for r in rows if show_all or r.suspicious or r.flagged]
+
+
+@router.get("/golds", response_model=list[GoldOut], summary="Gold battles")
+def admin_golds(state: StateDep) -> list[GoldOut]:
+    """Every gold battle with its votes, how many were right, and whether (and why) it is retired."""
+    from sqlmodel import Session
+
+    from votes.gold_review import gold_item_rows
+
+    with Session(state.engine) as session:
+        return [GoldOut(**r.as_dict()) for r in gold_item_rows(session)]
 
 
 @router.get("/leaks", response_model=list[LeakOut], summary="Answers that leak a model name")

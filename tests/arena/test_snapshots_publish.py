@@ -6,6 +6,7 @@ Also: the command line's recompute is byte-stable, published folders are read-on
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 from collections.abc import Iterator
@@ -42,7 +43,7 @@ def demo_engine(db_url: str) -> Iterator[Engine]:
         engine.dispose()
 
 
-def test_export_then_recompute_equals_publish(demo_engine: Engine, tmp_path: Path) -> None:
+def test_export_then_recompute_equals_publish(demo_engine: Engine, db_url: str, tmp_path: Path) -> None:
     row = publish_snapshot(
         demo_engine,
         snapshot_dir=tmp_path / "published",
@@ -70,9 +71,38 @@ def test_export_then_recompute_equals_publish(demo_engine: Engine, tmp_path: Pat
     for name in (*DATA_FILES, *PLOT_FILES):
         assert (published / name).read_bytes() == (out / name).read_bytes(), name
     offline_meta = json.loads((out / METADATA_FILE).read_text())
-    assert offline_meta["votes_sha256"] == row.votes_sha256
     assert offline_meta["n_votes"] == row.n_votes == N_VOTES
     assert {k: row.files[k] for k in DATA_FILES} == {k: offline_meta["files"][k] for k in DATA_FILES}
+    # The recorded votes sha256 is sha256sum of the ledger, itself a battles file recompute reads to the
+    # same board and the same digest.
+    ledger = tmp_path / "ledger.csv"
+    exported = CliRunner().invoke(
+        build_app(), ["export", "ledger", "--out", str(ledger), "--database-url", db_url]
+    )
+    assert exported.exit_code == 0, exported.output
+    assert hashlib.sha256(ledger.read_bytes()).hexdigest() == row.votes_sha256
+    assert row.votes_sha256 in exported.output
+    published_meta = json.loads((Path(row.path) / METADATA_FILE).read_text())
+    assert published_meta["votes_hash"] == "ledger" and offline_meta["votes_hash"] == "file"
+    again = tmp_path / "from-ledger"
+    result = CliRunner().invoke(
+        build_app(),
+        [
+            "recompute",
+            "--from",
+            str(ledger),
+            "--bootstrap",
+            str(ROUNDS),
+            "--seed",
+            str(SEED),
+            "--out",
+            str(again),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    for name in DATA_FILES:
+        assert (published / name).read_bytes() == (again / name).read_bytes(), name
+    assert json.loads((again / METADATA_FILE).read_text())["votes_sha256"] == row.votes_sha256
 
 
 def test_published_folder_is_read_only_and_listed(demo_engine: Engine, tmp_path: Path) -> None:

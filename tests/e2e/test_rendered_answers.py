@@ -18,8 +18,8 @@ from tests.factories import make_settings
 from votes.catalog_records import CatalogRecord
 from votes.db import make_engine
 from votes.demo import DEMO_MODELS, DemoPrompt, simulate_votes
-from votes.import_battles import import_battle_records
 from votes.import_catalog import import_catalog_records
+from votes.import_runs import import_battle_records
 from votes.migrate import upgrade_database
 
 pytestmark = pytest.mark.e2e

@@ -216,6 +216,18 @@ def test_small_heatmaps_only_number_cells_where_numbers_fit() -> None:
     assert len(plot_win_rates(small_m.observed, list(small.models), title="x").axes[0].texts) == 30
 
 
+def test_battle_counts_carry_numbers_only_in_cells_wide_enough_to_read() -> None:
+    big = simulated_counts(n_models=100, n_votes=40_000)
+    big_m = pairwise_matrices(big, handmade_leaderboard(big))
+    # two-digit counts would fit a 100-model grid's cells at 6 points, but the cells are too small to read
+    assert np.nanmax(big_m.n_battles) < 100
+    assert not plot_battle_counts(big_m.n_battles, list(big.models)).axes[0].texts
+    small = simulated_counts(n_models=30, n_votes=20_000)
+    small_m = pairwise_matrices(small, handmade_leaderboard(small))
+    texts = plot_battle_counts(small_m.n_battles, list(small.models)).axes[0].texts
+    assert len(texts) == int(np.count_nonzero(small_m.n_battles > 0))
+
+
 def test_interval_plot_marks_the_anchor() -> None:
     counts = simulated_counts(n_models=6)
     board = handmade_leaderboard(counts)

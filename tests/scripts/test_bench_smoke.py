@@ -117,8 +117,29 @@ def test_bench_scale_small_run_on_sqlite() -> None:
     assert fig["votes"] == 3000
     assert fig["cells_agree"] is True
     assert fig["errors"] == {}
-    for key in ("groupby_s", "rows_s", "elo_replay_s", "groupby_peak_mb", "rows_peak_mb"):
+    for key in (
+        "groupby_s",
+        "rows_s",
+        "elo_replay_s",
+        "groupby_peak_mb",
+        "rows_peak_mb",
+        "sha256_s",
+        "ledger_s",
+    ):
         assert fig[key] > 0, key
+
+
+def test_bench_import_prints_time_and_peak_memory_side_by_side(tmp_path: Path) -> None:
+    fig = _run("bench_import.py", "--sizes", "2000,6000", "--workdir", str(tmp_path))
+    assert fig["battles"] == [2000, 6000]
+    assert fig["backend"] == "sqlite"
+    assert all(s > 0 for s in fig["import_s"]) and all(mb > 0 for mb in fig["import_peak_mb"])
+
+
+def test_bench_import_measures_write_waits_during_an_import(tmp_path: Path) -> None:
+    fig = _run("bench_import.py", "--write-waits", "3000", "--workdir", str(tmp_path))
+    assert fig["battles"] == 3000 and fig["writes"] >= 1
+    assert 0 <= fig["p99_wait_s"] <= fig["max_wait_s"]
 
 
 def test_bench_votes_short_run_on_sqlite() -> None:

@@ -5,7 +5,7 @@
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 
 Revision ID: 0016_honest_weights
-Revises: 0011_answer_samples
+Revises: 0014_import_batches
 Create Date: 2026-11-25 08:40:00
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016_honest_weights"
-down_revision: str | None = "0011_answer_samples"
+down_revision: str | None = "0014_import_batches"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

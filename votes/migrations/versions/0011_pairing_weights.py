@@ -3,7 +3,7 @@
 Recorded by the live site when the shares move or an interval passes; published with each snapshot.
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 
-Revision ID: 0014_pairing_weights
+Revision ID: 0011_pairing_weights
 Revises: 0010_vote_integrity
 Create Date: 2026-11-25 07:40:00
 """
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0014_pairing_weights"
+revision: str = "0011_pairing_weights"
 down_revision: str | None = "0010_vote_integrity"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

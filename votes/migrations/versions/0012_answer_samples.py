@@ -8,11 +8,10 @@ network is not shown them again.
 
 On SQLite the output table is copied to change its constraint; ``votes/migrations/env.py`` turns foreign
 key enforcement off around the migrations (as SQLite's own procedure for table changes says) and checks
-every reference afterwards. It follows 0014 (merged to main first from 0010), so that a database already
-at 0014 upgrades through it.
+every reference afterwards.
 
-Revision ID: 0011_answer_samples
-Revises: 0014_pairing_weights
+Revision ID: 0012_answer_samples
+Revises: 0011_pairing_weights
 Create Date: 2026-11-25 07:50:00
 """
 
@@ -23,8 +22,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011_answer_samples"
-down_revision: str | None = "0014_pairing_weights"
+revision: str = "0012_answer_samples"
+down_revision: str | None = "0011_pairing_weights"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

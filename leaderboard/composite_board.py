@@ -1,0 +1,351 @@
+"""The composite board: human votes and LLM-judge verdicts on one rating scale, and what each judge is worth.
+
+:mod:`leaderboard.composite` is the model (per-source discrimination, position, ties, self-preference).
+This module turns one-row-per-vote battles with their annotators into its input (humans pooled as
+source 0, each judge a source of its own, every vote on one prompt and pair of models one cluster), fits
+it into a :class:`~leaderboard.result.Leaderboard` like every other method, and measures the board's
+worth in human votes:
+
+- the *effective number of human votes*: how many human votes alone would give the board's ratings the
+  same average variance (human-only sandwich variance times the human vote count, over the composite's);
+- per judge, *what one verdict is worth*: the effective human votes the judge adds to the human votes
+  (a fit of humans plus that judge alone) divided by its verdicts; measured from the two sandwich
+  covariances, so the dependence between a verdict and the human votes on the same battle is counted;
+- per judge, its correlation with humans (of the two sides' scores on the battles both saw), and the
+  human votes needed for a target interval half-width with and without the judge judging alongside
+  (at its present ratio of verdicts to human votes; half-widths shrink as one over the root of the votes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import norm
+
+from leaderboard.battles import Battles
+from leaderboard.composite import (
+    CompositeData,
+    CompositeFit,
+    CompositeOptions,
+    bootstrap_composite,
+    fit_composite,
+)
+from leaderboard.compute import assemble_board
+from leaderboard.data import Outcome
+from leaderboard.ppi import fit_ppi, ppi_battles
+from leaderboard.result import Leaderboard
+from leaderboard.spec import DisconnectedComparisonError
+
+__all__ = [
+    "HUMAN",
+    "CompositeBoard",
+    "composite_board",
+    "composite_data",
+    "correlation_with_humans",
+    "judge_worth",
+    "subset_sources",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Name of source 0, every annotator who is not an LLM judge.
+HUMAN = "human"
+#: Default target half-width (rating points) for "human votes needed".
+TARGET_HALF_WIDTH = 10.0
+
+
+def composite_data(
+    battles: Battles,
+    labels: tuple[str, ...],
+    *,
+    judges: Collection[str],
+    families: Mapping[str, str] | None = None,
+) -> CompositeData:
+    """The composite's input from votes with annotators (``battles.annotator`` indexes ``labels``).
+
+    Annotators named in ``judges`` are one source each (in sorted order after ``human``); everyone else
+    is the human pool. ``families`` maps model names and judge labels to a family name: a judge with a
+    family gets a self-preference term for the models of that family. A vote with a prompt shares its
+    cluster with every vote on the same prompt and pair of models (either order); one without is alone.
+    """
+    if battles.annotator is None:
+        raise ValueError("the composite needs who cast each vote")
+    families = families or {}
+    present = {labels[i] for i in np.unique(battles.annotator)}
+    judge_names = sorted(present & set(judges))
+    sources = (HUMAN, *judge_names)
+    source_of = np.array([sources.index(lab) if lab in judge_names else 0 for lab in labels], dtype=np.int64)
+    source = source_of[battles.annotator]
+    if not np.any(source == 0):
+        raise ValueError("no human votes: the composite puts judges on the human scale, so it needs some")
+    outcome = battles.outcome
+    tie = (outcome == Outcome.TIE) | (outcome == Outcome.BOTHBAD)
+    score = np.where(outcome == Outcome.MODEL_A, 1.0, np.where(outcome == Outcome.MODEL_B, 0.0, 0.5))
+    lo = np.minimum(battles.model_a, battles.model_b)
+    hi = np.maximum(battles.model_a, battles.model_b)
+    if battles.prompt is None:
+        battle = np.arange(len(battles), dtype=np.int64)
+    else:
+        keys = np.stack([battles.prompt, lo, hi], axis=1)
+        battle = np.unique(keys, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
+    model_family = tuple(families.get(m) for m in battles.models)
+    family = {k: families[name] for k, name in enumerate(sources) if k > 0 and name in families}
+    return CompositeData(
+        models=battles.models,
+        sources=sources,
+        model_a=battles.model_a,
+        model_b=battles.model_b,
+        source=source,
+        score=score,
+        tie=tie,
+        weight=battles.weight,
+        sided=battles.sided,
+        battle=battle,
+        family=family,
+        model_family=model_family if any(f is not None for f in model_family) else (),
+    )
+
+
+def subset_sources(data: CompositeData, keep: Collection[int]) -> CompositeData:
+    """The votes of the sources ``keep`` only (source 0 must be among them), renumbered."""
+    kept = sorted(set(keep))
+    if kept[0] != 0:
+        raise ValueError("the human pool (source 0) must be kept")
+    new_index = np.full(len(data.sources), -1, dtype=np.int64)
+    new_index[kept] = np.arange(len(kept))
+    rows = np.isin(data.source, kept)
+
+    def take(values: Any) -> Any:
+        return None if values is None else np.asarray(values)[rows]
+
+    return replace(
+        data,
+        sources=tuple(data.sources[k] for k in kept),
+        model_a=data.model_a[rows],
+        model_b=data.model_b[rows],
+        source=new_index[data.source[rows]],
+        score=data.score[rows],
+        tie=data.tie[rows],
+        weight=take(data.weight),
+        sided=take(data.sided),
+        battle=take(data.battle),
+        family={int(new_index[k]): f for k, f in data.family.items() if k in kept},
+    )
+
+
+def _mean_variance(fit: CompositeFit) -> float:
+    return float(np.mean(np.asarray(fit.rating_se) ** 2))
+
+
+def _effective(n_human: float, var_human: float, var: float) -> float | None:
+    """Human votes alone that give the mean rating variance ``var``; None when a variance is degenerate
+    (zero or not finite: a source separated the models perfectly, so its curve's steepness runs away)."""
+    if not (np.isfinite(var) and np.isfinite(var_human) and var > 0 and var_human > 0):
+        return None
+    return n_human * var_human / var
+
+
+def _human_votes(data: CompositeData) -> float:
+    w = np.ones(len(data.source)) if data.weight is None else np.asarray(data.weight)
+    return float(w[data.source == 0].sum())
+
+
+def correlation_with_humans(data: CompositeData, judge: int) -> tuple[float | None, int]:
+    """Pearson correlation of the human pool's and the judge's mean score for the lower-indexed model,
+    over the battles (clusters) both voted on, and how many such battles there are."""
+    if data.battle is None:
+        return None, 0
+    flip = data.model_a > data.model_b
+    score = np.where(flip, 1.0 - data.score, data.score)
+    codes, battle = np.unique(data.battle, return_inverse=True)
+    means = []
+    for s in (0, judge):
+        rows = data.source == s
+        total = np.bincount(battle[rows], weights=score[rows], minlength=len(codes))
+        count = np.bincount(battle[rows], minlength=len(codes)).astype(float)
+        means.append(np.divide(total, count, out=np.full(len(codes), np.nan), where=count > 0))
+    both = np.isfinite(means[0]) & np.isfinite(means[1])
+    n = int(both.sum())
+    if n < 3 or np.std(means[0][both]) == 0 or np.std(means[1][both]) == 0:
+        return None, n
+    return float(np.corrcoef(means[0][both], means[1][both])[0, 1]), n
+
+
+def judge_worth(
+    data: CompositeData,
+    options: CompositeOptions,
+    *,
+    level: float = 0.95,
+    target_half_width: float = TARGET_HALF_WIDTH,
+    full: CompositeFit | None = None,
+) -> dict[str, Any]:
+    """The effective number of human votes and, per judge, what it is worth (see the module docstring).
+
+    Returns a dict with ``n_human_votes``, ``effective_human_votes`` (None when the human votes alone do
+    not put every model on one scale), ``target_half_width``, and ``judges``: per judge label its
+    ``verdicts``, ``correlation_with_humans`` (and ``shared_battles``), ``verdict_worth_in_human_votes``,
+    and ``human_votes_needed`` ``{"without": n, "with": n}`` for ``target_half_width``.
+    """
+    z = float(norm.ppf(0.5 + level / 2))
+    n_human = _human_votes(data)
+    out: dict[str, Any] = {"n_human_votes": n_human, "target_half_width": target_half_width, "judges": {}}
+    human_options = replace(options, discrimination=False, self_preference=False)
+    try:
+        human = fit_composite(subset_sources(data, [0]), human_options)
+    except DisconnectedComparisonError:
+        out["effective_human_votes"] = None
+        out["note"] = "the human votes alone leave some models without a common scale"
+        return out
+    var_human = _mean_variance(human)
+    full = fit_composite(data, options) if full is None else full
+    out["effective_human_votes"] = _effective(n_human, var_human, _mean_variance(full))
+    needed_without = (
+        n_human * (z * np.sqrt(var_human) / target_half_width) ** 2 if np.isfinite(var_human) else None
+    )
+    for k in range(1, len(data.sources)):
+        pair = subset_sources(data, [0, k])
+        n_judge = float(
+            np.sum(pair.source == 1) if pair.weight is None else pair.weight[pair.source == 1].sum()
+        )
+        with_judge = fit_composite(pair, options)
+        effective = _effective(n_human, var_human, _mean_variance(with_judge))
+        worth = None if effective is None or not n_judge else (effective - n_human) / n_judge
+        ratio = n_judge / n_human if n_human else 0.0
+        corr, shared = correlation_with_humans(data, k)
+        out["judges"][data.sources[k]] = {
+            "verdicts": n_judge,
+            "correlation_with_humans": corr,
+            "shared_battles": shared,
+            "verdict_worth_in_human_votes": worth,
+            "human_votes_needed": {
+                "without": needed_without,
+                # a judge that hurts (worth below 0) is left out rather than counted against the humans
+                "with": None
+                if worth is None or needed_without is None
+                else needed_without / (1.0 + max(worth, 0.0) * ratio),
+            },
+        }
+    return out
+
+
+@dataclass(frozen=True)
+class CompositeBoard:
+    """A composite board and what goes into its snapshot's metadata (``composite``)."""
+
+    board: Leaderboard
+    fit: CompositeFit
+    metadata: dict[str, Any]
+
+
+def _terms(fit: CompositeFit, z: float) -> dict[str, dict[str, Any]]:
+    """Per source its learned terms with Wald intervals (discrimination on the log scale)."""
+    out: dict[str, dict[str, Any]] = {}
+    for k, name in enumerate(fit.sources):
+        terms: dict[str, Any] = {}
+        a, a_se = float(fit.discrimination[k]), float(fit.discrimination_se[k])
+        if np.isfinite(a_se):
+            spread = np.exp(z * a_se / a)
+            terms["discrimination"] = {"value": a, "ci_low": a / spread, "ci_high": a * spread}
+        else:
+            terms["discrimination"] = {"value": a, "fixed": True}
+        for key, value, se in (
+            ("position", fit.position[k], fit.position_se[k]),
+            ("self_preference", fit.self_preference[k], fit.self_preference_se[k]),
+        ):
+            if np.isfinite(se):
+                terms[key] = {
+                    "value": float(value),
+                    "ci_low": float(value - z * se),
+                    "ci_high": float(value + z * se),
+                }
+        if fit.nu[k] > 0:
+            terms["tie_nu"] = {"value": float(fit.nu[k])}
+        out[name] = terms
+    return out
+
+
+def composite_board(
+    data: CompositeData,
+    counts_battles: Battles,
+    *,
+    interval: str = "sandwich",
+    n_rounds: int = 1000,
+    level: float = 0.95,
+    random_state: int = 0,
+    options: CompositeOptions = CompositeOptions(),  # noqa: B008 - frozen
+    target_half_width: float = TARGET_HALF_WIDTH,
+    rectify: str = "",
+) -> CompositeBoard:
+    """Fit the composite and fill a :class:`Leaderboard` (battles and win rates of ``counts_battles``).
+
+    ``interval``: ``sandwich`` (battle-clustered), ``bootstrap`` (battles resampled, ``n_rounds``) or
+    ``none``. The metadata records the sources and their vote counts, each source's learned terms with
+    intervals, the effective number of human votes and what each judge is worth.
+
+    ``rectify="ppi"``: the board's ratings and intervals are PPI++'s instead (:mod:`leaderboard.ppi`: the
+    human-only target, judges' verdicts as predictions, sandwich intervals whatever ``interval`` says);
+    its tuned lambda and the human-only fit beside it go under ``ppi`` in the metadata.
+    """
+    if interval not in ("bootstrap", "sandwich", "none"):
+        raise ValueError("interval must be bootstrap, sandwich or none")
+    if rectify not in ("", "ppi"):
+        raise ValueError(f"unknown rectification {rectify!r}; available: ppi")
+    z = float(norm.ppf(0.5 + level / 2))
+    fit = fit_composite(data, options)
+    rating = fit.rating
+    rounds = None
+    if rectify:
+        low, high = rating.copy(), rating.copy()  # the rectified fit's intervals replace these below
+    elif interval == "bootstrap":
+        low, high, rounds = bootstrap_composite(
+            data, options, rounds=n_rounds, seed=random_state, level=level
+        )
+    elif interval == "sandwich":
+        low, high = fit.intervals(level)
+    else:
+        low, high = rating.copy(), rating.copy()
+    if rectify == "ppi":
+        rectified = fit_ppi(
+            ppi_battles(data), scale=options.scale, base=options.base, initial=options.initial
+        )
+        rating = rectified.rating
+        low, high = rectified.intervals(level)
+        rounds, interval = None, "sandwich"
+    counts = np.bincount(data.source, minlength=len(data.sources))
+    metadata: dict[str, Any] = {
+        "sources": {name: int(counts[k]) for k, name in enumerate(data.sources)},
+        "terms": _terms(fit, z),
+        "converged": fit.converged,
+        "families": {data.sources[k]: f for k, f in data.family.items()},
+        **judge_worth(data, options, level=level, target_half_width=target_half_width, full=fit),
+    }
+    if rectify == "ppi":
+        metadata["ppi"] = rectified.describe(level)
+    parameters: dict[str, Any] = {
+        "level": level,
+        "interval": interval,
+        "n_rounds": n_rounds if interval == "bootstrap" else 0,
+        "random_state": random_state,
+        "anchor": None,
+        "sources": list(data.sources),
+        "optimiser_iterations": fit.n_iter,
+    }
+    if rectify:
+        parameters["rectify"] = rectify
+    board = assemble_board(
+        counts_battles.counts(),
+        rating,
+        low,
+        high,
+        rounds,
+        method="composite",
+        level=level,
+        interval=interval,
+        parameters=parameters,
+        fitted={},
+    )
+    return CompositeBoard(board=board, fit=fit, metadata=metadata)

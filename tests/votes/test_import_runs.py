@@ -1,0 +1,176 @@
+"""`arena import` as a run of short transactions: all or nothing on a late bad row, a crash or a dead
+process, and live votes written between its batches. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+import votes.import_runs
+import votes.io
+from leaderboard.elo import EloConfig
+from tests.factories import WINNERS, battles_for, live_ratings, row_counts
+from votes.annotators import create_annotator
+from votes.battles import IssuedBattle, VoteRequest
+from votes.io import import_file
+from votes.models import utcnow
+from votes.ratings import replay_live_ratings
+from votes.records import InputError
+from votes.tables import import_created_t, import_row_t, import_run_t
+from votes.writer import GroupCommitWriter
+
+CONFIG = EloConfig()
+BATCH = 40  # rows per batch in these tests, so a small file spans many batches
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(votes.io, "BATCH_ROWS", BATCH)
+    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", 25)
+
+
+def battles_file(path: Path, n: int, *, bad_line: int | None = None, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(1, n + 1):
+            a, b = rng.sample(range(8), 2)
+            row = {
+                "question_id": f"q{i}",
+                "model_a": f"imported-{a}",
+                "model_b": f"imported-{b}",
+                "winner": "left" if i == bad_line else rng.choice(WINNERS),
+                "judge": f"judge-{i % 7}",
+                "tstamp": 1_700_000_000.0 + i,
+            }
+            fh.write(json.dumps(row) + "\n")
+    return path
+
+
+def _store(engine: Engine) -> dict[str, int]:
+    """Rows per store table, the import runs' own tables included."""
+    counts = row_counts(engine)
+    with engine.connect() as conn:
+        for table in (import_run_t, import_row_t, import_created_t):
+            counts[table.name] = int(conn.scalar(select(func.count()).select_from(table)) or 0)
+    return counts
+
+
+def test_a_bad_row_in_a_late_batch_leaves_nothing(engine: Engine, tmp_path: Path) -> None:
+    before = _store(engine)
+    path = battles_file(tmp_path / "late.jsonl", 400, bad_line=390)
+    with pytest.raises(InputError, match=r"late\.jsonl: line 390: unknown winner 'left'"):
+        import_file(engine, path)
+    assert _store(engine) == before  # no model, judge, battle, vote or staging row left behind
+
+
+class Crash(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "error"),
+    [(3, Crash), (14, Crash), (20, KeyboardInterrupt)],
+    ids=["crash-while-staging", "crash-while-merging", "ctrl-c-while-merging"],
+)
+def test_a_crash_mid_import_removes_every_row_of_the_run(
+    engine: Engine, tmp_path: Path, crash_at: int, error: type[BaseException]
+) -> None:
+    """400 rows: 10 staged batches, then 16 merge steps; the crash comes during one phase or the other."""
+    battles_file(tmp_path / "first.jsonl", 50, seed=1)
+    import_file(engine, tmp_path / "first.jsonl")
+    before, ratings = _store(engine), live_ratings(engine)
+    calls = 0
+
+    def crash() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == crash_at:
+            raise error("power cut")
+
+    with pytest.raises(error):
+        import_file(engine, battles_file(tmp_path / "big.jsonl", 400, seed=2), between_batches=crash)
+    assert calls == crash_at
+    assert _store(engine) == before
+    assert live_ratings(engine) == ratings
+    again = import_file(engine, tmp_path / "big.jsonl")  # the same file then imports whole
+    assert again.n_added == 400
+
+
+def test_a_dead_imports_rows_are_removed_by_the_next_import(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process killed mid-merge cannot roll back: its run stops beating and the next import removes it."""
+    before = _store(engine)
+    calls = 0
+
+    def die() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 12:  # some merge steps done
+            raise Crash("killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)  # a dead process
+        with pytest.raises(Crash):
+            import_file(engine, battles_file(tmp_path / "dead.jsonl", 400), between_batches=die)
+    assert _store(engine)["vote"] > before["vote"]  # what the dead run merged is still there
+    with engine.begin() as conn:
+        conn.execute(update(import_run_t).values(heartbeat_at=utcnow() - timedelta(hours=1)))
+    report = import_file(engine, battles_file(tmp_path / "other.jsonl", 10, seed=5))
+    assert _store(engine)["vote"] == before["vote"] + report.n_added == before["vote"] + 10
+    assert _store(engine)["importrun"] == 0
+
+
+def test_a_running_import_is_not_taken_for_dead(engine: Engine, tmp_path: Path) -> None:
+    seen: list[list[int]] = []
+
+    def other_import_starts() -> None:
+        if not seen:
+            seen.append(votes.import_runs.clean_dead_runs(engine))
+
+    import_file(engine, battles_file(tmp_path / "a.jsonl", 100), between_batches=other_import_starts)
+    assert seen == [[]]
+    assert _store(engine)["vote"] == 100
+
+
+@pytest.mark.usefixtures("seeded")
+def test_live_votes_are_written_between_batches(engine: Engine, tmp_path: Path) -> None:
+    """Between two batches of a running import the real vote writer commits a vote at once (an import
+    holding the writer lock would make it wait out the busy timeout and fail), and the staged battles
+    stay out of the votes until the run merges them."""
+    with Session(engine) as session:
+        annotator = create_annotator(session=session).id
+        session.commit()
+    assert annotator is not None
+    plan: Iterator[IssuedBattle] = iter(battles_for(engine, random.Random(3), annotator, 12))
+    writer = GroupCommitWriter(engine, config=CONFIG, max_wait_ms=0.0)
+    writer.start()
+    written: list[int] = []
+    votes_seen: list[int] = []
+
+    def vote_now() -> None:
+        battle = next(plan, None)
+        if battle is None:
+            return
+        result = writer.submit(VoteRequest(battle=battle, winner="model_a")).result(timeout=120)
+        written.append(result.vote_id)
+        votes_seen.append(_store(engine)["vote"])
+
+    try:
+        report = import_file(engine, battles_file(tmp_path / "live.jsonl", 300), between_batches=vote_now)
+    finally:
+        writer.stop()
+    assert len(written) == 12 and report.n_added == 300
+    # Eight staged batches: only the live votes are in the vote table while staging.
+    assert votes_seen[:8] == list(range(1, 9))
+    assert _store(engine)["vote"] == 312
+    with engine.connect() as conn:
+        assert live_ratings(engine) == replay_live_ratings(session=conn, config=CONFIG)
