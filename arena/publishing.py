@@ -487,6 +487,8 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
         out["anony_only"] = True
     if vote_filter.first_sight:
         out["first_sight"] = True
+    if vote_filter.robust:
+        out["robust"] = True
     if vote_filter.models is not None:
         out["models"] = list(vote_filter.models)
     if vote_filter.exclude_models:

@@ -105,6 +105,9 @@ class Annotator(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     flagged: bool = Field(default=False, index=True)
     flag_reason: str | None = None
+    # The voter review's probability that this annotator votes honestly (``arena annotators --apply``
+    # writes it); the robust fit (``--robust``) weighs each vote by it instead of dropping flagged voters.
+    honest_weight: float = Field(default=1.0, sa_column_kwargs={"server_default": "1.0"})
 
 
 class Battle(SQLModel, table=True):

@@ -41,6 +41,7 @@ __all__ = [
     "load_battles",
     "load_pair_counts",
     "pair_counts_statement",
+    "robust_weight",
     "votes_sha256",
 ]
 
@@ -74,6 +75,10 @@ class VoteFilter:
     # Only votes where neither shown answer had been revealed to the annotator before (see
     # :func:`first_sight_condition`).
     first_sight: bool = False
+    # The robust fit: no flagged annotator is left out; each vote's weight is multiplied by its
+    # annotator's stored ``honest_weight`` (the voter review's evidence; votes without an annotator
+    # count 1) in the cells aggregate (:func:`pair_counts_statement`) and the per-vote read.
+    robust: bool = False
 
 
 #: Annotator kind of the LLM judges of ``arena judge`` (labels ``judge:<endpoint>``).
@@ -131,10 +136,11 @@ def filter_votes(
         stmt = stmt.where(vote_t.c.created_at >= f.since)
     if f.until is not None:
         stmt = stmt.where(vote_t.c.created_at < f.until)
+    cut_flagged = f.exclude_flagged and not f.robust  # robust: down-weighted, not left out
     if f.annotators is None:  # one small NOT IN, so the fit still reads only ix_vote_cells
-        stmt = stmt.where(_excluding(flagged=f.exclude_flagged, judges=True))
+        stmt = stmt.where(_excluding(flagged=cut_flagged, judges=True))
     else:
-        if f.exclude_flagged:
+        if cut_flagged:
             stmt = stmt.where(_excluding(flagged=True, judges=False))
         if "all" not in f.annotators:
             chosen = select(annotator_t.c.id).where(annotator_t.c.label.in_(f.annotators))
@@ -203,6 +209,20 @@ def counted_vote_condition() -> ColumnElement[bool]:
     return _excluding(flagged=True, judges=True)
 
 
+#: The annotator table as the robust fit joins it (an alias: the filters use the table in subqueries).
+robust_annotator = annotator_t.alias("robust_annotator")
+
+
+def robust_weight() -> ColumnElement[Any]:
+    """A vote's weight in the robust fit: its own weight times its annotator's ``honest_weight`` (1 for a
+    vote without an annotator); the statement must select from :func:`_robust_join`."""
+    return vote_t.c.weight * func.coalesce(robust_annotator.c.honest_weight, 1.0)
+
+
+def _robust_join() -> Any:
+    return vote_t.outerjoin(robust_annotator, vote_t.c.annotator_id == robust_annotator.c.id)
+
+
 def _filter_kwargs(
     filters: VoteFilter | None,
     category: str | None,
@@ -248,13 +268,14 @@ def load_battles(
         vote_t.c.model_b_id,
         vote_t.c.winner,
         _vote_time(conn),
-        vote_t.c.weight,
+        robust_weight() if f.robust else vote_t.c.weight,
         vote_t.c.sided,
     ]
-    base = select(*columns).select_from(vote_t)
+    votes = _robust_join() if f.robust else vote_t
+    base = select(*columns).select_from(votes)
     if who:
         base = select(*columns, vote_t.c.annotator_id, battle_t.c.prompt_id).select_from(
-            vote_t.join(battle_t, vote_t.c.battle_id == battle_t.c.id)
+            votes.join(battle_t, vote_t.c.battle_id == battle_t.c.id)
         )
     stmt = filter_votes(base.order_by(vote_t.c.id), f, battle_joined=who)
     # Streamed in chunks straight into arrays: memory follows the arrays, not 10M Python row tuples.
@@ -446,13 +467,14 @@ def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: str = "
     f = filters or VoteFilter()
     keys: list[ColumnElement[Any]] = [vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner]
     unsided = vote_t.c.sided.is_(False)
+    weight = robust_weight() if f.robust else vote_t.c.weight
     stmt = select(
         *keys,
         func.count(),
-        func.sum(vote_t.c.weight),
+        func.sum(weight),
         func.sum(case((unsided, 1), else_=0)),
-        func.sum(case((unsided, vote_t.c.weight), else_=0.0)),
-    ).select_from(vote_t)
+        func.sum(case((unsided, weight), else_=0.0)),
+    ).select_from(_robust_join() if f.robust else vote_t)
     if dialect == "sqlite" and (f.since is not None or f.until is not None):
         # Left alone, SQLite walks ix_vote_cells for its order and fetches every vote row at random to
         # test its time (10M votes, half selected: 34 s). Grouping by ``+column`` (SQLite's documented

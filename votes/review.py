@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from leaderboard.annotators import FlagRule
@@ -106,7 +106,8 @@ def review_annotators(
     """Review every annotator with votes (:func:`leaderboard.voter_review.review_voters`); optionally flag.
 
     The first fit uses the counted votes (not already flagged). With ``apply``, annotators the review marks
-    are flagged with reason ``"auto: ..."`` and the live ratings are rebuilt, in one transaction. Flags are
+    are flagged with reason ``"auto: ..."``, every reviewed annotator's ``honest_weight`` is stored (what
+    the robust fit weighs its votes by) and the live ratings are rebuilt, in one transaction. Flags are
     only added, never cleared (an admin clears them). Returns one row per annotator with votes, suspicious
     ones first.
     """
@@ -168,6 +169,13 @@ def review_annotators(
                 update(annotator_t)
                 .where(annotator_t.c.id == annotator_id)
                 .values(flagged=True, flag_reason=reason)
+            )
+        if apply and out:  # every reviewed annotator's weight, for the robust fit (``--robust``)
+            conn.execute(
+                update(annotator_t)
+                .where(annotator_t.c.id == bindparam("reviewed"))
+                .values(honest_weight=bindparam("weight")),
+                [{"reviewed": r.annotator_id, "weight": r.honest_weight} for r in out],
             )
         if newly:
             rebuild_live_ratings(conn, config=elo_config)

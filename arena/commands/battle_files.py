@@ -29,6 +29,7 @@ __all__ = [
     "EachOpt",
     "ExcludeModelsOpt",
     "FirstSightOpt",
+    "RobustOpt",
     "JudgeOpt",
     "LanguageOpt",
     "LargestOpt",
@@ -78,6 +79,14 @@ FirstSightOpt = Annotated[
         "--first-sight",
         help="Database: only votes where neither answer had been revealed to the annotator by an "
         "earlier vote (see docs/blindness.md).",
+    ),
+]
+RobustOpt = Annotated[
+    bool,
+    typer.Option(
+        "--robust",
+        help="Database: weigh each vote by its annotator's honest weight (stored by `arena annotators "
+        "--apply`) instead of leaving flagged annotators out.",
     ),
 ]
 ModelsOpt = Annotated[
@@ -161,6 +170,7 @@ def database_filter(
     exclude_models: str | None = None,
     source: str | None = None,
     first_sight: bool = False,
+    robust: bool = False,
 ) -> VoteFilter:
     """The filter options as a :class:`~votes.queries.VoteFilter` on the stored votes (times read as
     UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one."""
@@ -181,6 +191,7 @@ def database_filter(
         exclude_models=_names(exclude_models) or (),
         source=source,
         first_sight=first_sight,
+        robust=robust,
     )
 
 

@@ -29,6 +29,7 @@ from arena.commands.battle_files import (
     LargestOpt,
     ModelsOpt,
     ReportOpt,
+    RobustOpt,
     ShapeOpt,
     SinceOpt,
     SkipInvalidOpt,
@@ -378,6 +379,7 @@ def recompute(
     report_file: ReportOpt = None,
     anony_only: AnonyOnlyOpt = False,
     first_sight: FirstSightOpt = False,
+    robust: RobustOpt = False,
     models: ModelsOpt = None,
     exclude_models: ExcludeModelsOpt = None,
     judge: JudgeOpt = None,
@@ -443,6 +445,7 @@ def recompute(
                 or annotators is not None
                 or anony_only
                 or first_sight
+                or robust
                 or skip_invalid
                 or largest_component
                 or each_component
@@ -457,6 +460,10 @@ def recompute(
                 raise typer.BadParameter(
                     "a battles file does not say what each annotator saw revealed; use the database",
                     param_hint="--first-sight",
+                )
+            if robust:
+                raise typer.BadParameter(
+                    "a battles file has no stored honest weights; use the database", param_hint="--robust"
                 )
             selection = battle_filter(
                 language=language,
@@ -528,6 +535,7 @@ def recompute(
                 exclude_models=exclude_models,
                 source=battle_source,
                 first_sight=first_sight,
+                robust=robust,
             )
             engine = open_store(settings_for(database_url))
             try:
@@ -634,6 +642,7 @@ def publish(
     judge: JudgeOpt = None,
     anony_only: AnonyOnlyOpt = False,
     first_sight: FirstSightOpt = False,
+    robust: RobustOpt = False,
     models: ModelsOpt = None,
     exclude_models: ExcludeModelsOpt = None,
     largest_component: LargestOpt = False,
@@ -685,6 +694,7 @@ def publish(
         models=models,
         exclude_models=exclude_models,
         first_sight=first_sight,
+        robust=robust,
     )
     if all_slices and vote_filter != database_filter(exclude_flagged=exclude_flagged):
         raise typer.BadParameter(

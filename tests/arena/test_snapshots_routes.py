@@ -85,6 +85,7 @@ def test_snapshot_list_and_page(published: tuple[TestClient, list[Snapshot]]) ->
     for stem in ("ratings", "winrate_observed", "winrate_predicted", "battle_counts"):
         assert f"files/{stem}.png" in page.text
     assert rows[0].files["leaderboard.csv"] in page.text
+    assert "honest weight" not in page.text  # only a --robust board says it weighs voters
     assert client.get("/leaderboard/snapshots/nope").status_code == 404
 
 
