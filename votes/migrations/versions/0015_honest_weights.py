@@ -4,7 +4,7 @@
 ``arena publish --robust`` multiplies each vote's weight by it instead of leaving flagged annotators out.
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 
-Revision ID: 0016_honest_weights
+Revision ID: 0015_honest_weights
 Revises: 0014_import_batches
 Create Date: 2026-11-25 08:40:00
 """
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0016_honest_weights"
+revision: str = "0015_honest_weights"
 down_revision: str | None = "0014_import_batches"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
