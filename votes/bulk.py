@@ -5,9 +5,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Boolean, DateTime, Integer, String, Table, any_, bindparam, insert, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Integer,
+    String,
+    Table,
+    TypeDecorator,
+    any_,
+    bindparam,
+    insert,
+    select,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -140,17 +153,26 @@ def existing_output_samples(
 
 
 def _sqlite_column(column_type: Any, values: list[Any]) -> list[Any]:
-    """A column's values as SQLAlchemy's SQLite types store them: naive ISO datetimes, JSON text, 0/1."""
+    """A column's values as SQLAlchemy's SQLite types store them: naive UTC ISO datetimes with
+    microseconds, JSON text, 0/1. A type decorator (SQLModel's ``UTCDateTime``) is read through to the
+    type it stores as: written raw, an aware datetime would be stored as ``... +00:00`` text, which sorts
+    and compares differently from every other row's ``... .000000``."""
+    if isinstance(column_type, TypeDecorator):
+        column_type = column_type.impl_instance
     if isinstance(column_type, DateTime):
         return [
-            None if v is None else v.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
-            for v in values
+            None if v is None else _naive_utc(v).isoformat(sep=" ", timespec="microseconds") for v in values
         ]
     if isinstance(column_type, JSON):
         return [_json_text(v) for v in values]
     if isinstance(column_type, Boolean):
         return [None if v is None else int(v) for v in values]
     return values
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC without its offset (a naive one is taken as UTC already)."""
+    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
 def _json_text(value: Any) -> Any:

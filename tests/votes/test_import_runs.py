@@ -24,7 +24,7 @@ from votes.io import import_file
 from votes.models import utcnow
 from votes.ratings import replay_live_ratings
 from votes.records import InputError
-from votes.tables import import_created_t, import_row_t, import_run_t
+from votes.tables import import_created_t, import_row_t, import_run_t, vote_t
 from votes.writer import GroupCommitWriter
 
 CONFIG = EloConfig()
@@ -174,3 +174,15 @@ def test_live_votes_are_written_between_batches(engine: Engine, tmp_path: Path) 
     assert _store(engine)["vote"] == 312
     with engine.connect() as conn:
         assert live_ratings(engine) == replay_live_ratings(session=conn, config=CONFIG)
+
+
+def test_imported_times_are_stored_as_every_other_row_stores_them(engine: Engine, tmp_path: Path) -> None:
+    """The bulk path writes past SQLAlchemy's types: its times must still be SQLite's text form of the
+    others (naive UTC with microseconds), or `--since`/`--until` compare text that sorts differently."""
+    import_file(engine, battles_file(tmp_path / "b.jsonl", 30))
+    with engine.connect() as conn:
+        stored = [t for (t,) in conn.execute(select(func.min(vote_t.c.created_at)))]
+        if engine.dialect.name == "sqlite":
+            raw = conn.exec_driver_sql("SELECT created_at FROM vote ORDER BY id LIMIT 1").scalar_one()
+            assert raw == "2023-11-14 22:13:21.000000"
+    assert stored[0] is not None and stored[0].isoformat() == "2023-11-14T22:13:21+00:00"
