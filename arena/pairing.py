@@ -138,6 +138,7 @@ def choose_battle(
     seen_per_pair: Mapping[Pair, int] | None = None,
     design: Mapping[Pair, float] | None = None,
     revealed: Collection[int] = (),
+    exhausted: set[Pair] | None = None,
 ) -> Choice | None:
     """Pick the next battle, or None when this annotator has judged every available pair and prompt.
 
@@ -146,8 +147,15 @@ def choose_battle(
     ``revealed`` holds the output ids whose models a vote already named to this annotator (or to their
     address): a battle showing one is offered only when no other unjudged battle is left (the drawn pair
     is redrawn among the pairs that still have one; then ``pair_probability`` is the draw's probability
-    among those). When a model has several sampled answers to the prompt, one is drawn at random among
-    those not revealed (among all when every one is).
+    among those, and in the last resort among every pair with an unjudged prompt). When a model has
+    several sampled answers to the prompt, one is drawn at random among those not revealed (among all
+    when every one is).
+
+    ``exhausted``, when given, is the caller's memory of pairs found with no unjudged prompt free of
+    revealed answers; it is read and added to. Both ``seen`` and ``revealed`` only grow for one
+    annotator and catalog, so a pair once exhausted stays so, and keeping the set spares each pick the
+    redraws through them (without it, a voter who has seen most answers costs a scan of every pair's
+    prompts per battle). The caller must start a new set when the catalog changes.
     """
     if seen_per_pair is None:
         per_pair: dict[Pair, int] = defaultdict(int)
@@ -157,26 +165,36 @@ def choose_battle(
     pairs = [p for p, prompts in catalog.shared.items() if len(prompts) > seen_per_pair.get(p, 0)]
     if not pairs:
         return None
-    fallback: tuple[Pair, float, list[int]] | None = None  # the first pair drawn, revealed answers and all
-    while pairs:
+    known = exhausted if exhausted is not None else set()
+    candidates = [p for p in pairs if p not in known]
+    while candidates:
         (lo, hi), probability = choose_pair(
-            pairs, policy=policy, counts=counts, rng=rng, power=power, ratings=ratings, design=design
+            candidates, policy=policy, counts=counts, rng=rng, power=power, ratings=ratings, design=design
         )
-        prompts = [p for p in catalog.shared[(lo, hi)] if (p, lo, hi) not in seen]
-        fresh = [p for p in prompts if not _shows_revealed(catalog.outputs[p], lo, hi, revealed)]
-        if fresh:
-            prompts = fresh
+        prompts = [
+            p
+            for p in catalog.shared[(lo, hi)]
+            if (p, lo, hi) not in seen and not _shows_revealed(catalog.outputs[p], lo, hi, revealed)
+        ]
+        if prompts:
             break
-        if prompts and fallback is None:
-            fallback = ((lo, hi), probability, prompts)
         # Judged out (seen holds prompts no longer in the catalog, so the count let it through: a judged
         # prompt and pair is never offered again; the store would refuse its vote), or every unjudged
-        # prompt shows a revealed answer: try another pair.
-        pairs.remove((lo, hi))
+        # prompt shows a revealed answer: remember it, try another pair.
+        known.add((lo, hi))
+        candidates.remove((lo, hi))
     else:
-        if fallback is None:
-            return None
-        (lo, hi), probability, prompts = fallback
+        # Every pair left shows a revealed answer: one of them, drawn among all with an unjudged prompt.
+        while True:
+            (lo, hi), probability = choose_pair(
+                pairs, policy=policy, counts=counts, rng=rng, power=power, ratings=ratings, design=design
+            )
+            prompts = [p for p in catalog.shared[(lo, hi)] if (p, lo, hi) not in seen]
+            if prompts:
+                break
+            pairs.remove((lo, hi))
+            if not pairs:
+                return None
     prompt_id = rng.choice(prompts)
     left, right = (lo, hi) if rng.random() < 0.5 else (hi, lo)
     by_model = catalog.outputs[prompt_id]

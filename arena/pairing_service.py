@@ -57,7 +57,18 @@ class GoldChoice:
 class _History:
     """One annotator's judged battles, as pairing needs them (kept per process, synced from the store)."""
 
-    __slots__ = ("battles", "golds", "high_water", "keys", "n_votes", "per_pair", "revealed", "synced_at")
+    __slots__ = (
+        "battles",
+        "exhausted",
+        "exhausted_for",
+        "golds",
+        "high_water",
+        "keys",
+        "n_votes",
+        "per_pair",
+        "revealed",
+        "synced_at",
+    )
 
     def __init__(self) -> None:
         self.battles: dict[int, tuple[int, int, int]] = {}  # battle id -> (prompt, lower, higher model)
@@ -65,6 +76,10 @@ class _History:
         self.per_pair: dict[tuple[int, int], int] = {}  # (lower, higher) -> distinct prompts judged
         self.revealed: set[int] = set()  # output ids of voted battles: the reveal named their models
         self.golds: set[int] = set()  # golds served (voted or not): never served to this annotator again
+        # Pairs with no unjudged prompt free of revealed answers, valid for one catalog and address
+        # (:func:`arena.pairing.choose_battle`'s ``exhausted``): what was seen and revealed only grows.
+        self.exhausted: set[tuple[int, int]] = set()
+        self.exhausted_for: tuple[int, str | None] | None = None
         self.n_votes = 0
         self.high_water = 0  # highest battle id read from the store
         self.synced_at = -float("inf")
@@ -145,6 +160,7 @@ class PairingService:
         self._loaded_at = -float("inf")
         self._texts_loaded_at = time.monotonic()
         self._catalog = PairingCatalog(outputs={})
+        self._catalog_version = 0  # counts catalog reloads: the annotators' exhausted pairs hold for one
         self._counts: dict[tuple[int, int], int] = {}
         self._ratings: dict[int, float] = {}
         self._design: dict[tuple[int, int], float] = {}
@@ -176,6 +192,7 @@ class PairingService:
             now = time.monotonic()
             with self._lock:
                 self._catalog, self._counts, self._ratings = catalog, counts, ratings
+                self._catalog_version += 1
                 self._design = design
                 self._golds = golds
                 if force or now - self._texts_loaded_at > self.texts_ttl_s:
@@ -339,6 +356,9 @@ class PairingService:
             revealed = history.revealed
             if address_hash is not None:
                 revealed = revealed | self._address(address_hash).revealed
+            valid_for = (self._catalog_version, address_hash)
+            if history.exhausted_for != valid_for:
+                history.exhausted, history.exhausted_for = set(), valid_for
             choice = choose_battle(
                 self._catalog,
                 policy=self.settings.pairing_policy,
@@ -350,6 +370,7 @@ class PairingService:
                 seen_per_pair=history.per_pair,
                 design=self._design,
                 revealed=revealed,
+                exhausted=history.exhausted,
             )
             if choice is not None:
                 a, b = choice.output_a.model_id, choice.output_b.model_id

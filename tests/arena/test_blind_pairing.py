@@ -45,6 +45,48 @@ def test_choose_battle_avoids_revealed_answers_while_fresh_ones_remain() -> None
         )
 
 
+def test_a_remembered_exhausted_set_changes_no_choice_and_skips_the_scans() -> None:
+    """The caller's memory of exhausted pairs gives the same guarantees as the scan it spares: no revealed
+    answer while a fresh battle exists, a battle (revealed) when none is left, and every pair it learned
+    really has no fresh prompt."""
+    catalog = _catalog(3, (1, 2, 3, 4))
+    for seed in range(40):
+        rng = random.Random(seed)
+        seen: set[tuple[int, int, int]] = set()
+        revealed: set[int] = set()
+        exhausted: set[tuple[int, int]] = set()
+        for _ in range(6):
+            choice = choose_battle(
+                catalog,
+                policy="uniform",
+                counts={},
+                seen=seen,
+                rng=rng,
+                revealed=revealed,
+                exhausted=exhausted,
+            )
+            assert choice is not None
+            shown = {choice.output_a.output_id, choice.output_b.output_id}
+            assert not shown & revealed, (seed, shown, revealed)
+            revealed |= shown
+            a, b = choice.output_a.model_id, choice.output_b.model_id
+            seen.add((choice.prompt_id, min(a, b), max(a, b)))
+            for lo, hi in exhausted:  # what it learned holds
+                assert all(
+                    (p, lo, hi) in seen or {p * 100 + lo, p * 100 + hi} & revealed
+                    for p in catalog.shared[(lo, hi)]
+                )
+        late = choose_battle(
+            catalog, policy="uniform", counts={}, seen=seen, rng=rng, revealed=revealed, exhausted=exhausted
+        )
+        assert late is not None
+        assert (late.prompt_id, *sorted((late.output_a.model_id, late.output_b.model_id))) not in seen
+        unjudged = {
+            pair for pair, prompts in catalog.shared.items() if any((p, *pair) not in seen for p in prompts)
+        }
+        assert exhausted >= unjudged, "with every answer revealed, every pair left to judge is exhausted"
+
+
 def test_without_reveals_every_pair_stays_reachable() -> None:
     catalog = _catalog(2, (1, 2, 3))
     rng = random.Random(0)
