@@ -386,7 +386,8 @@ def composite_score(
     source_of = np.array([index.get(label, 0) for label in labels], dtype=np.int64)
 
     def forecast(battles: Battles) -> FloatArray:
-        assert battles.annotator is not None
+        if battles.annotator is None:
+            raise ValueError("the composite's forecast needs each vote's annotator")
         src = source_of[battles.annotator]
         out = np.empty((len(battles), 3))
         for k in np.unique(src):

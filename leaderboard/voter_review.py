@@ -148,7 +148,8 @@ def review_voters(
         keep = ~np.isin(annotator, list(bad)) if bad else np.ones(annotator.size, dtype=bool)
         if counted is not None:
             keep &= counted
-    assert reviewed is not None
+    if reviewed is None:  # the loop above runs at least once
+        raise RuntimeError("the voter review ran no round")
     return reviewed
 
 

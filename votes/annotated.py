@@ -110,7 +110,8 @@ def judge_votes(conn: Connection, battles: Battles) -> Battles | None:
     labels = sorted(found[int(i)] for i in present)
     code = {i: labels.index(found[int(i)]) for i in present.tolist()}
     part = battles.take(np.flatnonzero(keep))
-    assert part.annotator is not None
+    if part.annotator is None:  # taken from votes that carry annotators
+        raise ValueError("judge votes need each vote's annotator")
     recoded = np.array([code[i] for i in part.annotator.tolist()], dtype=np.int64)
     return replace(part, annotator=recoded, annotator_names=tuple(labels))
 

@@ -467,7 +467,8 @@ def annotator_positions_text(described: dict[str, object]) -> str:
     random-effects mean whose interval admits the spread between annotators."""
     pooled = described["pooled"]
     judges = described["judges"]
-    assert isinstance(pooled, dict) and isinstance(judges, list)
+    if not isinstance(pooled, dict) or not isinstance(judges, list):
+        raise TypeError("annotator positions: a 'pooled' mapping and a 'judges' list expected")
     lines = [
         "Left-side advantage per annotator (Elo; own davidson-position fit, shrunk to the pooled mean):",
         *(

@@ -75,7 +75,8 @@ def gold_derive(
     engine = open_store(settings_for(database_url))
     try:
         with Session(engine) as session:
-            added = derive_golds(session, count=count, rng=random.Random(seed))
+            # Which answers to corrupt and how: a reproducible draw, not a secret (serving draws elsewhere).
+            added = derive_golds(session, count=count, rng=random.Random(seed))  # nosec B311
             session.commit()
     finally:
         engine.dispose()
