@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fastapi.testclient import TestClient
 from sqlalchemy import delete, func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
@@ -153,6 +154,20 @@ def conversation(question: str, answer: str, *more: str) -> list[dict[str, str]]
     for i in range(0, len(more) - 1, 2):
         messages += [{"role": "user", "content": more[i]}, {"role": "assistant", "content": more[i + 1]}]
     return messages
+
+
+def vote_once(client: TestClient, winner: str = "model_a") -> int:
+    """Fetch a battle through the JSON API and vote on it: the vote's status (or the fetch's, if refused)."""
+    battle = client.get("/api/battles/next")
+    if battle.status_code != 200:
+        return battle.status_code
+    body = battle.json()
+    r = client.post(
+        "/api/votes",
+        json={"token": body["token"], "winner": winner},
+        headers={"X-CSRF-Token": body["csrf_token"]},
+    )
+    return r.status_code
 
 
 def make_settings(db_url: str, **overrides: object) -> Settings:

@@ -21,7 +21,7 @@ from arena.commands.admin import register
 from arena.middleware import TrustedProxyMiddleware
 from leaderboard.annotators import outcome_probabilities
 from leaderboard.elo import EloConfig
-from tests.factories import ADMIN_TOKEN, make_settings
+from tests.factories import ADMIN_TOKEN, make_settings, vote_once
 from votes.annotators import create_annotator
 from votes.battles import VoteRequest, issue_battle
 from votes.models import Annotator, Model, Output, utcnow
@@ -30,19 +30,6 @@ from votes.recording import record_votes
 from votes.views import live_standings, load_pairing_catalog
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-
-
-def vote_once(client: TestClient) -> int:
-    battle = client.get("/api/battles/next")
-    if battle.status_code != 200:
-        return battle.status_code
-    body = battle.json()
-    r = client.post(
-        "/api/votes",
-        json={"token": body["token"], "winner": "model_a"},
-        headers={"X-CSRF-Token": body["csrf_token"]},
-    )
-    return r.status_code
 
 
 def test_daily_vote_cap(make_client: Any) -> None:

@@ -18,6 +18,7 @@ from arena.app import create_app
 from arena.settings import Settings
 from arena.signin import safe_next
 from tests.factories import make_settings
+from tests.factories import vote_once as vote
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, LocalProvider, serve_provider
 from votes.tables import annotator_t, battle_t, vote_t
 
@@ -53,19 +54,6 @@ def _to_provider(client: TestClient, next_path: str = "/vote") -> str:
 def sign_in(client: TestClient, next_path: str = "/vote") -> Any:
     """The site's answer to the provider's redirect back (a test client's response)."""
     return client.get(_to_provider(client, next_path), follow_redirects=False)
-
-
-def vote(client: TestClient) -> int:
-    battle = client.get("/api/battles/next")
-    if battle.status_code != 200:
-        return battle.status_code
-    body = battle.json()
-    r = client.post(
-        "/api/votes",
-        json={"token": body["token"], "winner": "model_a"},
-        headers={"X-CSRF-Token": body["csrf_token"]},
-    )
-    return r.status_code
 
 
 def _voters(engine: Engine) -> list[tuple[str, int]]:
