@@ -70,6 +70,7 @@ __all__ = [
     "fit_counts",
     "filters_metadata",
     "fit_style_board",
+    "load_board_votes",
     "load_from_database",
     "load_model_info",
     "load_votes_with_texts",
@@ -468,6 +469,25 @@ def load_votes_with_texts(
     )
 
 
+def load_board_votes(
+    engine: Engine, vote_filter: VoteFilter, options: FitOptions, cluster: str
+) -> StoredVotes:
+    """What a published board reads from the store, for ``options``: the counts (time-bucketed when a
+    half-life asks), the votes with their texts for style control, the agreement report, the clusters,
+    the votes by source for a source-aware method and the judges' votes. One place, so ``publish`` and
+    ``recompute`` from the database read the same."""
+    return load_votes_with_texts(
+        engine,
+        vote_filter,
+        bucket_seconds=options.time_bucket,
+        style=bool(options.style),
+        agreement=True,
+        cluster=cluster,
+        by_source=options.by_source,
+        judges=True,
+    )
+
+
 def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
     """The filters of a board from the database as JSON values, for its metadata. The filters added
     after the first snapshots (annotators, anonymity, models) appear only when set, so a snapshot
@@ -587,16 +607,7 @@ def publish_snapshot(
     filters = filters_metadata(vote_filter)
     if component is not None:
         filters["component"] = component
-    stored = load_votes_with_texts(
-        engine,
-        vote_filter,
-        bucket_seconds=options.time_bucket,
-        style=bool(options.style),
-        agreement=True,
-        cluster=cluster,
-        by_source=options.by_source,
-        judges=True,
-    )
+    stored = load_board_votes(engine, vote_filter, options, cluster)
     if stored.clusters is not None:
         options = replace(options, cluster=stored.clusters.label)
     root = Path(snapshot_dir)

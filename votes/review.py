@@ -273,7 +273,6 @@ def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[An
         kind, label, flagged, flag_reason = info[annotator_id]
         reason = reasons[g]
         suspicious = bool(flagged_by_review[g])
-        fav = int(s.favourite[g])
         rows_out.append(
             AnnotatorRow(
                 annotator_id=annotator_id,
@@ -284,7 +283,7 @@ def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[An
                 median_seconds=float(s.median_seconds[g]),
                 agreement_q=float(s.noise_qvalue[g]),
                 favouritism_q=float(s.favouritism_qvalue[g]),
-                favourite=names[model_ids[fav]] if fav >= 0 else None,
+                favourite=_model_name(s.favourite[g], names, model_ids),
                 side_q=float(s.side_qvalue[g]),
                 flagged=bool(flagged),
                 flag_reason=flag_reason,

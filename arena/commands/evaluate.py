@@ -272,21 +272,25 @@ def evaluate(
         )
     labels: tuple[str, ...] | None = None
 
+    def stored_filter() -> VoteFilter:
+        """The filter options as a database filter (the composite's reader and the store's read it)."""
+        return database_filter(
+            language=language,
+            since=since,
+            until=until,
+            annotators=annotators,
+            judge=judge,
+            anony_only=anony_only,
+            models=models,
+            exclude_models=exclude_models,
+        )
+
     try:
         if method == "composite":
             battles, labels, source = _sourced_votes(
                 from_file,
                 database_url,
-                database_filter(
-                    language=language,
-                    since=since,
-                    until=until,
-                    annotators=annotators,
-                    judge=judge,
-                    anony_only=anony_only,
-                    models=models,
-                    exclude_models=exclude_models,
-                ),
+                stored_filter(),
             )
         elif from_file is not None and not style:
             selection = battle_filter(
@@ -313,16 +317,7 @@ def evaluate(
             battles = battles_from_file(from_file, catalog=catalog, style=style)
             source = str(from_file)
         else:
-            vote_filter = database_filter(
-                language=language,
-                since=since,
-                until=until,
-                annotators=annotators,
-                judge=judge,
-                anony_only=anony_only,
-                models=models,
-                exclude_models=exclude_models,
-            )
+            vote_filter = stored_filter()
             engine = make_engine(database_url or Settings().database_url)
             try:
                 with Session(engine) as session:

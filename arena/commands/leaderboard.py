@@ -518,7 +518,7 @@ def recompute(
                 "refused_rows": len(read.refused),
             }
         else:
-            from arena.publishing import filters_metadata, load_model_info, load_votes_with_texts
+            from arena.publishing import filters_metadata, load_board_votes, load_model_info
 
             if skip_invalid or shape is not None or baseline is not None:
                 raise typer.BadParameter("--skip-invalid, --format and --baseline are for a file (--from)")
@@ -544,16 +544,7 @@ def recompute(
                     engine, vote_filter, largest=largest_component, each=each_component
                 )
                 for number, part_filter in chosen:
-                    stored = load_votes_with_texts(
-                        engine,
-                        part_filter,
-                        bucket_seconds=options.time_bucket,
-                        style=bool(options.style),
-                        agreement=True,
-                        cluster=cluster,
-                        by_source=options.by_source,
-                        judges=True,
-                    )
+                    stored = load_board_votes(engine, part_filter, options, cluster)
                     folder = out_dir / f"component-{number}" if len(chosen) > 1 else out_dir
                     part_sources[folder] = stored.by_source
                     parts.append((folder, stored.counts, stored.digest, stored.battles, stored.agreement))
