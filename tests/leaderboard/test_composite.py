@@ -177,3 +177,39 @@ def test_position_confounded_with_ratings_is_fixed_and_named() -> None:
     # with the term switched off nothing is recorded as fixed
     off = fit_composite(data, OFF)
     assert off.position_fixed == {}
+
+
+def test_analytic_gradient_and_hessian_match_finite_differences() -> None:
+    """Every term on (discrimination, position with some unsided votes, ties, a family, soft scores), at
+    a point away from the optimum so the second-derivative terms of ``eta = a u`` matter."""
+    from leaderboard.composite import _cells, _gradient, _hessian, _layout
+
+    data = _votes(np.random.default_rng(13), 1500, 5, 3)
+    data = CompositeData(
+        **{
+            **data.__dict__,
+            "score": np.clip(data.score * 0.7 + 0.15, 0, 1),
+            "sided": np.arange(1500) % 4 != 0,
+            "family": {1: "f", 2: "g"},
+            "model_family": ["f", "f", "g", None, None],
+        }
+    )
+    options = CompositeOptions()
+    lay = _layout(data, options)
+    cells = _cells(data, options, lay)
+    stats = cells.stats(np.random.default_rng(1).random(1500) * 2)
+    x = np.random.default_rng(2).normal(0, 0.3, lay.n_params)
+    _, grad = _gradient(x, lay, cells, stats)
+    hess = _hessian(x, lay, cells, stats)
+    step = 1e-6
+    fd_grad, fd_hess = np.empty_like(grad), np.empty_like(hess)
+    for k in range(len(x)):
+        up, down = x.copy(), x.copy()
+        up[k] += step
+        down[k] -= step
+        (f_up, g_up), (f_down, g_down) = _gradient(up, lay, cells, stats), _gradient(down, lay, cells, stats)
+        fd_grad[k] = (f_up - f_down) / (2 * step)
+        fd_hess[:, k] = (g_up - g_down) / (2 * step)
+    np.testing.assert_allclose(grad, fd_grad, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(hess, fd_hess, rtol=1e-5, atol=1e-3)
+    assert lay.sizes[1:] == (2, 3, 3, 2)  # every kind of term is exercised
