@@ -8,12 +8,19 @@ the humans, prefers the left answer (about 40 Elo) and its own three-model famil
 - ``panel``: three judges of different steepness, bias and family;
 - ``useless``: one judge whose verdicts are coin flips.
 
-Each board gets three fits: human votes only (the reference width), the composite
-(:func:`leaderboard.composite.fit_composite`, battle-clustered sandwich), and a pooled fit that treats
-every judge verdict as one more independent human vote. Printed per scenario: coverage of the true
-ratings by the 95% intervals, mean width relative to human-only, the self-preferred family's mean rating
-error (composite and pooled), the learned judge discrimination and position against the truth. The last
-line is one JSON document.
+Unlike the composite's model, each judge sees every model's strength off the human rating by its own
+deviation (``--deviation-elo``), and each battle has its own effect seen alike by humans and judges
+(``--battle-elo``); both 0 make the composite's model true. The truth is what the human-only fit
+estimates (:func:`human_target`).
+
+Each board gets four fits: human votes only (the reference width), the composite
+(:func:`leaderboard.composite.fit_composite`, battle-clustered sandwich), a pooled fit that treats
+every judge verdict as one more independent human vote, and PPI++ (:mod:`leaderboard.ppi`, what
+``--rectify ppi`` publishes). Printed per scenario: the judge-human agreement on the shared battles (the
+first judge's and the panel majority's), coverage of the truth by the 95% intervals, mean width relative
+to human-only, the self-preferred family's mean rating error (composite and pooled), PPI++'s coverage,
+width and lambda, the human-only coverage, the learned judge discrimination and position against the
+generating ones. The last line is one JSON document.
 
     .venv/bin/python scripts/composite_sim.py --replicates 200
     .venv/bin/python scripts/composite_sim.py --quick
