@@ -29,7 +29,8 @@ is small enough for a dense inverse (:data:`MAX_SANDWICH_PARAMS`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +42,9 @@ from leaderboard.cells import davidson_row_terms
 from leaderboard.data import Outcome
 
 __all__ = [
+    "DEFAULT_POSITION_SD",
     "DEFAULT_PRIOR_SD",
+    "ESTIMATE",
     "MAX_SANDWICH_PARAMS",
     "RaterAbilityFit",
     "fit_rater_ability",
@@ -55,6 +58,17 @@ IntArray = npt.NDArray[np.int64]
 DEFAULT_PRIOR_SD = 0.5
 #: Parameter vectors longer than this get no sandwich standard errors (a dense inverse would not fit).
 MAX_SANDWICH_PARAMS = 3000
+#: ``position_sd`` that asks for the offsets' standard deviation to be estimated (empirical Bayes).
+ESTIMATE = "estimate"
+#: Prior standard deviation of each annotator's position offset (nats; about 87 Elo) when fixed, and the
+#: start of its estimate. LLM judges of one board differ by hundreds of Elo in side bias, human voters
+#: little: the estimate decides, this only starts it.
+DEFAULT_POSITION_SD = 0.5
+#: Floor of the estimated standard deviation (nats): below it the offsets are the shared term anyway.
+_MIN_POSITION_SD = 0.01
+#: Refits for the estimate at most, and the relative change of the estimate that ends them.
+_EM_ROUNDS = 6
+_EM_RTOL = 0.05
 #: Bound on ``|log a_k|`` in the optimiser (a factor of 400), far beyond what the prior allows.
 _LOG_A_BOUND = 6.0
 _ELO_PER_NAT = 400.0 / math.log(10.0)
@@ -95,6 +109,9 @@ class RaterAbilityFit:
     log_likelihood: float
     n_iter: int
     has_position: bool = True
+    position_sd: float | None = None
+    position_offsets: FloatArray = field(default_factory=lambda: np.zeros(0))
+    se_annotator_position: FloatArray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def discrimination(self) -> FloatArray:
@@ -109,17 +126,33 @@ class RaterAbilityFit:
 
     @property
     def n_params(self) -> int:
-        return len(self.models) + int(self.has_position) + int(self.log_nu is not None) + len(self.annotators)
+        return (
+            len(self.models)
+            + int(self.has_position)
+            + int(self.log_nu is not None)
+            + len(self.annotators)
+            + len(self.position_offsets)
+        )
 
     def vote_discrimination(self, annotator: IntArray | None, n: int) -> FloatArray:
         """``a`` of each of ``n`` votes by annotator code: 1 for a vote without one or by a newcomer."""
-        out = np.ones(n)
+        return self._per_vote(self.discrimination, 1.0, annotator, n)
+
+    def vote_position(self, annotator: IntArray | None, n: int) -> FloatArray:
+        """The left-side advantage of each of ``n`` votes by annotator code (nats): the common term plus
+        the annotator's offset, the common term alone for a vote without one or by a newcomer."""
+        if self.position_offsets.size == 0:
+            return np.full(n, self.position)
+        return self._per_vote(self.position + self.position_offsets, self.position, annotator, n)
+
+    def _per_vote(self, values: FloatArray, default: float, annotator: IntArray | None, n: int) -> FloatArray:
+        out = np.full(n, default)
         if annotator is None or self.annotators.size == 0:
             return out
         codes = np.asarray(annotator, dtype=np.int64)
         pos = np.clip(np.searchsorted(self.annotators, codes), 0, self.annotators.size - 1)
         known = (codes >= 0) & (self.annotators[pos] == codes)
-        out[known] = self.discrimination[pos[known]]
+        out[known] = values[pos[known]]
         return out
 
     def describe(self, *, level: float = 0.95) -> dict[str, object]:
@@ -165,10 +198,20 @@ class _Problem:
     """The votes in the optimiser's terms, and the objective with its gradient, Hessian and scores.
 
     Parameter vector: strengths of all models but the last (held at 0), the position term when some vote
-    knows its side, ``log nu`` when some vote is a tie, then ``log a_k`` per annotator.
+    knows its side, then (with ``position_sd``) one position offset ``b_k`` per annotator, ``log nu``
+    when some vote is a tie, then ``log a_k`` per annotator. The offsets enter the linear predictor like
+    the common term, so they are columns of ``D`` and every derivative below covers them unchanged; only
+    their prior (precision ``lam_b``) is added.
     """
 
-    def __init__(self, battles: Battles, codes: IntArray, n_annotators: int, prior_sd: float) -> None:
+    def __init__(
+        self,
+        battles: Battles,
+        codes: IntArray,
+        n_annotators: int,
+        prior_sd: float,
+        position_sd: float | None = None,
+    ) -> None:
         m = len(battles.models)
         self.m = m
         self.left = battles.model_a
@@ -185,11 +228,15 @@ class _Problem:
         self.rated = codes >= 0
         self.k = n_annotators
         self.lam = 1.0 / prior_sd**2
+        self.has_offsets = position_sd is not None and self.has_position and n_annotators > 0
+        self.lam_b = 0.0 if position_sd is None else 1.0 / position_sd**2
         self.i_pos = m - 1
-        self.i_nu = self.i_pos + int(self.has_position)
+        self.i_b = self.i_pos + int(self.has_position)
+        self.n_b = n_annotators if self.has_offsets else 0
+        self.i_nu = self.i_b + self.n_b
         self.i_a = self.i_nu + int(self.has_nu)
         self.size = self.i_a + n_annotators
-        self.n_linear = self.i_a - int(self.has_nu)  # strengths and position: what eta is linear in
+        self.n_linear = self.i_nu  # strengths, position and offsets: what eta is linear in
         rows = np.arange(len(battles))
         # d -> the linear predictor before the discrimination: strengths (last model dropped) and position
         parts = [(self.left, 1.0), (self.right, -1.0)]
@@ -201,6 +248,13 @@ class _Problem:
                 np.concatenate([r, rows]),
                 np.concatenate([c, np.full(rows.size, self.i_pos)]),
                 np.concatenate([v, self.side]),
+            )
+        if self.has_offsets:
+            sided = self.rated & (self.side != 0)
+            r, c, v = (
+                np.concatenate([r, rows[sided]]),
+                np.concatenate([c, self.i_b + codes[sided]]),
+                np.concatenate([v, self.side[sided]]),
             )
         self.D = sp.csr_matrix((v, (r, c)), shape=(len(battles), self.n_linear))
         self.A = sp.csr_matrix(
@@ -229,7 +283,9 @@ class _Problem:
             grad[self.i_nu] = float(self.w @ l_t)
         log_a = x[self.i_a :]
         grad[self.i_a :] = self.A.T @ (wl * a * d) - self.lam * log_a
-        value = -float(self.w @ ll) + 0.5 * self.lam * float(log_a @ log_a)
+        b = x[self.i_b : self.i_nu]
+        grad[self.i_b : self.i_nu] -= self.lam_b * b
+        value = -float(self.w @ ll) + 0.5 * self.lam * float(log_a @ log_a) + 0.5 * self.lam_b * float(b @ b)
         return value / self.total, -grad / self.total
 
     def jacobian(
@@ -259,12 +315,19 @@ class _Problem:
             h[self.i_nu, :] += col
             h[self.i_nu, self.i_nu] = -float(self.w @ l_tt)
         h[self.i_a :, self.i_a :] += self.lam * np.eye(self.k)
+        h[self.i_b : self.i_nu, self.i_b : self.i_nu] += self.lam_b * np.eye(self.n_b)
         return h
 
     def curvature_scale(self, x: FloatArray) -> FloatArray:
         """A step size per parameter, ``1 / sqrt`` of the Hessian's diagonal per unit weight: a strength
         seen in 40,000 votes and a discrimination seen in 40 differ in curvature a thousandfold, which
         L-BFGS crosses slowly unless the variables are scaled (a diagonal preconditioner)."""
+        scale: FloatArray = 1.0 / np.sqrt(np.maximum(self.hessian_diagonal(x) / self.total, 1e-8))
+        return scale
+
+    def hessian_diagonal(self, x: FloatArray) -> FloatArray:
+        """The Hessian's diagonal without a dense matrix: exact for the strengths, position and offsets
+        (``eta`` is linear in them), the Gauss-Newton part for ``log a_k``."""
         d, a, _, (_, l_u, _, l_uu, _, l_tt) = self.terms(x)
         eta = a * d
         diag = np.empty(self.size)
@@ -272,8 +335,8 @@ class _Problem:
         if self.has_nu:
             diag[self.i_nu] = -float(self.w @ l_tt)
         diag[self.i_a :] = self.A.T @ (-self.w * l_uu * eta**2) + self.lam
-        scale: FloatArray = 1.0 / np.sqrt(np.maximum(diag / self.total, 1e-8))
-        return scale
+        diag[self.i_b : self.i_nu] += self.lam_b
+        return diag
 
     def meat(self, x: FloatArray) -> FloatArray:
         """Sum over votes of ``w^2 g g^T`` (per-vote scores of the log-likelihood)."""
@@ -291,6 +354,7 @@ def fit_rater_ability(
     *,
     labels: tuple[str, ...] | None = None,
     prior_sd: float = DEFAULT_PRIOR_SD,
+    position_sd: float | Literal["estimate"] | None = None,
     standard_errors: bool = True,
     max_iter: int = 2000,
     tol: float = 1e-9,
@@ -302,6 +366,11 @@ def fit_rater_ability(
     battles : votes with ``annotator`` codes (negative: no annotator, counted with ``a = 1``)
     labels : names of the annotator codes (default ``battles.annotator_names``)
     prior_sd : standard deviation of the normal prior on ``log a_k``
+    position_sd : with a value, each annotator also gets its own left-side offset ``b_k`` (nats) on the
+        common term, with a normal prior of this standard deviation (a random effect); ``"estimate"``:
+        that standard deviation is estimated from the fit (DerSimonian-Laird moments of the un-shrunk
+        offsets, refitted until it settles), starting at :data:`DEFAULT_POSITION_SD`;
+        None: one shared position term
     standard_errors : compute the sandwich standard errors (when the parameters are few enough)
     max_iter, tol : L-BFGS iteration limit and projected-gradient tolerance (per unit weight)
 
@@ -316,6 +385,10 @@ def fit_rater_ability(
         raise ValueError("the rater-ability model needs annotator ids on the votes")
     if not prior_sd > 0 or not math.isfinite(prior_sd):
         raise ValueError("prior_sd must be a positive number")
+    if isinstance(position_sd, str) and position_sd != ESTIMATE:
+        raise ValueError(f"position_sd must be a positive number, {ESTIMATE!r} or None")
+    if isinstance(position_sd, float | int) and (not position_sd > 0 or not math.isfinite(position_sd)):
+        raise ValueError("position_sd must be a positive number")
     if len(battles.models) < 2 or len(battles) == 0:
         raise ValueError("the rater-ability model needs votes between at least two models")
     names = labels if labels is not None else battles.annotator_names
@@ -323,8 +396,61 @@ def fit_rater_ability(
     fitted, dense = np.unique(raw[raw >= 0], return_inverse=True)
     codes = np.full(raw.shape[0], -1, dtype=np.int64)
     codes[raw >= 0] = dense
-    problem = _Problem(battles, codes, int(fitted.size), prior_sd)
-    x0 = _start(battles, problem)
+    estimate = position_sd == ESTIMATE
+    sd = DEFAULT_POSITION_SD if isinstance(position_sd, str) else position_sd
+    problem = _Problem(battles, codes, int(fitted.size), prior_sd, sd)
+    x, n_iter = _maximise(problem, _start(battles, problem), max_iter, tol)
+    for _ in range(_EM_ROUNDS if estimate and problem.has_offsets else 0):
+        old, sd = sd, _spread_of_offsets(problem, x)
+        problem.lam_b = 1.0 / sd**2
+        x, more = _maximise(problem, x, max_iter, tol)
+        n_iter += more
+        if old is not None and abs(sd - old) <= _EM_RTOL * old:
+            break
+    theta = np.append(x[: problem.m - 1], 0.0)
+    theta -= theta.mean()
+    if float(np.max(np.abs(theta))) > 28.8:
+        raise ValueError(
+            "ratings diverge: some model only wins or only loses, or the comparisons are in parts"
+        )
+    se = np.full(problem.size, math.nan)
+    offsets = slice(problem.i_b, problem.i_nu)
+    se_own = np.full(problem.n_b, math.nan)
+    if standard_errors and problem.size <= MAX_SANDWICH_PARAMS:
+        try:
+            bread = np.asarray(np.linalg.inv(problem.hessian(x)), dtype=np.float64)
+            cov = bread @ problem.meat(x) @ bread
+            se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+            if problem.has_offsets:
+                se[problem.i_pos], se_own = _offset_errors(bread, cov, problem.i_pos, offsets)
+        except np.linalg.LinAlgError:
+            pass
+    d, t, a = problem.unpack(x)
+    ll = davidson_row_terms(a * d, problem.sign, problem.is_tie, t)[0]
+    return RaterAbilityFit(
+        models=battles.models,
+        theta=theta,
+        position=float(x[problem.i_pos]) if problem.has_position else 0.0,
+        log_nu=t,
+        annotators=fitted.astype(np.int64),
+        labels=tuple(names[c] if c < len(names) else f"annotator-{c}" for c in fitted.tolist()),
+        log_a=x[problem.i_a :].copy(),
+        se_log_a=se[problem.i_a :].copy(),
+        se_position=float(se[problem.i_pos]) if problem.has_position else math.nan,
+        se_log_nu=float(se[problem.i_nu]) if problem.has_nu else math.nan,
+        n_votes=np.bincount(dense, minlength=fitted.size).astype(np.int64),
+        prior_sd=prior_sd,
+        log_likelihood=float(problem.w @ ll),
+        n_iter=n_iter,
+        has_position=problem.has_position,
+        position_sd=sd if problem.has_offsets else None,
+        position_offsets=x[offsets].copy(),
+        se_annotator_position=se_own,
+    )
+
+
+def _maximise(problem: _Problem, x0: FloatArray, max_iter: int, tol: float) -> tuple[FloatArray, int]:
+    """The posterior mode from ``x0`` by L-BFGS on curvature-scaled variables, and its iterations."""
     scale = problem.curvature_scale(x0)
 
     def scaled(z: FloatArray) -> tuple[float, FloatArray]:
@@ -345,39 +471,43 @@ def fit_rater_ability(
     _, grad = problem.value_grad(x)
     if not result.success and float(np.max(np.abs(grad))) > 1e-5:
         raise RuntimeError(f"rater-ability fit did not converge: {result.message}")
-    theta = np.append(x[: problem.m - 1], 0.0)
-    theta -= theta.mean()
-    if float(np.max(np.abs(theta))) > 28.8:
-        raise ValueError(
-            "ratings diverge: some model only wins or only loses, or the comparisons are in parts"
-        )
-    se = np.full(problem.size, math.nan)
-    if standard_errors and problem.size <= MAX_SANDWICH_PARAMS:
-        try:
-            bread = np.linalg.inv(problem.hessian(x))
-            cov = bread @ problem.meat(x) @ bread
-            se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-        except np.linalg.LinAlgError:
-            pass
-    d, t, a = problem.unpack(x)
-    ll = davidson_row_terms(a * d, problem.sign, problem.is_tie, t)[0]
-    return RaterAbilityFit(
-        models=battles.models,
-        theta=theta,
-        position=float(x[problem.i_pos]) if problem.has_position else 0.0,
-        log_nu=t,
-        annotators=fitted.astype(np.int64),
-        labels=tuple(names[c] if c < len(names) else f"annotator-{c}" for c in fitted.tolist()),
-        log_a=x[problem.i_a :].copy(),
-        se_log_a=se[problem.i_a :].copy(),
-        se_position=float(se[problem.i_pos]) if problem.has_position else math.nan,
-        se_log_nu=float(se[problem.i_nu]) if problem.has_nu else math.nan,
-        n_votes=np.bincount(dense, minlength=fitted.size).astype(np.int64),
-        prior_sd=prior_sd,
-        log_likelihood=float(problem.w @ ll),
-        n_iter=int(result.nit),
-        has_position=problem.has_position,
-    )
+    return x, int(result.nit)
+
+
+def _spread_of_offsets(problem: _Problem, x: FloatArray) -> float:
+    """The offsets' standard deviation estimated from a fit (empirical Bayes, one moment step).
+
+    Each annotator's own term is un-shrunk from the fit: the votes alone give ``b_k`` the information
+    ``I_k`` (the Hessian's diagonal less the prior), and the fitted offset is the raw one times
+    ``I_k / (I_k + lam_b)``. The raw terms with variances ``1 / I_k`` then give ``tau^2`` by
+    DerSimonian and Laird's moments (:func:`leaderboard.judge_position.between_variance`), as for the
+    per-judge fits; a closed form, so the fit is repeated only until the estimate settles, not once per
+    EM step (EM crawls when the true spread is near 0).
+    """
+    from leaderboard.judge_position import between_variance
+
+    block = slice(problem.i_b, problem.i_nu)
+    info = np.maximum(problem.hessian_diagonal(x)[block] - problem.lam_b, 1e-12)
+    raw = x[problem.i_pos] + x[block] * (info + problem.lam_b) / info
+    return max(math.sqrt(between_variance(raw, 1.0 / info)), _MIN_POSITION_SD)
+
+
+def _offset_errors(
+    bread: FloatArray, cov: FloatArray, i_pos: int, offsets: slice
+) -> tuple[float, FloatArray]:
+    """Standard errors of the common position term and of each annotator's own (common + offset).
+
+    The common term is the mean of a random effect: its error must include the spread of the annotators'
+    offsets, which the sandwich leaves out (it holds these annotators fixed, and the votes say nothing
+    about the common term that the offsets do not absorb). Its error is therefore the posterior one, the
+    inverse Hessian of the penalised objective (Laplace): about ``sqrt(1 / sum_k 1/(sd^2 + se_k^2))``,
+    the random-effects error of a mean over the annotators. Each annotator's own term is a property of
+    its votes: the sandwich of ``alpha + b_k``.
+    """
+    pos = float(math.sqrt(max(bread[i_pos, i_pos], 0.0)))
+    idx = np.arange(offsets.start, offsets.stop)
+    var = cov[i_pos, i_pos] + np.diag(cov)[idx] + 2.0 * cov[i_pos, idx]
+    return pos, np.sqrt(np.clip(var, 0.0, None))
 
 
 def _start(battles: Battles, problem: _Problem) -> FloatArray:
@@ -411,7 +541,8 @@ def rater_ability_proba(fit: RaterAbilityFit, battles: Battles) -> FloatArray:
     if battles.models != fit.models:
         raise ValueError("the votes must be coded against the fit's models")
     side = np.ones(len(battles)) if battles.sided is None else battles.sided.astype(np.float64)
-    d = fit.theta[battles.model_a] - fit.theta[battles.model_b] + fit.position * side
+    position = fit.vote_position(battles.annotator, len(battles))
+    d = fit.theta[battles.model_a] - fit.theta[battles.model_b] + position * side
     h = 0.5 * fit.vote_discrimination(battles.annotator, len(battles)) * d
     log_nu = -math.inf if fit.log_nu is None else fit.log_nu
     log_d = np.logaddexp(np.logaddexp(h, -h), log_nu)
