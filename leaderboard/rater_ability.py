@@ -60,15 +60,26 @@ DEFAULT_PRIOR_SD = 0.5
 MAX_SANDWICH_PARAMS = 3000
 #: ``position_sd`` that asks for the offsets' standard deviation to be estimated (empirical Bayes).
 ESTIMATE = "estimate"
-#: Prior standard deviation of each annotator's position offset (nats; about 87 Elo) when fixed, and the
-#: start of its estimate. LLM judges of one board differ by hundreds of Elo in side bias, human voters
-#: little: the estimate decides, this only starts it.
+#: A fixed prior standard deviation of each annotator's position offset (nats; about 87 Elo) for callers
+#: that want one; the held-out comparison estimates it instead (LLM judges of one board differ by
+#: hundreds of Elo in side bias, human voters may not differ at all).
 DEFAULT_POSITION_SD = 0.5
 #: Floor of the estimated standard deviation (nats): below it the offsets are the shared term anyway.
 _MIN_POSITION_SD = 0.01
+#: Cochran's p-value of the annotators' side terms (from the fit with offsets held near 0) below which the
+#: offsets are estimated; at or above it they stay at the floor (one fit: the usual case of human voters
+#: who share one side bias, at the cost of the shared-term model).
+_SPREAD_P = 0.05
+#: Where an estimate restarts (nats, about 350 Elo): loose enough that the fitted offsets are close to
+#: the un-shrunk ones, so the first moment estimate is near its fixed point (from the tight fit it
+#: creeps up over many refits: discriminations and ratings absorb part of each side bias meanwhile).
+_START_POSITION_SD = 2.0
 #: Refits for the estimate at most, and the relative change of the estimate that ends them.
-_EM_ROUNDS = 6
-_EM_RTOL = 0.05
+_ESTIMATE_REFITS = 6
+_ESTIMATE_RTOL = 0.05
+#: L-BFGS tolerance of the fits made while the spread is estimated (per unit weight; the last fit uses
+#: the caller's ``tol``): enough for a spread to 5%.
+_ROUGH_TOL = 1e-6
 #: Bound on ``|log a_k|`` in the optimiser (a factor of 400), far beyond what the prior allows.
 _LOG_A_BOUND = 6.0
 _ELO_PER_NAT = 400.0 / math.log(10.0)
@@ -157,7 +168,9 @@ class RaterAbilityFit:
 
     def describe(self, *, level: float = 0.95) -> dict[str, object]:
         """JSON-ready: position (Elo) and ``nu`` with Wald intervals, each annotator's ``a`` with its
-        interval (``exp`` of the interval of ``log a``)."""
+        interval (``exp`` of the interval of ``log a``); with per-annotator offsets also their standard
+        deviation and each annotator's own left-side advantage (common term plus offset, Elo of rating,
+        before its discrimination) with its sandwich interval."""
         from scipy.stats import norm
 
         z = float(norm.ppf(0.5 + level / 2))
@@ -185,6 +198,19 @@ class RaterAbilityFit:
                 for k in range(len(self.labels))
             ],
         }
+        if self.position_sd is not None and self.position_offsets.size == len(self.labels):
+            out["position_sd_elo"] = self.position_sd * _ELO_PER_NAT
+            rows = out["annotators"]
+            if not isinstance(rows, list):
+                raise TypeError("annotator rows must be a list")
+            for k, row in enumerate(rows):
+                own = (self.position + float(self.position_offsets[k])) * _ELO_PER_NAT
+                se = float(self.se_annotator_position[k]) * _ELO_PER_NAT
+                row["position_elo"] = {
+                    "value": own,
+                    "ci_low": finite(own - z * se),
+                    "ci_high": finite(own + z * se),
+                }
         if self.log_nu is not None:
             out["tie_propensity_nu"] = {
                 "value": math.exp(self.log_nu),
@@ -369,7 +395,7 @@ def fit_rater_ability(
     position_sd : with a value, each annotator also gets its own left-side offset ``b_k`` (nats) on the
         common term, with a normal prior of this standard deviation (a random effect); ``"estimate"``:
         that standard deviation is estimated from the fit (DerSimonian-Laird moments of the un-shrunk
-        offsets, refitted until it settles), starting at :data:`DEFAULT_POSITION_SD`;
+        offsets, refitted until it settles), starting from a fit with (nearly) shared position;
         None: one shared position term
     standard_errors : compute the sandwich standard errors (when the parameters are few enough)
     max_iter, tol : L-BFGS iteration limit and projected-gradient tolerance (per unit weight)
@@ -397,16 +423,32 @@ def fit_rater_ability(
     codes = np.full(raw.shape[0], -1, dtype=np.int64)
     codes[raw >= 0] = dense
     estimate = position_sd == ESTIMATE
-    sd = DEFAULT_POSITION_SD if isinstance(position_sd, str) else position_sd
+    # an estimate first fits with the offsets held near 0 (in effect the shared term): when the votes
+    # show no spread between annotators' side terms, that fit is the answer; when they do, it restarts
+    # loose, where the fitted offsets are nearly each annotator's own, and comes down
+    sd = _MIN_POSITION_SD if estimate else position_sd if isinstance(position_sd, float | int) else None
     problem = _Problem(battles, codes, int(fitted.size), prior_sd, sd)
-    x, n_iter = _maximise(problem, _start(battles, problem), max_iter, tol)
-    for _ in range(_EM_ROUNDS if estimate and problem.has_offsets else 0):
-        old, sd = sd, _spread_of_offsets(problem, x)
+    rough = max(tol, _ROUGH_TOL) if estimate else tol  # the estimate needs no exact fit until it settles
+    x0 = _start(battles, problem)
+    x, n_iter = _maximise(problem, x0, max_iter, rough)
+    if estimate and problem.has_offsets and _spread_of_offsets(problem, x)[3] < _SPREAD_P:
+        sd = _START_POSITION_SD
         problem.lam_b = 1.0 / sd**2
+        x, more = _maximise(problem, x0, max_iter, rough)  # not from the tight fit: its a_k absorbed sides
+        n_iter += more
+        for _ in range(_ESTIMATE_REFITS):
+            old, (sd, free, info, _) = sd, _spread_of_offsets(problem, x)
+            if abs(sd - old) <= _ESTIMATE_RTOL * old:
+                sd = old  # settled: the fit made with it is polished below
+                break
+            problem.lam_b = 1.0 / sd**2
+            x = x.copy()
+            x[problem.i_b : problem.i_nu] = free * info / (info + problem.lam_b)  # re-shrunk: a near start
+            x, more = _maximise(problem, x, max_iter, rough)
+            n_iter += more
+    if rough != tol:
         x, more = _maximise(problem, x, max_iter, tol)
         n_iter += more
-        if old is not None and abs(sd - old) <= _EM_RTOL * old:
-            break
     theta = np.append(x[: problem.m - 1], 0.0)
     theta -= theta.mean()
     if float(np.max(np.abs(theta))) > 28.8:
@@ -474,8 +516,9 @@ def _maximise(problem: _Problem, x0: FloatArray, max_iter: int, tol: float) -> t
     return x, int(result.nit)
 
 
-def _spread_of_offsets(problem: _Problem, x: FloatArray) -> float:
-    """The offsets' standard deviation estimated from a fit (empirical Bayes, one moment step).
+def _spread_of_offsets(problem: _Problem, x: FloatArray) -> tuple[float, FloatArray, FloatArray, float]:
+    """The offsets' standard deviation estimated from a fit (empirical Bayes, one moment step), with the
+    un-shrunk offsets, their information and Cochran's p-value of their spread.
 
     Each annotator's own term is un-shrunk from the fit: the votes alone give ``b_k`` the information
     ``I_k`` (the Hessian's diagonal less the prior), and the fitted offset is the raw one times
@@ -488,8 +531,9 @@ def _spread_of_offsets(problem: _Problem, x: FloatArray) -> float:
 
     block = slice(problem.i_b, problem.i_nu)
     info = np.maximum(problem.hessian_diagonal(x)[block] - problem.lam_b, 1e-12)
-    raw = x[problem.i_pos] + x[block] * (info + problem.lam_b) / info
-    return max(math.sqrt(between_variance(raw, 1.0 / info)), _MIN_POSITION_SD)
+    raw = x[block] * (info + problem.lam_b) / info
+    tau2, p_value = between_variance(x[problem.i_pos] + raw, 1.0 / info)
+    return max(math.sqrt(tau2), _MIN_POSITION_SD), raw, info, p_value
 
 
 def _offset_errors(

@@ -96,6 +96,17 @@ def test_per_annotator_position_offsets_recover_each_side_bias_and_forecast_bett
     np.testing.assert_allclose(own.vote_position(probe.annotator, 3), own.position)
 
 
+def test_annotators_without_their_own_side_bias_get_no_spread() -> None:
+    """One side bias for all: the estimated spread of the offsets is at its floor, and the fit is the
+    shared-term one (the votes' noise is not taken for annotators' differences)."""
+    votes = _votes(6000, seed=5)
+    shared = fit_rater_ability(votes)
+    own = fit_rater_ability(votes, position_sd="estimate")
+    assert own.position_sd is not None and own.position_sd <= 0.011
+    assert own.position == pytest.approx(shared.position, abs=2e-3)
+    np.testing.assert_allclose(own.log_a, shared.log_a, atol=2e-3)
+
+
 def test_a_tight_offset_prior_gives_the_shared_position_fit() -> None:
     votes = _sided_votes(800, seed=20)
     shared = fit_rater_ability(votes)
@@ -181,8 +192,12 @@ def test_held_out_comparison_has_a_raters_row_only_with_annotators() -> None:
     raters = rows[RATERS_METHOD]
     # annotators this different: weighting their votes forecasts held-out votes better
     assert raters.log_loss < rows["davidson-position"].log_loss - 0.005
-    assert raters.n_params == len(TRUTH) + 2 + 3
-    assert set(raters.parameters_fitted) >= {"position_advantage_elo", "discrimination:annotator-2"}
+    assert raters.n_params == len(TRUTH) + 2 + 3 + 3  # and each annotator's position offset
+    assert set(raters.parameters_fitted) >= {
+        "position_advantage_elo",
+        "discrimination:annotator-2",
+        "position:annotator-2",
+    }
     without = {
         r.method for r in evaluate_methods(replace(train, annotator=None), replace(test, annotator=None))
     }
