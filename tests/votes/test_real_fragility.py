@@ -2,9 +2,11 @@
 
 Three real boards, each one the tests already rank: every verdict of the four LLM judges (the board that
 `arena recompute --from` and `arena publish` build from the file), GPT-4's verdicts alone (the sharpest
-judge, the "human" the composite tests forecast) and Bard's alone (the strongest first-answer preference,
-+351 Elo, so the plain and the position-aware fit differ most). Small counts are checked to be the true
-minimum: no removal of one vote fewer swaps the pair.
+judge in the rater-ability fit; each judge's own board is what the per-judge position and composite
+tests fit) and Bard's alone (the strongest first-answer preference, +351 Elo, so the plain and the
+position-aware fit differ most). Counts of one or two votes are checked to be the true minimum (no
+removal of one vote fewer swaps the pair); GPT-4's three-vote pair is checked exhaustively when slow
+tests run.
 """
 
 from __future__ import annotations
