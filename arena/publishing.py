@@ -48,6 +48,7 @@ from votes.annotated import (
     agreement_input_from_store,
     composite_input,
     judge_votes,
+    source_aware_filter,
 )
 from votes.battle_shares import weekly_battle_shares
 from votes.db import read_only, session_scope
@@ -435,7 +436,12 @@ def load_votes_with_texts(
     selects, humans' and judges' alike (None when no judge voted), and (with ``cluster``, a
     ``--cluster`` value) the votes' clusters by annotator and/or prompt and a record of that choice, (with
     ``by_source``) every vote with who cast it for a source-aware method, and (with ``judges``) the LLM
-    judges' votes among them (:func:`votes.annotated.judge_votes`), all read in the same transaction."""
+    judges' votes among them (:func:`votes.annotated.judge_votes`), all read in the same transaction.
+
+    With ``by_source`` the counts and the hash are of the votes the source-aware fit reads
+    (:func:`votes.annotated.source_aware_filter`: every annotator's, judges included), not of the
+    filter's: a composite board's ``votes_sha256`` then covers the judge verdicts its ratings use (and
+    its clusters and judges' votes are of the same votes)."""
     battles: Battles | None = None
     report: AgreementReport | None = None
     who: Battles | None = None
@@ -448,15 +454,16 @@ def load_votes_with_texts(
             report = agreement_from_store(conn, vote_filter)
         if by_source:
             sourced = agreement_input_from_store(conn, vote_filter)
+        counted = source_aware_filter(vote_filter) if by_source else vote_filter
         clustered = cluster.strip().lower() == "auto" or bool(parse_cluster(cluster))
         if clustered or judges:
-            who = load_battles(conn, filters=vote_filter, who=True)
+            who = load_battles(conn, filters=counted, who=True)
         judged = judge_votes(conn, who) if judges and who is not None else None
         if bucket_seconds is None:
-            counts = load_pair_counts(conn, filters=vote_filter)
+            counts = load_pair_counts(conn, filters=counted)
         else:
-            counts = load_battles(conn, filters=vote_filter).counts(bucket_seconds=bucket_seconds)
-        digest = ledger_sha256(conn, vote_filter)
+            counts = load_battles(conn, filters=counted).counts(bucket_seconds=bucket_seconds)
+        digest = ledger_sha256(conn, counted)
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
     # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).
@@ -509,6 +516,8 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
         out["first_sight"] = True
     if vote_filter.robust:
         out["robust"] = True
+    if vote_filter.source_aware:
+        out["source_aware"] = True
     if vote_filter.models is not None:
         out["models"] = list(vote_filter.models)
     if vote_filter.exclude_models:
@@ -604,7 +613,7 @@ def publish_snapshot(
             category=category, language=language, since=since, until=until, exclude_flagged=exclude_flagged
         )
     spec = SliceSpec(category=vote_filter.category, language=vote_filter.language)
-    filters = filters_metadata(vote_filter)
+    filters = filters_metadata(source_aware_filter(vote_filter) if options.by_source else vote_filter)
     if component is not None:
         filters["component"] = component
     stored = load_board_votes(engine, vote_filter, options, cluster)
