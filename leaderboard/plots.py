@@ -129,7 +129,10 @@ def _title(ax: Axes, text: str, width: float) -> None:
     """A caption-like title, wrapped to ``width`` inches (the plotting area: titles are centred on it, so
     wrapped to it they never run past the figure's edge)."""
     per_line = max(20, int(width * 72.0 / (TITLE_POINTS * CHAR_EMS)))
-    ax.set_title(textwrap.fill(text, per_line), fontsize=TITLE_POINTS)
+    # Placed at the top of the axes, where matplotlib's automatic placement puts it when no tick labels
+    # are on top (none here): the automatic placement measures every y tick label on every draw, which
+    # at 100 models was a fifth of a heatmap's drawing time. The files are byte for byte the same.
+    ax.set_title(textwrap.fill(text, per_line), fontsize=TITLE_POINTS, y=1.0)
 
 
 def _literal(fig: Figure) -> None:
