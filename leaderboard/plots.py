@@ -525,12 +525,20 @@ def save_figure(fig: Figure, stem: Path | str, *, formats: Sequence[str] = FIGUR
 
 
 def _tight_box(fig: Figure) -> Bbox:
-    """The figure's drawn extent in inches plus the usual save padding, after one layout pass."""
+    """The figure's drawn extent in inches plus the usual save padding, after one layout pass.
+
+    The layout engine runs on its own: a whole draw without rendering (what ``savefig`` would do) also
+    positions every artist, which the tight box measures again anyway; the saved files are the same."""
     canvas = fig.canvas
     if not isinstance(canvas, FigureCanvasAgg):
         canvas = FigureCanvasAgg(fig)
     renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
-    fig.draw_without_rendering()
+    engine = fig.get_layout_engine()
+    if fig.axes and engine is not None:
+        try:
+            engine.execute(fig)
+        except ValueError:  # as Figure.draw does: a figure too small to lay out is drawn as it is
+            pass
     box = fig.get_tightbbox(renderer)
     pad = float(matplotlib.rcParams["savefig.pad_inches"])
     return box.padded(pad, pad)
