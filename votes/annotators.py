@@ -8,12 +8,14 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
-from votes.models import Annotator, Battle, GoldVote, Vote, utcnow
+from votes.models import Annotator, Battle, GoldVote, RepeatVote, Vote, utcnow
 
 __all__ = [
+    "APART_SOURCES",
     "address_reveals_since",
     "annotator_battles_since",
     "annotator_golds",
+    "annotator_repeats",
     "count_annotator_votes",
     "annotator_for_session",
     "create_annotator",
@@ -21,12 +23,17 @@ __all__ = [
     "flag_annotator",
 ]
 
+#: Battle sources whose votes are stored apart and never count (:mod:`votes.apart_votes`): not part of an
+#: annotator's counted history, and not a skip when the battle has no ``vote`` row.
+APART_SOURCES = ("gold", "repeat")
+
 
 def annotator_battles_since(
     *, session: Session, annotator_id: int, after_id: int = 0
-) -> list[tuple[int, int, int, int, bool, int | None, int | None]]:
+) -> list[tuple[int, int, int, int, int | None, int | None, int | None]]:
     """(battle id, prompt, model a, model b, has a vote, output a, output b) of this annotator's battles
-    with id > ``after_id``, golds left out (:func:`annotator_golds` has those).
+    with id > ``after_id``, golds and repeats left out (:func:`annotator_golds` and
+    :func:`annotator_repeats` have those); "has a vote" is the vote's id, or None.
 
     A caller keeping an annotator's history in memory (pairs seen, votes cast, answers whose models a
     vote revealed) reads only what is new. A session's provisional id (negative: no annotator row yet)
@@ -46,12 +53,14 @@ def annotator_battles_since(
         )
         .join(Vote, col(Vote.battle_id) == col(Battle.id), isouter=True)
         .where(
-            col(Battle.annotator_id) == annotator_id, col(Battle.id) > after_id, col(Battle.source) != "gold"
+            col(Battle.annotator_id) == annotator_id,
+            col(Battle.id) > after_id,
+            col(Battle.source).not_in(APART_SOURCES),
         )
         .order_by(col(Battle.id))
     )
     return [
-        (int(b), int(p), int(a), int(m), v is not None, oa, ob)
+        (int(b), int(p), int(a), int(m), None if v is None else int(v), oa, ob)
         for b, p, a, m, v, oa, ob in session.execute(stmt).all()
         if b is not None and p is not None
     ]
@@ -141,3 +150,11 @@ def annotator_golds(*, session: Session, annotator_id: int) -> list[int]:
         return []
     stmt = select(GoldVote.gold_id).where(GoldVote.annotator_id == annotator_id)
     return [int(g) for g in session.exec(stmt).all()]
+
+
+def annotator_repeats(*, session: Session, annotator_id: int) -> list[int]:
+    """The votes of this annotator already repeated (each vote is repeated once)."""
+    if annotator_id < 0:
+        return []
+    stmt = select(RepeatVote.original_vote_id).where(RepeatVote.annotator_id == annotator_id)
+    return [int(v) for v in session.exec(stmt).all()]
