@@ -13,12 +13,15 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, func, select
 from sqlalchemy.engine import Engine
+from typer.testing import CliRunner
 
 from arena.app import create_app
+from arena.cli import build_app
 from arena.pairing_service import REPEAT_GAP, PairingService
 from arena.publishing import FitOptions, fit_counts, load_from_database
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, seed_catalog
 from votes.battles import IssuedBattle
+from votes.migrate import upgrade_database
 from votes.queries import VoteFilter
 from votes.repeat_votes import overall_self_agreement, repeat_agrees
 from votes.tables import battle_t, repeatvote_t, vote_t
@@ -176,7 +179,8 @@ def test_a_repeat_is_blind_swapped_and_stored_apart(site: TestClient, engine: En
     assert _post(client, repeat, "model_a").status_code == 409  # another winner on the same token
     assert _count(engine, repeatvote_t) == 1
     assert _payload(client, _next(client)["token"])["repeat"] is None  # each vote repeated once
-    agreement = overall_self_agreement(engine.connect())
+    with engine.connect() as conn:
+        agreement = overall_self_agreement(conn)
     assert (agreement.n_repeat, agreement.n_agreed) == (1, 1) and agreement.low < 1.0
 
 
@@ -219,7 +223,7 @@ def test_forged_repeat_tokens_are_refused_and_write_nothing(site: TestClient, en
 
 
 def test_removing_the_repeat_rows_changes_no_rating_and_the_review_reports_them(
-    site: TestClient, engine: Engine
+    site: TestClient, engine: Engine, db_url: str
 ) -> None:
     client = site
     rng = random.Random(5)
@@ -233,6 +237,23 @@ def test_removing_the_repeat_rows_changes_no_rating_and_the_review_reports_them(
     (row,) = listed.json()
     assert row["n_repeat"] == n_repeats and row["n_votes"] == 34 - n_repeats
     assert row["self_agreement_low"] <= row["self_agreement"] <= row["self_agreement_high"]
+    with engine.connect() as conn:
+        agreed = int(conn.scalar(select(func.count()).where(repeatvote_t.c.agreed.is_(True))) or 0)
+    assert row["repeat_agreed"] == agreed
+    runner = CliRunner()
+    listed_cli = runner.invoke(build_app(), ["annotators", "--all", "--json", "--database-url", db_url])
+    assert listed_cli.exit_code == 0, listed_cli.output
+    cli_row, overall = map(json.loads, listed_cli.output.splitlines())
+    assert (cli_row["n_repeat"], cli_row["repeat_agreed"]) == (n_repeats, agreed)
+    pooled = overall["overall"]["self_agreement"]
+    assert (pooled["n_repeat"], pooled["n_agreed"]) == (n_repeats, agreed)
+    assert pooled["low"] <= pooled["share"] <= pooled["high"]
+    upgrade_database(db_url)  # the command wants the schema at head; create_all's tables are kept
+    report = runner.invoke(build_app(), ["agreement", "--json", "--database-url", db_url])
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.output)["self_agreement"] == pooled
+    text = runner.invoke(build_app(), ["agreement", "--database-url", db_url], env={"COLUMNS": "200"})
+    assert f"Self-agreement on repeat battles: {agreed} of {n_repeats}" in text.output
     options = FitOptions(n_rounds=20, random_state=1)
     counts, digest = load_from_database(engine, VoteFilter())
     board = fit_counts(counts, options)
