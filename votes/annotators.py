@@ -140,8 +140,10 @@ def count_annotator_votes(*, session: Session, annotator_id: int) -> int:
     )
     if annotator_id < 0:  # a session's provisional id: no row and no vote yet
         return 0
+    # golds and repeats are votes to them too: a count that stood still would mark the battle
     golds = select(func.count(col(GoldVote.id))).where(GoldVote.annotator_id == annotator_id)
-    return int(session.exec(stmt).one()) + int(session.exec(golds).one())  # golds are votes to them too
+    repeats = select(func.count(col(RepeatVote.id))).where(RepeatVote.annotator_id == annotator_id)
+    return int(session.exec(stmt).one()) + int(session.exec(golds).one()) + int(session.exec(repeats).one())
 
 
 def annotator_golds(*, session: Session, annotator_id: int) -> list[int]:
