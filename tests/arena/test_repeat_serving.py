@@ -23,7 +23,8 @@ from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, seed_catal
 from votes.battles import IssuedBattle
 from votes.migrate import upgrade_database
 from votes.queries import VoteFilter
-from votes.repeat_votes import overall_self_agreement, repeat_agrees
+from votes.repeat_votes import SelfAgreement, SelfAgreementRule, overall_self_agreement, repeat_agrees
+from votes.review import AnnotatorRow, review_annotators
 from votes.tables import battle_t, repeatvote_t, vote_t
 
 
@@ -275,3 +276,32 @@ def test_repeat_rate_is_validated(db_url: str) -> None:
     with pytest.raises(ValueError, match="repeat_rate"):
         make_settings(db_url, repeat_rate=-0.01)
     assert make_settings(db_url).repeat_rate == 0.015
+
+
+def test_low_self_agreement_is_a_review_reason_only_with_enough_repeats(
+    site: TestClient, engine: Engine
+) -> None:
+    """Always the left side: with the sides swapped, no repeat agrees; the reason waits for 10 repeats."""
+    client = site
+
+    def review() -> AnnotatorRow:
+        (row,) = review_annotators(engine)
+        return row
+
+    for _ in range(REPEAT_GAP + 2 * (SelfAgreementRule().min_repeats - 1)):
+        _vote(client, _next(client), "model_a")
+    row = review()
+    assert (row.n_repeat, row.repeat_agreed) == (SelfAgreementRule().min_repeats - 1, 0)
+    assert "self-agreement" not in (row.reason or "")
+    for _ in range(2):
+        _vote(client, _next(client), "model_a")
+    row = review()
+    assert row.n_repeat == SelfAgreementRule().min_repeats and row.self_agreement == 0.0
+    assert row.suspicious and "self-agreement 0 of 10 repeats" in (row.reason or "")
+
+
+def test_the_self_agreement_rule_needs_enough_repeats_and_a_low_upper_bound() -> None:
+    rule = SelfAgreementRule(min_repeats=10, max_high=0.6)
+    assert not SelfAgreement(9, 0, 0.0, 0.0, 0.3).is_low(rule)  # too few repeats
+    assert SelfAgreement(10, 0, 0.0, 0.0, 0.28).is_low(rule)
+    assert not SelfAgreement(10, 5, 0.5, 0.24, 0.76).is_low(rule)  # a coin, not yet told apart
