@@ -24,8 +24,7 @@ from arena.settings import Settings
 from votes.annotators import (
     address_reveals_since,
     annotator_battles_since,
-    annotator_golds,
-    annotator_repeats,
+    annotator_golds_and_repeats,
 )
 from votes.battles import CatalogRow
 from votes.db import read_session
@@ -321,8 +320,7 @@ class PairingService:
             since = self._history(annotator_id).high_water
         with read_session(self.engine) as session:
             rows = annotator_battles_since(session=session, annotator_id=annotator_id, after_id=since)
-            golds = annotator_golds(session=session, annotator_id=annotator_id)
-            repeated = annotator_repeats(session=session, annotator_id=annotator_id)
+            golds, repeated = annotator_golds_and_repeats(session=session, annotator_id=annotator_id)
         with self._lock:
             history = self._history(annotator_id)
             history.golds.update(golds)
