@@ -32,6 +32,7 @@ from votes.gold_items import GoldItem, load_gold_items
 from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
 from votes.pairing_weights import model_shares, record_pairing_weights
+from votes.repeat_votes import REPEATABLE_SOURCES
 from votes.views import load_pairing_catalog, pair_vote_counts
 
 __all__ = ["REPEAT_GAP", "GoldChoice", "PairingService", "RepeatChoice"]
@@ -325,8 +326,9 @@ class PairingService:
             history = self._history(annotator_id)
             history.golds.update(golds)
             history.repeated.update(repeated)
-            for battle_id, prompt_id, a, b, vote_id, out_a, out_b in rows:
-                shown = _shown(vote_id, prompt_id, a, b, out_a, out_b)
+            for battle_id, prompt_id, a, b, vote_id, out_a, out_b, source in rows:
+                repeatable = vote_id if source in REPEATABLE_SOURCES else None
+                shown = _shown(repeatable, prompt_id, a, b, out_a, out_b)
                 key = (prompt_id, min(a, b), max(a, b))
                 history.add(battle_id, key, voted=vote_id is not None, outputs=(out_a, out_b), shown=shown)
                 history.high_water = max(history.high_water, battle_id)
@@ -544,7 +546,7 @@ class PairingService:
         *,
         annotator_id: int,
         battle_id: int,
-        vote_id: int,
+        vote_id: int | None = None,
         prompt_id: int,
         model_a_id: int,
         model_b_id: int,
@@ -552,7 +554,8 @@ class PairingService:
         address_hash: str | None = None,
     ) -> None:
         """A vote this process recorded: count its pair and add it (and its revealed answers, ``outputs``)
-        to the annotator's history, and the answers to its address's reveals, at once."""
+        to the annotator's history, and the answers to its address's reveals, at once. ``vote_id`` is the
+        vote's id when it may be repeated later (a site battle's, :mod:`votes.repeat_votes`)."""
         key = (min(model_a_id, model_b_id), max(model_a_id, model_b_id))
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + 1

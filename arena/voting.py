@@ -31,6 +31,7 @@ from arena.state import ArenaState
 from votes.battles import AlreadyVotedError, IssuedBattle, VoteError, VoteRequest, VoteResult, issue_battle
 from votes.gold_votes import GoldTicket
 from votes.models import Output, Prompt, utcnow
+from votes.repeat_votes import REPEATABLE_SOURCES
 
 __all__ = ["VOTE_TIMEOUT_S", "BattleContext", "next_battle", "submit_vote", "vote_result_json"]
 
@@ -186,7 +187,7 @@ async def submit_vote(
         state.pairing.note_vote(
             annotator_id=battle.annotator_id,
             battle_id=result.battle_id,
-            vote_id=result.vote_id,
+            vote_id=result.vote_id if battle.source in REPEATABLE_SOURCES else None,
             prompt_id=battle.prompt_id,
             model_a_id=battle.model_a_id,
             model_b_id=battle.model_b_id,

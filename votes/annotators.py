@@ -29,10 +29,11 @@ APART_SOURCES = ("gold", "repeat")
 
 def annotator_battles_since(
     *, session: Session, annotator_id: int, after_id: int = 0
-) -> list[tuple[int, int, int, int, int | None, int | None, int | None]]:
+) -> list[tuple[int, int, int, int, int | None, int | None, int | None, str]]:
     """(battle id, prompt, model a, model b, has a vote, output a, output b) of this annotator's battles
     with id > ``after_id``, golds and repeats left out (:func:`annotator_golds_and_repeats`
-    has those); "has a vote" is the vote's id, or None.
+    has those); "has a vote" is the vote's id, or None; last comes the
+    battle's source.
 
     A caller keeping an annotator's history in memory (pairs seen, votes cast, answers whose models a
     vote revealed) reads only what is new. A session's provisional id (negative: no annotator row yet)
@@ -49,6 +50,7 @@ def annotator_battles_since(
             col(Vote.id),
             col(Battle.output_a_id),
             col(Battle.output_b_id),
+            col(Battle.source),
         )
         .join(Vote, col(Vote.battle_id) == col(Battle.id), isouter=True)
         .where(
@@ -59,8 +61,8 @@ def annotator_battles_since(
         .order_by(col(Battle.id))
     )
     return [
-        (int(b), int(p), int(a), int(m), None if v is None else int(v), oa, ob)
-        for b, p, a, m, v, oa, ob in session.execute(stmt).all()
+        (int(b), int(p), int(a), int(m), None if v is None else int(v), oa, ob, str(s))
+        for b, p, a, m, v, oa, ob, s in session.execute(stmt).all()
         if b is not None and p is not None
     ]
 

@@ -27,7 +27,7 @@ from votes.battles import VoteError, VoteRequest
 from votes.tables import battle_t, repeatvote_t, vote_t
 
 __all__ = [
-    "COUNTED_SOURCES",
+    "REPEATABLE_SOURCES",
     "SelfAgreement",
     "SelfAgreementRule",
     "annotator_self_agreement",
@@ -36,9 +36,10 @@ __all__ = [
     "repeat_vote_row",
 ]
 
-#: Battle sources whose votes can be repeated (a site's pre-generated or live answers; never a gold, an
-#: import or a repeat).
-COUNTED_SOURCES = ("site", "live")
+#: Battle sources whose votes can be repeated: the site's pre-generated answers. Never a gold, an import or
+#: a repeat; nor a live battle, whose prompt the annotator wrote: shown again as a site battle, it would
+#: tell.
+REPEATABLE_SOURCES = ("site",)
 
 _CLASS = {Outcome.MODEL_A: "model_a", Outcome.MODEL_B: "model_b", Outcome.TIE: "tie", Outcome.BOTHBAD: "tie"}
 _SWAPPED = {"model_a": "model_b", "model_b": "model_a", "tie": "tie"}
@@ -92,7 +93,7 @@ def repeat_vote_row(session: Session, request: VoteRequest) -> dict[str, object]
         or prompt != b.prompt_id
         or (model_a, model_b) != (b.model_b_id, b.model_a_id)
         or (out_a, out_b) != (b.output_b_id, b.output_a_id)
-        or source not in COUNTED_SOURCES
+        or source not in REPEATABLE_SOURCES
     ):
         return _Refused()
     return {
