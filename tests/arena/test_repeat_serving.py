@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import delete, func, select
+from sqlalchemy import create_engine, delete, func, select
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
@@ -29,12 +29,12 @@ from votes.tables import battle_t, repeatvote_t, vote_t
 
 
 @pytest.mark.parametrize("rate", [0.015, 0.05])
-def test_served_repeat_share_is_within_one_point_of_the_rate_and_keeps_the_rules(
-    engine: Engine, db_url: str, rate: float
-) -> None:
-    """200 simulated annotators x 130 battles in memory: the share among battles that could repeat, each
-    vote repeated at most once, at least REPEAT_GAP votes later, with the sides swapped."""
-    service = PairingService(engine, make_settings(db_url, repeat_rate=rate), rng=random.Random(3))
+def test_served_repeat_share_is_within_one_point_of_the_rate_and_keeps_the_rules(rate: float) -> None:
+    """200 simulated annotators x 130 battles in memory (no store is read: a repeat is chosen from the
+    annotator's history in memory): the share among battles that could repeat, each vote repeated at most
+    once, at least REPEAT_GAP votes later, with the sides swapped."""
+    engine = create_engine("sqlite://")
+    service = PairingService(engine, make_settings("sqlite://", repeat_rate=rate), rng=random.Random(3))
     n_open = n_repeat = 0
     next_id = 1
     for annotator in range(1, 201):
@@ -270,12 +270,12 @@ def test_removing_the_repeat_rows_changes_no_rating_and_the_review_reports_them(
     assert live_ratings(engine) == live
 
 
-def test_repeat_rate_is_validated(db_url: str) -> None:
+def test_repeat_rate_is_validated() -> None:
     with pytest.raises(ValueError, match="repeat_rate"):
-        make_settings(db_url, repeat_rate=0.06)
+        make_settings("sqlite://", repeat_rate=0.06)
     with pytest.raises(ValueError, match="repeat_rate"):
-        make_settings(db_url, repeat_rate=-0.01)
-    assert make_settings(db_url).repeat_rate == 0.015
+        make_settings("sqlite://", repeat_rate=-0.01)
+    assert make_settings("sqlite://").repeat_rate == 0.015
 
 
 def test_low_self_agreement_is_a_review_reason_only_with_enough_repeats(
