@@ -167,7 +167,8 @@ class PairingService:
     and not (yet) voted is remembered as judged too, so fetching tokens ahead never yields the same prompt
     and pair twice; the store refuses a second judgement anyway (:mod:`votes.recording`). Prompt and
     answer texts never change in place except by a re-import, so they are cached for ``texts_ttl_s``
-    seconds.
+    seconds. Gold battles (:meth:`pick_gold`) and repeats of the annotator's own battles
+    (:meth:`pick_repeat`) are chosen from memory too.
     """
 
     def __init__(

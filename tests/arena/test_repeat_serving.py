@@ -255,6 +255,10 @@ def test_removing_the_repeat_rows_changes_no_rating_and_the_review_reports_them(
     assert json.loads(report.output)["self_agreement"] == pooled
     text = runner.invoke(build_app(), ["agreement", "--database-url", db_url], env={"COLUMNS": "200"})
     assert f"Self-agreement on repeat battles: {agreed} of {n_repeats}" in text.output
+    wide = {"COLUMNS": "250"}
+    table = runner.invoke(build_app(), ["annotators", "--all", "--database-url", db_url], env=wide)
+    assert "self (95%)" in table.output and f"{agreed}/{n_repeats} (" in table.output
+    assert f"Self-agreement on repeat battles: {agreed} of {n_repeats}" in table.output
     options = FitOptions(n_rounds=20, random_state=1)
     counts, digest = load_from_database(engine, VoteFilter())
     board = fit_counts(counts, options)
