@@ -746,21 +746,23 @@ def estimate_deviation_sd(
     return (np.zeros(len(data.sources)) if sd is None else unit * sd), p_value
 
 
-def _spread_moments(estimate: FloatArray, cov: FloatArray, view: FloatArray) -> tuple[float, float]:
+def _spread_moments(estimate: FloatArray, cov: FloatArray, directions: FloatArray) -> tuple[float, float]:
     """The moment estimate of ``tau^2`` from one judge's loose deviations (``estimate``, covariance
     ``cov``) and Cochran's p-value: DerSimonian and Laird's estimator
     (:func:`leaderboard.judge_position.between_variance`) generalised to correlated estimates, which these
     are (every deviation is measured against ratings that share the human votes).
 
-    Two directions carry no information about ``tau`` and are projected out: the common shift (it cancels
-    in every rating difference) and the judge's own view ``theta + delta`` (scaling the view and dividing
-    the discrimination by the same factor leaves every prediction alone, so only the loose prior sets the
-    deviations along it, and their variance there is the prior's width, not noise). With ``P`` that
+    Directions (the columns of ``directions``) that carry no information about ``tau`` are projected
+    out: the common shift (it cancels in every rating difference), the judge's own view ``theta + delta``
+    (scaling the view and dividing the discrimination by the same factor leaves every prediction alone)
+    and, with a self-preference, its family's members (a shift of them is the self-preference term). Only
+    the loose prior sets the deviations along them: their variance there is the prior's width, not
+    noise, and they would count in the degrees of freedom without adding to ``Q``. With ``P`` that
     projection, ``M = (P V P)^+`` and ``r`` its rank, ``Q = d^T M d`` is chi-squared on ``r`` degrees of
     freedom when the judge has no deviations, and ``E Q = r + tau^2 tr(M)`` otherwise.
     """
-    basis, _ = np.linalg.qr(np.stack([np.ones(len(view)), view], axis=1))
-    proj = np.eye(len(view)) - basis @ basis.T
+    basis, _ = np.linalg.qr(directions)
+    proj = np.eye(len(estimate)) - basis @ basis.T
     inner = proj @ cov @ proj
     precision = np.linalg.pinv((inner + inner.T) / 2, rcond=1e-10, hermitian=True)
     rank = int(np.linalg.matrix_rank(precision, hermitian=True))
@@ -806,8 +808,15 @@ def _deviation_spread(
         if len(seen) < 4:
             continue
         cols = lay.deviation_block(s)[seen]
-        view = theta[seen] + x[cols]
-        tau2, p_value[s] = _spread_moments(x[cols], bread[np.ix_(cols, cols)], view)
+        directions = [np.ones(len(seen)), theta[seen] + x[cols]]
+        family = data.family.get(s)
+        if family is not None and s in set(lay.learn_sp.tolist()) and data.model_family:
+            member = np.array([data.model_family[k] == family for k in seen], dtype=float)
+            if 0 < member.sum() < len(seen):
+                directions.append(member)
+        if len(seen) < len(directions) + 2:
+            continue
+        tau2, p_value[s] = _spread_moments(x[cols], bread[np.ix_(cols, cols)], np.stack(directions, axis=1))
         tau = float(np.sqrt(tau2))
         sd[s] = tau if unit * tau >= _MIN_DEVIATION_SD_ELO else 0.0
     return sd, p_value, (x, lay)

@@ -333,3 +333,30 @@ def test_a_deviating_judge_widens_the_intervals_to_cover_the_human_ratings() -> 
     low, high, _ = bootstrap_composite(data, options, rounds=60, seed=3)
     ratio = float(np.mean(high - low) / np.mean(2 * 1.96 * fit.rating_se))
     assert 0.75 < ratio < 1.3
+
+
+def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> None:
+    """Correlated estimates (a shared rating error) with arbitrary values and huge variance along the
+    directions only the prior sets (common shift, view, family): the moment estimate of tau^2 is unbiased
+    over many draws, and with no spread Cochran's p-value is uniform (mean 1/2)."""
+    from leaderboard.composite import _spread_moments
+
+    rng = np.random.default_rng(5)
+    k = 20
+    view = rng.normal(0, 1, k)
+    member = (np.arange(k) < 3).astype(float)
+    directions = np.stack([np.ones(k), view, member], axis=1)
+    noise = np.diag(rng.uniform(0.01, 0.04, k)) + 0.01  # per-model noise plus a shared part
+    cov = noise + directions @ np.diag([1e4, 1e4, 1e4]) @ directions.T
+    chol = np.linalg.cholesky(noise)
+    for tau in (0.0, 0.3):
+        estimates, p_values = [], []
+        for _ in range(400):
+            d = chol @ rng.normal(size=k) + tau * rng.normal(size=k) + directions @ rng.normal(0, 50, 3)
+            tau2, p = _spread_moments(d, cov, directions)
+            estimates.append(tau2)
+            p_values.append(p)
+        if tau:
+            assert abs(np.mean(estimates) / tau**2 - 1) < 0.1
+        else:
+            assert abs(np.mean(p_values) - 0.5) < 0.05 and np.mean(estimates) < 0.01
