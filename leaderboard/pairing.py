@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 __all__ = [
     "CRITERIA",
+    "DEFAULT_FLOOR",
     "Criterion",
     "PairDesign",
     "adjacent_votes_needed",
@@ -59,6 +60,13 @@ CRITERIA: tuple[Criterion, ...] = ("aopt", "width", "neighbour", "blend")
 #: Prior precision on each strength (natural-log units): a standard deviation of about 1700 Elo, enough
 #: to keep the information invertible for a model nobody has voted on yet and negligible otherwise.
 PRIOR_PRECISION = 0.01
+#: The shipped policy's uniform floor: the share of votes drawn uniformly over all pairs, so every pair
+#: keeps a known positive probability and every model at least this share of its uniform exposure. Each
+#: floor vote on two well-measured models is all but lost when new ones arrive (the best design on
+#: arrival gives such pairs nothing), so the floor costs about its own share times the share of such
+#: pairs; ``scripts/bench_pairing.py``: 0.1 saves 49.4% of uniform's votes on arrival, 0.05 saves 50.4%,
+#: against a bound of 52.0% (docs/benchmarks.md).
+DEFAULT_FLOOR = 0.05
 #: Rating points per natural-log unit on the Elo scale (400 / ln 10).
 ELO_PER_NAT = 400.0 / math.log(10.0)
 
@@ -255,7 +263,7 @@ def design_probabilities(
     votes: FloatArray,
     *,
     criterion: Criterion = "width",
-    floor: float = 0.1,
+    floor: float = DEFAULT_FLOOR,
     batch: int = 200,
 ) -> FloatArray:
     """The shipped policy: per pair of ``PairDesign.of(len(theta))``, the probability of the next vote.

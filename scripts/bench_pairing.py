@@ -54,6 +54,7 @@ from arena.pairing import PairingPolicy, pair_weights  # noqa: E402
 from leaderboard.newton import solve_bt_batch  # noqa: E402
 from leaderboard.pairing import (  # noqa: E402
     CRITERIA,
+    DEFAULT_FLOOR,
     ELO_PER_NAT,
     PRIOR_PRECISION,
     Criterion,
@@ -378,6 +379,12 @@ def _se(x: FloatArray) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds first-seed .. first-seed + seeds - 1 (to split a run)",
+    )
     parser.add_argument("--models", type=int, default=50)
     parser.add_argument("--spread", type=float, default=100.0, help="sd of the true ratings (Elo)")
     parser.add_argument("--tie-share", type=float, default=0.15)
@@ -385,7 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=500, help="votes between refreshes of the weights")
     parser.add_argument("--max-votes", type=int, default=400_000)
     parser.add_argument("--check", type=int, default=50, help="votes between checks of the targets")
-    parser.add_argument("--floor", type=float, default=0.1, help="uniform exploration share")
+    parser.add_argument(
+        "--floor", type=float, default=DEFAULT_FLOOR, help="uniform exploration share (the site's default)"
+    )
     parser.add_argument("--incumbents", type=int, default=35)
     parser.add_argument("--new-width", type=float, default=25.0, help="new models' catch-up half-width")
     parser.add_argument("--history", type=int, default=60_000, help="incumbents' votes before arrivals")
@@ -410,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         width=25.0 if args.quick else 15.0,
     )
     seeds = 2 if args.quick else args.seeds
+    seed_range = range(args.first_seed, args.first_seed + seeds)
     wanted = [p for p in args.policies.split(",") if p]
     try:
         table = policies(cfg.floor, cfg.batch, tuple(p for p in wanted if "@" in p))
@@ -433,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     for setting in settings:
         results[setting] = {}
         for name, policy in table.items():
-            runs = [run(cfg, policy, seed, setting) for seed in range(seeds)]
+            runs = [run(cfg, policy, seed, setting) for seed in seed_range]
             results[setting][name] = np.array([[r[t] for t in TARGETS] for r in runs])
             if setting == "arrivals":
                 catch_up[name] = np.array([[r[t] for t in CATCH_UP] for r in runs])
@@ -500,21 +510,22 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     if "fixed" in settings:
-        bound = np.array([width_bound(cfg, seed) for seed in range(seeds)])
+        bound = np.array([width_bound(cfg, seed) for seed in seed_range])
         print(
             f"# (a) on the fixed board: the best design with the truth known saves {bound.mean():.1%} "
             f"(seeds {bound.min():.1%} to {bound.max():.1%}) against uniform",
             flush=True,
         )
     if "arrivals" in settings:
-        reach = np.array([arrivals_bound(cfg, seed) for seed in range(seeds)])
+        reach = np.array([arrivals_bound(cfg, seed) for seed in seed_range])
         print(
             f"# (a) on arrival: the best design with the truth known saves {reach.mean():.1%} "
             f"(seeds {reach.min():.1%} to {reach.max():.1%}) against uniform",
             flush=True,
         )
     print(
-        f"# {seeds} seeds, {cfg.models} models, batch {cfg.batch}, check {cfg.check}, floor {cfg.floor}, "
+        f"# {seeds} seeds from {args.first_seed}, {cfg.models} models, batch {cfg.batch}, "
+        f"check {cfg.check}, floor {cfg.floor}, "
         f"{time.perf_counter() - start:.0f} s, load {machine_info()['load_avg_1m']}",
         flush=True,
     )
