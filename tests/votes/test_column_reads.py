@@ -63,9 +63,9 @@ def test_weekly_shares_count_each_side_in_its_utc_monday_week(engine: Engine) ->
     expected: dict[str, Counter[str]] = {}
     for r in records:
         day = datetime.fromtimestamp(r.tstamp or 0.0, UTC).date()
-        week = expected.setdefault((day - timedelta(days=day.weekday())).isoformat(), Counter())
-        week[r.model_a] += 1
-        week[r.model_b] += 1
+        sides = expected.setdefault((day - timedelta(days=day.weekday())).isoformat(), Counter())
+        sides[r.model_a] += 1
+        sides[r.model_b] += 1
     shares = weekly_battle_shares(engine)
     assert list(shares) == sorted(expected)
     assert "2024-02-26" in shares  # the Sunday battle belongs to the week before
