@@ -217,7 +217,7 @@ def _sqlite_column(column_type: Any, values: list[Any]) -> list[Any]:
             None if v is None else _naive_utc(v).isoformat(sep=" ", timespec="microseconds") for v in values
         ]
     if isinstance(column_type, JSON):
-        return [_json_text(v) for v in values]
+        return _json_texts(values)
     if isinstance(column_type, Boolean):
         return [None if v is None else int(v) for v in values]
     return values
@@ -232,6 +232,30 @@ def _json_text(value: Any) -> Any:
     return None if value is None else json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
+def _json_texts(values: Sequence[Any]) -> list[Any]:
+    """:func:`_json_text` of each value, each distinct flat object encoded once: an import's ``extra``
+    column holds a handful of distinct small objects over a million rows. The memo key carries every
+    value's type, so ``{"turn": 1}`` and ``{"turn": true}`` (equal in Python) stay apart."""
+    memo: dict[Any, Any] = {}
+    out: list[Any] = []
+    for value in values:
+        key = None
+        if isinstance(value, dict):
+            key = tuple((k, type(v), v) for k, v in value.items())
+            try:
+                hash(key)
+            except TypeError:  # a nested list or object: encoded as it comes
+                key = None
+        if key is None:
+            out.append(_json_text(value))
+            continue
+        text = memo.get(key)
+        if text is None:
+            text = memo[key] = _json_text(value)
+        out.append(text)
+    return out
+
+
 def bulk_insert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
     """Insert rows through the driver's bulk path, inside the caller's transaction: PostgreSQL ``COPY``
     (psycopg's copy API), SQLite one prepared ``executemany`` of plain tuples. Both skip SQLAlchemy's
@@ -243,9 +267,11 @@ def bulk_insert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
         json_columns = {c.name for c in table.columns if isinstance(c.type, JSON)}
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         columns = ", ".join(f'"{n}"' for n in names)
+        values = [[r[n] for r in rows] for n in names]
+        values = [_json_texts(v) if n in json_columns else v for n, v in zip(names, values, strict=True)]
         with cursor, cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN") as copy:  # nosec B608
-            for row in rows:
-                copy.write_row([_json_text(row[n]) if n in json_columns else row[n] for n in names])
+            for row in zip(*values, strict=True):
+                copy.write_row(row)
         return
     marks = ", ".join("?" for _ in names)
     columns = ", ".join(f'"{n}"' for n in names)

@@ -28,7 +28,7 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 
 from votes.battle_rows import BattleRecord
-from votes.bulk import ImportCounts, bulk_insert
+from votes.bulk import ImportCounts, bulk_insert, gc_paused
 from votes.import_battles import row_digest, stage_battle_batch
 from votes.live import LiveConfig
 from votes.models import utcnow
@@ -198,10 +198,11 @@ def import_battle_batches(
                 continue
             for start in range(0, len(records), STAGE_ROWS):
                 part = records[start : start + STAGE_ROWS]
-                digests = [row_digest(r) for r in part]  # hashed before the writer lock is taken
-                with _step(engine) as conn:
-                    _add(total, _stage(conn, run_id, part, seq, str(file), digests))
-                    _set_state(conn, run_id, "staging")
+                with gc_paused():  # rows of plain values by the thousand: no cycles to collect
+                    digests = [row_digest(r) for r in part]  # hashed before the writer lock is taken
+                    with _step(engine) as conn:
+                        _add(total, _stage(conn, run_id, part, seq, str(file), digests))
+                        _set_state(conn, run_id, "staging")
                 seq += len(part)
             if between is not None:
                 between()
