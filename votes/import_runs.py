@@ -110,6 +110,8 @@ def _step(engine: Engine) -> Iterator[Connection]:
             driver.execute("PRAGMA synchronous=NORMAL")
         try:
             with conn.begin():
+                if conn.dialect.name == "postgresql":
+                    conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
                 yield conn
         finally:
             if driver is not None:
