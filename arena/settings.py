@@ -80,6 +80,13 @@ class Settings(BaseSettings):
         le=20,
         description="Golds a new annotator votes on first; below 75% right, their votes never count.",
     )
+    repeat_rate: float = Field(
+        0.015,
+        ge=0.0,
+        le=0.05,
+        description="Share of served battles that repeat one of the annotator's own earlier battles, sides "
+        "swapped, to measure their self-agreement (never counted), 0 to 0.05.",
+    )
 
     # Live standings: the online rater, and how the board ranks
     live_rating: Literal["elo", "glicko2", "trueskill"] = Field(

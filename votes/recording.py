@@ -34,8 +34,8 @@ from sqlmodel import Session, col, select
 
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, update_elo
+from votes.apart_votes import record_apart_votes
 from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
-from votes.gold_votes import record_gold_votes
 from votes.live import LiveConfig, has_clock, rater_identity, shown
 from votes.live_book import LOCK_STATES, LiveBook, RaterStep, open_book, rate_vote, write_states
 from votes.models import Battle, LiveRating, Model, Vote, utcnow
@@ -450,8 +450,8 @@ def record_votes(
 ) -> list[VoteResult | VoteError]:
     """Write votes (and their battles) with their live rating updates, in order, in the session's transaction.
 
-    Votes on gold battles are handed to :func:`votes.gold_votes.record_gold_votes` (stored apart, no
-    rating moves); the others are written here.
+    Votes on gold and repeat battles are handed to :func:`votes.apart_votes.record_apart_votes` (stored
+    apart, no rating moves); the others are written here.
 
     ``config`` is the plain Elo's or another online rater (:data:`votes.live.LiveConfig`).
 
@@ -469,13 +469,13 @@ def record_votes(
     """
     for r in requests:
         parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
-    golds = [i for i, r in enumerate(requests) if r.battle.gold is not None]
-    if not golds:
+    apart = [i for i, r in enumerate(requests) if not r.battle.counted]
+    if not apart:
         return _record_counted(session, requests, config, live_rows, conflicts)
-    gold_results = record_gold_votes(session, [requests[i] for i in golds], config=config)
-    rest = [r for r in requests if r.battle.gold is None]
+    apart_results = record_apart_votes(session, [requests[i] for i in apart], config=config)
+    rest = [r for r in requests if r.battle.counted]
     counted = _record_counted(session, rest, config, live_rows, conflicts) if rest else []
-    by_index: dict[int, VoteResult | VoteError] = dict(zip(golds, gold_results, strict=True))
+    by_index: dict[int, VoteResult | VoteError] = dict(zip(apart, apart_results, strict=True))
     others = iter(counted)
     return [by_index[i] if i in by_index else next(others) for i in range(len(requests))]
 
@@ -487,7 +487,7 @@ def _record_counted(
     live_rows: set[int] | None,
     conflicts: Literal["savepoint", "raise", "one-by-one"],
 ) -> list[VoteResult | VoteError]:
-    """:func:`record_votes` for votes that count (none on a gold)."""
+    """:func:`record_votes` for votes that count (none on a gold or a repeat)."""
     model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
     conn = session.connection()
     if isinstance(config, EloConfig):
