@@ -23,7 +23,7 @@ from arena.pairing import Choice, PairingCatalog, choose_battle, choose_pair, op
 from arena.settings import Settings
 from votes.annotators import address_reveals_since, annotator_battles_since, annotator_golds
 from votes.db import read_session
-from votes.gold_items import GoldItem, load_gold_items
+from votes.gold_items import GoldItem, gold_sides, load_gold_items, load_prompts
 from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
 from votes.pairing_weights import model_shares, record_pairing_weights
@@ -180,6 +180,7 @@ class PairingService:
         with self._refresh_lock:
             if not force and time.monotonic() - self._loaded_at < self.ttl_s:
                 return
+            clear_texts = force or time.monotonic() - self._texts_loaded_at > self.texts_ttl_s
             with read_session(self.engine) as session:
                 leaking = self.leaks.leaking_output_ids(session.connection())
                 rows = [r for r in load_pairing_catalog(session=session) if r.output_id not in leaking]
@@ -187,6 +188,11 @@ class PairingService:
                 counts = pair_vote_counts(session=session)
                 ratings = dict(session.exec(select(LiveRating.model_id, LiveRating.rating)).all())
                 golds = load_gold_items(session)
+                # Golds' prompts are held like the live battles' cached texts: a gold is served to each
+                # annotator once, so reading its prompt on the first serve would make golds slower.
+                wanted = {g.prompt_id for g in golds}
+                held = set() if clear_texts else {k[1] for k in self._texts if k[0] == "prompt"}
+                gold_prompts = load_prompts(session, wanted - held)
             design = self._optimal_design(catalog, counts, ratings)
             self._record_weights(design)
             now = time.monotonic()
@@ -195,9 +201,10 @@ class PairingService:
                 self._catalog_version += 1
                 self._design = design
                 self._golds = golds
-                if force or now - self._texts_loaded_at > self.texts_ttl_s:
+                if clear_texts:
                     self._texts.clear()
                     self._texts_loaded_at = now
+                self._texts.update((("prompt", p.id or 0), p) for p in gold_prompts)
                 if force:
                     for history in self._histories.values():
                         history.synced_at = -float("inf")
@@ -377,6 +384,24 @@ class PairingService:
                 history.issue((choice.prompt_id, min(a, b), max(a, b)))
             return choice
 
+    def release(self, annotator_id: int, choice: Choice) -> None:
+        """Undo :meth:`pick`'s note of an issued battle that was not served (a gold took its place)."""
+        a, b = choice.output_a.model_id, choice.output_b.model_id
+        key = (choice.prompt_id, min(a, b), max(a, b))
+        with self._lock:
+            history = self._history(annotator_id)
+            n = history.keys.get(key, 0)
+            if n > 1:
+                history.keys[key] = n - 1
+            elif n == 1:
+                del history.keys[key]
+                pair = (key[1], key[2])
+                left = history.per_pair.get(pair, 0) - 1
+                if left > 0:
+                    history.per_pair[pair] = left
+                else:
+                    history.per_pair.pop(pair, None)
+
     def pick_gold(self, annotator_id: int) -> GoldChoice | None:
         """A gold instead of the next battle, or None: during the onboarding quiz (``gold_quiz`` golds
         before a first counted vote) always when one is left, else with probability ``gold_rate``. Never a
@@ -393,12 +418,10 @@ class PairingService:
             gold = self._fresh_gold(history)
             if gold is None:
                 return None
-            named = (gold.model_a_id, gold.model_b_id)
-            if named[0] is None or named[1] is None:  # a file's gold without names: two catalog models
-                if len(models) < 2:
-                    return None
-                named = tuple(self.rng.sample(models, 2))  # type: ignore[assignment]
-            model_a, model_b = int(named[0]), int(named[1])  # type: ignore[arg-type]
+            named = gold_sides(gold, models, self.rng)
+            if named is None:
+                return None
+            model_a, model_b = named
             text_a, text_b = gold.text_a, gold.text_b
             expected = "tie" if gold.right == "tie" else "model_a"
             if self.rng.random() < 0.5:

@@ -70,6 +70,13 @@ def _issue(
     )
 
 
+def _gold_answer(prompt_id: int, model_id: int, text: str) -> Output:
+    """A gold's answer as shown, never saved: built without validation (its fields are ours), since a
+    validated table model costs about as much as the rest of issuing a battle and would make golds
+    slower to issue than live battles, whose answers come ready from the cache."""
+    return Output.model_construct(prompt_id=prompt_id, model_id=model_id, text=text)
+
+
 def _issue_gold(state: ArenaState, annotator_id: int, gold: GoldChoice, prompt: Prompt) -> BattleContext:
     """A gold battle, issued exactly like any other: same token (the gold rides encrypted inside), same
     texts-only context; the answers are unsaved outputs of the named models."""
@@ -90,8 +97,8 @@ def _issue_gold(state: ArenaState, annotator_id: int, gold: GoldChoice, prompt: 
     return BattleContext(
         token=state.tokens.issue(battle),
         prompt=prompt,
-        output_a=Output(prompt_id=gold.prompt_id, model_id=gold.model_a_id, text=gold.text_a),
-        output_b=Output(prompt_id=gold.prompt_id, model_id=gold.model_b_id, text=gold.text_b),
+        output_a=_gold_answer(gold.prompt_id, gold.model_a_id, gold.text_a),
+        output_b=_gold_answer(gold.prompt_id, gold.model_b_id, gold.text_b),
         expires_in=state.settings.battle_token_ttl_seconds,
     )
 
@@ -109,13 +116,20 @@ async def next_battle(
     address_hash = state.signer.address_hash(address) if address is not None else None
     if not pairing.ready(annotator_id, address_hash):
         await run_in_threadpool(pairing.prepare, annotator_id, address_hash)
+    # The live battle is chosen (and its texts read) first, even when a gold takes its place and the
+    # battle is released: a gold is issued after the same work as a live battle, so its timing does not
+    # tell it apart (the texts read stay cached for when the battle comes up again).
+    choice = pairing.pick(annotator_id, address_hash)
     gold = pairing.pick_gold(annotator_id)
     if gold is not None:
+        if choice is not None:
+            pairing.release(annotator_id, choice)
+            if pairing.cached_texts(choice) is None:
+                await run_in_threadpool(pairing.load_texts, choice)
         prompt = pairing.cached_prompt(gold.prompt_id)
         if prompt is None:
             prompt = await run_in_threadpool(pairing.gold_prompt, gold.prompt_id)
         return _issue_gold(state, annotator_id, gold, prompt)
-    choice = pairing.pick(annotator_id, address_hash)
     if choice is None:
         return None
     texts = pairing.cached_texts(choice)

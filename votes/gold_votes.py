@@ -3,34 +3,42 @@
 A served gold travels in the same encrypted battle token as any battle; its ``gold`` field reads
 ``"<gold id>:<right winner as shown>"`` with ``":q<N>"`` appended while the annotator takes the onboarding
 quiz of ``N`` golds. :func:`record_gold_votes` is called by :func:`votes.recording.record_votes` for the
-gold requests of a batch, inside the same transaction and after the same locks, so a gold vote takes the
-same path and time as any other. It writes the battle row (``source == "gold"``, so the reveal and its
-ids look like every battle's) and a :class:`~votes.models.GoldVote`, never a :class:`~votes.models.Vote`.
-The reveal shows each named model's live rating and the change an Elo step would have made, as for any
-vote, but nothing is applied. An annotator who ends the quiz below :data:`QUIZ_PASS` right is flagged:
-a flagged annotator's votes never count (:mod:`votes.recording`).
+gold requests of a batch, inside the same transaction and after the same locks and reads, so a gold vote
+takes the same path and time as any other. It writes the battle row (``source == "gold"``, so the reveal
+and its battle id look like every battle's) and a :class:`~votes.models.GoldVote`, never a
+:class:`~votes.models.Vote`. The answer looks like a live vote's: the vote id shown is taken from the
+votes' own numbering (:func:`reserve_vote_id`), and the rating change shown is the step a live vote on the
+two named models would make (the same rater, the same flags), never applied. An annotator who ends the
+quiz below :data:`QUIZ_PASS` right is flagged: a flagged annotator's votes never count
+(:mod:`votes.recording`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, or_
+from sqlalchemy import bindparam, func, insert, or_, text
 from sqlalchemy import select as sa_select
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from leaderboard.data import Outcome, parse_outcome
-from leaderboard.elo import EloConfig, update_elo
 from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
-from votes.live import LiveConfig, shown
 from votes.models import Annotator, GoldVote, utcnow
-from votes.tables import battle_t, goldvote_t, liverating_t, model_t
+from votes.tables import battle_t, goldvote_t, vote_t
 
-__all__ = ["QUIZ_PASS", "GoldTicket", "gold_correct", "record_gold_votes"]
+__all__ = [
+    "QUIZ_PASS",
+    "GoldTicket",
+    "gold_correct",
+    "next_free_vote_id",
+    "record_gold_votes",
+    "reserve_vote_id",
+]
 
 #: Share of the quiz's golds an annotator must vote right for their votes to count.
 QUIZ_PASS = 0.75
@@ -81,23 +89,69 @@ def _result(
     )
 
 
+_PREVIOUS_COLUMNS = (
+    battle_t.c.id,
+    battle_t.c.token_id,
+    func.coalesce(goldvote_t.c.shown_vote_id, goldvote_t.c.id),
+    goldvote_t.c.winner,
+    goldvote_t.c.live_elo,
+)
+_PREVIOUS_JOIN = battle_t.join(goldvote_t, goldvote_t.c.battle_id == battle_t.c.id)
+_PREVIOUS_BY_TOKEN = (
+    sa_select(*_PREVIOUS_COLUMNS).select_from(_PREVIOUS_JOIN).where(battle_t.c.token_id == bindparam("token"))
+)
+_PREVIOUS_BY_TOKEN_OR_KEY = (
+    sa_select(*_PREVIOUS_COLUMNS)
+    .select_from(_PREVIOUS_JOIN)
+    .where(or_(battle_t.c.token_id == bindparam("token"), goldvote_t.c.idempotency_key == bindparam("key")))
+)
+_INSERT_BATTLE = insert(battle_t).returning(battle_t.c.id)
+_INSERT_GOLD_VOTE = insert(goldvote_t).returning(goldvote_t.c.id)
+# The highest vote id given out so far, counting the ids gold votes showed (SQLite: no sequence to draw
+# on). Each shown id is the largest so far plus one, so the newest gold vote holds the largest: both reads
+# are one step down an index.
+_LAST_SHOWN_ID = sa_select(
+    func.max(
+        func.coalesce(sa_select(func.max(vote_t.c.id)).scalar_subquery(), 0),
+        func.coalesce(
+            sa_select(goldvote_t.c.shown_vote_id).order_by(goldvote_t.c.id.desc()).limit(1).scalar_subquery(),
+            0,
+        ),
+    )
+)
+_NEXT_VOTE_ID_PG = text("SELECT nextval(pg_get_serial_sequence('vote', 'id'))")
+
+
+def next_free_vote_id(conn: Connection) -> int:
+    """SQLite: the largest vote id given out (votes' and the ids gold votes showed) plus one.
+
+    SQLite has no sequence: left to itself it numbers a vote as the largest stored id plus one, which is
+    the id a gold vote just showed. :func:`votes.recording.record_votes` numbers site votes with this
+    instead, so no two answers ever show the same id. Call it inside the write transaction.
+    """
+    return int(conn.execute(_LAST_SHOWN_ID).scalar_one() or 0) + 1
+
+
+def reserve_vote_id(conn: Connection) -> int:
+    """An id from the votes' own ids, for a gold vote's answer to show: the ids an annotator sees go up
+    with the site's votes whatever the battle. On PostgreSQL one value of the vote table's sequence (no
+    vote ever gets it); on SQLite :func:`next_free_vote_id`."""
+    if conn.dialect.name == "postgresql":
+        return int(conn.execute(_NEXT_VOTE_ID_PG).scalar_one())
+    return next_free_vote_id(conn)
+
+
 def _previous(
     session: Session, request: VoteRequest, names: tuple[str, str]
 ) -> VoteResult | VoteError | None:
     """An earlier gold vote of this token or idempotency key (one query): its result, or a refusal if it
     disagrees."""
     token = request.battle.token_id
-    match = battle_t.c.token_id == token
-    if request.idempotency_key is not None:
-        match = or_(match, goldvote_t.c.idempotency_key == request.idempotency_key)
-    stmt = (
-        sa_select(
-            battle_t.c.id, battle_t.c.token_id, goldvote_t.c.id, goldvote_t.c.winner, goldvote_t.c.live_elo
-        )
-        .select_from(battle_t.join(goldvote_t, goldvote_t.c.battle_id == battle_t.c.id))
-        .where(match)
-    )
-    rows = session.connection().execute(stmt).all()
+    conn = session.connection()
+    if request.idempotency_key is None:
+        rows = conn.execute(_PREVIOUS_BY_TOKEN, {"token": token}).all()
+    else:
+        rows = conn.execute(_PREVIOUS_BY_TOKEN_OR_KEY, {"token": token, "key": request.idempotency_key}).all()
     if not rows:
         return None
     # the idempotency key's vote answers first, as for any vote
@@ -106,21 +160,6 @@ def _previous(
         return AlreadyVotedError(int(battle_id))
     shown = {"winner": winner, "live_elo": live_elo}
     return _result(shown, vote_id=int(vote_id), battle_id=int(battle_id), names=names, replayed=True)
-
-
-def _shown_ratings(
-    request: VoteRequest, config: LiveConfig, ratings: dict[int, tuple[float, int]]
-) -> dict[str, float]:
-    """Each side's live rating and the Elo step the vote would make: shown, never applied."""
-    b = request.battle
-    (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
-    if isinstance(config, EloConfig):
-        after_a, after_b = update_elo(
-            ra, rb, parse_outcome(request.winner), config=config, games_a=ga, games_b=gb
-        )
-    else:
-        after_a, after_b = ra, rb
-    return {"a_before": ra, "a_after": after_a, "b_before": rb, "b_after": after_b}
 
 
 def _check_quiz(session: Session, annotator_id: int, size: int) -> None:
@@ -138,44 +177,38 @@ def _check_quiz(session: Session, annotator_id: int, size: int) -> None:
         session.flush()
 
 
-def _sides(
-    session: Session, requests: Sequence[VoteRequest], config: LiveConfig
-) -> tuple[dict[int, str], dict[int, tuple[float, int]]]:
-    """Names and live ratings (rating, games) of the named models; a model without a live row shows the
-    rater's initial rating. Read without a lock and without creating rows: nothing here is written."""
-    ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
-    stmt = (
-        sa_select(model_t.c.id, model_t.c.name, liverating_t.c.rating, liverating_t.c.games)
-        .select_from(model_t.outerjoin(liverating_t, liverating_t.c.model_id == model_t.c.id))
-        .where(model_t.c.id.in_(ids))
-    )
-    rows = session.connection().execute(stmt).all()
-    names = {int(m): str(n) for m, n, _, _ in rows}
-    initial = config.initial if isinstance(config, EloConfig) else shown(config, config.initial())[0]
-    ratings = {m: (float(initial), 0) for m in ids}
-    ratings.update({int(m): (float(r), int(g)) for m, _, r, g in rows if r is not None})
-    return {m: names.get(m, f"model #{m}") for m in ids}, ratings
-
-
 def record_gold_votes(
-    session: Session, requests: Sequence[VoteRequest], *, config: LiveConfig
+    session: Session,
+    requests: Sequence[VoteRequest],
+    *,
+    shown: Callable[[VoteRequest], dict[str, float]],
+    names: dict[int, str],
+    look_up: bool = True,
 ) -> list[VoteResult | VoteError]:
-    """Write each gold vote with its battle row, each in a savepoint; the caller commits.
+    """Write each gold vote with its battle row; the caller commits.
 
-    A retry (same token and winner, or same idempotency key) is answered with the first result; the same
-    token with another winner is refused, and so is a second vote of one annotator on one gold.
+    :func:`votes.recording.record_votes` has locked the named models' live rows and read the flags as
+    for any vote; ``shown`` gives the live rating change the vote shows (computed as a live vote's and
+    never applied: :func:`votes.recording.gold_shown_step`), ``names`` the models' names.
+
+    With ``look_up`` each vote is looked up first and written in a savepoint: a retry (same token and
+    winner, or same idempotency key) is answered with the first result; the same token with another
+    winner is refused, and so is a second vote of one annotator on one gold. Without it (the optimistic
+    path of :func:`votes.recording.record_votes`, as for live votes) a retry collides on a unique key
+    and the ``IntegrityError`` goes to the caller, who starts over with ``look_up``.
     """
-    names, ratings = _sides(session, requests, config)
     results: list[VoteResult | VoteError] = []
     for request in requests:
         b = request.battle
-        assert b.gold is not None  # nosec B101 # the caller routes gold requests only
+        if b.gold is None:
+            raise ValueError("record_gold_votes takes votes on gold battles only")
         ticket = GoldTicket.decode(b.gold)
         shown_names = (names[b.model_a_id], names[b.model_b_id])
-        previous = _previous(session, request, shown_names)
-        if previous is not None:
-            results.append(previous)
-            continue
+        if look_up:
+            previous = _previous(session, request, shown_names)
+            if previous is not None:
+                results.append(previous)
+                continue
         voted_at = request.voted_at or utcnow()
         row: dict[str, Any] = {
             "gold_id": ticket.gold_id,
@@ -189,7 +222,7 @@ def record_gold_votes(
             "client_hash": request.client_hash,
             "address_hash": request.address_hash,
             "idempotency_key": request.idempotency_key,
-            "live_elo": _shown_ratings(request, config, ratings),
+            "live_elo": shown(request),
         }
         battle = {
             "prompt_id": b.prompt_id,
@@ -201,21 +234,26 @@ def record_gold_votes(
             "source": "gold",
             "token_id": b.token_id,
         }
-        try:
-            with session.begin_nested():
-                conn = session.connection()
-                battle_id = int(conn.execute(insert(battle_t).returning(battle_t.c.id), battle).scalar_one())
-                vote_id = int(
-                    conn.execute(
-                        insert(goldvote_t).returning(goldvote_t.c.id), {**row, "battle_id": battle_id}
-                    ).scalar_one()
-                )
-        except IntegrityError:
-            session.expunge_all()
-            previous = _previous(session, request, shown_names)
-            results.append(previous or RepeatJudgementError())
-            continue
+        if look_up:
+            try:
+                with session.begin_nested():
+                    battle_id, vote_id = _write(session.connection(), battle, row)
+            except IntegrityError:
+                session.expunge_all()
+                previous = _previous(session, request, shown_names)
+                results.append(previous or RepeatJudgementError())
+                continue
+        else:
+            battle_id, vote_id = _write(session.connection(), battle, row)
         if ticket.quiz:
             _check_quiz(session, b.annotator_id, ticket.quiz)
         results.append(_result(row, vote_id=vote_id, battle_id=battle_id, names=shown_names, replayed=False))
     return results
+
+
+def _write(conn: Connection, battle: dict[str, Any], row: dict[str, Any]) -> tuple[int, int]:
+    """Insert the battle and its gold vote with the vote id the answer shows: (battle id, shown id)."""
+    shown_id = reserve_vote_id(conn)
+    battle_id = int(conn.execute(_INSERT_BATTLE, battle).scalar_one())
+    conn.execute(_INSERT_GOLD_VOTE, {**row, "battle_id": battle_id, "shown_vote_id": shown_id}).scalar_one()
+    return battle_id, shown_id
