@@ -24,6 +24,7 @@ from arena.settings import Settings
 from votes.annotators import address_reveals_since, annotator_battles_since, annotator_golds
 from votes.db import read_session
 from votes.gold_items import GoldItem, gold_sides, load_gold_items, load_prompts
+from votes.gold_review import retire_golds
 from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
 from votes.pairing_weights import model_shares, record_pairing_weights
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 #: least hourly while the site pairs (:mod:`votes.pairing_weights`).
 WEIGHTS_MIN_CHANGE = 0.005
 WEIGHTS_INTERVAL = timedelta(hours=1)
+#: How often a worker's catalog refresh also retires the golds good annotators keep missing
+#: (:func:`votes.gold_review.retire_golds`).
+GOLD_REVIEW_INTERVAL_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,7 @@ class PairingService:
         self._design: dict[tuple[int, int], float] = {}
         self._recorded_shares: dict[int, float] = {}
         self._recorded_at = -float("inf")
+        self._golds_reviewed_at = -float("inf")
         self._texts: dict[tuple[str, int], Prompt | Output] = {}
         self._histories: OrderedDict[int, _History] = OrderedDict()
         self._addresses: OrderedDict[str, _AddressReveals] = OrderedDict()
@@ -195,6 +200,7 @@ class PairingService:
                 gold_prompts = load_prompts(session, wanted - held)
             design = self._optimal_design(catalog, counts, ratings)
             self._record_weights(design)
+            golds = self._retire_golds(golds, force=force)
             now = time.monotonic()
             with self._lock:
                 self._catalog, self._counts, self._ratings = catalog, counts, ratings
@@ -250,6 +256,20 @@ class PairingService:
             log.exception("recording the pairing weights failed")
             return
         self._recorded_shares, self._recorded_at = shares, now
+
+    def _retire_golds(self, golds: list[GoldItem], *, force: bool) -> list[GoldItem]:
+        """Every :data:`GOLD_REVIEW_INTERVAL_S` (and on a forced refresh), retire the golds good annotators
+        keep missing; returns ``golds`` without them. A failure is logged and pairing goes on."""
+        now = time.monotonic()
+        if not golds or (not force and now - self._golds_reviewed_at < GOLD_REVIEW_INTERVAL_S):
+            return golds
+        self._golds_reviewed_at = now
+        try:
+            retired = {gold for gold, _ in retire_golds(self.engine)}
+        except Exception:  # noqa: BLE001 - the gold review must never stop the battles
+            log.exception("retiring missed golds failed")
+            return golds
+        return [g for g in golds if g.gold_id not in retired]
 
     @property
     def design(self) -> dict[tuple[int, int], float]:

@@ -4,17 +4,22 @@ The statistics are :mod:`leaderboard.gold`'s (Wilson interval, the sequential fl
 the gold votes in time order and hands them over. :func:`annotator_gold_accuracy` feeds the annotator
 review (:mod:`votes.review`), so gold accuracy is one more reason in the one list of annotators.
 :func:`retire_missed_golds` retires a gold that annotators who are right on the other golds keep missing:
-such a gold is more likely wrong (or ambiguous) than they are.
+such a gold is more likely wrong (or ambiguous) than they are. :func:`retire_golds` runs it in a
+transaction of its own and logs each gold it retires: the live site runs it periodically (with the
+pairing catalog's refresh, :class:`arena.pairing_service.PairingService`) and every publish runs it, so
+retirement never waits for ``arena annotators --apply``; retired golds are listed, with their reason,
+by ``arena gold list`` and the admin API.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
 from leaderboard.gold import GoldRule, gold_accuracy
@@ -26,8 +31,11 @@ __all__ = [
     "RetireRule",
     "annotator_gold_accuracy",
     "gold_item_rows",
+    "retire_golds",
     "retire_missed_golds",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,16 @@ def retire_missed_golds(conn: Connection, rule: RetireRule | None = None) -> lis
                 .values(retired=True, retired_reason=reason)
             )
             retired.append((gold, reason))
+    return retired
+
+
+def retire_golds(engine: Engine, rule: RetireRule | None = None) -> list[tuple[int, str]]:
+    """:func:`retire_missed_golds` in a transaction of its own, each retired gold logged with its reason;
+    returns (gold, reason) of the golds retired now."""
+    with engine.begin() as conn:
+        retired = retire_missed_golds(conn, rule)
+    for gold, reason in retired:
+        log.warning("retired gold %d: %s", gold, reason)
     return retired
 
 

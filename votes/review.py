@@ -15,6 +15,7 @@ reviewed by :mod:`votes.leak_review`.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -40,6 +41,8 @@ __all__ = [
     "AnnotatorRow",
     "review_annotators",
 ]
+
+log = logging.getLogger(__name__)
 
 #: ``flag_reason`` of flags set by the review, so a later review can tell them from an admin's own.
 AUTO_FLAG_PREFIX = "auto: "
@@ -163,7 +166,8 @@ def review_annotators(
                 row = replace(row, flagged=True, flag_reason=reason)
             out.append(row)
         if apply:
-            retire_missed_golds(conn)
+            for gold, why in retire_missed_golds(conn):
+                log.warning("retired gold %d: %s", gold, why)
         for annotator_id, reason in newly:
             conn.execute(
                 update(annotator_t)
