@@ -192,8 +192,13 @@ class MethodSpec:
     elo_k: float = 4.0
 
 
-#: Name of the rater-ability row (weighted by each annotator's discrimination).
+#: Name of the rater-ability row (weighted by each annotator's discrimination, each with its own
+#: left-side offset on the common term).
 RATERS_METHOD = "davidson-position+raters"
+#: The row's per-annotator position offsets: their spread estimated from the votes. When annotators do
+#: not differ in side bias the estimate is near 0 and the row is the shared-term model; when they do
+#: (LLM judges of opposite leanings) one shared term can only average them.
+RATERS_POSITION_SD: Literal["estimate"] = "estimate"
 #: Per-annotator discriminations are listed among a row's fitted parameters up to this many annotators.
 MAX_LISTED_ANNOTATORS = 12
 
@@ -329,7 +334,7 @@ def _raters_forecaster(
     ``nu`` and, for a few annotators, each one's discrimination) with Wald intervals."""
     from leaderboard.rater_ability import fit_rater_ability, rater_ability_proba
 
-    fit = fit_rater_ability(train)
+    fit = fit_rater_ability(train, position_sd=RATERS_POSITION_SD)
     described = fit.describe(level=level)
     extras: dict[str, dict[str, float]] = {}
     entries = [(key, described.get(key)) for key in ("position_advantage_elo", "tie_propensity_nu")]
@@ -338,6 +343,7 @@ def _raters_forecaster(
         entries += [
             (f"discrimination:{row['annotator']}", {**row, "value": row["discrimination"]}) for row in listed
         ]
+        entries += [(f"position:{row['annotator']}", row.get("position_elo")) for row in listed]
     for key, entry in entries:
         # a parameter without a standard error (too many for the sandwich) is not listed
         if isinstance(entry, dict) and entry.get("ci_low") is not None and entry.get("ci_high") is not None:

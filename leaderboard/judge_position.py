@@ -27,7 +27,7 @@ from leaderboard.bt import fit_bt
 from leaderboard.intervals import sandwich_intervals
 from leaderboard.spec import BTSpec
 
-__all__ = ["JudgePositions", "judge_positions"]
+__all__ = ["JudgePositions", "between_variance", "judge_positions"]
 
 _NAME = "position_advantage_elo"
 
@@ -62,6 +62,22 @@ class JudgePositions:
             ],
             "skipped": [{"judge": s, "reason": r} for s, r in self.skipped],
         }
+
+
+def between_variance(estimates: np.ndarray, variances: np.ndarray) -> tuple[float, float]:
+    """DerSimonian and Laird's moment estimate of the between-group variance ``tau^2`` of ``estimates``,
+    each with its own sampling variance (0 when the spread is no more than the sampling noise), and
+    Cochran's ``Q`` p-value (chi-squared on ``k - 1`` degrees of freedom: how surprising the spread is
+    if the groups share one value)."""
+    k = len(estimates)
+    if k < 2:
+        return 0.0, 1.0
+    w = 1.0 / np.asarray(variances, dtype=np.float64)
+    y = np.asarray(estimates, dtype=np.float64)
+    fixed = float(w @ y / w.sum())
+    q = float(w @ (y - fixed) ** 2)
+    tau2 = max(0.0, (q - (k - 1)) / float(w.sum() - (w**2).sum() / w.sum()))
+    return tau2, float(sps.chi2.sf(q, k - 1))
 
 
 def judge_positions(
@@ -118,10 +134,7 @@ def judge_positions(
         raise ValueError("need at least two judges with a fitted position term")
     y = np.asarray(est)
     v = np.asarray(se) ** 2
-    w = 1.0 / v
-    fixed = float(w @ y / w.sum())
-    q = float(w @ (y - fixed) ** 2)
-    tau2 = max(0.0, (q - (k - 1)) / float(w.sum() - (w**2).sum() / w.sum()))
+    tau2, _ = between_variance(y, v)
     w_re = 1.0 / (v + tau2)
     mu = float(w_re @ y / w_re.sum())
     # Hartung-Knapp: the spread of the estimates around mu scales the variance, t on k - 1 df

@@ -29,7 +29,8 @@ is small enough for a dense inverse (:data:`MAX_SANDWICH_PARAMS`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +42,9 @@ from leaderboard.cells import davidson_row_terms
 from leaderboard.data import Outcome
 
 __all__ = [
+    "DEFAULT_POSITION_SD",
     "DEFAULT_PRIOR_SD",
+    "ESTIMATE",
     "MAX_SANDWICH_PARAMS",
     "RaterAbilityFit",
     "fit_rater_ability",
@@ -55,6 +58,28 @@ IntArray = npt.NDArray[np.int64]
 DEFAULT_PRIOR_SD = 0.5
 #: Parameter vectors longer than this get no sandwich standard errors (a dense inverse would not fit).
 MAX_SANDWICH_PARAMS = 3000
+#: ``position_sd`` that asks for the offsets' standard deviation to be estimated (empirical Bayes).
+ESTIMATE = "estimate"
+#: A fixed prior standard deviation of each annotator's position offset (nats; about 87 Elo) for callers
+#: that want one; the held-out comparison estimates it instead (LLM judges of one board differ by
+#: hundreds of Elo in side bias, human voters may not differ at all).
+DEFAULT_POSITION_SD = 0.5
+#: Floor of the estimated standard deviation (nats): below it the offsets are the shared term anyway.
+_MIN_POSITION_SD = 0.01
+#: Cochran's p-value of the annotators' side terms (from the fit with offsets held near 0) below which the
+#: offsets are estimated; at or above it they stay at the floor (one fit: the usual case of human voters
+#: who share one side bias, at the cost of the shared-term model).
+_SPREAD_P = 0.05
+#: Where an estimate restarts (nats, about 350 Elo): loose enough that the fitted offsets are close to
+#: the un-shrunk ones, so the first moment estimate is near its fixed point (from the tight fit it
+#: creeps up over many refits: discriminations and ratings absorb part of each side bias meanwhile).
+_START_POSITION_SD = 2.0
+#: Refits for the estimate at most, and the relative change of the estimate that ends them.
+_ESTIMATE_REFITS = 6
+_ESTIMATE_RTOL = 0.05
+#: L-BFGS tolerance of the fits made while the spread is estimated (per unit weight; the last fit uses
+#: the caller's ``tol``): enough for a spread to 5%.
+_ROUGH_TOL = 1e-6
 #: Bound on ``|log a_k|`` in the optimiser (a factor of 400), far beyond what the prior allows.
 _LOG_A_BOUND = 6.0
 _ELO_PER_NAT = 400.0 / math.log(10.0)
@@ -95,6 +120,9 @@ class RaterAbilityFit:
     log_likelihood: float
     n_iter: int
     has_position: bool = True
+    position_sd: float | None = None
+    position_offsets: FloatArray = field(default_factory=lambda: np.zeros(0))
+    se_annotator_position: FloatArray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def discrimination(self) -> FloatArray:
@@ -109,22 +137,40 @@ class RaterAbilityFit:
 
     @property
     def n_params(self) -> int:
-        return len(self.models) + int(self.has_position) + int(self.log_nu is not None) + len(self.annotators)
+        return (
+            len(self.models)
+            + int(self.has_position)
+            + int(self.log_nu is not None)
+            + len(self.annotators)
+            + len(self.position_offsets)
+        )
 
     def vote_discrimination(self, annotator: IntArray | None, n: int) -> FloatArray:
         """``a`` of each of ``n`` votes by annotator code: 1 for a vote without one or by a newcomer."""
-        out = np.ones(n)
+        return self._per_vote(self.discrimination, 1.0, annotator, n)
+
+    def vote_position(self, annotator: IntArray | None, n: int) -> FloatArray:
+        """The left-side advantage of each of ``n`` votes by annotator code (nats): the common term plus
+        the annotator's offset, the common term alone for a vote without one or by a newcomer."""
+        if self.position_offsets.size == 0:
+            return np.full(n, self.position)
+        return self._per_vote(self.position + self.position_offsets, self.position, annotator, n)
+
+    def _per_vote(self, values: FloatArray, default: float, annotator: IntArray | None, n: int) -> FloatArray:
+        out = np.full(n, default)
         if annotator is None or self.annotators.size == 0:
             return out
         codes = np.asarray(annotator, dtype=np.int64)
         pos = np.clip(np.searchsorted(self.annotators, codes), 0, self.annotators.size - 1)
         known = (codes >= 0) & (self.annotators[pos] == codes)
-        out[known] = self.discrimination[pos[known]]
+        out[known] = values[pos[known]]
         return out
 
     def describe(self, *, level: float = 0.95) -> dict[str, object]:
         """JSON-ready: position (Elo) and ``nu`` with Wald intervals, each annotator's ``a`` with its
-        interval (``exp`` of the interval of ``log a``)."""
+        interval (``exp`` of the interval of ``log a``); with per-annotator offsets also their standard
+        deviation and each annotator's own left-side advantage (common term plus offset, Elo of rating,
+        before its discrimination) with its sandwich interval."""
         from scipy.stats import norm
 
         z = float(norm.ppf(0.5 + level / 2))
@@ -152,6 +198,19 @@ class RaterAbilityFit:
                 for k in range(len(self.labels))
             ],
         }
+        if self.position_sd is not None and self.position_offsets.size == len(self.labels):
+            out["position_sd_elo"] = self.position_sd * _ELO_PER_NAT
+            rows = out["annotators"]
+            if not isinstance(rows, list):
+                raise TypeError("annotator rows must be a list")
+            for k, row in enumerate(rows):
+                own = (self.position + float(self.position_offsets[k])) * _ELO_PER_NAT
+                se = float(self.se_annotator_position[k]) * _ELO_PER_NAT
+                row["position_elo"] = {
+                    "value": own,
+                    "ci_low": finite(own - z * se),
+                    "ci_high": finite(own + z * se),
+                }
         if self.log_nu is not None:
             out["tie_propensity_nu"] = {
                 "value": math.exp(self.log_nu),
@@ -165,10 +224,20 @@ class _Problem:
     """The votes in the optimiser's terms, and the objective with its gradient, Hessian and scores.
 
     Parameter vector: strengths of all models but the last (held at 0), the position term when some vote
-    knows its side, ``log nu`` when some vote is a tie, then ``log a_k`` per annotator.
+    knows its side, then (with ``position_sd``) one position offset ``b_k`` per annotator, ``log nu``
+    when some vote is a tie, then ``log a_k`` per annotator. The offsets enter the linear predictor like
+    the common term, so they are columns of ``D`` and every derivative below covers them unchanged; only
+    their prior (precision ``lam_b``) is added.
     """
 
-    def __init__(self, battles: Battles, codes: IntArray, n_annotators: int, prior_sd: float) -> None:
+    def __init__(
+        self,
+        battles: Battles,
+        codes: IntArray,
+        n_annotators: int,
+        prior_sd: float,
+        position_sd: float | None = None,
+    ) -> None:
         m = len(battles.models)
         self.m = m
         self.left = battles.model_a
@@ -185,11 +254,15 @@ class _Problem:
         self.rated = codes >= 0
         self.k = n_annotators
         self.lam = 1.0 / prior_sd**2
+        self.has_offsets = position_sd is not None and self.has_position and n_annotators > 0
+        self.lam_b = 0.0 if position_sd is None else 1.0 / position_sd**2
         self.i_pos = m - 1
-        self.i_nu = self.i_pos + int(self.has_position)
+        self.i_b = self.i_pos + int(self.has_position)
+        self.n_b = n_annotators if self.has_offsets else 0
+        self.i_nu = self.i_b + self.n_b
         self.i_a = self.i_nu + int(self.has_nu)
         self.size = self.i_a + n_annotators
-        self.n_linear = self.i_a - int(self.has_nu)  # strengths and position: what eta is linear in
+        self.n_linear = self.i_nu  # strengths, position and offsets: what eta is linear in
         rows = np.arange(len(battles))
         # d -> the linear predictor before the discrimination: strengths (last model dropped) and position
         parts = [(self.left, 1.0), (self.right, -1.0)]
@@ -201,6 +274,13 @@ class _Problem:
                 np.concatenate([r, rows]),
                 np.concatenate([c, np.full(rows.size, self.i_pos)]),
                 np.concatenate([v, self.side]),
+            )
+        if self.has_offsets:
+            sided = self.rated & (self.side != 0)
+            r, c, v = (
+                np.concatenate([r, rows[sided]]),
+                np.concatenate([c, self.i_b + codes[sided]]),
+                np.concatenate([v, self.side[sided]]),
             )
         self.D = sp.csr_matrix((v, (r, c)), shape=(len(battles), self.n_linear))
         self.A = sp.csr_matrix(
@@ -229,7 +309,9 @@ class _Problem:
             grad[self.i_nu] = float(self.w @ l_t)
         log_a = x[self.i_a :]
         grad[self.i_a :] = self.A.T @ (wl * a * d) - self.lam * log_a
-        value = -float(self.w @ ll) + 0.5 * self.lam * float(log_a @ log_a)
+        b = x[self.i_b : self.i_nu]
+        grad[self.i_b : self.i_nu] -= self.lam_b * b
+        value = -float(self.w @ ll) + 0.5 * self.lam * float(log_a @ log_a) + 0.5 * self.lam_b * float(b @ b)
         return value / self.total, -grad / self.total
 
     def jacobian(
@@ -259,12 +341,19 @@ class _Problem:
             h[self.i_nu, :] += col
             h[self.i_nu, self.i_nu] = -float(self.w @ l_tt)
         h[self.i_a :, self.i_a :] += self.lam * np.eye(self.k)
+        h[self.i_b : self.i_nu, self.i_b : self.i_nu] += self.lam_b * np.eye(self.n_b)
         return h
 
     def curvature_scale(self, x: FloatArray) -> FloatArray:
         """A step size per parameter, ``1 / sqrt`` of the Hessian's diagonal per unit weight: a strength
         seen in 40,000 votes and a discrimination seen in 40 differ in curvature a thousandfold, which
         L-BFGS crosses slowly unless the variables are scaled (a diagonal preconditioner)."""
+        scale: FloatArray = 1.0 / np.sqrt(np.maximum(self.hessian_diagonal(x) / self.total, 1e-8))
+        return scale
+
+    def hessian_diagonal(self, x: FloatArray) -> FloatArray:
+        """The Hessian's diagonal without a dense matrix: exact for the strengths, position and offsets
+        (``eta`` is linear in them), the Gauss-Newton part for ``log a_k``."""
         d, a, _, (_, l_u, _, l_uu, _, l_tt) = self.terms(x)
         eta = a * d
         diag = np.empty(self.size)
@@ -272,8 +361,8 @@ class _Problem:
         if self.has_nu:
             diag[self.i_nu] = -float(self.w @ l_tt)
         diag[self.i_a :] = self.A.T @ (-self.w * l_uu * eta**2) + self.lam
-        scale: FloatArray = 1.0 / np.sqrt(np.maximum(diag / self.total, 1e-8))
-        return scale
+        diag[self.i_b : self.i_nu] += self.lam_b
+        return diag
 
     def meat(self, x: FloatArray) -> FloatArray:
         """Sum over votes of ``w^2 g g^T`` (per-vote scores of the log-likelihood)."""
@@ -291,6 +380,7 @@ def fit_rater_ability(
     *,
     labels: tuple[str, ...] | None = None,
     prior_sd: float = DEFAULT_PRIOR_SD,
+    position_sd: float | Literal["estimate"] | None = None,
     standard_errors: bool = True,
     max_iter: int = 2000,
     tol: float = 1e-9,
@@ -302,6 +392,11 @@ def fit_rater_ability(
     battles : votes with ``annotator`` codes (negative: no annotator, counted with ``a = 1``)
     labels : names of the annotator codes (default ``battles.annotator_names``)
     prior_sd : standard deviation of the normal prior on ``log a_k``
+    position_sd : with a value, each annotator also gets its own left-side offset ``b_k`` (nats) on the
+        common term, with a normal prior of this standard deviation (a random effect); ``"estimate"``:
+        that standard deviation is estimated from the fit (DerSimonian-Laird moments of the un-shrunk
+        offsets, refitted until it settles), starting from a fit with (nearly) shared position;
+        None: one shared position term
     standard_errors : compute the sandwich standard errors (when the parameters are few enough)
     max_iter, tol : L-BFGS iteration limit and projected-gradient tolerance (per unit weight)
 
@@ -316,6 +411,10 @@ def fit_rater_ability(
         raise ValueError("the rater-ability model needs annotator ids on the votes")
     if not prior_sd > 0 or not math.isfinite(prior_sd):
         raise ValueError("prior_sd must be a positive number")
+    if isinstance(position_sd, str) and position_sd != ESTIMATE:
+        raise ValueError(f"position_sd must be a positive number, {ESTIMATE!r} or None")
+    if isinstance(position_sd, float | int) and (not position_sd > 0 or not math.isfinite(position_sd)):
+        raise ValueError("position_sd must be a positive number")
     if len(battles.models) < 2 or len(battles) == 0:
         raise ValueError("the rater-ability model needs votes between at least two models")
     names = labels if labels is not None else battles.annotator_names
@@ -323,8 +422,77 @@ def fit_rater_ability(
     fitted, dense = np.unique(raw[raw >= 0], return_inverse=True)
     codes = np.full(raw.shape[0], -1, dtype=np.int64)
     codes[raw >= 0] = dense
-    problem = _Problem(battles, codes, int(fitted.size), prior_sd)
+    estimate = position_sd == ESTIMATE
+    # an estimate first fits with the offsets held near 0 (in effect the shared term): when the votes
+    # show no spread between annotators' side terms, that fit is the answer; when they do, it restarts
+    # loose, where the fitted offsets are nearly each annotator's own, and comes down
+    sd = _MIN_POSITION_SD if estimate else position_sd if isinstance(position_sd, float | int) else None
+    problem = _Problem(battles, codes, int(fitted.size), prior_sd, sd)
+    rough = max(tol, _ROUGH_TOL) if estimate else tol  # the estimate needs no exact fit until it settles
     x0 = _start(battles, problem)
+    x, n_iter = _maximise(problem, x0, max_iter, rough)
+    if estimate and problem.has_offsets and _spread_of_offsets(problem, x)[3] < _SPREAD_P:
+        sd = _START_POSITION_SD
+        problem.lam_b = 1.0 / sd**2
+        x, more = _maximise(problem, x0, max_iter, rough)  # not from the tight fit: its a_k absorbed sides
+        n_iter += more
+        for _ in range(_ESTIMATE_REFITS):
+            old, (sd, free, info, _) = sd, _spread_of_offsets(problem, x)
+            if abs(sd - old) <= _ESTIMATE_RTOL * old:
+                sd = old  # settled: the fit made with it is polished below
+                break
+            problem.lam_b = 1.0 / sd**2
+            x = x.copy()
+            x[problem.i_b : problem.i_nu] = free * info / (info + problem.lam_b)  # re-shrunk: a near start
+            x, more = _maximise(problem, x, max_iter, rough)
+            n_iter += more
+    if rough != tol:
+        x, more = _maximise(problem, x, max_iter, tol)
+        n_iter += more
+    theta = np.append(x[: problem.m - 1], 0.0)
+    theta -= theta.mean()
+    if float(np.max(np.abs(theta))) > 28.8:
+        raise ValueError(
+            "ratings diverge: some model only wins or only loses, or the comparisons are in parts"
+        )
+    se = np.full(problem.size, math.nan)
+    offsets = slice(problem.i_b, problem.i_nu)
+    se_own = np.full(problem.n_b, math.nan)
+    if standard_errors and problem.size <= MAX_SANDWICH_PARAMS:
+        try:
+            bread = np.asarray(np.linalg.inv(problem.hessian(x)), dtype=np.float64)
+            cov = bread @ problem.meat(x) @ bread
+            se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+            if problem.has_offsets:
+                se[problem.i_pos], se_own = _offset_errors(bread, cov, problem.i_pos, offsets)
+        except np.linalg.LinAlgError:
+            pass
+    d, t, a = problem.unpack(x)
+    ll = davidson_row_terms(a * d, problem.sign, problem.is_tie, t)[0]
+    return RaterAbilityFit(
+        models=battles.models,
+        theta=theta,
+        position=float(x[problem.i_pos]) if problem.has_position else 0.0,
+        log_nu=t,
+        annotators=fitted.astype(np.int64),
+        labels=tuple(names[c] if c < len(names) else f"annotator-{c}" for c in fitted.tolist()),
+        log_a=x[problem.i_a :].copy(),
+        se_log_a=se[problem.i_a :].copy(),
+        se_position=float(se[problem.i_pos]) if problem.has_position else math.nan,
+        se_log_nu=float(se[problem.i_nu]) if problem.has_nu else math.nan,
+        n_votes=np.bincount(dense, minlength=fitted.size).astype(np.int64),
+        prior_sd=prior_sd,
+        log_likelihood=float(problem.w @ ll),
+        n_iter=n_iter,
+        has_position=problem.has_position,
+        position_sd=sd if problem.has_offsets else None,
+        position_offsets=x[offsets].copy(),
+        se_annotator_position=se_own,
+    )
+
+
+def _maximise(problem: _Problem, x0: FloatArray, max_iter: int, tol: float) -> tuple[FloatArray, int]:
+    """The posterior mode from ``x0`` by L-BFGS on curvature-scaled variables, and its iterations."""
     scale = problem.curvature_scale(x0)
 
     def scaled(z: FloatArray) -> tuple[float, FloatArray]:
@@ -345,39 +513,45 @@ def fit_rater_ability(
     _, grad = problem.value_grad(x)
     if not result.success and float(np.max(np.abs(grad))) > 1e-5:
         raise RuntimeError(f"rater-ability fit did not converge: {result.message}")
-    theta = np.append(x[: problem.m - 1], 0.0)
-    theta -= theta.mean()
-    if float(np.max(np.abs(theta))) > 28.8:
-        raise ValueError(
-            "ratings diverge: some model only wins or only loses, or the comparisons are in parts"
-        )
-    se = np.full(problem.size, math.nan)
-    if standard_errors and problem.size <= MAX_SANDWICH_PARAMS:
-        try:
-            bread = np.linalg.inv(problem.hessian(x))
-            cov = bread @ problem.meat(x) @ bread
-            se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-        except np.linalg.LinAlgError:
-            pass
-    d, t, a = problem.unpack(x)
-    ll = davidson_row_terms(a * d, problem.sign, problem.is_tie, t)[0]
-    return RaterAbilityFit(
-        models=battles.models,
-        theta=theta,
-        position=float(x[problem.i_pos]) if problem.has_position else 0.0,
-        log_nu=t,
-        annotators=fitted.astype(np.int64),
-        labels=tuple(names[c] if c < len(names) else f"annotator-{c}" for c in fitted.tolist()),
-        log_a=x[problem.i_a :].copy(),
-        se_log_a=se[problem.i_a :].copy(),
-        se_position=float(se[problem.i_pos]) if problem.has_position else math.nan,
-        se_log_nu=float(se[problem.i_nu]) if problem.has_nu else math.nan,
-        n_votes=np.bincount(dense, minlength=fitted.size).astype(np.int64),
-        prior_sd=prior_sd,
-        log_likelihood=float(problem.w @ ll),
-        n_iter=int(result.nit),
-        has_position=problem.has_position,
-    )
+    return x, int(result.nit)
+
+
+def _spread_of_offsets(problem: _Problem, x: FloatArray) -> tuple[float, FloatArray, FloatArray, float]:
+    """The offsets' standard deviation estimated from a fit (empirical Bayes, one moment step), with the
+    un-shrunk offsets, their information and Cochran's p-value of their spread.
+
+    Each annotator's own term is un-shrunk from the fit: the votes alone give ``b_k`` the information
+    ``I_k`` (the Hessian's diagonal less the prior), and the fitted offset is the raw one times
+    ``I_k / (I_k + lam_b)``. The raw terms with variances ``1 / I_k`` then give ``tau^2`` by
+    DerSimonian and Laird's moments (:func:`leaderboard.judge_position.between_variance`), as for the
+    per-judge fits; a closed form, so the fit is repeated only until the estimate settles, not once per
+    EM step (EM crawls when the true spread is near 0).
+    """
+    from leaderboard.judge_position import between_variance
+
+    block = slice(problem.i_b, problem.i_nu)
+    info = np.maximum(problem.hessian_diagonal(x)[block] - problem.lam_b, 1e-12)
+    raw = x[block] * (info + problem.lam_b) / info
+    tau2, p_value = between_variance(x[problem.i_pos] + raw, 1.0 / info)
+    return max(math.sqrt(tau2), _MIN_POSITION_SD), raw, info, p_value
+
+
+def _offset_errors(
+    bread: FloatArray, cov: FloatArray, i_pos: int, offsets: slice
+) -> tuple[float, FloatArray]:
+    """Standard errors of the common position term and of each annotator's own (common + offset).
+
+    The common term is the mean of a random effect: its error must include the spread of the annotators'
+    offsets, which the sandwich leaves out (it holds these annotators fixed, and the votes say nothing
+    about the common term that the offsets do not absorb). Its error is therefore the posterior one, the
+    inverse Hessian of the penalised objective (Laplace): about ``sqrt(1 / sum_k 1/(sd^2 + se_k^2))``,
+    the random-effects error of a mean over the annotators. Each annotator's own term is a property of
+    its votes: the sandwich of ``alpha + b_k``.
+    """
+    pos = float(math.sqrt(max(bread[i_pos, i_pos], 0.0)))
+    idx = np.arange(offsets.start, offsets.stop)
+    var = cov[i_pos, i_pos] + np.diag(cov)[idx] + 2.0 * cov[i_pos, idx]
+    return pos, np.sqrt(np.clip(var, 0.0, None))
 
 
 def _start(battles: Battles, problem: _Problem) -> FloatArray:
@@ -411,7 +585,8 @@ def rater_ability_proba(fit: RaterAbilityFit, battles: Battles) -> FloatArray:
     if battles.models != fit.models:
         raise ValueError("the votes must be coded against the fit's models")
     side = np.ones(len(battles)) if battles.sided is None else battles.sided.astype(np.float64)
-    d = fit.theta[battles.model_a] - fit.theta[battles.model_b] + fit.position * side
+    position = fit.vote_position(battles.annotator, len(battles))
+    d = fit.theta[battles.model_a] - fit.theta[battles.model_b] + position * side
     h = 0.5 * fit.vote_discrimination(battles.annotator, len(battles)) * d
     log_nu = -math.inf if fit.log_nu is None else fit.log_nu
     log_d = np.logaddexp(np.logaddexp(h, -h), log_nu)

@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -35,11 +36,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", type=int, default=30)
     parser.add_argument("--annotators", type=int, default=500)
     parser.add_argument("--spread", type=float, default=0.4, help="log-sd of the true discriminations")
+    parser.add_argument(
+        "--side-spread", type=float, default=0.0, help="sd (Elo) of each annotator's own side bias"
+    )
+    parser.add_argument(
+        "--position-sd",
+        default="none",
+        help="the fit's per-annotator position offsets: none, estimate, or a fixed prior sd in nats",
+    )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if min(args.votes, args.models - 1, args.annotators, args.repeats) < 1 or args.spread < 0:
-        parser.error("sizes must be positive (and --models at least 2), --spread not negative")
+    if (
+        min(args.votes, args.models - 1, args.annotators, args.repeats) < 1
+        or min(args.spread, args.side_spread) < 0
+    ):
+        parser.error("sizes must be positive (and --models at least 2), spreads not negative")
+    position_sd: float | Literal["estimate"] | None
+    if args.position_sd in ("none", "estimate"):
+        position_sd = None if args.position_sd == "none" else "estimate"
+    else:
+        try:
+            position_sd = float(args.position_sd)
+        except ValueError:
+            parser.error("--position-sd must be none, estimate or a number")
     rng = np.random.default_rng(args.seed)
     truth = rng.normal(1000, 150, args.models)
     disc = np.exp(rng.normal(0.0, args.spread, args.annotators))
@@ -51,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         nu=0.4,
         n_annotators=args.annotators,
         annotator_discrimination=disc,
+        annotator_position_sd=args.side_spread,
     )
     train, test = split_battles(sim, test_fraction=0.2, random_state=args.seed)
     spec = BTSpec(position="common", ties="davidson")
@@ -61,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         plain = fit_bt(train.counts(), spec=spec)
         plain_s.append(time.perf_counter() - start)
         start = time.perf_counter()
-        fit = fit_rater_ability(train, standard_errors=False)
+        fit = fit_rater_ability(train, standard_errors=False, position_sd=position_sd)
         rater_s.append(time.perf_counter() - start)
     fitted = np.log(fit.discrimination)
     true_log = np.log(disc[fit.annotators])
@@ -76,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         "rater_ability_s": statistics.median(rater_s),
         "ratio": statistics.median(rater_s) / statistics.median(plain_s),
         "lbfgs_iterations": fit.n_iter,
+        "position_sd": args.position_sd,
+        "fitted_position_sd": fit.position_sd,
         "log_discrimination_corr": corr,
         "test_log_loss_davidson_position": loss_plain,
         "test_log_loss_rater_ability": loss_rater,

@@ -158,7 +158,10 @@ def test_real_judges_get_a_raters_row_position_terms_and_prompt_clusters() -> No
     assert result.exit_code == 0, result.output
     rows = {r["method"]: r for r in json.loads(result.output)}
     raters = rows["davidson-position+raters"]
-    assert {"discrimination:llm-gpt4", "discrimination:llm-claude"} <= set(raters["parameters_fitted"])
+    assert {"discrimination:llm-gpt4", "discrimination:llm-claude", "position:llm-bard"} <= set(
+        raters["parameters_fitted"]
+    )
+    assert raters["parameters_fitted"]["position:llm-bard"]["value"] > 250  # its own side term, not the pool
     by_judge = rows["davidson-position"]["position_by_annotator"]
     assert [j["judge"] for j in by_judge["judges"]] == ["llm-bard", "llm-claude", "llm-gpt35", "llm-gpt4"]
     for j in by_judge["judges"]:

@@ -13,7 +13,7 @@ from scipy.optimize import approx_fprime
 from leaderboard import BTSpec, fit_bt, simulate_battles
 from leaderboard.battles import Battles
 from leaderboard.evaluate import RATERS_METHOD, evaluate_methods, split_battles
-from leaderboard.rater_ability import _Problem, fit_rater_ability, rater_ability_proba
+from leaderboard.rater_ability import RaterAbilityFit, _Problem, fit_rater_ability, rater_ability_proba
 
 TRUTH = np.linspace(850, 1150, 6)
 #: Three annotators: a noisy one, an ordinary one, a sharp one (geometric mean 1, what the prior centres).
@@ -26,11 +26,14 @@ def _votes(n: int = 9000, seed: int = 1) -> Battles:
     )
 
 
-def test_gradient_and_hessian_are_the_derivatives_of_the_objective() -> None:
+@pytest.mark.parametrize("position_sd", [None, 0.7])
+def test_gradient_and_hessian_are_the_derivatives_of_the_objective(position_sd: float | None) -> None:
     sim = simulate_battles(TRUTH, 600, random_state=2, position=30, nu=0.5, n_annotators=4)
-    assert sim.annotator is not None
+    assert sim.annotator is not None and sim.sided is None
     codes = np.where(np.arange(len(sim)) % 7 == 0, -1, sim.annotator)  # some votes without an annotator
-    problem = _Problem(replace(sim, annotator=codes), codes, 4, 0.5)
+    sided = np.arange(len(sim)) % 5 != 0  # and some that do not know their side
+    problem = _Problem(replace(sim, annotator=codes, sided=sided), codes, 4, 0.5, position_sd)
+    assert problem.size == len(TRUTH) - 1 + 1 + 1 + 4 + (4 if position_sd else 0)
     x = np.random.default_rng(0).normal(0.0, 0.4, problem.size)
     _, grad = problem.value_grad(x)
     numeric = approx_fprime(x, lambda z: problem.value_grad(z)[0], 1e-7)
@@ -43,6 +46,78 @@ def test_gradient_and_hessian_are_the_derivatives_of_the_objective() -> None:
     numeric_h = np.array(columns) * problem.total
     hess = problem.hessian(x)
     assert np.max(np.abs(numeric_h - hess)) < 1e-4 * np.max(np.abs(hess))
+    linear = slice(0, problem.n_linear)  # the cheap diagonal is exact where eta is linear
+    np.testing.assert_allclose(problem.hessian_diagonal(x)[linear], np.diag(hess)[linear], rtol=1e-9)
+
+
+#: Four annotators' own left-side advantages (Elo): two LLM-judge-like opposites and two mild ones.
+SIDES = np.array([350.0, -135.0, 0.0, 165.0])
+
+
+def _sided_votes(n_each: int, seed: int) -> Battles:
+    """Votes of four annotators, each with its own side bias (the common discrimination 1)."""
+    parts = [
+        simulate_battles(TRUTH, n_each, random_state=seed + k, position=float(p), nu=0.4)
+        for k, p in enumerate(SIDES)
+    ]
+    return Battles(
+        models=parts[0].models,
+        model_a=np.concatenate([p.model_a for p in parts]),
+        model_b=np.concatenate([p.model_b for p in parts]),
+        outcome=np.concatenate([p.outcome for p in parts]),
+        annotator=np.repeat(np.arange(len(SIDES), dtype=np.int64), n_each),
+    )
+
+
+def test_per_annotator_position_offsets_recover_each_side_bias_and_forecast_better() -> None:
+    votes = _sided_votes(2500, seed=10)
+    train, test = split_battles(votes, test_fraction=0.25, random_state=0)
+    shared = fit_rater_ability(train)
+    own = fit_rater_ability(train, position_sd="estimate")
+    elo = 400 / math.log(10)
+    assert own.position_sd is not None and shared.position_sd is None and shared.position_offsets.size == 0
+    # each annotator's own term within its interval of the truth (on its discrimination's scale, about 1)
+    own_elo = (own.position + own.position_offsets) * own.discrimination * elo
+    assert np.all(np.abs(own_elo - SIDES) < 4 * own.se_annotator_position * elo + 10), own_elo
+    # the estimated spread is the annotators' (sample sd of SIDES: 209 Elo), not the votes' noise
+    assert 120 < own.position_sd * elo < 320
+    # the pooled term's error carries that spread: about sd / sqrt(4), not the shared fit's few Elo
+    assert own.se_position * elo > 60 > 4 * shared.se_position * elo
+    assert own.n_params == shared.n_params + 4
+
+    def loss(fit: RaterAbilityFit) -> float:
+        proba = rater_ability_proba(fit, test)
+        column = np.array([0, 2, 1, 1])[test.outcome.astype(np.int64)]
+        return float(-np.mean(np.log(proba[np.arange(len(test)), column])))
+
+    assert loss(own) < loss(shared) - 0.02
+    # a newcomer or an anonymous vote gets the common term, not some annotator's
+    probe = replace(test.take(np.arange(3)), annotator=np.array([9, -1, 9]))
+    np.testing.assert_allclose(own.vote_position(probe.annotator, 3), own.position)
+
+
+def test_annotators_without_their_own_side_bias_get_no_spread() -> None:
+    """One side bias for all: the estimated spread of the offsets is at its floor, and the fit is the
+    shared-term one (the votes' noise is not taken for annotators' differences)."""
+    votes = _votes(6000, seed=5)
+    shared = fit_rater_ability(votes)
+    own = fit_rater_ability(votes, position_sd="estimate")
+    assert own.position_sd is not None and own.position_sd <= 0.011
+    assert own.position == pytest.approx(shared.position, abs=2e-3)
+    np.testing.assert_allclose(own.log_a, shared.log_a, atol=2e-3)
+
+
+def test_a_tight_offset_prior_gives_the_shared_position_fit() -> None:
+    votes = _sided_votes(800, seed=20)
+    shared = fit_rater_ability(votes)
+    tight = fit_rater_ability(votes, position_sd=1e-5)
+    np.testing.assert_allclose(tight.position_offsets, 0.0, atol=1e-6)
+    assert tight.position == pytest.approx(shared.position, abs=1e-4)
+    np.testing.assert_allclose(tight.log_a, shared.log_a, atol=1e-4)
+    with pytest.raises(ValueError, match="position_sd"):
+        fit_rater_ability(votes, position_sd=0.0)
+    with pytest.raises(ValueError, match="position_sd"):
+        fit_rater_ability(votes, position_sd="guess")  # type: ignore[arg-type]
 
 
 def test_recovers_each_annotators_discrimination() -> None:
@@ -117,8 +192,12 @@ def test_held_out_comparison_has_a_raters_row_only_with_annotators() -> None:
     raters = rows[RATERS_METHOD]
     # annotators this different: weighting their votes forecasts held-out votes better
     assert raters.log_loss < rows["davidson-position"].log_loss - 0.005
-    assert raters.n_params == len(TRUTH) + 2 + 3
-    assert set(raters.parameters_fitted) >= {"position_advantage_elo", "discrimination:annotator-2"}
+    assert raters.n_params == len(TRUTH) + 2 + 3 + 3  # and each annotator's position offset
+    assert set(raters.parameters_fitted) >= {
+        "position_advantage_elo",
+        "discrimination:annotator-2",
+        "position:annotator-2",
+    }
     without = {
         r.method for r in evaluate_methods(replace(train, annotator=None), replace(test, annotator=None))
     }

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from leaderboard.calibration import paired_bootstrap_difference, vote_log_losses
 from leaderboard.evaluate import RATERS_METHOD, evaluate_methods, split_battles
 from leaderboard.judge_position import judge_positions
-from leaderboard.rater_ability import fit_rater_ability
+from leaderboard.rater_ability import fit_rater_ability, rater_ability_proba
 from votes.columns import read_battles
 
 BATTLES = "vicuna80-llm-judge-battles.jsonl.gz"
@@ -57,5 +58,23 @@ def test_rater_ability_against_davidson_position_on_held_out_votes(shared_data: 
     raters, plain = rows[RATERS_METHOD], rows["davidson-position"]
     assert raters.n_test == plain.n_test == 1312
     assert math.isfinite(raters.log_loss) and math.isfinite(plain.log_loss)
-    assert raters.log_loss == pytest.approx(0.8131, abs=5e-4)
+    # each judge's own side term: far better held-out forecasts than one shared term
+    assert raters.log_loss == pytest.approx(0.7314, abs=5e-4)
     assert plain.log_loss == pytest.approx(0.8176, abs=5e-4)
+    difference, low, high = paired_bootstrap_difference(raters.vote_losses, plain.vote_losses)
+    assert difference == pytest.approx(0.0862, abs=5e-4) and 0.05 < low < high < 0.12
+    # the shared-term model gained little on the same split: the judges' side biases were the story
+    shared = fit_rater_ability(train)
+    shared_loss = float(vote_log_losses(rater_ability_proba(shared, test), test.outcome).mean())
+    assert shared_loss == pytest.approx(0.8131, abs=5e-4)
+    # per judge, the row's own left-side terms: Bard's and Claude's opposite leanings, as in their own fits
+    own = {
+        k.removeprefix("position:"): v
+        for k, v in raters.parameters_fitted.items()
+        if k.startswith("position:")
+    }
+    assert own["llm-bard"]["ci_low"] > 250 and own["llm-claude"]["ci_high"] < -100
+    assert own["llm-gpt35"]["ci_low"] < 0 < own["llm-gpt35"]["ci_high"]
+    # the pooled term's interval spans the judges' spread, not the few Elo of 5,248 votes
+    pooled = raters.parameters_fitted["position_advantage_elo"]
+    assert pooled["ci_low"] < -50 and pooled["ci_high"] > 200
