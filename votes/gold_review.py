@@ -22,7 +22,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
-from leaderboard.gold import GoldRule, gold_accuracy
+from leaderboard.gold import GoldRule, gold_accuracy, honest_posterior
 from votes.tables import goldbattle_t, goldvote_t
 
 __all__ = [
@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class AnnotatorGold:
-    """One annotator's gold record: golds voted, right, accuracy with its 95% Wilson interval, the flag."""
+    """One annotator's gold record: golds voted, right, accuracy with its 95% Wilson interval, the flag,
+    and the posterior probability of being honest (:func:`leaderboard.gold.honest_posterior`)."""
 
     n_gold: int
     n_right: int
@@ -48,6 +49,7 @@ class AnnotatorGold:
     low: float
     high: float
     flagged: bool
+    posterior: float = 1.0
 
     def reason(self) -> str:
         return (
@@ -104,6 +106,7 @@ def annotator_gold_accuracy(conn: Connection, rule: GoldRule | None = None) -> d
     who = np.array([index[a] for a, _, _ in rows], dtype=np.int64)
     right = np.array([c for _, _, c in rows], dtype=bool)
     acc = gold_accuracy(who, right, len(ids), rule)
+    posterior = honest_posterior(acc.n_gold, acc.n_right, rule)
     return {
         a: AnnotatorGold(
             int(acc.n_gold[i]),
@@ -112,6 +115,7 @@ def annotator_gold_accuracy(conn: Connection, rule: GoldRule | None = None) -> d
             float(acc.low[i]),
             float(acc.high[i]),
             bool(acc.flagged[i]),
+            float(posterior[i]),
         )
         for a, i in index.items()
     }

@@ -68,6 +68,8 @@ def test_a_guesser_is_one_entry_with_the_gold_reason_and_flagged_on_apply(engine
     assert rows[guesser].gold_low <= rows[guesser].gold_accuracy <= rows[guesser].gold_high < 0.6
     assert not rows[honest].suspicious and rows[honest].gold_low > 0.7
     assert not rows[guesser].flagged  # listing flags nobody
+    # the gold record's posterior of honesty weighs the guesser out and the honest annotator in
+    assert rows[guesser].honest_weight < 1e-3 < 0.9 < rows[honest].honest_weight
     review_annotators(engine, apply=True)
     with engine.connect() as conn:
         stmt = select(annotator_t.c.id, annotator_t.c.flag_reason).where(annotator_t.c.flagged.is_(True))
