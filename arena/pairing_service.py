@@ -23,7 +23,7 @@ from arena.pairing import Choice, PairingCatalog, choose_battle, choose_pair, op
 from arena.settings import Settings
 from votes.annotators import address_reveals_since, annotator_battles_since, annotator_golds
 from votes.db import read_session
-from votes.gold_items import GoldItem, gold_sides, load_gold_items, load_prompts
+from votes.gold_items import GoldItem, gold_answers, gold_sides, load_gold_items, load_prompts
 from votes.gold_review import retire_golds
 from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
@@ -45,12 +45,12 @@ GOLD_REVIEW_INTERVAL_S = 600.0
 
 @dataclass(frozen=True)
 class GoldChoice:
-    """A gold to serve, sides drawn: the texts as shown, the models a reveal names, the right winner."""
+    """A gold to serve, sides drawn: the answers as shown, the models a reveal names, the right winner."""
 
     gold_id: int
     prompt_id: int
-    text_a: str
-    text_b: str
+    answer_a: Output
+    answer_b: Output
     model_a_id: int
     model_b_id: int
     expected: str  # "model_a", "model_b" or "tie"
@@ -175,6 +175,9 @@ class PairingService:
         self._histories: OrderedDict[int, _History] = OrderedDict()
         self._addresses: OrderedDict[str, _AddressReveals] = OrderedDict()
         self._golds: list[GoldItem] = []
+        # Each gold's two answers, built once (as the live answers are cached): building them per battle
+        # would make a gold slower to issue than a live battle.
+        self._gold_answers: dict[int, tuple[Output, Output]] = {}
         # Answers that name their own model or maker are kept out of battles (``votes.leaks``).
         self.leaks = LeakScanner()
 
@@ -201,12 +204,13 @@ class PairingService:
             design = self._optimal_design(catalog, counts, ratings)
             self._record_weights(design)
             golds = self._retire_golds(golds, force=force)
+            answers = {g.gold_id: self._gold_answers.get(g.gold_id) or gold_answers(g) for g in golds}
             now = time.monotonic()
             with self._lock:
                 self._catalog, self._counts, self._ratings = catalog, counts, ratings
                 self._catalog_version += 1
                 self._design = design
-                self._golds = golds
+                self._golds, self._gold_answers = golds, answers
                 if clear_texts:
                     self._texts.clear()
                     self._texts_loaded_at = now
@@ -442,18 +446,18 @@ class PairingService:
             if named is None:
                 return None
             model_a, model_b = named
-            text_a, text_b = gold.text_a, gold.text_b
+            answer_a, answer_b = self._gold_answers[gold.gold_id]
             expected = "tie" if gold.right == "tie" else "model_a"
             if self.rng.random() < 0.5:
-                text_a, text_b, model_a, model_b = text_b, text_a, model_b, model_a
+                answer_a, answer_b, model_a, model_b = answer_b, answer_a, model_b, model_a
                 expected = "tie" if gold.right == "tie" else "model_b"
             history.golds.add(gold.gold_id)
             n_pairs = max(1, len(models) * (len(models) - 1) // 2)
         return GoldChoice(
             gold_id=gold.gold_id,
             prompt_id=gold.prompt_id,
-            text_a=text_a,
-            text_b=text_b,
+            answer_a=answer_a,
+            answer_b=answer_b,
             model_a_id=model_a,
             model_b_id=model_b,
             expected=expected,

@@ -70,16 +70,10 @@ def _issue(
     )
 
 
-def _gold_answer(prompt_id: int, model_id: int, text: str) -> Output:
-    """A gold's answer as shown, never saved: built without validation (its fields are ours), since a
-    validated table model costs about as much as the rest of issuing a battle and would make golds
-    slower to issue than live battles, whose answers come ready from the cache."""
-    return Output.model_construct(prompt_id=prompt_id, model_id=model_id, text=text)
-
-
 def _issue_gold(state: ArenaState, annotator_id: int, gold: GoldChoice, prompt: Prompt) -> BattleContext:
     """A gold battle, issued exactly like any other: same token (the gold rides encrypted inside), same
-    texts-only context; the answers are unsaved outputs of the named models."""
+    texts-only context; the answers are unsaved outputs, built once per gold like the live answers'
+    cache (:class:`arena.pairing_service.PairingService`)."""
     ticket = GoldTicket(gold.gold_id, gold.expected, gold.quiz)
     battle = IssuedBattle(
         token_id=secrets.token_urlsafe(18),
@@ -97,8 +91,8 @@ def _issue_gold(state: ArenaState, annotator_id: int, gold: GoldChoice, prompt: 
     return BattleContext(
         token=state.tokens.issue(battle),
         prompt=prompt,
-        output_a=_gold_answer(gold.prompt_id, gold.model_a_id, gold.text_a),
-        output_b=_gold_answer(gold.prompt_id, gold.model_b_id, gold.text_b),
+        output_a=gold.answer_a,
+        output_b=gold.answer_b,
         expires_in=state.settings.battle_token_ttl_seconds,
     )
 

@@ -32,6 +32,7 @@ __all__ = [
     "add_gold_file",
     "add_golds",
     "derive_golds",
+    "gold_answers",
     "gold_sides",
     "load_gold_items",
     "load_prompts",
@@ -340,6 +341,14 @@ def load_prompts(session: Session, prompt_ids: set[int]) -> list[Prompt]:
     for prompt in prompts:
         session.expunge(prompt)
     return prompts
+
+
+def gold_answers(gold: GoldItem) -> tuple[Output, Output]:
+    """A gold's two texts as answers to show (never saved; the reveal's names come from the battle)."""
+    return (
+        Output(prompt_id=gold.prompt_id, model_id=0, text=gold.text_a),
+        Output(prompt_id=gold.prompt_id, model_id=0, text=gold.text_b),
+    )
 
 
 def gold_sides(gold: GoldItem, model_ids: Sequence[int], rng: random.Random) -> tuple[int, int] | None:
