@@ -21,16 +21,22 @@ from sqlmodel import Session, select
 
 from arena.pairing import Choice, PairingCatalog, choose_battle, choose_pair, optimal_design
 from arena.settings import Settings
-from votes.annotators import address_reveals_since, annotator_battles_since, annotator_golds
+from votes.annotators import (
+    address_reveals_since,
+    annotator_battles_since,
+    annotator_golds_and_repeats,
+)
+from votes.battles import CatalogRow
 from votes.db import read_session
 from votes.gold_items import GoldItem, gold_answers, gold_sides, load_gold_items, load_prompts
 from votes.gold_review import retire_golds
 from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
 from votes.pairing_weights import model_shares, record_pairing_weights
+from votes.repeat_votes import REPEATABLE_SOURCES
 from votes.views import load_pairing_catalog, pair_vote_counts
 
-__all__ = ["GoldChoice", "PairingService"]
+__all__ = ["REPEAT_GAP", "GoldChoice", "PairingService", "RepeatChoice"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +47,10 @@ WEIGHTS_INTERVAL = timedelta(hours=1)
 #: How often a worker's catalog refresh also retires the golds good annotators keep missing
 #: (:func:`votes.gold_review.retire_golds`).
 GOLD_REVIEW_INTERVAL_S = 600.0
+
+#: A repeat shows again a battle the annotator voted on at least this many of their counted votes ago, so
+#: that they judge the answers afresh rather than recall their click.
+REPEAT_GAP = 20
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,14 @@ class GoldChoice:
     pair_probability: float
 
 
+@dataclass(frozen=True)
+class RepeatChoice:
+    """A repeat to serve: the vote repeated and its battle, sides swapped (:mod:`votes.repeat_votes`)."""
+
+    original_vote_id: int
+    choice: Choice
+
+
 class _History:
     """One annotator's judged battles, as pairing needs them (kept per process, synced from the store)."""
 
@@ -70,8 +88,10 @@ class _History:
         "keys",
         "n_votes",
         "per_pair",
+        "repeated",
         "revealed",
         "synced_at",
+        "voted",
     )
 
     def __init__(self) -> None:
@@ -80,6 +100,10 @@ class _History:
         self.per_pair: dict[tuple[int, int], int] = {}  # (lower, higher) -> distinct prompts judged
         self.revealed: set[int] = set()  # output ids of voted battles: the reveal named their models
         self.golds: set[int] = set()  # golds served (voted or not): never served to this annotator again
+        # Counted votes in voting order, as shown: (vote, prompt, model a, model b, output a, output b); and
+        # the votes already repeated (served, voted or not): each is repeated once.
+        self.voted: list[tuple[int, int, int, int, int, int]] = []
+        self.repeated: set[int] = set()
         # Pairs with no unjudged prompt free of revealed answers, valid for one catalog and address
         # (:func:`arena.pairing.choose_battle`'s ``exhausted``): what was seen and revealed only grows.
         self.exhausted: set[tuple[int, int]] = set()
@@ -97,12 +121,22 @@ class _History:
             self.per_pair[pair] = self.per_pair.get(pair, 0) + 1
 
     def add(
-        self, battle_id: int, key: tuple[int, int, int], *, voted: bool, outputs: Sequence[int | None] = ()
+        self,
+        battle_id: int,
+        key: tuple[int, int, int],
+        *,
+        voted: bool,
+        outputs: Sequence[int | None] = (),
+        shown: tuple[int, int, int, int, int, int] | None = None,
     ) -> None:
+        """A battle of this annotator; ``shown`` is its vote as a repeat needs it (vote, prompt, models and
+        outputs as shown), when it has a vote and both answers are stored outputs."""
         if voted:
             self.revealed.update(o for o in outputs if o is not None)
         if battle_id in self.battles:
             return
+        if shown is not None:
+            self.voted.append(shown)
         self.battles[battle_id] = key
         n = self.keys.get(key, 0)
         self.keys[key] = n + 1
@@ -137,7 +171,8 @@ class PairingService:
     and not (yet) voted is remembered as judged too, so fetching tokens ahead never yields the same prompt
     and pair twice; the store refuses a second judgement anyway (:mod:`votes.recording`). Prompt and
     answer texts never change in place except by a re-import, so they are cached for ``texts_ttl_s``
-    seconds.
+    seconds. Gold battles (:meth:`pick_gold`) and repeats of the annotator's own battles
+    (:meth:`pick_repeat`) are chosen from memory too.
     """
 
     def __init__(
@@ -318,12 +353,16 @@ class PairingService:
             since = self._history(annotator_id).high_water
         with read_session(self.engine) as session:
             rows = annotator_battles_since(session=session, annotator_id=annotator_id, after_id=since)
-            golds = annotator_golds(session=session, annotator_id=annotator_id)
+            golds, repeated = annotator_golds_and_repeats(session=session, annotator_id=annotator_id)
         with self._lock:
             history = self._history(annotator_id)
             history.golds.update(golds)
-            for battle_id, prompt_id, a, b, voted, out_a, out_b in rows:
-                history.add(battle_id, (prompt_id, min(a, b), max(a, b)), voted=voted, outputs=(out_a, out_b))
+            history.repeated.update(repeated)
+            for battle_id, prompt_id, a, b, vote_id, out_a, out_b, source in rows:
+                repeatable = vote_id if source in REPEATABLE_SOURCES else None
+                shown = _shown(repeatable, prompt_id, a, b, out_a, out_b)
+                key = (prompt_id, min(a, b), max(a, b))
+                history.add(battle_id, key, voted=vote_id is not None, outputs=(out_a, out_b), shown=shown)
                 history.high_water = max(history.high_water, battle_id)
             history.synced_at = time.monotonic()
 
@@ -475,6 +514,42 @@ class PairingService:
         fresh = [g for g in golds if g.gold_id not in history.golds]
         return self.rng.choice(fresh) if fresh else None
 
+    def pick_repeat(self, annotator_id: int) -> RepeatChoice | None:
+        """One of the annotator's own counted battles again, sides swapped, instead of the next battle, or
+        None: with probability ``repeat_rate`` once a vote at least :data:`REPEAT_GAP` of their counted
+        votes old was not repeated yet. Call :meth:`prepare` first when not :meth:`ready`."""
+        rate = self.settings.repeat_rate
+        with self._lock:
+            history = self._history(annotator_id)
+            n_old = len(history.voted) - REPEAT_GAP + 1  # votes at least REPEAT_GAP votes ago
+            if n_old <= 0 or len(history.repeated) >= n_old:  # none: no draw, pairing's stream unchanged
+                return None
+            if rate <= 0 or self.rng.random() >= rate:
+                return None
+            original = self._fresh_repeat(history, n_old)
+            if original is None:
+                return None
+            vote_id, prompt_id, model_a, model_b, out_a, out_b = original
+            history.repeated.add(vote_id)
+            n_models = len(self._catalog.model_ids)
+        n_pairs = max(1, n_models * (n_models - 1) // 2)
+        choice = Choice(
+            prompt_id=prompt_id,
+            output_a=CatalogRow(prompt_id=prompt_id, output_id=out_b, model_id=model_b),
+            output_b=CatalogRow(prompt_id=prompt_id, output_id=out_a, model_id=model_a),
+            pair_probability=1.0 / n_pairs,
+        )
+        return RepeatChoice(original_vote_id=vote_id, choice=choice)
+
+    def _fresh_repeat(self, history: _History, n_old: int) -> tuple[int, int, int, int, int, int] | None:
+        """A vote among the first ``n_old`` not yet repeated, uniformly: a few draws, then a scan."""
+        for _ in range(8):
+            shown = history.voted[self.rng.randrange(n_old)]
+            if shown[0] not in history.repeated:
+                return shown
+        fresh = [v for v in history.voted[:n_old] if v[0] not in history.repeated]
+        return self.rng.choice(fresh) if fresh else None
+
     def pick_pair(self, model_ids: Sequence[int]) -> tuple[int, int, float] | None:
         """Two of ``model_ids`` for a live battle, drawn by the pairing policy from the cached vote counts
         and ratings, sides by a fair coin: ``(left, right, probability of the unordered pair)``.
@@ -519,6 +594,7 @@ class PairingService:
         *,
         annotator_id: int,
         battle_id: int,
+        vote_id: int | None = None,
         prompt_id: int,
         model_a_id: int,
         model_b_id: int,
@@ -526,13 +602,16 @@ class PairingService:
         address_hash: str | None = None,
     ) -> None:
         """A vote this process recorded: count its pair and add it (and its revealed answers, ``outputs``)
-        to the annotator's history, and the answers to its address's reveals, at once."""
+        to the annotator's history, and the answers to its address's reveals, at once. ``vote_id`` is the
+        vote's id when it may be repeated later (a site battle's, :mod:`votes.repeat_votes`)."""
         key = (min(model_a_id, model_b_id), max(model_a_id, model_b_id))
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + 1
             history = self._histories.get(annotator_id)
             if history is not None:
-                history.add(battle_id, (prompt_id, *key), voted=True, outputs=outputs)
+                out_a, out_b = (tuple(outputs) + (None, None))[:2]
+                shown = _shown(vote_id, prompt_id, model_a_id, model_b_id, out_a, out_b)
+                history.add(battle_id, (prompt_id, *key), voted=True, outputs=outputs, shown=shown)
             if address_hash is not None:
                 reveals = self._addresses.get(address_hash)
                 if reveals is not None:
@@ -585,3 +664,12 @@ class PairingService:
         session.expunge(row)
         self._texts[(kind, key)] = row
         return row
+
+
+def _shown(
+    vote_id: int | None, prompt_id: int, model_a: int, model_b: int, out_a: int | None, out_b: int | None
+) -> tuple[int, int, int, int, int, int] | None:
+    """A vote as a repeat needs it, or None when there is no vote or an answer is not a stored output."""
+    if vote_id is None or not out_a or not out_b:
+        return None
+    return (vote_id, prompt_id, model_a, model_b, out_a, out_b)

@@ -76,6 +76,13 @@ class Settings(BaseSettings):
         le=20,
         description="Golds a new annotator votes on first; below 75% right, their votes never count.",
     )
+    repeat_rate: float = Field(
+        0.015,
+        ge=0.0,
+        le=0.05,
+        description="Share of served battles that repeat one of the annotator's own earlier battles, sides "
+        "swapped, to measure their self-agreement (never counted), 0 to 0.05.",
+    )
     flagged_votes: Literal["exclude", "down-weight"] = Field(
         "exclude",
         description="Published boards and recomputes from the database: flagged annotators' votes left "

@@ -25,12 +25,13 @@ from arena.metrics import (
     count_refusal,
 )
 from arena.pairing import Choice
-from arena.pairing_service import GoldChoice
+from arena.pairing_service import GoldChoice, RepeatChoice
 from arena.security import BattleTokenError, SessionData
 from arena.state import ArenaState
 from votes.battles import AlreadyVotedError, IssuedBattle, VoteError, VoteRequest, VoteResult, issue_battle
 from votes.gold_votes import GoldTicket
 from votes.models import Output, Prompt, utcnow
+from votes.repeat_votes import REPEATABLE_SOURCES
 
 __all__ = ["VOTE_TIMEOUT_S", "BattleContext", "next_battle", "submit_vote", "vote_result_json"]
 
@@ -49,8 +50,14 @@ class BattleContext:
 
 
 def _issue(
-    state: ArenaState, annotator_id: int, choice: Choice, texts: tuple[Prompt, Output, Output]
+    state: ArenaState,
+    annotator_id: int,
+    choice: Choice,
+    texts: tuple[Prompt, Output, Output],
+    *,
+    repeat: int | None = None,
 ) -> BattleContext:
+    """A battle's token and texts; ``repeat`` is the vote a repeat battle repeats (in the token only)."""
     battle = issue_battle(
         token_id=secrets.token_urlsafe(18),
         annotator_id=annotator_id,
@@ -59,6 +66,8 @@ def _issue(
         output_b=choice.output_b,
         pair_probability=choice.pair_probability,
     )
+    if repeat is not None:
+        battle = replace(battle, repeat=repeat)
     prompt, output_a, output_b = texts
     BATTLES_ISSUED.inc()
     return BattleContext(
@@ -104,7 +113,9 @@ async def next_battle(
 
     With the client's ``address``, answers revealed to anyone voting from that network are kept out too
     (a fresh cookie does not make a voter forget). A share of the battles (``gold_rate``, and the
-    onboarding quiz) are gold battles (:mod:`votes.gold_votes`).
+    onboarding quiz) are gold battles (:mod:`votes.gold_votes`), and a share (``repeat_rate``) repeat one
+    of the annotator's own earlier battles with the sides swapped (:mod:`votes.repeat_votes`); both are
+    issued exactly like any battle.
     """
     pairing = state.pairing
     address_hash = state.signer.address_hash(address) if address is not None else None
@@ -124,12 +135,18 @@ async def next_battle(
         if prompt is None:
             prompt = await run_in_threadpool(pairing.gold_prompt, gold.prompt_id)
         return _issue_gold(state, annotator_id, gold, prompt)
+    repeat: RepeatChoice | None = pairing.pick_repeat(annotator_id)
+    if repeat is not None:  # a repeat takes the live battle's place as a gold does
+        if choice is not None:
+            pairing.release(annotator_id, choice)
+        choice = repeat.choice
     if choice is None:
         return None
     texts = pairing.cached_texts(choice)
     if texts is None:
         texts = await run_in_threadpool(pairing.load_texts, choice)
-    return _issue(state, annotator_id, choice, texts)
+    original = None if repeat is None else repeat.original_vote_id
+    return _issue(state, annotator_id, choice, texts, repeat=original)
 
 
 async def submit_vote(
@@ -178,10 +195,11 @@ async def submit_vote(
         VOTE_COMMIT_WAIT_SECONDS.observe(time.perf_counter() - started)
     if not result.replayed:
         VOTES_ACCEPTED.inc()
-    if not result.replayed and battle.gold is None:  # a gold moves no pair count and no history
+    if not result.replayed and battle.counted:  # a gold or a repeat moves no pair count and no history
         state.pairing.note_vote(
             annotator_id=battle.annotator_id,
             battle_id=result.battle_id,
+            vote_id=result.vote_id if battle.source in REPEATABLE_SOURCES else None,
             prompt_id=battle.prompt_id,
             model_a_id=battle.model_a_id,
             model_b_id=battle.model_b_id,

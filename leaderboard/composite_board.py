@@ -39,7 +39,7 @@ from leaderboard.composite import (
 from leaderboard.compute import assemble_board
 from leaderboard.data import Outcome
 from leaderboard.evaluate import MethodScore
-from leaderboard.ppi import fit_ppi, ppi_battles
+from leaderboard.ppi import bootstrap_ppi, fit_ppi, ppi_battles
 from leaderboard.result import Leaderboard
 from leaderboard.spec import DisconnectedComparisonError
 
@@ -293,8 +293,9 @@ def composite_board(
     intervals, the effective number of human votes and what each judge is worth.
 
     ``rectify="ppi"``: the board's ratings and intervals are PPI++'s instead (:mod:`leaderboard.ppi`: the
-    human-only target, judges' verdicts as predictions, sandwich intervals whatever ``interval`` says);
-    its tuned lambda and the human-only fit beside it go under ``ppi`` in the metadata.
+    human-only target, judges' verdicts as predictions; ``interval`` picks the PPI++ sandwich, a bootstrap
+    over battles at the tuned lambda, or none); its tuned lambda and the human-only fit beside it go
+    under ``ppi`` in the metadata.
     """
     if interval not in ("bootstrap", "sandwich", "none"):
         raise ValueError("interval must be bootstrap, sandwich or none")
@@ -315,12 +316,25 @@ def composite_board(
     else:
         low, high = rating.copy(), rating.copy()
     if rectify == "ppi":
-        rectified = fit_ppi(
-            ppi_battles(data), scale=options.scale, base=options.base, initial=options.initial
-        )
+        split = ppi_battles(data)
+        rectified = fit_ppi(split, scale=options.scale, base=options.base, initial=options.initial)
         rating = rectified.rating
-        low, high = rectified.intervals(level)
-        rounds, interval = None, "sandwich"
+        rounds = None
+        if interval == "bootstrap":
+            low, high, rounds = bootstrap_ppi(
+                split,
+                rectified,
+                rounds=n_rounds,
+                seed=random_state,
+                level=level,
+                scale=options.scale,
+                base=options.base,
+                initial=options.initial,
+            )
+        elif interval == "sandwich":
+            low, high = rectified.intervals(level)
+        else:
+            low, high = rating.copy(), rating.copy()
     counts = np.bincount(data.source, minlength=len(data.sources))
     metadata: dict[str, Any] = {
         "sources": {name: int(counts[k]) for k, name in enumerate(data.sources)},

@@ -12,6 +12,13 @@ verified by refitting without the chosen votes (re-linearising at the refit when
 closed), then shortened vote by vote while the refit still shows the swap. The numbers are therefore
 achievable (removing them does swap the pair) and upper bounds on the true minimum; the tests check them
 against exhaustive search on small boards.
+
+Everything the pairs share is computed once per board (:class:`_Board`): the base fit's vote scores and
+pseudo-inverse Hessian (so a pair's first candidate ranking and its shortening cost one product, not one
+eigen-decomposition each) and, for plain fits, which pair statistic every cell adds to (so a refit after
+removing votes is one ``bincount``, not a sort of every cell). The arithmetic is the same as computing
+them afresh, so the answers are too. The many small refits run with one BLAS thread: on a busy machine a
+multi-threaded 100 x 100 solve waits on its own threads far longer than it computes.
 """
 
 from __future__ import annotations
@@ -23,12 +30,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from leaderboard.bt import BTFit, fit_bt
 from leaderboard.cells import Layout, Objective, make_cells, maximise
-from leaderboard.data import PairCounts, collapse_pairs
+from leaderboard.data import PairCounts, PairStats, collapse_pairs, outcome_class
 from leaderboard.intervals import vote_scores
-from leaderboard.newton import solve_bt_batch
+from leaderboard.newton import PairSystem, solve_bt_batch
 from leaderboard.spec import BTSpec, UnboundedRatingWarning
 
 __all__ = ["Fragility", "fragility", "remove_votes"]
@@ -75,23 +83,79 @@ def remove_votes(counts: PairCounts, removed: FloatArray) -> PairCounts:
     return replace(counts, count=per_vote * left, votes=left)
 
 
-def _gap_effects(fit: BTFit, counts: PairCounts, upper: int, lower: int) -> FloatArray:
-    """Predicted change of ``rating[upper] - rating[lower]`` from removing one vote of each cell."""
-    scores, columns = vote_scores(fit, counts)
-    h_inv = np.linalg.pinv(fit.hessian, hermitian=True)
+class _Board:
+    """What every pair's search on one board shares: the base fit's vote scores and pseudo-inverse
+    Hessian, and (plain fits) the pair statistic each cell adds to, as :func:`collapse_pairs` groups them."""
+
+    def __init__(self, counts: PairCounts, fit: BTFit) -> None:
+        self.counts = counts
+        self.fit = fit
+        self.scores, columns = vote_scores(fit, counts)
+        self.columns = columns.astype(np.int64)
+        self.h_inv = np.asarray(np.linalg.pinv(fit.hessian, hermitian=True), dtype=np.float64)
+        self.slots: npt.NDArray[np.int64] | None = None
+        if fit.spec.is_plain:
+            n = counts.n_models
+            lo, hi, cls = outcome_class(counts)
+            pairs, inverse = np.unique(lo * n + hi, return_inverse=True)
+            self.slots = inverse * 3 + cls
+            self.n_pairs = len(pairs)
+            self.lo = (pairs // n).astype(np.int64) if n else pairs.astype(np.int64)
+            self.hi = (pairs % n).astype(np.int64) if n else pairs.astype(np.int64)
+            self.system = PairSystem(self.lo, self.hi, n)
+
+    def collapse(self, counts: PairCounts) -> PairStats:
+        """:func:`collapse_pairs` of ``counts`` (this board's cells, other vote numbers), without the sort."""
+        if self.slots is None:
+            return collapse_pairs(counts)
+        sums = np.bincount(self.slots, weights=counts.count, minlength=3 * self.n_pairs).reshape(
+            self.n_pairs, 3
+        )
+        return PairStats(
+            n_models=counts.n_models,
+            lo=self.lo,
+            hi=self.hi,
+            wins_lo=sums[:, 0].astype(np.float64),
+            wins_hi=sums[:, 1].astype(np.float64),
+            ties=sums[:, 2].astype(np.float64),
+        )
+
+    def gap_effects(self, fit: BTFit, counts: PairCounts, upper: int, lower: int) -> FloatArray:
+        """:func:`_gap_effects`, from the shared scores and inverse when ``fit`` is the board's own."""
+        if fit is self.fit and counts is self.counts:
+            return _effects_of(self.scores, self.columns, self.h_inv, fit, counts.n_cells, upper, lower)
+        return _gap_effects(fit, counts, upper, lower)
+
+
+def _effects_of(
+    scores: FloatArray,
+    columns: npt.NDArray[np.int64],
+    h_inv: FloatArray,
+    fit: BTFit,
+    n_cells: int,
+    upper: int,
+    lower: int,
+) -> FloatArray:
     direction = np.zeros(len(fit.models))
     direction[upper], direction[lower] = 1.0, -1.0
     lever = direction if fit.coef_map is None else direction @ fit.coef_map
     per_cell = -(scores @ (h_inv @ lever)) * fit.scale
-    out = np.zeros(counts.n_cells)
-    out[columns.astype(np.int64)] = per_cell
+    out = np.zeros(n_cells)
+    out[columns] = per_cell
     return out
 
 
-def _ratings_after(counts: PairCounts, fit: BTFit) -> FloatArray | None:
+def _gap_effects(fit: BTFit, counts: PairCounts, upper: int, lower: int) -> FloatArray:
+    """Predicted change of ``rating[upper] - rating[lower]`` from removing one vote of each cell."""
+    scores, columns = vote_scores(fit, counts)
+    h_inv = np.asarray(np.linalg.pinv(fit.hessian, hermitian=True), dtype=np.float64)
+    return _effects_of(scores, columns.astype(np.int64), h_inv, fit, counts.n_cells, upper, lower)
+
+
+def _ratings_after(counts: PairCounts, fit: BTFit, board: _Board | None = None) -> FloatArray | None:
     """Log-strengths refit on ``counts`` warm-started at ``fit`` (None when the refit fails)."""
     if fit.spec.is_plain:
-        stats = collapse_pairs(counts)
+        stats = collapse_pairs(counts) if board is None else board.collapse(counts)
         theta, ok, _ = solve_bt_batch(
             stats.lo,
             stats.hi,
@@ -99,6 +163,7 @@ def _ratings_after(counts: PairCounts, fit: BTFit) -> FloatArray | None:
             stats.score_lo[None, :],
             n_models=len(fit.models),
             theta0=fit.theta,
+            system=None if board is None or board.slots is None else board.system,
         )
         if ok[0]:
             out: FloatArray = theta[0]
@@ -123,8 +188,8 @@ def _ratings_after(counts: PairCounts, fit: BTFit) -> FloatArray | None:
     return coef
 
 
-def _swapped(counts: PairCounts, fit: BTFit, upper: int, lower: int) -> bool:
-    strength = _ratings_after(counts, fit)
+def _swapped(counts: PairCounts, fit: BTFit, upper: int, lower: int, board: _Board | None = None) -> bool:
+    strength = _ratings_after(counts, fit, board)
     return strength is not None and bool(strength[lower] > strength[upper] + _TIE_NATS)
 
 
@@ -137,28 +202,74 @@ def _refit(counts: PairCounts, spec: BTSpec) -> BTFit | None:
             return None
 
 
+#: Cells ranked at first by :func:`_greedy` (a partial sort); all of them when these do not close the gap.
+_FIRST_CELLS = 64
+
+
 def _greedy(effects: FloatArray, available: FloatArray, need: float) -> FloatArray:
-    """Votes to remove per cell, most gap-closing first, until the predicted change reaches ``-need``."""
-    order = np.argsort(effects, kind="stable")
+    """Votes to remove per cell, most gap-closing first, until the predicted change reaches ``-need``.
+
+    The order is the stable sort of ``effects`` (ties by cell number). Usually a few cells close the gap,
+    so only the ``_FIRST_CELLS`` smallest are sorted first: every cell at or below the partition value,
+    in cell order, sorted stably, is exactly the head of the full stable sort.
+    """
+    if len(effects) > _FIRST_CELLS:
+        bound = np.partition(effects, _FIRST_CELLS - 1)[_FIRST_CELLS - 1]
+        head = np.flatnonzero(effects <= bound)
+        removed = _take(effects, available, need, head[np.argsort(effects[head], kind="stable")])
+        if removed is not None:
+            return removed
+    full = _take(effects, available, need, np.argsort(effects, kind="stable"), complete=True)
+    if full is None:
+        raise RuntimeError("the full order always ends the greedy walk")
+    return full
+
+
+def _take(
+    effects: FloatArray,
+    available: FloatArray,
+    need: float,
+    order: npt.NDArray[np.intp],
+    *,
+    complete: bool = False,
+) -> FloatArray | None:
+    """The greedy walk along ``order``; None when ``order`` (a head of the full order, not ``complete``)
+    ran out before the walk stopped."""
     removed = np.zeros_like(available)
     closed = 0.0
     for c in order:
         if effects[c] >= 0 or closed <= -need:
-            break
+            return removed
         take = min(available[c], np.ceil((-need - closed) / effects[c]))
         removed[c] = max(take, 0.0)
         closed += removed[c] * effects[c]
-    return removed
+    return removed if complete else None
 
 
-def swap_votes(counts: PairCounts, fit: BTFit, upper: int, lower: int, *, max_votes: int) -> int | None:
-    """Fewest votes found whose removal puts ``lower`` above ``upper`` (verified by a refit), or None."""
+def swap_votes(
+    counts: PairCounts,
+    fit: BTFit,
+    upper: int,
+    lower: int,
+    *,
+    max_votes: int,
+    board: _Board | None = None,
+) -> int | None:
+    """Fewest votes found whose removal puts ``lower`` above ``upper`` (verified by a refit), or None.
+
+    ``board`` (made once by :func:`fragility` for all its pairs) only saves work: the answer is the same.
+    """
     spec = fit.spec
+    if board is None or board.fit is not fit or board.counts is not counts:
+        board = _Board(counts, fit)
     total = np.zeros(counts.n_cells)
     current, current_fit = counts, fit
+    base_effects = board.gap_effects(fit, counts, upper, lower)
     for _ in range(_MAX_REFITS):
         gap = float(current_fit.rating[upper] - current_fit.rating[lower])
-        effects = _gap_effects(current_fit, current, upper, lower)
+        effects = (
+            base_effects if current_fit is fit else board.gap_effects(current_fit, current, upper, lower)
+        )
         step = _greedy(effects, current.vote_counts, gap * 1.0000001 + 1e-9)
         if step.sum() == 0:
             return None
@@ -166,8 +277,8 @@ def swap_votes(counts: PairCounts, fit: BTFit, upper: int, lower: int, *, max_vo
         if total.sum() > max_votes:
             return None
         current = remove_votes(counts, total)
-        if _swapped(current, fit, upper, lower):
-            return _shorten(counts, fit, total, upper, lower)
+        if _swapped(current, fit, upper, lower, board):
+            return _shorten(board, base_effects, total, upper, lower)
         refit = _refit(current, spec)
         if refit is None:
             return None
@@ -175,17 +286,22 @@ def swap_votes(counts: PairCounts, fit: BTFit, upper: int, lower: int, *, max_vo
     return None
 
 
-def _shorten(counts: PairCounts, fit: BTFit, removed: FloatArray, upper: int, lower: int) -> int:
+def _shorten(board: _Board, effects: FloatArray, removed: FloatArray, upper: int, lower: int) -> int:
     """Put the removed votes back, least helpful first, as many as the refit allows (binary search on
-    how many; the count returned is one whose removal a refit showed to swap the pair)."""
-    effects = _gap_effects(fit, counts, upper, lower)
-    cells = np.argsort(-effects, kind="stable")
-    queue = np.repeat(cells, removed[cells].astype(np.int64))  # least helpful vote first
+    how many; the count returned is one whose removal a refit showed to swap the pair).
+
+    ``effects`` are the board fit's (:meth:`_Board.gap_effects`). The cells with votes removed, in cell
+    order and sorted stably, are in the order the stable sort of every cell gives them."""
+    counts, fit = board.counts, board.fit
+    taken = removed.astype(np.int64)
+    cells = np.flatnonzero(taken)
+    cells = cells[np.argsort(-effects[cells], kind="stable")]
+    queue = np.repeat(cells, taken[cells])  # least helpful vote first
     lo, hi = 0, len(queue) - 1  # putting back ``lo`` votes is known to keep the swap
     while lo < hi:
         mid = (lo + hi + 1) // 2
         trial = removed - np.bincount(queue[:mid], minlength=len(removed))
-        if _swapped(remove_votes(counts, trial), fit, upper, lower):
+        if _swapped(remove_votes(counts, trial), fit, upper, lower, board):
             lo = mid
         else:
             hi = mid - 1
@@ -225,18 +341,26 @@ def fragility(
     if not np.allclose(counts.vote_counts, np.round(counts.vote_counts)):
         raise ValueError("fragility needs whole vote numbers per cell")
     max_votes = max(10, int(max_share * float(counts.vote_counts.sum())))
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _certify(counts, fit, max_votes, challengers)
+
+
+def _certify(counts: PairCounts, fit: BTFit, max_votes: int, challengers: int) -> Fragility:
+    board = _Board(counts, fit)
     order = np.argsort(-fit.rating, kind="stable")
     pairs: list[tuple[str, str, int | None]] = []
     found: dict[tuple[int, int], int | None] = {}
     for a, b in zip(order[:-1], order[1:], strict=True):
-        k = swap_votes(counts, fit, int(a), int(b), max_votes=max_votes)
+        k = swap_votes(counts, fit, int(a), int(b), max_votes=max_votes, board=board)
         found[(int(a), int(b))] = k
         pairs.append((fit.models[a], fit.models[b], k))
     best: tuple[int | None, str | None] = (None, None)
     top = int(order[0])
     for challenger in order[1 : 1 + challengers]:
         key = (top, int(challenger))
-        k = found[key] if key in found else swap_votes(counts, fit, top, int(challenger), max_votes=max_votes)
+        if key not in found:
+            found[key] = swap_votes(counts, fit, top, int(challenger), max_votes=max_votes, board=board)
+        k = found[key]
         if k is not None and (best[0] is None or k < best[0]):
             best = (k, fit.models[challenger])
     return Fragility(top=best, pairs=tuple(pairs), max_votes=max_votes)

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["GoldAccuracy", "GoldRule", "gold_accuracy", "honest_posterior", "sequential_flags"]
+__all__ = [
+    "GoldAccuracy",
+    "GoldRule",
+    "gold_accuracy",
+    "honest_posterior",
+    "sequential_flags",
+    "wilson_shares",
+]
 
 
 @dataclass(frozen=True)
@@ -87,10 +94,31 @@ def gold_accuracy(
     annotator: npt.ArrayLike, correct: npt.ArrayLike, n_annotators: int, rule: GoldRule | None = None
 ) -> GoldAccuracy:
     """:class:`GoldAccuracy` of every annotator ``0 .. n_annotators - 1`` (NaN where no gold was voted)."""
+    who = np.asarray(annotator, dtype=np.int64)
+    ok = np.asarray(correct, dtype=bool)
+    n, k, accuracy, low, high = wilson_shares(who, ok, n_annotators)
+    return GoldAccuracy(n, k, accuracy, low, high, sequential_flags(who, ok, n_annotators, rule))
+
+
+def wilson_shares(
+    annotator: npt.ArrayLike, success: npt.ArrayLike, n_annotators: int
+) -> tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+]:
+    """Per annotator ``0 .. n_annotators - 1``: trials, successes, their share and its 95% Wilson score
+    interval (Wilson 1927, ``statsmodels``' ``proportion_confint``); NaN where there is no trial.
+
+    The one per-annotator proportion of the project: gold accuracy (right votes among golds) and
+    self-agreement (repeats voted as the first time, :mod:`votes.repeat_votes`) both use it.
+    """
     from statsmodels.stats.proportion import proportion_confint
 
     who = np.asarray(annotator, dtype=np.int64)
-    ok = np.asarray(correct, dtype=bool)
+    ok = np.asarray(success, dtype=bool)
     n = np.bincount(who, minlength=n_annotators).astype(np.int64)
     k = np.bincount(who, weights=ok, minlength=n_annotators).astype(np.int64)
     has = n > 0
@@ -99,8 +127,8 @@ def gold_accuracy(
         lo, hi = proportion_confint(k[has], n[has], alpha=0.05, method="wilson")
         low[has], high[has] = lo, hi
     with np.errstate(invalid="ignore", divide="ignore"):
-        accuracy = np.where(has, k / np.maximum(n, 1), np.nan)
-    return GoldAccuracy(n, k, accuracy, low, high, sequential_flags(who, ok, n_annotators, rule))
+        share = np.where(has, k / np.maximum(n, 1), np.nan)
+    return n, k, share, low, high
 
 
 def honest_posterior(

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from leaderboard.data import PairStats
 
-__all__ = ["pair_curvature", "pair_log_likelihood", "solve_bt_batch"]
+__all__ = ["PairSystem", "pair_curvature", "pair_log_likelihood", "solve_bt_batch"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -27,8 +27,9 @@ BoolArray = npt.NDArray[np.bool_]
 _MAX_STEP = 2.0
 
 
-class _Pairs:
-    """The pair list of a problem, with the index arrays a batched solver needs."""
+class PairSystem:
+    """The pair list of a problem, with the index arrays a batched solver needs (made once and passed to
+    :func:`solve_bt_batch` by a caller that solves many problems on the same pairs)."""
 
     def __init__(self, lo: IntArray, hi: IntArray, n_models: int) -> None:
         self.lo = lo
@@ -83,7 +84,7 @@ def _expit(x: FloatArray) -> FloatArray:
     return out
 
 
-def _log_likelihood(theta: FloatArray, pairs: _Pairs, n: FloatArray, s: FloatArray) -> FloatArray:
+def _log_likelihood(theta: FloatArray, pairs: PairSystem, n: FloatArray, s: FloatArray) -> FloatArray:
     d = theta[:, pairs.lo] - theta[:, pairs.hi]
     ll = -(s * np.logaddexp(0.0, -d) + (n - s) * np.logaddexp(0.0, d))
     out: FloatArray = ll.sum(axis=1)
@@ -103,6 +104,7 @@ def solve_bt_batch(
     tol: float = 1e-10,
     max_iter: int = 100,
     max_fixed_iter: int = 30,
+    system: PairSystem | None = None,
 ) -> tuple[FloatArray, BoolArray, int]:
     """Maximise B plain-BT log-likelihoods that share one pair list, all at once.
 
@@ -125,6 +127,8 @@ def solve_bt_batch(
         Converged when the largest step is below ``tol`` (natural-log units).
     max_iter, max_fixed_iter : int
         Iteration limits of the full Newton and of the fixed-Hessian phase.
+    system : PairSystem, optional
+        ``PairSystem(lo, hi, n_models)`` made beforehand (the same answer, without rebuilding it).
 
     Returns
     -------
@@ -136,7 +140,12 @@ def solve_bt_batch(
     s = np.atleast_2d(np.asarray(s, dtype=np.float64))
     b = n.shape[0]
     m = n_models
-    pairs = _Pairs(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64), m)
+    if system is None:
+        pairs = PairSystem(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64), m)
+    elif system.m != m or not (np.array_equal(system.lo, lo) and np.array_equal(system.hi, hi)):
+        raise ValueError("the pair system was made for other pairs")
+    else:
+        pairs = system
     theta = (
         np.zeros((b, m)) if theta0 is None else np.array(np.broadcast_to(theta0, (b, m)), dtype=np.float64)
     )
@@ -200,7 +209,7 @@ def solve_bt_batch(
 
 def pair_log_likelihood(theta: FloatArray, stats: PairStats) -> float:
     """Plain-BT log-likelihood of natural-log strengths ``theta`` (M,), a tie scoring half a win."""
-    pairs = _Pairs(stats.lo, stats.hi, stats.n_models)
+    pairs = PairSystem(stats.lo, stats.hi, stats.n_models)
     return float(_log_likelihood(theta[None, :], pairs, stats.n[None, :], stats.score_lo[None, :])[0])
 
 
@@ -218,7 +227,7 @@ def pair_curvature(theta: FloatArray, stats: PairStats) -> tuple[FloatArray, Flo
     hessian : the Hessian of the negative log-likelihood, ``sum_pairs n p (1 - p)`` on the pair Laplacian
     score_outer : ``sum_votes g g^T``, the meat of the sandwich (Huber 1967, White 1980)
     """
-    pairs = _Pairs(stats.lo, stats.hi, stats.n_models)
+    pairs = PairSystem(stats.lo, stats.hi, stats.n_models)
     p = _expit(theta[stats.lo] - theta[stats.hi])
     hessian = pairs.laplacian((stats.n * p * (1 - p))[None, :])[0]
     meat_w = stats.wins_lo * (1 - p) ** 2 + stats.wins_hi * p**2 + stats.ties * (0.5 - p) ** 2

@@ -308,12 +308,21 @@ def adjacent_votes_needed(
     a gap of zero."""
     order = np.argsort(-theta, kind="stable")
     per_vote = fisher_information(design, theta, probabilities)
+    # The pairs' bisections start alike (0, ``limit``, its half, ...): each vote number's covariance is
+    # computed once and shared.
+    covariances: dict[int, FloatArray] = {}
+
+    def covariance(n: int) -> FloatArray:
+        if n not in covariances:
+            covariances[n] = rating_covariance(information + n * per_vote)
+        return covariances[n]
+
     out: list[int | None] = []
     for upper, lower in zip(order[:-1], order[1:], strict=True):
         gap = float(theta[upper] - theta[lower])
 
         def shortfall(n: int, upper: int = int(upper), lower: int = int(lower), gap: float = gap) -> float:
-            cov = rating_covariance(information + n * per_vote)
+            cov = covariance(n)
             var = cov[upper, upper] + cov[lower, lower] - 2.0 * cov[upper, lower]
             return float(z * math.sqrt(max(var, 0.0)) - gap)
 

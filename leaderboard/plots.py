@@ -129,7 +129,10 @@ def _title(ax: Axes, text: str, width: float) -> None:
     """A caption-like title, wrapped to ``width`` inches (the plotting area: titles are centred on it, so
     wrapped to it they never run past the figure's edge)."""
     per_line = max(20, int(width * 72.0 / (TITLE_POINTS * CHAR_EMS)))
-    ax.set_title(textwrap.fill(text, per_line), fontsize=TITLE_POINTS)
+    # Placed at the top of the axes, where matplotlib's automatic placement puts it when no tick labels
+    # are on top (none here): the automatic placement measures every y tick label on every draw, which
+    # at 100 models was a fifth of a heatmap's drawing time. The files are byte for byte the same.
+    ax.set_title(textwrap.fill(text, per_line), fontsize=TITLE_POINTS, y=1.0)
 
 
 def _literal(fig: Figure) -> None:
@@ -522,12 +525,20 @@ def save_figure(fig: Figure, stem: Path | str, *, formats: Sequence[str] = FIGUR
 
 
 def _tight_box(fig: Figure) -> Bbox:
-    """The figure's drawn extent in inches plus the usual save padding, after one layout pass."""
+    """The figure's drawn extent in inches plus the usual save padding, after one layout pass.
+
+    The layout engine runs on its own: a whole draw without rendering (what ``savefig`` would do) also
+    positions every artist, which the tight box measures again anyway; the saved files are the same."""
     canvas = fig.canvas
     if not isinstance(canvas, FigureCanvasAgg):
         canvas = FigureCanvasAgg(fig)
     renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
-    fig.draw_without_rendering()
+    engine = fig.get_layout_engine()
+    if fig.axes and engine is not None:
+        try:
+            engine.execute(fig)
+        except ValueError:  # as Figure.draw does: a figure too small to lay out is drawn as it is
+            pass
     box = fig.get_tightbbox(renderer)
     pad = float(matplotlib.rcParams["savefig.pad_inches"])
     return box.padded(pad, pad)

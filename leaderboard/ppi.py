@@ -38,7 +38,7 @@ from scipy.stats import norm
 
 from leaderboard.composite import CompositeData
 
-__all__ = ["PPIBattles", "PPIFit", "fit_ppi", "ppi_battles"]
+__all__ = ["PPIBattles", "PPIFit", "bootstrap_ppi", "fit_ppi", "ppi_battles"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -167,6 +167,33 @@ def _minimise(x: FloatArray, target: FloatArray, weight: FloatArray, start: Floa
     return np.asarray(res.x, dtype=float)
 
 
+def _newton(x: FloatArray, target: FloatArray, weight: FloatArray, start: FloatArray) -> FloatArray:
+    """argmin of the weighted log-loss (non-negative weights: convex) by Newton's method from a warm
+    start, halving a step that does not lower the loss; :func:`_minimise` if it has not converged in
+    50 steps."""
+
+    def loss(theta: FloatArray) -> float:
+        d = x @ theta
+        return float(weight @ (target * np.logaddexp(0.0, -d) + (1.0 - target) * np.logaddexp(0.0, d)))
+
+    theta, value = start.copy(), loss(start)
+    for _ in range(50):
+        p = _sigmoid(x @ theta)
+        grad = x.T @ (weight * (p - target))
+        hess = (x * (weight * p * (1 - p))[:, None]).T @ x
+        try:
+            step = np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:
+            break
+        size = 1.0
+        while size > 1e-6 and (new := loss(theta - size * step)) > value + 1e-15:
+            size /= 2
+        theta, value = theta - size * step, new
+        if np.max(np.abs(size * step)) < 1e-10:
+            return theta
+    return _minimise(x, target, weight, theta)
+
+
 def _scores(x: FloatArray, theta: FloatArray, target: FloatArray) -> FloatArray:
     """Per-battle gradient of the log-loss (rows) at ``theta``."""
     return x * (_sigmoid(x @ theta) - target)[:, None]
@@ -253,3 +280,67 @@ def _centred_se(cov: FloatArray, m: int) -> FloatArray:
     t_map = (np.eye(m) - 1.0 / m) @ lift
     out: FloatArray = np.sqrt(np.clip(np.diag(t_map @ cov @ t_map.T), 0, None))
     return out
+
+
+def bootstrap_ppi(
+    battles: PPIBattles,
+    fit: PPIFit,
+    *,
+    rounds: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    scale: float = 400.0,
+    base: float = 10.0,
+    initial: float = 1000.0,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Percentile intervals of the PPI++ ratings from a bootstrap over battles; ``(low, high, samples)``.
+
+    Each round resamples the labelled battles (a human score and the judges' on each, moving together)
+    and, independently, the unlabelled ones, each with replacement (multinomial draws, the package's one
+    sampler), and refits the rectified loss at the point fit's ``lambda`` (``fit.lam``, not re-tuned per
+    round: the interval is for the estimator as published). The log-loss is linear in its target, so a
+    round's loss is that of the model pairs with summed weights and weighted targets: a refit costs the
+    number of pairs, not of battles.
+    """
+    from leaderboard.bootstrap import draw_multinomial
+    from leaderboard.intervals import percentile_intervals
+
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    m = len(battles.models)
+    lam = fit.lam
+    n, big_n = len(battles.lab_a), len(battles.unl_a)
+    keys, pair = np.unique(
+        np.concatenate([battles.lab_a * m + battles.lab_b, battles.unl_a * m + battles.unl_b]),
+        return_inverse=True,
+    )
+    lab_pair, unl_pair = pair[:n], pair[n:]
+    x = _design(keys // m, keys % m, m)
+    k = len(keys)
+    unit = scale / np.log(base)
+    start = (fit.rating[1:] - fit.rating[0]) / unit
+    rng = np.random.default_rng(seed)
+    lab_draws = draw_multinomial(np.ones(n, dtype=np.int64), rounds, rng).astype(float) / n
+    unl_draws = (
+        draw_multinomial(np.ones(big_n, dtype=np.int64), rounds, rng).astype(float) / big_n
+        if big_n and lam > 0
+        else np.zeros((rounds, big_n))
+    )
+    samples = np.empty((rounds, m))
+    for r in range(rounds):
+        lab, unl = lab_draws[r], unl_draws[r]
+        weight = np.asarray(
+            np.bincount(lab_pair, weights=(1 - lam) * lab, minlength=k)
+            + np.bincount(unl_pair, weights=lam * unl, minlength=k),
+            dtype=np.float64,
+        )
+        total = np.bincount(
+            lab_pair, weights=lab * (battles.y - lam * battles.f_lab), minlength=k
+        ) + np.bincount(unl_pair, weights=lam * unl * battles.f_unl, minlength=k)
+        used = weight > 0
+        # a rectified target outside [0, 1] (a pair with a handful of battles) has no finite optimum
+        target = np.clip(total[used] / weight[used], 0.0, 1.0)
+        theta = _newton(x[used], target, weight[used], start)
+        samples[r] = initial + unit * _centre(theta)
+    low, high = percentile_intervals(samples, level)
+    return low, high, samples

@@ -8,12 +8,19 @@ the humans, prefers the left answer (about 40 Elo) and its own three-model famil
 - ``panel``: three judges of different steepness, bias and family;
 - ``useless``: one judge whose verdicts are coin flips.
 
-Each board gets three fits: human votes only (the reference width), the composite
-(:func:`leaderboard.composite.fit_composite`, battle-clustered sandwich), and a pooled fit that treats
-every judge verdict as one more independent human vote. Printed per scenario: coverage of the true
-ratings by the 95% intervals, mean width relative to human-only, the self-preferred family's mean rating
-error (composite and pooled), the learned judge discrimination and position against the truth. The last
-line is one JSON document.
+Unlike the composite's model, each judge sees every model's strength off the human rating by its own
+deviation (``--deviation-elo``), and each battle has its own effect seen alike by humans and judges
+(``--battle-elo``); both 0 make the composite's model true. The truth is what the human-only fit
+estimates (:func:`human_target`).
+
+Each board gets four fits: human votes only (the reference width), the composite
+(:func:`leaderboard.composite.fit_composite`, battle-clustered sandwich), a pooled fit that treats
+every judge verdict as one more independent human vote, and PPI++ (:mod:`leaderboard.ppi`, what
+``--rectify ppi`` publishes). Printed per scenario: the judge-human agreement on the shared battles (the
+first judge's and the panel majority's), coverage of the truth by the 95% intervals, mean width relative
+to human-only, the self-preferred family's mean rating error (composite and pooled), PPI++'s coverage,
+width and lambda, the human-only coverage, the learned judge discrimination and position against the
+generating ones. The last line is one JSON document.
 
     .venv/bin/python scripts/composite_sim.py --replicates 200
     .venv/bin/python scripts/composite_sim.py --quick
@@ -24,13 +31,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from leaderboard.composite import CompositeData, CompositeOptions, fit_composite
+from leaderboard.ppi import fit_ppi, ppi_battles
 
 FloatArray = npt.NDArray[np.float64]
 UNIT = 400 / np.log(10)  # rating points per natural-log unit
@@ -42,31 +51,72 @@ OFF = CompositeOptions(discrimination=False, position=False, ties=False, self_pr
 
 @dataclass(frozen=True)
 class Judge:
+    """A simulated judge. ``deviation_elo`` is the spread of its own taste: each board draws, per model,
+    a deviation of that standard deviation from the human rating, which the judge sees instead (a judge
+    that agreed with the humans on every model's strength would flatter the composite, which assumes
+    exactly that)."""
+
     discrimination: float
     position_elo: float
     self_preference_elo: float
     family: tuple[int, ...]
     useless: bool = False
+    deviation_elo: float = 0.0
 
 
+BATTLE_ELO = 100.0  # a battle's own effect (prompt and answers), shared by humans and judges
+DEVIATION_ELO = 50.0  # a judge's rating of a model off the human one by this much (correlation ~0.97)
 SCENARIOS: dict[str, tuple[Judge, ...]] = {
-    "single": (Judge(2.5, 40.0, 80.0, FAMILY),),
+    "single": (Judge(3.0, 40.0, 80.0, FAMILY, deviation_elo=DEVIATION_ELO),),
     "panel": (
-        Judge(1.6, 40.0, 80.0, FAMILY),
-        Judge(1.3, -25.0, 60.0, (3, 4, 5)),
-        Judge(2.0, 30.0, 0.0, ()),
+        Judge(2.0, 40.0, 80.0, FAMILY, deviation_elo=DEVIATION_ELO),
+        Judge(1.6, -25.0, 60.0, (3, 4, 5), deviation_elo=DEVIATION_ELO),
+        Judge(2.5, 30.0, 0.0, (), deviation_elo=DEVIATION_ELO),
     ),
     "useless": (Judge(1.0, 0.0, 0.0, (), useless=True),),
 }
 
 
+def human_target(theta: FloatArray, battle_elo: float) -> FloatArray:
+    """The ratings a human-only fit converges to (rating points, mean 1000): with a battle effect of
+    spread ``battle_elo`` the humans' win chance on a pair is ``E sigmoid(theta_a - theta_b + e)``, which
+    is not exactly Bradley-Terry in ``theta`` (it is flatter), so the target is the Bradley-Terry fit to
+    those chances on every ordered pair (the sim draws pairs uniformly), by Gauss-Hermite quadrature."""
+    if battle_elo <= 0:
+        out: FloatArray = 1000 + UNIT * (theta - theta.mean())
+        return out
+    nodes, weights = np.polynomial.hermite_e.hermegauss(40)
+    a, b = np.nonzero(~np.eye(N_MODELS, dtype=bool))
+    diff = theta[a] - theta[b]
+    chance = (1 / (1 + np.exp(-(diff[:, None] + nodes[None, :] * battle_elo / UNIT)))) @ weights
+    chance /= weights.sum()
+    fit = fit_composite(
+        CompositeData(
+            models=tuple(f"m{i}" for i in range(N_MODELS)),
+            sources=("humans",),
+            model_a=a.astype(np.int64),
+            model_b=b.astype(np.int64),
+            source=np.zeros(len(a), np.int64),
+            score=chance,
+            tie=np.zeros(len(a), dtype=bool),
+        ),
+        OFF,
+        with_cov=False,
+    )
+    return fit.rating
+
+
 def board(
-    rng: np.random.Generator, judges: tuple[Judge, ...], n_human: int, n_judged: int
+    rng: np.random.Generator, judges: tuple[Judge, ...], n_human: int, n_judged: int, battle_elo: float
 ) -> tuple[CompositeData, FloatArray]:
-    """One simulated board: human votes on the first ``n_human`` battles, every judge on all of them."""
+    """One simulated board: human votes on the first ``n_human`` battles, every judge on all of them.
+    Each battle has its own effect (spread ``battle_elo``: this prompt and these two answers favour one
+    side), seen alike by the humans and the judges; that is what a judge's verdict can tell about the
+    human vote on the same battle beyond the two models' ratings."""
     theta = rng.normal(0, SPREAD_ELO / UNIT, N_MODELS)
     a = rng.integers(0, N_MODELS, n_judged)
     b = (a + rng.integers(1, N_MODELS, n_judged)) % N_MODELS
+    effect = rng.normal(0, battle_elo / UNIT, n_judged) if battle_elo > 0 else np.zeros(n_judged)
     rows_a, rows_b, rows_s, rows_y, rows_battle = (
         [a[:n_human]],
         [b[:n_human]],
@@ -74,21 +124,22 @@ def board(
         [],
         [],
     )
-    rows_y.append(
-        (rng.random(n_human) < 1 / (1 + np.exp(-(theta[a[:n_human]] - theta[b[:n_human]])))).astype(float)
-    )
+    human_u = theta[a[:n_human]] - theta[b[:n_human]] + effect[:n_human]
+    rows_y.append((rng.random(n_human) < 1 / (1 + np.exp(-human_u))).astype(float))
     rows_battle.append(np.arange(n_human))
     family: dict[int, str] = {}
     model_family: list[str | None] = [None] * N_MODELS
     for j, judge in enumerate(judges, start=1):
         member = np.isin(np.arange(N_MODELS), judge.family).astype(float)
+        seen = theta + rng.normal(0, judge.deviation_elo / UNIT, N_MODELS)
         if judge.family:
             family[j] = f"family{j}"
             for k in judge.family:
                 model_family[k] = f"family{j}"
         u = (
-            theta[a]
-            - theta[b]
+            seen[a]
+            - seen[b]
+            + effect
             + (judge.position_elo + judge.self_preference_elo * (member[a] - member[b])) / UNIT
         )
         p = np.full(n_judged, 0.5) if judge.useless else 1 / (1 + np.exp(-judge.discrimination * u))
@@ -127,54 +178,78 @@ def _subset(data: CompositeData, keep: npt.NDArray[np.bool_], battle: bool = Tru
     )
 
 
-def run(name: str, replicates: int, n_human: int, n_judged: int, seed: int) -> dict[str, Any]:
-    judges = SCENARIOS[name]
-    cover: list[float] = []
-    pooled_cover: list[float] = []
-    widths: list[float] = []
-    fam_err: list[float] = []
-    pooled_fam_err: list[float] = []
-    disc_err: list[float] = []
-    pos_err: list[float] = []
-    agree: list[float] = []
-    for r in range(replicates):
-        rng = np.random.default_rng([seed, r, len(name)])
-        data, theta = board(rng, judges, n_human, n_judged)
-        truth = 1000 + UNIT * (theta - theta.mean())
-        human = data.source == 0
-        human_fit = fit_composite(_subset(data, human), CompositeOptions(position=False, ties=False))
-        comp = fit_composite(data, CompositeOptions(ties=False))
-        pooled_data = _subset(data, np.ones(len(data.source), dtype=np.bool_), battle=False)
-        pooled = fit_composite(pooled_data, OFF)
-        lo, hi = comp.intervals()
-        cover.append(float(np.mean((lo <= truth) & (truth <= hi))))
-        plo, phi = pooled.intervals()
-        pooled_cover.append(float(np.mean((plo <= truth) & (truth <= phi))))
-        hlo, hhi = human_fit.intervals()
-        widths.append(float(np.mean(hi - lo) / np.mean(hhi - hlo)))
-        fam = list(FAMILY)
-        fam_err.append(float(np.mean(comp.rating[fam] - truth[fam])))
-        pooled_fam_err.append(float(np.mean(pooled.rating[fam] - truth[fam])))
-        first = data.source == 1
-        agree.append(float(np.mean(data.score[first][:n_human] == data.score[human])))
-        for j, judge in enumerate(judges, start=1):
-            if not judge.useless:
-                disc_err.append(float(comp.discrimination[j] - judge.discrimination))
-                pos_err.append(float(comp.position[j] - judge.position_elo))
-    return {
-        "coverage": float(np.mean(cover)),
-        "width_ratio": float(np.mean(widths)),
-        "family_error_elo": float(abs(np.mean(fam_err))),
-        "pooled_family_error_elo": float(abs(np.mean(pooled_fam_err))),
-        "pooled_coverage": float(np.mean(pooled_cover)),
-        "agreement": float(np.mean(agree)),
-        "discrimination_error": float(np.max(np.abs(np.mean(np.array(disc_err).reshape(replicates, -1), 0))))
-        if disc_err
-        else None,
-        "position_error_elo": float(np.max(np.abs(np.mean(np.array(pos_err).reshape(replicates, -1), 0))))
-        if pos_err
-        else None,
+def _covered(low: FloatArray, high: FloatArray, truth: FloatArray) -> float:
+    return float(np.mean((low <= truth) & (truth <= high)))
+
+
+def replicate(
+    name: str, r: int, n_human: int, n_judged: int, seed: int, battle_elo: float, deviation_elo: float
+) -> dict[str, Any]:
+    """One board of scenario ``name`` and its four fits: human-only, composite, pooled and PPI++."""
+    judges = tuple(
+        judge if judge.useless else replace(judge, deviation_elo=deviation_elo) for judge in SCENARIOS[name]
+    )
+    rng = np.random.default_rng([seed, r, len(name)])
+    data, theta = board(rng, judges, n_human, n_judged, battle_elo)
+    truth = human_target(theta, battle_elo)
+    human = data.source == 0
+    human_fit = fit_composite(_subset(data, human), CompositeOptions(position=False, ties=False))
+    comp = fit_composite(data, CompositeOptions(ties=False))
+    pooled = fit_composite(_subset(data, np.ones(len(data.source), dtype=np.bool_), battle=False), OFF)
+    ppi = fit_ppi(ppi_battles(data))
+    hlo, hhi = human_fit.intervals()
+    human_width = float(np.mean(hhi - hlo))
+    lo, hi = comp.intervals()
+    plo, phi = ppi.intervals()
+    fam = list(FAMILY)
+    # judge-human agreement on the human battles (no ties here): the first judge, and the panel's majority
+    first = data.score[data.source == 1][:n_human]
+    verdicts = np.stack([data.score[data.source == j][:n_human] for j in range(1, len(judges) + 1)])
+    majority = (verdicts.mean(axis=0) > 0.5).astype(float)
+    out: dict[str, Any] = {
+        "coverage": _covered(lo, hi, truth),
+        "width_ratio": float(np.mean(hi - lo)) / human_width,
+        "family_error_elo": float(np.mean(comp.rating[fam] - truth[fam])),
+        "pooled_family_error_elo": float(np.mean(pooled.rating[fam] - truth[fam])),
+        "pooled_coverage": _covered(*pooled.intervals(), truth),
+        "ppi_coverage": _covered(plo, phi, truth),
+        "ppi_width_ratio": float(np.mean(phi - plo)) / human_width,
+        "ppi_lambda": ppi.lam,
+        "human_coverage": _covered(hlo, hhi, truth),
+        "agreement": float(np.mean(first == data.score[human])),
+        "majority_agreement": float(np.mean(majority == data.score[human])),
+        "discrimination_error": [
+            float(comp.discrimination[j] - judge.discrimination)
+            for j, judge in enumerate(judges, start=1)
+            if not judge.useless
+        ],
+        "position_error_elo": [
+            float(comp.position[j] - judge.position_elo)
+            for j, judge in enumerate(judges, start=1)
+            if not judge.useless
+        ],
     }
+    return out
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means over replicates; the family error and the per-judge term errors as the absolute value of the
+    mean (bias), the worst judge for the panel."""
+    out: dict[str, Any] = {
+        key: float(np.mean([row[key] for row in rows]))
+        for key in rows[0]
+        if key not in ("discrimination_error", "position_error_elo")
+    }
+    for key in ("family_error_elo", "pooled_family_error_elo"):
+        out[key] = abs(out[key])
+    for key in ("discrimination_error", "position_error_elo"):
+        errors = np.array([row[key] for row in rows], dtype=float)
+        out[key] = float(np.max(np.abs(errors.mean(axis=0)))) if errors.size else None
+    return out
+
+
+def _replicate_job(job: tuple[str, int, int, int, int, float, float]) -> dict[str, Any]:
+    return replicate(*job)
 
 
 def _fmt(value: float | None) -> str:
@@ -187,27 +262,57 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--human-votes", type=int, default=2000)
     parser.add_argument("--judged", type=int, default=40000)
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument(
+        "--deviation-elo",
+        type=float,
+        default=DEVIATION_ELO,
+        help="spread of each judge's own per-model deviations from the human ratings (0: the judges "
+        "see the human ratings exactly)",
+    )
+    parser.add_argument(
+        "--battle-elo",
+        type=float,
+        default=BATTLE_ELO,
+        help="spread of a battle's own effect, seen alike by humans and judges (0: none)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes for the replicates")
     parser.add_argument("--quick", action="store_true", help="5 replicates, 8,000 judged battles")
     args = parser.parse_args(argv)
     if args.quick:
         args.replicates, args.judged = 5, 8000
     if args.replicates < 1 or not 0 < args.human_votes <= args.judged:
         parser.error("need replicates >= 1 and 0 < human votes <= judged battles")
+    if args.jobs < 1:
+        parser.error("need jobs >= 1")
     results: dict[str, dict[str, Any]] = {}
     start = time.perf_counter()
     print(
-        f"{'scenario':<9} {'agree':>6} {'cover':>6} {'width':>6} {'fam_err':>8} {'pooled_fam':>10} "
-        f"{'pooled_cov':>10} {'disc_err':>8} {'pos_err':>8}"
+        f"{'scenario':<9} {'agree':>6} {'major':>6} {'cover':>6} {'width':>6} {'fam_err':>8} "
+        f"{'pooled_fam':>10} {'pooled_cov':>10} {'ppi_cov':>8} {'ppi_width':>9} {'ppi_lam':>7} "
+        f"{'human_cov':>9} {'disc_err':>8} {'pos_err':>8}"
     )
-    for name in SCENARIOS:
-        res = run(name, args.replicates, args.human_votes, args.judged, args.seed)
-        results[name] = res
-        print(
-            f"{name:<9} {res['agreement']:>6.3f} {res['coverage']:>6.3f} {res['width_ratio']:>6.3f} "
-            f"{res['family_error_elo']:>8.1f} {res['pooled_family_error_elo']:>10.1f} "
-            f"{res['pooled_coverage']:>10.3f} {_fmt(res['discrimination_error']):>8} "
-            f"{_fmt(res['position_error_elo']):>8}"
-        )
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for name in SCENARIOS:
+            jobs = [
+                (name, r, args.human_votes, args.judged, args.seed, args.battle_elo, args.deviation_elo)
+                for r in range(args.replicates)
+            ]
+            rows = list(pool.map(_replicate_job, jobs)) if args.jobs > 1 else [replicate(*j) for j in jobs]
+            res = summarise(rows)
+            results[name] = res
+            print(
+                f"{name:<9} {res['agreement']:>6.3f} {res['majority_agreement']:>6.3f} "
+                f"{res['coverage']:>6.3f} {res['width_ratio']:>6.3f} "
+                f"{res['family_error_elo']:>8.1f} {res['pooled_family_error_elo']:>10.1f} "
+                f"{res['pooled_coverage']:>10.3f} {res['ppi_coverage']:>8.3f} "
+                f"{res['ppi_width_ratio']:>9.3f} {res['ppi_lambda']:>7.2f} {res['human_coverage']:>9.3f} "
+                f"{_fmt(res['discrimination_error']):>8} {_fmt(res['position_error_elo']):>8}",
+                flush=True,
+            )
+    print(
+        f"# judges' own deviations {args.deviation_elo:g} Elo, battle effects {args.battle_elo:g} Elo; "
+        f"coverage of the human-only target"
+    )
     print(f"# {args.replicates} replicates per scenario, {time.perf_counter() - start:.0f} s")
     keys = ("coverage", "width_ratio", "family_error_elo", "pooled_coverage")
     print(json.dumps({"scenarios": {k: {key: v[key] for key in keys} for k, v in results.items()}}))

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func
+from sqlalchemy import func, literal, union_all
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
-from votes.models import Annotator, Battle, GoldVote, Vote, utcnow
+from votes.models import Annotator, Battle, GoldVote, RepeatVote, Vote, utcnow
 
 __all__ = [
+    "APART_SOURCES",
     "address_reveals_since",
     "annotator_battles_since",
-    "annotator_golds",
+    "annotator_golds_and_repeats",
     "count_annotator_votes",
     "annotator_for_session",
     "create_annotator",
@@ -21,12 +22,18 @@ __all__ = [
     "flag_annotator",
 ]
 
+#: Battle sources whose votes are stored apart and never count (:mod:`votes.apart_votes`): not part of an
+#: annotator's counted history, and not a skip when the battle has no ``vote`` row.
+APART_SOURCES = ("gold", "repeat")
+
 
 def annotator_battles_since(
     *, session: Session, annotator_id: int, after_id: int = 0
-) -> list[tuple[int, int, int, int, bool, int | None, int | None]]:
+) -> list[tuple[int, int, int, int, int | None, int | None, int | None, str]]:
     """(battle id, prompt, model a, model b, has a vote, output a, output b) of this annotator's battles
-    with id > ``after_id``, golds left out (:func:`annotator_golds` has those).
+    with id > ``after_id``, golds and repeats left out (:func:`annotator_golds_and_repeats`
+    has those); "has a vote" is the vote's id, or None; last comes the
+    battle's source.
 
     A caller keeping an annotator's history in memory (pairs seen, votes cast, answers whose models a
     vote revealed) reads only what is new. A session's provisional id (negative: no annotator row yet)
@@ -43,16 +50,19 @@ def annotator_battles_since(
             col(Vote.id),
             col(Battle.output_a_id),
             col(Battle.output_b_id),
+            col(Battle.source),
         )
         .join(Vote, col(Vote.battle_id) == col(Battle.id), isouter=True)
         .where(
-            col(Battle.annotator_id) == annotator_id, col(Battle.id) > after_id, col(Battle.source) != "gold"
+            col(Battle.annotator_id) == annotator_id,
+            col(Battle.id) > after_id,
+            col(Battle.source).not_in(APART_SOURCES),
         )
         .order_by(col(Battle.id))
     )
     return [
-        (int(b), int(p), int(a), int(m), v is not None, oa, ob)
-        for b, p, a, m, v, oa, ob in session.execute(stmt).all()
+        (int(b), int(p), int(a), int(m), None if v is None else int(v), oa, ob, str(s))
+        for b, p, a, m, v, oa, ob, s in session.execute(stmt).all()
         if b is not None and p is not None
     ]
 
@@ -124,20 +134,31 @@ def flag_annotator(*, session: Session, annotator_id: int, reason: str | None, f
 
 
 def count_annotator_votes(*, session: Session, annotator_id: int) -> int:
-    stmt = (
-        select(func.count(col(Vote.id)))
-        .join(Battle, col(Battle.id) == col(Vote.battle_id))
-        .where(Battle.annotator_id == annotator_id)
-    )
+    """The annotator's votes as shown to them, golds and repeats included (a count that stood still after
+    a vote would mark the battle), in one round trip."""
     if annotator_id < 0:  # a session's provisional id: no row and no vote yet
         return 0
-    golds = select(func.count(col(GoldVote.id))).where(GoldVote.annotator_id == annotator_id)
-    return int(session.exec(stmt).one()) + int(session.exec(golds).one())  # golds are votes to them too
+    votes = (
+        sa_select(func.count(col(Vote.id)))
+        .join(Battle, col(Battle.id) == col(Vote.battle_id))
+        .where(col(Battle.annotator_id) == annotator_id)
+    )
+    golds = sa_select(func.count(col(GoldVote.id))).where(col(GoldVote.annotator_id) == annotator_id)
+    repeats = sa_select(func.count(col(RepeatVote.id))).where(col(RepeatVote.annotator_id) == annotator_id)
+    counts = session.execute(
+        sa_select(votes.scalar_subquery(), golds.scalar_subquery(), repeats.scalar_subquery())
+    ).one()
+    return sum(int(n or 0) for n in counts)
 
 
-def annotator_golds(*, session: Session, annotator_id: int) -> list[int]:
-    """The golds this annotator voted on (each is served to one annotator once)."""
+def annotator_golds_and_repeats(*, session: Session, annotator_id: int) -> tuple[list[int], list[int]]:
+    """The golds this annotator voted on and their votes already repeated, in one round trip: each gold
+    is served to an annotator once, and each vote repeated once."""
     if annotator_id < 0:
-        return []
-    stmt = select(GoldVote.gold_id).where(GoldVote.annotator_id == annotator_id)
-    return [int(g) for g in session.exec(stmt).all()]
+        return [], []
+    golds = sa_select(col(GoldVote.gold_id), literal(True)).where(col(GoldVote.annotator_id) == annotator_id)
+    repeats = sa_select(col(RepeatVote.original_vote_id), literal(False)).where(
+        col(RepeatVote.annotator_id) == annotator_id
+    )
+    rows = session.execute(union_all(golds, repeats)).all()
+    return [int(i) for i, gold in rows if gold], [int(i) for i, gold in rows if not gold]

@@ -80,6 +80,14 @@ class IssuedBattle:
     # A gold battle: "<gold id>:<right winner as shown>" (see votes.gold_votes); None for any other. Always
     # in the token, so that a gold's token is no longer than another's.
     gold: str | None = None
+    # A repeat battle (:mod:`votes.repeat_votes`): the id of the annotator's own earlier vote it repeats,
+    # sides swapped; None for any other. Always in the token, like ``gold``.
+    repeat: int | None = None
+
+    @property
+    def counted(self) -> bool:
+        """Whether its vote can count: a gold's and a repeat's are stored apart, never in a fit."""
+        return self.gold is None and self.repeat is None
 
     def to_dict(self) -> dict[str, Any]:
         # Written out: dataclasses.asdict deep-copies every value and cost 5% of a worker's CPU.
@@ -95,6 +103,7 @@ class IssuedBattle:
             "pair_probability": self.pair_probability,
             "source": self.source,
             "gold": self.gold,
+            "repeat": self.repeat,
         }
 
     @classmethod
@@ -113,6 +122,7 @@ class IssuedBattle:
             pair_probability=None if probability is None else float(probability),
             source=str(data.get("source", "site")),
             gold=None if data.get("gold") is None else str(data["gold"]),
+            repeat=None if data.get("repeat") is None else int(data["repeat"]),
         )
 
 

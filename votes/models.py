@@ -18,6 +18,7 @@ __all__ = [
     "Generation",
     "GoldBattle",
     "GoldVote",
+    "RepeatVote",
     "ImportCreated",
     "ImportRow",
     "ImportRun",
@@ -350,6 +351,32 @@ class GoldVote(SQLModel, table=True):
     idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
     live_elo: dict[str, float] | None = Field(default=None, sa_column=Column(JSON))
     # The vote id the answer shows: reserved from the votes' ids, so a gold's id looks like any vote's.
+    shown_vote_id: int | None = None
+
+
+class RepeatVote(SQLModel, table=True):
+    """A vote on a repeat battle: one of the annotator's own counted battles shown again, sides swapped.
+
+    Kept apart from :class:`Vote` like :class:`GoldVote`, so no fit and no live rating ever reads it; its
+    battle row (``source == "repeat"``) is written with it. ``original_vote_id`` is the vote repeated (each
+    is repeated once), ``original_winner`` its winner as the sides were first shown, ``agreed`` whether
+    both name the same model, or both a tie (either kind of tie: ties are one class).
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    battle_id: int = Field(foreign_key="battle.id", unique=True)
+    original_vote_id: int = Field(foreign_key="vote.id", unique=True)
+    annotator_id: int = Field(foreign_key="annotator.id", index=True)
+    winner: str = Field(max_length=20)
+    original_winner: str = Field(max_length=20)
+    agreed: bool
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    seconds_to_vote: float | None = None
+    client_hash: str | None = Field(default=None, max_length=64)
+    address_hash: str | None = Field(default=None, max_length=32)
+    idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
+    live_elo: dict[str, float] | None = Field(default=None, sa_column=Column(JSON))
+    # The vote id the answer shows: reserved from the votes' ids, so a repeat's id looks like any vote's.
     shown_vote_id: int | None = None
 
 

@@ -34,14 +34,14 @@ from sqlmodel import Session, col, select
 
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, update_elo
+from votes.apart_votes import next_free_vote_id, record_apart_votes
 from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
-from votes.gold_votes import next_free_vote_id, record_gold_votes
 from votes.live import LiveConfig, has_clock, rater_identity, shown
 from votes.live_book import LOCK_STATES, LiveBook, RaterStep, open_book, rate_vote, write_states
 from votes.models import Battle, LiveRating, Model, Vote, utcnow
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
 
-__all__ = ["gold_shown_step", "judgement_key", "record_vote", "record_votes"]
+__all__ = ["apart_shown_step", "judgement_key", "record_vote", "record_votes"]
 
 
 def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: dict[str, Any]) -> None:
@@ -455,9 +455,9 @@ def record_votes(
 ) -> list[VoteResult | VoteError]:
     """Write votes (and their battles) with their live rating updates, in order, in the session's transaction.
 
-    Votes on gold battles are handed to :func:`votes.gold_votes.record_gold_votes` (stored apart, no
-    rating moves) after the same locks and reads as any vote, with the rating change a live vote would
-    show (:func:`gold_shown_step`): a gold vote takes the same path, time and answer as a live one.
+    Votes on gold and repeat battles are handed to :func:`votes.apart_votes.record_apart_votes` (stored
+    apart, no rating moves) after the same locks and reads as any vote, with the rating change a live vote
+    would show (:func:`apart_shown_step`): such a vote takes the same path, time and answer as a live one.
 
     ``config`` is the plain Elo's or another online rater (:data:`votes.live.LiveConfig`).
 
@@ -478,21 +478,21 @@ def record_votes(
     if not isinstance(config, EloConfig):  # an online rater: the vote times are its clock
         now = utcnow()
         requests = [r if r.voted_at is not None else replace(r, voted_at=now) for r in requests]
-    golds = [i for i, r in enumerate(requests) if r.battle.gold is not None]
-    rest = [r for r in requests if r.battle.gold is None]
+    apart = [i for i, r in enumerate(requests) if not r.battle.counted]
+    rest = [r for r in requests if r.battle.counted]
     locked = _lock(session, requests, rest, config, live_rows)
-    if not golds:
+    if not apart:
         return _record_counted(session, requests, config, conflicts, locked)
-    gold_results = record_gold_votes(
+    apart_results = record_apart_votes(
         session,
-        [requests[i] for i in golds],
-        shown=lambda request: gold_shown_step(request, config, locked),
+        [requests[i] for i in apart],
+        shown=lambda request: apart_shown_step(request, config, locked),
         names=locked.names,
         look_up=conflicts != "raise",
     )
     counted = _record_counted(session, rest, config, conflicts, locked) if rest else []
     session.expunge_all()
-    by_index: dict[int, VoteResult | VoteError] = dict(zip(golds, gold_results, strict=True))
+    by_index: dict[int, VoteResult | VoteError] = dict(zip(apart, apart_results, strict=True))
     others = iter(counted)
     return [by_index[i] if i in by_index else next(others) for i in range(len(requests))]
 
@@ -556,10 +556,11 @@ def _lock(
     return _Locked(ratings, names, book, flagged)
 
 
-def gold_shown_step(request: VoteRequest, config: LiveConfig, locked: _Locked) -> dict[str, float]:
-    """The live rating change a gold vote shows: the step a live vote on the same two models would make
-    now (:func:`_elo_step`, the same rater and the same flags: a flagged annotator sees no change, as on
-    their live votes), never applied. A model without a live row shows the rater's initial rating."""
+def apart_shown_step(request: VoteRequest, config: LiveConfig, locked: _Locked) -> dict[str, float]:
+    """The live rating change a gold or repeat vote shows: the step a live vote on the same two models
+    would make now (:func:`_elo_step`, the same rater and the same flags: a flagged annotator sees no
+    change, as on their live votes), never applied. A model without a live row shows the rater's initial
+    rating."""
     b = request.battle
     book = locked.book
     if book is not None and not {b.model_a_id, b.model_b_id} <= book.states.keys():

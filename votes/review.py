@@ -6,10 +6,13 @@ not vote on, and the keyed address hash of each vote), runs both, and (on reques
 retires the golds good annotators keep missing. Each annotator also gets its discrimination from the
 rater-ability model (:mod:`leaderboard.rater_ability`, every vote in one fit): near 1 an ordinary
 annotator, near 0 one whose votes barely follow the ratings (noise, or a contrarian), above 1 a sharp one.
-One list, one reason per annotator: a gold flag's reason
-comes first, being the most direct evidence. A flagged annotator's votes are shadow-excluded: they stay
-stored and listed here for the maintainers, but stop counting: the live ratings are rebuilt without them
-and published fits leave them out by default (``exclude_flagged``). Identity leaks in answers are
+One list, one reason per annotator: a gold flag's reason comes first, being the most direct evidence.
+Self-agreement on repeat battles (:mod:`votes.repeat_votes`: an own earlier battle shown again with the
+sides swapped) joins each row; it is a reason only with at least 10 repeats and a 95% Wilson upper bound
+below 60% (:class:`votes.repeat_votes.SelfAgreementRule`), since a coin agrees with itself half the time
+and a voter who always clicks one side never does. A flagged annotator's votes are shadow-excluded: they
+stay stored and listed here for the maintainers, but stop counting: the live ratings are rebuilt without
+them and published fits leave them out by default (``exclude_flagged``). Identity leaks in answers are
 reviewed by :mod:`votes.leak_review`.
 """
 
@@ -31,9 +34,11 @@ from leaderboard.data import parse_outcome
 from leaderboard.presence import PresenceStats, presence_asymmetry
 from leaderboard.rater_ability import fit_rater_ability
 from leaderboard.voter_review import review_voters
+from votes.annotators import APART_SOURCES
 from votes.gold_review import AnnotatorGold, annotator_gold_accuracy, retire_missed_golds
 from votes.live import LiveConfig
 from votes.ratings import rebuild_live_ratings
+from votes.repeat_votes import SelfAgreement, SelfAgreementRule, annotator_self_agreement
 from votes.tables import annotator_t, battle_t, model_t, vote_t
 
 __all__ = [
@@ -97,6 +102,12 @@ class AnnotatorRow:
     gold_accuracy: float = float("nan")
     gold_low: float = float("nan")
     gold_high: float = float("nan")
+    # Repeat battles: voted, agreeing with the first vote, the share and its 95% Wilson interval.
+    n_repeat: int = 0
+    repeat_agreed: int = 0
+    self_agreement: float = float("nan")
+    self_agreement_low: float = float("nan")
+    self_agreement_high: float = float("nan")
 
 
 def review_annotators(
@@ -105,6 +116,7 @@ def review_annotators(
     rule: FlagRule | None = None,
     apply: bool = False,
     elo_config: LiveConfig | None = None,
+    repeat_rule: SelfAgreementRule | None = None,
 ) -> list[AnnotatorRow]:
     """Review every annotator with votes (:func:`leaderboard.voter_review.review_voters`); optionally flag.
 
@@ -112,7 +124,7 @@ def review_annotators(
     are flagged with reason ``"auto: ..."``, every reviewed annotator's ``honest_weight`` is stored (what
     the robust fit weighs its votes by) and the live ratings are rebuilt, in one transaction. Flags are
     only added, never cleared (an admin clears them). Returns one row per annotator with votes, suspicious
-    ones first.
+    ones first. A low self-agreement on repeat battles (``repeat_rule``) makes a row suspicious too.
     """
     rule = rule or FlagRule()
     with engine.begin() as conn:
@@ -132,6 +144,7 @@ def review_annotators(
             .order_by(vote_t.c.id)
         ).all()
         golds = annotator_gold_accuracy(conn)
+        repeats = annotator_self_agreement(conn)
         if not rows and not golds:
             return []
         stat_rows = _stat_rows(conn, rows, rule) if rows else []
@@ -160,6 +173,7 @@ def review_annotators(
         newly: list[tuple[int, str]] = []
         for row in stat_rows:
             row = _with_gold(row, golds.get(row.annotator_id))
+            row = _with_repeats(row, repeats.get(row.annotator_id), repeat_rule)
             if apply and row.suspicious and not row.flagged and row.reason is not None:
                 reason = AUTO_FLAG_PREFIX + row.reason
                 newly.append((row.annotator_id, reason))
@@ -213,6 +227,27 @@ def _with_gold(row: AnnotatorRow, gold: AnnotatorGold | None) -> AnnotatorRow:
     return replace(row, suspicious=True, reason=gold.reason()) if gold.flagged else row
 
 
+def _with_repeats(
+    row: AnnotatorRow, repeats: SelfAgreement | None, rule: SelfAgreementRule | None
+) -> AnnotatorRow:
+    """The row with the annotator's self-agreement; a low one (enough repeats, :meth:`SelfAgreement.is_low`)
+    makes it suspicious, its reason added after any other."""
+    if repeats is None:
+        return row
+    row = replace(
+        row,
+        n_repeat=repeats.n_repeat,
+        repeat_agreed=repeats.n_agreed,
+        self_agreement=repeats.share,
+        self_agreement_low=repeats.low,
+        self_agreement_high=repeats.high,
+    )
+    if not repeats.is_low(rule):
+        return row
+    reason = repeats.reason() if row.reason is None else f"{row.reason}; {repeats.reason()}"
+    return replace(row, suspicious=True, reason=reason)
+
+
 def _annotator_info(conn: Connection, ids: list[int]) -> dict[int, tuple[str, str | None, bool, str | None]]:
     """(kind, label, flagged, flag reason) of these annotators."""
     if not ids:
@@ -237,7 +272,7 @@ def _stat_rows(conn: Connection, rows: Sequence[Any], rule: FlagRule) -> list[An
         .where(
             vote_t.c.id.is_(None),
             battle_t.c.annotator_id.is_not(None),
-            battle_t.c.source != "gold",  # a gold battle's vote is stored apart (goldvote): not a skip
+            battle_t.c.source.not_in(APART_SOURCES),  # a gold's or repeat's vote is stored apart: no skip
         )
     ).all()
     model_ids = sorted({r[1] for r in rows} | {r[2] for r in rows})

@@ -22,6 +22,7 @@ __all__ = [
     "model_t",
     "output_t",
     "prompt_t",
+    "repeatvote_t",
     "vote_t",
 ]
 
@@ -40,4 +41,5 @@ pairingweight_t = SQLModel.metadata.tables["pairingweight"]
 model_t = SQLModel.metadata.tables["model"]
 output_t = SQLModel.metadata.tables["output"]
 prompt_t = SQLModel.metadata.tables["prompt"]
+repeatvote_t = SQLModel.metadata.tables["repeatvote"]
 vote_t = SQLModel.metadata.tables["vote"]

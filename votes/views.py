@@ -12,7 +12,7 @@ from sqlmodel import Session, col, select
 
 from votes.battles import CatalogRow, VoteResult
 from votes.live_battles import LIVE_SOURCE
-from votes.models import Battle, GoldBattle, GoldVote, LiveRating, Model, Output, Prompt, Vote
+from votes.models import Battle, GoldBattle, GoldVote, LiveRating, Model, Output, Prompt, RepeatVote, Vote
 
 __all__ = [
     "BattleView",
@@ -154,7 +154,12 @@ def get_battle_view(*, session: Session, battle_id: int) -> BattleView | None:
         return None
     if battle.source == "gold":
         return _gold_battle_view(session, battle, prompt)
-    vote = session.exec(select(Vote).where(Vote.battle_id == battle_id)).first()
+    # a repeat's vote is stored apart (:mod:`votes.repeat_votes`); its battle row names its answers
+    vote: Vote | RepeatVote | None
+    if battle.source == "repeat":
+        vote = session.exec(select(RepeatVote).where(RepeatVote.battle_id == battle_id)).first()
+    else:
+        vote = session.exec(select(Vote).where(Vote.battle_id == battle_id)).first()
     names = _model_names(session, [battle.model_a_id, battle.model_b_id])
     result = None
     if vote is not None:

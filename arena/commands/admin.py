@@ -36,16 +36,26 @@ def annotators(
     show_all: Annotated[
         bool, typer.Option("--all", help="List every annotator, not only suspicious/flagged.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per annotator.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='One JSON object per annotator, then one with the overall self-agreement ("overall").',
+        ),
+    ] = False,
 ) -> None:
     """Per-annotator statistics against the current fit; list (with --apply, flag) the outliers.
 
     Flagged votes are shadow-excluded: stored and listed here, not counted in live ratings or published
     boards. ``weight`` is the annotator's posterior probability of being honest (the robust fit's weight).
     Gold accuracy joins in (golds voted right, with a 95% Wilson interval); a gold flag is the entry's one
-    reason. With --apply, golds that good annotators keep missing are retired too.
+    reason. With --apply, golds that good annotators keep missing are retired too. Self-agreement on
+    repeat battles (an own earlier battle shown again, sides swapped) joins in the same way: repeats
+    voted alike, with a 95% Wilson interval; with 10 repeats or more and an upper bound below 60% it is a
+    reason. The overall self-agreement closes the table.
     """
     from leaderboard.annotators import FlagRule
+    from votes.repeat_votes import overall_self_agreement
     from votes.review import review_annotators
 
     settings = Settings()
@@ -58,12 +68,15 @@ def annotators(
             apply=apply,
             elo_config=live_config(settings),
         )
+        with engine.connect() as conn:
+            overall = overall_self_agreement(conn)
     finally:
         engine.dispose()
     shown = rows if show_all else [r for r in rows if r.suspicious or r.flagged]
     if as_json:
         for r in shown:
             typer.echo(json.dumps({k: _clean(v) for k, v in dataclasses.asdict(r).items()}))
+        typer.echo(json.dumps({"overall": {"self_agreement": overall.as_dict()}}))
         return
     table = Table(title=f"Annotators ({len(shown)} of {len(rows)} shown)")
     columns = (
@@ -79,6 +92,7 @@ def annotators(
         "on screen",
         "weight",
         "gold (95%)",
+        "self (95%)",
         "flagged",
     )
     for column in (*columns, "reason"):
@@ -99,10 +113,20 @@ def annotators(
             else "-",
             f"{r.honest_weight:.2f}",
             f"{r.gold_right}/{r.n_gold} ({r.gold_low:.0%}-{r.gold_high:.0%})" if r.n_gold else "-",
+            f"{r.repeat_agreed}/{r.n_repeat} ({r.self_agreement_low:.0%}-{r.self_agreement_high:.0%})"
+            if r.n_repeat
+            else "-",
             "yes" if r.flagged else "no",
             r.flag_reason or r.reason or "",
         )
     Console().print(table)
+    if overall.n_repeat:
+        typer.echo(
+            f"Self-agreement on repeat battles: {overall.n_agreed} of {overall.n_repeat} "
+            f"({overall.share:.1%}, 95% {overall.low:.1%}-{overall.high:.1%})."
+        )
+    else:
+        typer.echo("Self-agreement on repeat battles: no repeat votes yet.")
     n_new = sum(1 for r in rows if r.suspicious and r.flag_reason and r.flag_reason.startswith("auto: "))
     if apply:
         typer.echo(f"{n_new} annotator(s) flagged by this review; live ratings rebuilt.")

@@ -18,6 +18,7 @@ from arena.commands import DatabaseUrlOption, open_store, settings_for
 if TYPE_CHECKING:
     from leaderboard.agreement import AgreementReport
     from leaderboard.agreement_stats import Interval
+    from votes.repeat_votes import SelfAgreement
 
 __all__ = ["agreement_command", "register"]
 
@@ -59,7 +60,10 @@ def agreement_command(
     annotator against the majority of the others (leave-one-out); prefer-first and prefer-longer shares
     of decisive votes as baselines. Between annotator groups (humans pooled, each judge alone; verdict =
     sign of the mean over both orders): agreement and Cohen's kappa with and without ties; per judge:
-    position consistency, first-position win rate, the `bt-position` term and self-preference."""
+    position consistency, first-position win rate, the `bt-position` term and self-preference. On the
+    store, also the overall self-agreement on repeat battles (an annotator's own earlier battle shown
+    again, sides swapped; agreeing when both votes name the same model or both a tie), with a 95% Wilson
+    interval (`self_agreement` in the JSON; null figures without repeats)."""
     from votes.annotated import agreement_of
 
     if from_file is not None:
@@ -72,15 +76,18 @@ def agreement_command(
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         judges: tuple[str, ...] = ()
+        self_agreement: SelfAgreement | None = None
     else:
         from votes.annotated import agreement_input_from_store, judges_counted
         from votes.queries import VoteFilter
+        from votes.repeat_votes import overall_self_agreement
 
         engine = open_store(settings_for(database_url))
         try:
             with engine.connect() as conn:
                 read = agreement_input_from_store(conn)
                 judges = judges_counted(conn, VoteFilter())
+                self_agreement = overall_self_agreement(conn)
         finally:
             engine.dispose()
     if len(read.battles) == 0:
@@ -88,9 +95,20 @@ def agreement_command(
         raise typer.Exit(1)
     report = agreement_of(read, judges)
     if as_json:
-        typer.echo(json.dumps(report.as_dict(), sort_keys=True, allow_nan=False))
+        doc = report.as_dict()
+        if self_agreement is not None:
+            doc["self_agreement"] = self_agreement.as_dict()
+        typer.echo(json.dumps(doc, sort_keys=True, allow_nan=False))
         return
     _print(report)
+    if self_agreement is not None:
+        s = self_agreement
+        typer.echo(
+            f"Self-agreement on repeat battles: {s.n_agreed} of {s.n_repeat} "
+            f"({s.share:.3f} [{s.low:.3f}, {s.high:.3f}], 95% Wilson)"
+            if s.n_repeat
+            else "Self-agreement on repeat battles: no repeat votes yet."
+        )
 
 
 def _print(report: AgreementReport) -> None:

@@ -106,7 +106,7 @@ RectifyOpt = Annotated[
     typer.Option(
         "--rectify",
         help="ppi: with --method composite, human-scale ratings by PPI++ (judges' verdicts rectified by the "
-        "human votes on the battles they share; sandwich intervals).",
+        "human votes on the battles they share; --interval: its sandwich, or a bootstrap over battles).",
     ),
 ]
 FlaggedOpt = Annotated[

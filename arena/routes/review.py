@@ -1,5 +1,5 @@
-"""Admin review API: anomalous annotators (list, review, flag, with their gold accuracy), gold battles and
-identity leaks. Behind the admin token."""
+"""Admin review API: anomalous annotators (list, review, flag, with gold accuracy and self-agreement), gold
+battles and identity leaks. Behind the admin token."""
 
 from __future__ import annotations
 
@@ -44,6 +44,11 @@ class AnnotatorReviewOut(BaseModel):
     gold_accuracy: float | None
     gold_low: float | None
     gold_high: float | None
+    n_repeat: int = 0
+    repeat_agreed: int = 0
+    self_agreement: float | None = None
+    self_agreement_low: float | None = None
+    self_agreement_high: float | None = None
     discrimination: float | None = None
 
 

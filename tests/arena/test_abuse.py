@@ -210,7 +210,7 @@ def test_cli_annotators_and_leaks(seeded: Engine, db_url: str) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["annotators", "--database-url", db_url, "--json"])
     assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    *rows, _overall = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
     assert [r["annotator_id"] for r in rows] == [bot]
     result = runner.invoke(app, ["annotators", "--database-url", db_url, "--apply"])
     assert result.exit_code == 0, result.output

@@ -139,7 +139,9 @@ def test_recompute_rectify_ppi(tmp_path: Path) -> None:
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out"
     base = ["recompute", "--from", str(source), "--no-plots", "--out", str(out)]
-    result = runner.invoke(app, [*base, "--method", "composite", "--rectify", "ppi"])
+    result = runner.invoke(
+        app, [*base, "--method", "composite", "--rectify", "ppi", "--interval", "sandwich"]
+    )
     assert result.exit_code == 0, result.output
     meta = json.loads((out / "metadata.json").read_text())
     ppi = meta["composite"]["ppi"]
@@ -147,6 +149,20 @@ def test_recompute_rectify_ppi(tmp_path: Path) -> None:
     assert 0.0 <= ppi["lambda"] <= 1.0
     assert meta["parameters"]["rectify"] == "ppi" and meta["interval"] == "sandwich"
     assert meta["options"]["rectify"] == "ppi"
+    sandwich = read_snapshot(out).leaderboard
+    # the bootstrap (the default interval) is honoured: battles resampled, same ratings, other intervals
+    booted = tmp_path / "booted"
+    result = runner.invoke(
+        app, [*base[:-1], str(booted), "--method", "composite", "--rectify", "ppi", "--bootstrap", "60"]
+    )
+    assert result.exit_code == 0, result.output
+    meta = json.loads((booted / "metadata.json").read_text())
+    assert meta["interval"] == "bootstrap" and meta["parameters"]["n_rounds"] == 60
+    board = read_snapshot(booted).leaderboard
+    assert board.models == sandwich.models
+    np.testing.assert_allclose(board.rating, sandwich.rating)
+    assert np.all(board.ci_low <= board.rating) and np.all(board.rating <= board.ci_high)
+    assert not np.allclose(board.ci_low, sandwich.ci_low)
     for bad, message in (
         (["--rectify", "ppi"], "--method composite"),
         (["--method", "composite", "--rectify", "x"], "unknown"),

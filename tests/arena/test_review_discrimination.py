@@ -59,7 +59,9 @@ def test_review_reports_each_annotators_discrimination(db_url: str, tmp_path: Pa
     assert found["h3"] > 2.0
     result = CliRunner().invoke(build_app(), ["annotators", "--all", "--json", "--database-url", db_url])
     assert result.exit_code == 0, result.output
-    printed = {row["label"]: row for row in map(json.loads, result.output.splitlines())}
+    *lines, overall = map(json.loads, result.output.splitlines())
+    printed = {row["label"]: row for row in lines}
+    assert overall["overall"]["self_agreement"]["n_repeat"] == 0  # no repeat battles here
     assert printed["h3"]["discrimination"] == found["h3"]
     wide = {"COLUMNS": "200"}
     table = CliRunner().invoke(build_app(), ["annotators", "--all", "--database-url", db_url], env=wide)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from leaderboard import BTSpec, PairCounts, collapse_pairs, fit_bt, simulate_battles, solve_bt_batch
-from leaderboard.fragility import fragility, remove_votes, swap_votes
+from leaderboard.fragility import _greedy, fragility, remove_votes, swap_votes
 from leaderboard.spec import UnboundedRatingWarning
 
 
@@ -107,3 +107,33 @@ def test_remove_votes_refuses_more_than_a_cell_holds() -> None:
     counts = simulate_battles(np.array([900.0, 1100.0]), 20, random_state=0).counts()
     with pytest.raises(ValueError, match="more votes"):
         remove_votes(counts, counts.vote_counts + 1)
+
+
+def _greedy_full_sort(effects: np.ndarray, available: np.ndarray, need: float) -> np.ndarray:
+    """The greedy walk along the stable sort of every cell (what the partial sort must reproduce)."""
+    removed = np.zeros_like(available)
+    closed = 0.0
+    for c in np.argsort(effects, kind="stable"):
+        if effects[c] >= 0 or closed <= -need:
+            break
+        removed[c] = max(min(available[c], np.ceil((-need - closed) / effects[c])), 0.0)
+        closed += removed[c] * effects[c]
+    return removed
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_partial_sort_walks_the_full_order(seed: int) -> None:
+    """Many tied effects (whole numbers) and gaps closed after a few cells, near the head's end (where the
+    ties at the partition value sit) or beyond it: the walk on the partially sorted head, falling back to
+    the full sort, removes the same votes from the same cells."""
+    rng = np.random.default_rng(seed)
+    n = 500
+    effects = np.round(rng.normal(-0.5, 1.0, n))
+    available = rng.integers(1, 4, n).astype(float)
+    order = np.argsort(effects, kind="stable")
+    reach = -np.cumsum(effects[order].clip(max=0) * available[order])
+    for k in (1, 10, 40, 55, 63, 64, 65, 80, 200, n - 1):
+        for need in (reach[k - 1] + 0.5, reach[k - 1]):
+            np.testing.assert_array_equal(
+                _greedy(effects, available, need), _greedy_full_sort(effects, available, need)
+            )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -38,6 +39,10 @@ def test_issued_battle_and_vote_request_survive_json(probability: float | None) 
     assert VoteRequest.from_dict(json.loads(json.dumps(request.to_dict()))) == request
     bare = VoteRequest(battle=battle, winner="model_a")
     assert VoteRequest.from_dict(json.loads(json.dumps(bare.to_dict()))) == bare
+    repeat = replace(battle, repeat=41)  # a repeat of vote 41 travels to the writer as such
+    assert battle.counted and not repeat.counted and "repeat" in battle.to_dict()
+    on_repeat = replace(bare, battle=repeat)
+    assert VoteRequest.from_dict(json.loads(json.dumps(on_repeat.to_dict()))) == on_repeat
 
 
 def test_vote_result_from_live_elo_and_back() -> None:
@@ -68,6 +73,8 @@ def test_a_malformed_dictionary_is_refused() -> None:
         IssuedBattle.from_dict({k: v for k, v in data.items() if k != "model_a_id"})
     with pytest.raises(ValueError):
         IssuedBattle.from_dict({**data, "issued_at": "yesterday"})
+    with pytest.raises(ValueError):
+        IssuedBattle.from_dict({**data, "repeat": "vote 3"})
 
 
 def test_a_request_id_that_is_not_short_text_is_refused() -> None:
