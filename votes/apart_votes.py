@@ -132,11 +132,16 @@ def reserve_vote_id(conn: Connection) -> int:
     return next_free_vote_id(conn)
 
 
+# Built once, as the live votes' statements are (building one per vote costs more than running it).
+_INSERT_BATTLE = insert(battle_t).returning(battle_t.c.id)
+_INSERT_APART = {t.name: insert(t) for t in (goldvote_t, repeatvote_t)}
+
+
 def _write(conn: Connection, table: Table, battle: dict[str, Any], row: dict[str, Any]) -> tuple[int, int]:
     """Insert the battle and its vote with the vote id the answer shows: (battle id, shown id)."""
     shown_id = reserve_vote_id(conn)
-    battle_id = int(conn.execute(insert(battle_t).returning(battle_t.c.id), battle).scalar_one())
-    conn.execute(insert(table), {**row, "battle_id": battle_id, "shown_vote_id": shown_id})
+    battle_id = int(conn.execute(_INSERT_BATTLE, battle).scalar_one())
+    conn.execute(_INSERT_APART[table.name], {**row, "battle_id": battle_id, "shown_vote_id": shown_id})
     return battle_id, shown_id
 
 
