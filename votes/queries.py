@@ -9,7 +9,8 @@ be checked against an export file (``sha256sum votes.jsonl``) or recomputed from
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +25,7 @@ from sqlalchemy.sql.operators import custom_op
 
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts, parse_outcome
+from votes.bulk import column_chunks
 from votes.records import rows_sha256
 from votes.tables import annotator_t, battle_t, generation_t, model_t, output_t, prompt_t, vote_t
 
@@ -307,9 +309,9 @@ def load_battles(
     votes = _weight(f)[1]
     base = select(*columns).select_from(votes)
     if who:
-        base = select(*columns, vote_t.c.annotator_id, battle_t.c.prompt_id).select_from(
-            votes.join(battle_t, vote_t.c.battle_id == battle_t.c.id)
-        )
+        base = select(
+            *columns, func.coalesce(vote_t.c.annotator_id, -1), func.coalesce(battle_t.c.prompt_id, -1)
+        ).select_from(votes.join(battle_t, vote_t.c.battle_id == battle_t.c.id))
     stmt = filter_votes(base.order_by(vote_t.c.id), f, battle_joined=who)
     # Streamed in chunks straight into arrays: memory follows the arrays, not 10M Python row tuples.
     ids: list[npt.NDArray[np.int64]] = []
@@ -322,21 +324,20 @@ def load_battles(
     annotators: list[npt.NDArray[np.int64]] = []
     prompts: list[npt.NDArray[np.int64]] = []
     codes: dict[str, int] = {}
-    result = conn.execute(stmt, execution_options={"yield_per": _CHUNK})
-    for rows in result.partitions():
-        n = len(rows)
-        for w in {r[3] for r in rows} - codes.keys():
+    for columns_read in column_chunks(conn, stmt, size=_CHUNK):
+        winners = columns_read[3]
+        for w in set(winners) - codes.keys():
             codes[w] = int(parse_outcome(w))
-        ids.append(np.fromiter((r[0] for r in rows), dtype=np.int64, count=n))
-        a_ids.append(np.fromiter((r[1] for r in rows), dtype=np.int64, count=n))
-        b_ids.append(np.fromiter((r[2] for r in rows), dtype=np.int64, count=n))
-        outcomes.append(np.fromiter((codes[r[3]] for r in rows), dtype=np.int8, count=n))
-        times.append(np.fromiter((_seconds(r[4]) for r in rows), dtype=np.float64, count=n))
-        weights.append(np.fromiter((r[5] for r in rows), dtype=np.float64, count=n))
-        sides.append(np.fromiter((bool(r[6]) for r in rows), dtype=bool, count=n))
+        ids.append(np.array(columns_read[0], dtype=np.int64))
+        a_ids.append(np.array(columns_read[1], dtype=np.int64))
+        b_ids.append(np.array(columns_read[2], dtype=np.int64))
+        outcomes.append(np.fromiter(map(codes.__getitem__, winners), dtype=np.int8, count=len(winners)))
+        times.append(seconds_array(columns_read[4]))
+        weights.append(np.array(columns_read[5], dtype=np.float64))
+        sides.append(np.array(columns_read[6], dtype=bool))
         if who:
-            annotators.append(np.fromiter((-1 if r[7] is None else r[7] for r in rows), np.int64, count=n))
-            prompts.append(np.fromiter((-1 if r[8] is None else r[8] for r in rows), np.int64, count=n))
+            annotators.append(np.array(columns_read[7], dtype=np.int64))
+            prompts.append(np.array(columns_read[8], dtype=np.int64))
     vote_id = _concat(ids, np.int64)
     model_a_id = _concat(a_ids, np.int64)
     model_b_id = _concat(b_ids, np.int64)
@@ -428,6 +429,22 @@ def _seconds(value: datetime | str) -> float:
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp()
+
+
+def seconds_array(values: Sequence[datetime | str]) -> npt.NDArray[np.float64]:
+    """:func:`_seconds` of each stored vote time, as one array. SQLite's text is parsed by numpy at once
+    (microseconds since the epoch divided by a million: the same float as ``timestamp()``); a value numpy
+    does not read exactly (a stored offset, a datetime from PostgreSQL) sends the chunk through
+    :func:`_seconds` value by value."""
+    if values and all(type(v) is str for v in values):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                micro = np.array(values, dtype="datetime64[us]").astype(np.int64)
+            return micro / 1e6
+        except (ValueError, Warning):
+            pass
+    return np.fromiter(map(_seconds, values), dtype=np.float64, count=len(values))
 
 
 def _concat(parts: list[Any], dtype: type[Any]) -> Any:
