@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leaderboard.elo import EloConfig
+from leaderboard.pairing import DEFAULT_FLOOR
 from votes.live import LiveConfig, live_rater_of
 
 __all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config", "live_config"]
@@ -60,7 +61,10 @@ class Settings(BaseSettings):
         description="How the next pair is chosen (see arena.pairing); each battle logs its probability.",
     )
     pairing_floor: float = Field(
-        0.1, gt=0.0, le=1.0, description="Optimal policy: share of battles drawn uniformly over all pairs."
+        DEFAULT_FLOOR,
+        gt=0.0,
+        le=1.0,
+        description="Optimal policy: share of battles drawn uniformly over all pairs.",
     )
     pairing_balance_power: float = Field(1.0, ge=0.0, description="Balanced policy: weight ~ 1/(n+1)^power.")
 
