@@ -22,11 +22,11 @@ from typing import Any, NamedTuple
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from leaderboard import compute_leaderboard
 from leaderboard.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
 from leaderboard.battles import Battles, split_components
+from leaderboard.bt import BTFit
 from leaderboard.clusters import Clusters, choose_clusters, clustering_record, parse_cluster
-from leaderboard.compute import SOURCE_METHODS
+from leaderboard.compute import SOURCE_METHODS, fit_leaderboard
 from leaderboard.data import PairCounts
 from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
 from leaderboard.result import Leaderboard
@@ -67,6 +67,7 @@ __all__ = [
     "SliceSpec",
     "StoredVotes",
     "fit_by_source",
+    "fit_board",
     "fit_counts",
     "filters_metadata",
     "fit_style_board",
@@ -184,7 +185,18 @@ def fit_counts(
     clusters: Clusters | None = None,
 ) -> Leaderboard:
     """Fit a leaderboard with ``options`` (the math lives in :mod:`leaderboard`)."""
-    return compute_leaderboard(
+    return fit_board(counts, options, progress=progress, clusters=clusters)[0]
+
+
+def fit_board(
+    counts: PairCounts,
+    options: FitOptions,
+    *,
+    progress: Progress | None = None,
+    clusters: Clusters | None = None,
+) -> tuple[Leaderboard, BTFit]:
+    """:func:`fit_counts` and its point fit, for the certificates of the same board."""
+    return fit_leaderboard(
         counts,
         clusters=clusters,
         method=options.method,
@@ -216,13 +228,18 @@ def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboar
     return fitted.board, fitted.metadata
 
 
-def board_fragility(counts: PairCounts, options: FitOptions) -> dict[str, Any]:
-    """The fragility certificate of the default board (:mod:`leaderboard.fragility`), for the metadata."""
+def board_fragility(counts: PairCounts, options: FitOptions, fit: BTFit | None = None) -> dict[str, Any]:
+    """The fragility certificate of the default board (:mod:`leaderboard.fragility`), for the metadata.
+
+    ``fit`` is the board's own point fit (:func:`fit_board`), used when it is the one the certificate
+    would make (no anchor, the default scale): then the votes are not fitted a second time."""
     from leaderboard.compute import method_spec
     from leaderboard.fragility import fragility
 
+    same_fit = options.anchor is None and not {"scale", "base", "initial"} & set(options.extra)
     try:
-        return fragility(counts, spec=method_spec(options.method, dict(options.extra))).describe()
+        spec = method_spec(options.method, dict(options.extra))
+        return fragility(counts, fit=fit if same_fit else None, spec=spec).describe()
     except (ValueError, RuntimeError) as exc:
         return {"error": str(exc)}
 
@@ -326,8 +343,8 @@ def recompute_snapshot(
             raise ValueError(f"method {options.method!r} has no style-controlled board")
         board, added["composite"] = fit_by_source(by_source, options)
     else:
-        board = fit_counts(counts, options, progress=progress, clusters=clusters)
-        added["fragility"] = board_fragility(counts, options)
+        board, point_fit = fit_board(counts, options, progress=progress, clusters=clusters)
+        added["fragility"] = board_fragility(counts, options, point_fit)
     if clustering is not None:
         added["clustering"] = dict(clustering)
     if judges is not None:
