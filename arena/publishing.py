@@ -17,10 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
-
-from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from leaderboard.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
 from leaderboard.battles import Battles, split_components
@@ -42,23 +39,13 @@ from leaderboard.snapshot import (
     write_snapshot,
 )
 from leaderboard.style_board import StyleBoard, compute_style_board, expand_style, style_board_files
-from votes.annotated import (
-    AgreementInput,
-    agreement_from_store,
-    agreement_input_from_store,
-    composite_input,
-    judge_votes,
-)
-from votes.battle_shares import weekly_battle_shares
-from votes.db import read_only, session_scope
-from votes.ledger import ledger_sha256
-from votes.live_battles import availability_ledger
-from votes.model_metadata import model_metadata
-from votes.models import Snapshot
-from votes.pairing_weights import pairing_weight_history
-from votes.queries import VoteFilter, load_battles, load_pair_counts
-from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
-from votes.sources import battles_from_store
+
+if TYPE_CHECKING:  # the database stack is imported where it is used: a recompute from a file needs none
+    from sqlalchemy.engine import Engine
+
+    from votes.annotated import AgreementInput
+    from votes.models import Snapshot
+    from votes.queries import VoteFilter
 
 __all__ = [
     "FitOptions",
@@ -213,6 +200,7 @@ def fit_board(
 def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboard, dict[str, Any]]:
     """The composite board of votes with their annotators, and its ``composite`` metadata."""
     from leaderboard.composite_board import composite_board
+    from votes.annotated import composite_input
 
     if len(read.battles) == 0:
         raise ValueError("no votes with an annotator and a prompt to fit the composite on")
@@ -407,6 +395,11 @@ def recompute_snapshot(
 def load_model_info(engine: Engine) -> dict[str, dict[str, Any]]:
     """What the store knows about each model (organisation, licence, link, knowledge cutoff; set with
     `arena models set` or `arena models load`), for ``models.csv``."""
+    from sqlmodel import Session
+
+    from votes.db import read_only
+    from votes.model_metadata import model_metadata
+
     with Session(read_only(engine)) as session:
         return dict(model_metadata(session))
 
@@ -453,6 +446,12 @@ def load_votes_with_texts(
     ``--cluster`` value) the votes' clusters by annotator and/or prompt and a record of that choice, (with
     ``by_source``) every vote with who cast it for a source-aware method, and (with ``judges``) the LLM
     judges' votes among them (:func:`votes.annotated.judge_votes`), all read in the same transaction."""
+    from votes.annotated import agreement_from_store, agreement_input_from_store, judge_votes
+    from votes.db import read_only
+    from votes.ledger import ledger_sha256
+    from votes.queries import load_battles, load_pair_counts
+    from votes.sources import battles_from_store
+
     battles: Battles | None = None
     report: AgreementReport | None = None
     who: Battles | None = None
@@ -536,6 +535,9 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
 def stored_components(engine: Engine, vote_filter: VoteFilter) -> list[tuple[str, ...]]:
     """The models of each part of the comparison graph of the selected votes (largest first, as
     :func:`leaderboard.battles.split_components` orders them), read from the aggregated cells."""
+    from votes.db import read_only
+    from votes.queries import load_pair_counts
+
     with read_only(engine).connect() as conn:
         counts = load_pair_counts(conn, filters=vote_filter)
     cells = Battles(
@@ -553,6 +555,11 @@ def reconcile_snapshot_dir(engine: Engine, root: Path) -> list[Path]:
     grace (:data:`STAGING_GRACE_SECONDS`, :data:`UNRECORDED_GRACE_SECONDS`) may belong to a publish
     running now and is kept.
     """
+    from sqlmodel import Session, select
+
+    from votes.db import read_only
+    from votes.models import Snapshot
+
     with Session(read_only(engine)) as session:
         known = {str(r) for r in session.exec(select(Snapshot.id)).all()}
     now = time.time()
@@ -616,6 +623,13 @@ def publish_snapshot(
     recorded; if recording fails the folder is removed, so every row has its files and no stray
     folder pretends to be published. Returns the stored (immutable) :class:`Snapshot` row.
     """
+    from votes.battle_shares import weekly_battle_shares
+    from votes.db import session_scope
+    from votes.live_battles import availability_ledger
+    from votes.pairing_weights import pairing_weight_history
+    from votes.queries import VoteFilter
+    from votes.snapshots import ensure_snapshot_guards, insert_snapshot
+
     if vote_filter is None:
         vote_filter = VoteFilter(
             category=category, language=language, since=since, until=until, exclude_flagged=exclude_flagged
@@ -686,6 +700,10 @@ def publish_slices(
 ) -> list[Snapshot]:
     """Publish the overall board and one board per category and per language (those with enough votes),
     each clustered as ``cluster`` asks (see :func:`publish_snapshot`)."""
+    from sqlmodel import Session
+
+    from votes.snapshots import vote_slices
+
     if slices is None:
         with Session(engine) as session:
             found = vote_slices(session=session, min_votes=min_votes)
