@@ -287,6 +287,7 @@ def recompute_snapshot(
     judges: Battles | None = None,
     clustering: Mapping[str, Any] | None = None,
     pairing_weights: Mapping[str, Mapping[str, float]] | None = None,
+    flagged_annotators: Mapping[str, Any] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
 
@@ -315,6 +316,10 @@ def recompute_snapshot(
     :mod:`votes.pairing_weights`) goes under ``sampling_weights_by_day`` (the board's models only): what
     the live site was giving over time, beside the share the policy would give next.
 
+    ``flagged_annotators`` (:func:`votes.flagged.flagged_report`: the flagged annotators left out or
+    down-weighted, each under a pseudonymous id with one reason, and the gold summary) goes under
+    ``flagged_annotators``; the board pages show its count.
+
     A source-aware method (``composite``) fits ``by_source``, every vote with who cast it (humans and
     judges, whatever the filter's annotators), instead of ``counts``; its sources, learned per-source
     terms, effective number of human votes and each judge's worth go under ``composite``.
@@ -335,6 +340,8 @@ def recompute_snapshot(
         added["fragility"] = board_fragility(counts, options, point_fit)
     if clustering is not None:
         added["clustering"] = dict(clustering)
+    if flagged_annotators is not None:
+        added["flagged_annotators"] = dict(flagged_annotators)
     if judges is not None:
         added["judge_position"] = board_judge_positions(judges)
     if availability is not None:
@@ -427,6 +434,7 @@ class StoredVotes(NamedTuple):
     by_source: AgreementInput | None = None
     judges: Battles | None = None
     clustering: dict[str, Any] | None = None
+    flagged: dict[str, Any] | None = None
 
 
 def load_votes_with_texts(
@@ -439,15 +447,19 @@ def load_votes_with_texts(
     cluster: str = "none",
     by_source: bool = False,
     judges: bool = False,
+    flagged: bool = False,
 ) -> StoredVotes:
     """As :func:`load_from_database`, plus (with ``style``) the same votes one per row with the style
     covariates of their answers, (with ``agreement``) the agreement report of the votes the filter
     selects, humans' and judges' alike (None when no judge voted), and (with ``cluster``, a
     ``--cluster`` value) the votes' clusters by annotator and/or prompt and a record of that choice, (with
     ``by_source``) every vote with who cast it for a source-aware method, and (with ``judges``) the LLM
-    judges' votes among them (:func:`votes.annotated.judge_votes`), all read in the same transaction."""
+    judges' votes among them (:func:`votes.annotated.judge_votes`), and (with ``flagged``) the flagged
+    annotators the filter leaves out or down-weights (:func:`votes.flagged.flagged_report`), all read in
+    the same transaction."""
     from votes.annotated import agreement_from_store, agreement_input_from_store, judge_votes
     from votes.db import read_only
+    from votes.flagged import flagged_report
     from votes.ledger import ledger_sha256
     from votes.queries import load_battles, load_pair_counts
     from votes.sources import battles_from_store
@@ -473,6 +485,7 @@ def load_votes_with_texts(
         else:
             counts = load_battles(conn, filters=vote_filter).counts(bucket_seconds=bucket_seconds)
         digest = ledger_sha256(conn, vote_filter)
+        flagged_found = flagged_report(conn, vote_filter) if flagged else None
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
     # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).
@@ -481,7 +494,15 @@ def load_votes_with_texts(
     clusters = choose_clusters(who, counts, cluster) if clustered and who is not None else None
     record = clustering_record(who, cluster, clusters) if clustered else None
     return StoredVotes(
-        counts, digest, battles, report, clusters, by_source=sourced, judges=judged, clustering=record
+        counts,
+        digest,
+        battles,
+        report,
+        clusters,
+        by_source=sourced,
+        judges=judged,
+        clustering=record,
+        flagged=flagged_found,
     )
 
 
@@ -490,7 +511,8 @@ def load_board_votes(
 ) -> StoredVotes:
     """What a published board reads from the store, for ``options``: the counts (time-bucketed when a
     half-life asks), the votes with their texts for style control, the agreement report, the clusters,
-    the votes by source for a source-aware method and the judges' votes. One place, so ``publish`` and
+    the votes by source for a source-aware method, the judges' votes and the flagged annotators left
+    out or down-weighted. One place, so ``publish`` and
     ``recompute`` from the database read the same."""
     return load_votes_with_texts(
         engine,
@@ -501,6 +523,7 @@ def load_board_votes(
         cluster=cluster,
         by_source=options.by_source,
         judges=True,
+        flagged=True,
     )
 
 
@@ -525,6 +548,8 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
         out["first_sight"] = True
     if vote_filter.robust:
         out["robust"] = True
+    if vote_filter.down_weighted:
+        out["flagged_weight"] = vote_filter.flagged_weight
     if vote_filter.models is not None:
         out["models"] = list(vote_filter.models)
     if vote_filter.exclude_models:
@@ -609,10 +634,13 @@ def publish_snapshot(
     vote_filter: VoteFilter | None = None,
     component: int | None = None,
     cluster: str = "auto",
+    flagged_weight: float | None = None,
 ) -> Snapshot:
     """Recompute from the database and publish: a read-only folder under ``snapshot_dir`` and a row.
 
-    ``vote_filter``, when given, selects the votes instead of ``category`` ... ``exclude_flagged``;
+    ``vote_filter``, when given, selects the votes instead of ``category`` ... ``exclude_flagged`` and
+    ``flagged_weight`` (flagged annotators down-weighted instead of left out: the ``flagged_votes``
+    setting);
     ``component`` numbers a part of the comparison graph (its models are the filter's ``models``) in
     the metadata. ``cluster`` (a ``--cluster`` value; by default ``auto``, annotator clusters when the
     votes name enough annotators) clusters the votes for the intervals; the clustering used is recorded
@@ -621,10 +649,12 @@ def publish_snapshot(
 
     The folder is written under a staging name, frozen (files 0444), moved to its id, and only then
     recorded; if recording fails the folder is removed, so every row has its files and no stray
-    folder pretends to be published. Returns the stored (immutable) :class:`Snapshot` row.
+    folder pretends to be published. Golds good annotators keep missing are retired first
+    (:func:`votes.gold_review.retire_golds`). Returns the stored (immutable) :class:`Snapshot` row.
     """
     from votes.battle_shares import weekly_battle_shares
     from votes.db import session_scope
+    from votes.gold_review import retire_golds
     from votes.live_battles import availability_ledger
     from votes.pairing_weights import pairing_weight_history
     from votes.queries import VoteFilter
@@ -632,12 +662,18 @@ def publish_snapshot(
 
     if vote_filter is None:
         vote_filter = VoteFilter(
-            category=category, language=language, since=since, until=until, exclude_flagged=exclude_flagged
+            category=category,
+            language=language,
+            since=since,
+            until=until,
+            exclude_flagged=exclude_flagged,
+            flagged_weight=flagged_weight,
         )
     spec = SliceSpec(category=vote_filter.category, language=vote_filter.language)
     filters = filters_metadata(vote_filter)
     if component is not None:
         filters["component"] = component
+    retire_golds(engine)  # each publish also runs the gold review's retirement (golds count in no board)
     stored = load_board_votes(engine, vote_filter, options, cluster)
     if stored.clusters is not None:
         options = replace(options, cluster=stored.clusters.label)
@@ -667,6 +703,7 @@ def publish_snapshot(
             judges=stored.judges,
             clustering=stored.clustering,
             pairing_weights=pairing_weight_history(engine),
+            flagged_annotators=stored.flagged,
         )
         # Frozen before it gets its id: a folder under a snapshot id is never writable, even after a crash.
         freeze_snapshot(staging)
@@ -697,6 +734,7 @@ def publish_slices(
     progress: Callable[[str, int, int], None] | None = None,
     plots: bool = True,
     cluster: str = "auto",
+    flagged_weight: float | None = None,
 ) -> list[Snapshot]:
     """Publish the overall board and one board per category and per language (those with enough votes),
     each clustered as ``cluster`` asks (see :func:`publish_snapshot`)."""
@@ -726,6 +764,7 @@ def publish_slices(
                 progress=report,
                 plots=plots,
                 cluster=cluster,
+                flagged_weight=flagged_weight,
             )
         )
     return published

@@ -24,6 +24,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from votes.battle_rows import SELF_BATTLE, BattleRecord, parse_battles
+from votes.bulk import gc_paused
 from votes.catalog_records import parse_catalog
 from votes.file_writers import write_rows
 from votes.formats import SourceFormat, detect_source_format, map_catalog_rows, map_source_rows
@@ -128,9 +129,10 @@ def import_file(
 
         def record_batches() -> Iterator[list[BattleRecord]]:
             for rows in row_batches:
-                records, tally.note, _, n_filtered = _battle_records(
-                    path, fmt, rows, shape, refused, filters, baseline
-                )
+                with gc_paused():  # a batch's records are many small objects without cycles
+                    records, tally.note, _, n_filtered = _battle_records(
+                        path, fmt, rows, shape, refused, filters, baseline
+                    )
                 tally.n_rows += len(rows)
                 tally.n_filtered += n_filtered
                 tally.n_candidates += len(records)

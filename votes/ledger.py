@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from leaderboard.atomic import atomic_file
+from votes.bulk import column_chunks
 from votes.queries import VoteFilter, filter_votes
 from votes.tables import annotator_t, model_t, vote_t
 
@@ -108,9 +109,8 @@ def _blocks(db: Session | Connection, filters: VoteFilter | None) -> Iterator[tu
     """The header (no votes), then blocks of lines with the number of votes in each."""
     conn = _connection(db)
     yield LEDGER_HEADER.encode("utf-8"), 0
-    result = conn.execute(_statement(conn, filters), execution_options={"yield_per": _BLOCK})
-    for rows in result.partitions():
-        yield ("\n".join(row[0] for row in rows) + "\n").encode("utf-8"), len(rows)
+    for (lines,) in column_chunks(conn, _statement(conn, filters), size=_BLOCK):
+        yield ("\n".join(lines) + "\n").encode("utf-8"), len(lines)
 
 
 def iter_ledger_blocks(db: Session | Connection, filters: VoteFilter | None = None) -> Iterator[bytes]:

@@ -9,14 +9,15 @@ be checked against an export file (``sha256sum votes.jsonl``) or recomputed from
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Select, String, and_, case, func, or_, select, true, type_coerce
+from sqlalchemy import Select, String, and_, case, func, literal, or_, select, true, type_coerce
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
@@ -24,6 +25,7 @@ from sqlalchemy.sql.operators import custom_op
 
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts, parse_outcome
+from votes.bulk import column_chunks
 from votes.records import rows_sha256
 from votes.tables import annotator_t, battle_t, generation_t, model_t, output_t, prompt_t, vote_t
 
@@ -79,6 +81,19 @@ class VoteFilter:
     # annotator's stored ``honest_weight`` (the voter review's evidence; votes without an annotator
     # count 1) in the cells aggregate (:func:`pair_counts_statement`) and the per-vote read.
     robust: bool = False
+    # With ``exclude_flagged``: flagged annotators' votes are down-weighted instead of left out, each
+    # weighing the smaller of its annotator's stored ``honest_weight`` and this factor (so a flag always
+    # costs weight, and a review's lower posterior costs more); other votes count as usual.
+    flagged_weight: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.flagged_weight is not None and not 0.0 <= self.flagged_weight <= 1.0:
+            raise ValueError("flagged_weight must be between 0 and 1")
+
+    @property
+    def down_weighted(self) -> bool:
+        """Flagged annotators' votes are in the board with less weight (not left out)."""
+        return self.exclude_flagged and self.flagged_weight is not None and not self.robust
 
 
 #: Annotator kind of the LLM judges of ``arena judge`` (labels ``judge:<endpoint>``).
@@ -136,7 +151,8 @@ def filter_votes(
         stmt = stmt.where(vote_t.c.created_at >= f.since)
     if f.until is not None:
         stmt = stmt.where(vote_t.c.created_at < f.until)
-    cut_flagged = f.exclude_flagged and not f.robust  # robust: down-weighted, not left out
+    # robust, or flagged_weight: down-weighted, not left out
+    cut_flagged = f.exclude_flagged and not f.robust and f.flagged_weight is None
     if f.annotators is None:  # one small NOT IN, so the fit still reads only ix_vote_cells
         stmt = stmt.where(_excluding(flagged=cut_flagged, judges=True))
     else:
@@ -223,6 +239,25 @@ def _robust_join() -> Any:
     return vote_t.outerjoin(robust_annotator, vote_t.c.annotator_id == robust_annotator.c.id)
 
 
+def flagged_down_weight(factor: float) -> ColumnElement[Any]:
+    """A vote's weight when flagged annotators are down-weighted (``VoteFilter.flagged_weight``): a
+    flagged annotator's vote weighs the smaller of their ``honest_weight`` and ``factor``; the statement
+    must select from :func:`_robust_join`."""
+    honest = func.coalesce(robust_annotator.c.honest_weight, 1.0)
+    cap = literal(float(factor))
+    flagged_share = case((honest < cap, honest), else_=cap)
+    return vote_t.c.weight * case((robust_annotator.c.flagged.is_(True), flagged_share), else_=1.0)
+
+
+def _weight(f: VoteFilter) -> tuple[ColumnElement[Any], Any]:
+    """The vote weight column the filter asks for, and what to select it from."""
+    if f.robust:
+        return robust_weight(), _robust_join()
+    if f.down_weighted and f.flagged_weight is not None:
+        return flagged_down_weight(f.flagged_weight), _robust_join()
+    return vote_t.c.weight, vote_t
+
+
 def _filter_kwargs(
     filters: VoteFilter | None,
     category: str | None,
@@ -268,15 +303,15 @@ def load_battles(
         vote_t.c.model_b_id,
         vote_t.c.winner,
         _vote_time(conn),
-        robust_weight() if f.robust else vote_t.c.weight,
+        _weight(f)[0],
         vote_t.c.sided,
     ]
-    votes = _robust_join() if f.robust else vote_t
+    votes = _weight(f)[1]
     base = select(*columns).select_from(votes)
     if who:
-        base = select(*columns, vote_t.c.annotator_id, battle_t.c.prompt_id).select_from(
-            votes.join(battle_t, vote_t.c.battle_id == battle_t.c.id)
-        )
+        base = select(
+            *columns, func.coalesce(vote_t.c.annotator_id, -1), func.coalesce(battle_t.c.prompt_id, -1)
+        ).select_from(votes.join(battle_t, vote_t.c.battle_id == battle_t.c.id))
     stmt = filter_votes(base.order_by(vote_t.c.id), f, battle_joined=who)
     # Streamed in chunks straight into arrays: memory follows the arrays, not 10M Python row tuples.
     ids: list[npt.NDArray[np.int64]] = []
@@ -289,21 +324,20 @@ def load_battles(
     annotators: list[npt.NDArray[np.int64]] = []
     prompts: list[npt.NDArray[np.int64]] = []
     codes: dict[str, int] = {}
-    result = conn.execute(stmt, execution_options={"yield_per": _CHUNK})
-    for rows in result.partitions():
-        n = len(rows)
-        for w in {r[3] for r in rows} - codes.keys():
+    for columns_read in column_chunks(conn, stmt, size=_CHUNK):
+        winners = columns_read[3]
+        for w in set(winners) - codes.keys():
             codes[w] = int(parse_outcome(w))
-        ids.append(np.fromiter((r[0] for r in rows), dtype=np.int64, count=n))
-        a_ids.append(np.fromiter((r[1] for r in rows), dtype=np.int64, count=n))
-        b_ids.append(np.fromiter((r[2] for r in rows), dtype=np.int64, count=n))
-        outcomes.append(np.fromiter((codes[r[3]] for r in rows), dtype=np.int8, count=n))
-        times.append(np.fromiter((_seconds(r[4]) for r in rows), dtype=np.float64, count=n))
-        weights.append(np.fromiter((r[5] for r in rows), dtype=np.float64, count=n))
-        sides.append(np.fromiter((bool(r[6]) for r in rows), dtype=bool, count=n))
+        ids.append(np.array(columns_read[0], dtype=np.int64))
+        a_ids.append(np.array(columns_read[1], dtype=np.int64))
+        b_ids.append(np.array(columns_read[2], dtype=np.int64))
+        outcomes.append(np.fromiter(map(codes.__getitem__, winners), dtype=np.int8, count=len(winners)))
+        times.append(seconds_array(columns_read[4]))
+        weights.append(np.array(columns_read[5], dtype=np.float64))
+        sides.append(np.array(columns_read[6], dtype=bool))
         if who:
-            annotators.append(np.fromiter((-1 if r[7] is None else r[7] for r in rows), np.int64, count=n))
-            prompts.append(np.fromiter((-1 if r[8] is None else r[8] for r in rows), np.int64, count=n))
+            annotators.append(np.array(columns_read[7], dtype=np.int64))
+            prompts.append(np.array(columns_read[8], dtype=np.int64))
     vote_id = _concat(ids, np.int64)
     model_a_id = _concat(a_ids, np.int64)
     model_b_id = _concat(b_ids, np.int64)
@@ -397,6 +431,22 @@ def _seconds(value: datetime | str) -> float:
     return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp()
 
 
+def seconds_array(values: Sequence[datetime | str]) -> npt.NDArray[np.float64]:
+    """:func:`_seconds` of each stored vote time, as one array. SQLite's text is parsed by numpy at once
+    (microseconds since the epoch divided by a million: the same float as ``timestamp()``); a value numpy
+    does not read exactly (a stored offset, a datetime from PostgreSQL) sends the chunk through
+    :func:`_seconds` value by value."""
+    if values and all(type(v) is str for v in values):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                micro = np.array(values, dtype="datetime64[us]").astype(np.int64)
+            return micro / 1e6
+        except (ValueError, Warning):
+            pass
+    return np.fromiter(map(_seconds, values), dtype=np.float64, count=len(values))
+
+
 def _concat(parts: list[Any], dtype: type[Any]) -> Any:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
@@ -467,14 +517,14 @@ def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: str = "
     f = filters or VoteFilter()
     keys: list[ColumnElement[Any]] = [vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner]
     unsided = vote_t.c.sided.is_(False)
-    weight = robust_weight() if f.robust else vote_t.c.weight
+    weight, votes = _weight(f)
     stmt = select(
         *keys,
         func.count(),
         func.sum(weight),
         func.sum(case((unsided, 1), else_=0)),
         func.sum(case((unsided, weight), else_=0.0)),
-    ).select_from(_robust_join() if f.robust else vote_t)
+    ).select_from(votes)
     if dialect == "sqlite" and (f.since is not None or f.until is not None):
         # Left alone, SQLite walks ix_vote_cells for its order and fetches every vote row at random to
         # test its time (10M votes, half selected: 34 s). Grouping by ``+column`` (SQLite's documented

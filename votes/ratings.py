@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from leaderboard.data import OUTCOME_STRINGS, parse_outcome
 from leaderboard.elo import EloConfig, EloStandings, replay_elo_indices
 from leaderboard.raters import OnlineRater
+from votes.bulk import column_chunks
 from votes.db import read_only
 from votes.live import LiveConfig, encode_state, has_clock, rater_identity, shown
 from votes.models import utcnow
@@ -78,16 +79,18 @@ def _replay(conn: Connection, config: EloConfig) -> tuple[list[int], EloStanding
     )
     codes = {w: int(parse_outcome(w)) for w in OUTCOME_STRINGS.values()}
     # Streamed in chunks and replayed chunk by chunk: memory stays bounded whatever the number of votes.
-    for rows in conn.execute(stmt, execution_options={"yield_per": REPLAY_CHUNK}).partitions():
-        n = len(rows)
+    for a_ids, b_ids, winners, weights in column_chunks(conn, stmt, size=REPLAY_CHUNK):
+        n = len(winners)
+        for w in set(winners) - codes.keys():
+            codes[w] = int(parse_outcome(w))
         standings = replay_elo_indices(
-            position[np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)],
-            position[np.fromiter((r[1] for r in rows), dtype=np.int64, count=n)],
-            np.fromiter((codes.get(r[2]) or int(parse_outcome(r[2])) for r in rows), dtype=np.int8, count=n),
+            position[np.array(a_ids, dtype=np.int64)],
+            position[np.array(b_ids, dtype=np.int64)],
+            np.fromiter(map(codes.__getitem__, winners), dtype=np.int8, count=n),
             models=names,
             config=config,
             start=standings,
-            weight=np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
+            weight=np.array(weights, dtype=np.float64),
         )
     return [model_id for model_id, _ in models], standings
 

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from leaderboard.spreadsheet import unescape_cell
+from votes.bulk import gc_paused
 from votes.records import (
     MAX_EXPANDED_BYTES,
     FileFormat,
@@ -187,9 +188,10 @@ def _parquet_batches(path: Path, size: int) -> Iterator[Rows]:
         number = 0
         for batch in reader.iter_batches(batch_size=size):
             rows: Rows = []
-            for record in batch.to_pylist():
-                number += 1
-                rows.append((f"row {number}", {k: v for k, v in record.items() if v is not None}))
+            with gc_paused():  # a batch of plain dictionaries: no cycles for the collector to find
+                for record in batch.to_pylist():
+                    number += 1
+                    rows.append((f"row {number}", {k: v for k, v in record.items() if v is not None}))
             yield rows
     except (pa.ArrowException, OSError) as exc:
         raise InputError(path, None, f"not a readable Parquet file ({exc})") from None
