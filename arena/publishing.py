@@ -17,16 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
-
-from leaderboard import compute_leaderboard
 from leaderboard.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
 from leaderboard.battles import Battles, split_components
+from leaderboard.bt import BTFit
 from leaderboard.clusters import Clusters, choose_clusters, clustering_record, parse_cluster
-from leaderboard.compute import SOURCE_METHODS
+from leaderboard.compute import SOURCE_METHODS, fit_leaderboard
 from leaderboard.data import PairCounts
 from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
 from leaderboard.result import Leaderboard
@@ -42,26 +39,13 @@ from leaderboard.snapshot import (
     write_snapshot,
 )
 from leaderboard.style_board import StyleBoard, compute_style_board, expand_style, style_board_files
-from votes.annotated import (
-    AgreementInput,
-    agreement_from_store,
-    agreement_input_from_store,
-    composite_input,
-    judge_votes,
-    source_aware_filter,
-)
-from votes.battle_shares import weekly_battle_shares
-from votes.db import read_only, session_scope
-from votes.flagged import flagged_report
-from votes.gold_review import retire_golds
-from votes.ledger import ledger_sha256
-from votes.live_battles import availability_ledger
-from votes.model_metadata import model_metadata
-from votes.models import Snapshot
-from votes.pairing_weights import pairing_weight_history
-from votes.queries import VoteFilter, load_battles, load_pair_counts
-from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
-from votes.sources import battles_from_store
+
+if TYPE_CHECKING:  # the database stack is imported where it is used: a recompute from a file needs none
+    from sqlalchemy.engine import Engine
+
+    from votes.annotated import AgreementInput
+    from votes.models import Snapshot
+    from votes.queries import VoteFilter
 
 __all__ = [
     "FitOptions",
@@ -70,6 +54,7 @@ __all__ = [
     "SliceSpec",
     "StoredVotes",
     "fit_by_source",
+    "fit_board",
     "fit_counts",
     "filters_metadata",
     "fit_style_board",
@@ -187,7 +172,18 @@ def fit_counts(
     clusters: Clusters | None = None,
 ) -> Leaderboard:
     """Fit a leaderboard with ``options`` (the math lives in :mod:`leaderboard`)."""
-    return compute_leaderboard(
+    return fit_board(counts, options, progress=progress, clusters=clusters)[0]
+
+
+def fit_board(
+    counts: PairCounts,
+    options: FitOptions,
+    *,
+    progress: Progress | None = None,
+    clusters: Clusters | None = None,
+) -> tuple[Leaderboard, BTFit]:
+    """:func:`fit_counts` and its point fit, for the certificates of the same board."""
+    return fit_leaderboard(
         counts,
         clusters=clusters,
         method=options.method,
@@ -204,6 +200,7 @@ def fit_counts(
 def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboard, dict[str, Any]]:
     """The composite board of votes with their annotators, and its ``composite`` metadata."""
     from leaderboard.composite_board import composite_board
+    from votes.annotated import composite_input
 
     if len(read.battles) == 0:
         raise ValueError("no votes with an annotator and a prompt to fit the composite on")
@@ -219,13 +216,18 @@ def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboar
     return fitted.board, fitted.metadata
 
 
-def board_fragility(counts: PairCounts, options: FitOptions) -> dict[str, Any]:
-    """The fragility certificate of the default board (:mod:`leaderboard.fragility`), for the metadata."""
+def board_fragility(counts: PairCounts, options: FitOptions, fit: BTFit | None = None) -> dict[str, Any]:
+    """The fragility certificate of the default board (:mod:`leaderboard.fragility`), for the metadata.
+
+    ``fit`` is the board's own point fit (:func:`fit_board`), used when it is the one the certificate
+    would make (no anchor, the default scale): then the votes are not fitted a second time."""
     from leaderboard.compute import method_spec
     from leaderboard.fragility import fragility
 
+    same_fit = options.anchor is None and not {"scale", "base", "initial"} & set(options.extra)
     try:
-        return fragility(counts, spec=method_spec(options.method, dict(options.extra))).describe()
+        spec = method_spec(options.method, dict(options.extra))
+        return fragility(counts, fit=fit if same_fit else None, spec=spec).describe()
     except (ValueError, RuntimeError) as exc:
         return {"error": str(exc)}
 
@@ -334,8 +336,8 @@ def recompute_snapshot(
             raise ValueError(f"method {options.method!r} has no style-controlled board")
         board, added["composite"] = fit_by_source(by_source, options)
     else:
-        board = fit_counts(counts, options, progress=progress, clusters=clusters)
-        added["fragility"] = board_fragility(counts, options)
+        board, point_fit = fit_board(counts, options, progress=progress, clusters=clusters)
+        added["fragility"] = board_fragility(counts, options, point_fit)
     if clustering is not None:
         added["clustering"] = dict(clustering)
     if flagged_annotators is not None:
@@ -400,6 +402,11 @@ def recompute_snapshot(
 def load_model_info(engine: Engine) -> dict[str, dict[str, Any]]:
     """What the store knows about each model (organisation, licence, link, knowledge cutoff; set with
     `arena models set` or `arena models load`), for ``models.csv``."""
+    from sqlmodel import Session
+
+    from votes.db import read_only
+    from votes.model_metadata import model_metadata
+
     with Session(read_only(engine)) as session:
         return dict(model_metadata(session))
 
@@ -455,6 +462,18 @@ def load_votes_with_texts(
     (:func:`votes.annotated.source_aware_filter`: every annotator's, judges included), not of the
     filter's: a composite board's ``votes_sha256`` then covers the judge verdicts its ratings use (and
     its clusters and judges' votes are of the same votes)."""
+    from votes.annotated import (
+        agreement_from_store,
+        agreement_input_from_store,
+        judge_votes,
+        source_aware_filter,
+    )
+    from votes.db import read_only
+    from votes.flagged import flagged_report
+    from votes.ledger import ledger_sha256
+    from votes.queries import load_battles, load_pair_counts
+    from votes.sources import battles_from_store
+
     battles: Battles | None = None
     report: AgreementReport | None = None
     who: Battles | None = None
@@ -554,6 +573,9 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
 def stored_components(engine: Engine, vote_filter: VoteFilter) -> list[tuple[str, ...]]:
     """The models of each part of the comparison graph of the selected votes (largest first, as
     :func:`leaderboard.battles.split_components` orders them), read from the aggregated cells."""
+    from votes.db import read_only
+    from votes.queries import load_pair_counts
+
     with read_only(engine).connect() as conn:
         counts = load_pair_counts(conn, filters=vote_filter)
     cells = Battles(
@@ -571,6 +593,11 @@ def reconcile_snapshot_dir(engine: Engine, root: Path) -> list[Path]:
     grace (:data:`STAGING_GRACE_SECONDS`, :data:`UNRECORDED_GRACE_SECONDS`) may belong to a publish
     running now and is kept.
     """
+    from sqlmodel import Session, select
+
+    from votes.db import read_only
+    from votes.models import Snapshot
+
     with Session(read_only(engine)) as session:
         known = {str(r) for r in session.exec(select(Snapshot.id)).all()}
     now = time.time()
@@ -638,6 +665,15 @@ def publish_snapshot(
     folder pretends to be published. Golds good annotators keep missing are retired first
     (:func:`votes.gold_review.retire_golds`). Returns the stored (immutable) :class:`Snapshot` row.
     """
+    from votes.annotated import source_aware_filter
+    from votes.battle_shares import weekly_battle_shares
+    from votes.db import session_scope
+    from votes.gold_review import retire_golds
+    from votes.live_battles import availability_ledger
+    from votes.pairing_weights import pairing_weight_history
+    from votes.queries import VoteFilter
+    from votes.snapshots import ensure_snapshot_guards, insert_snapshot
+
     if vote_filter is None:
         vote_filter = VoteFilter(
             category=category,
@@ -716,6 +752,10 @@ def publish_slices(
 ) -> list[Snapshot]:
     """Publish the overall board and one board per category and per language (those with enough votes),
     each clustered as ``cluster`` asks (see :func:`publish_snapshot`)."""
+    from sqlmodel import Session
+
+    from votes.snapshots import vote_slices
+
     if slices is None:
         with Session(engine) as session:
             found = vote_slices(session=session, min_votes=min_votes)

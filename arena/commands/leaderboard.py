@@ -398,7 +398,6 @@ def recompute(
     from arena.publishing import SliceSpec, recompute_snapshot
     from leaderboard.clusters import clustering_record
     from votes.records import InputError
-    from votes.sources import battles_from_file
 
     options = _options(
         method,
@@ -492,6 +491,8 @@ def recompute(
                 read.battles, largest=largest_component, each=each_component, source=source
             )
             if options.style:
+                from votes.sources import battles_from_file
+
                 try:
                     battles = battles_from_file(source, catalog=catalog, style=True)
                 except InputError as exc:
