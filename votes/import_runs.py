@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from votes.battle_rows import BattleRecord
 from votes.bulk import ImportCounts, bulk_insert, chunks, gc_paused, member
+from votes.digest_counts import DigestCounts
 from votes.import_battles import row_digest, stage_battle_batch
 from votes.live import LiveConfig
 from votes.models import utcnow
@@ -139,35 +140,31 @@ def _stage(
     records: Sequence[BattleRecord],
     first_seq: int,
     file: str,
+    counts: DigestCounts,
     digests: Sequence[str] | None = None,
 ) -> ImportCounts:
     staged = stage_battle_batch(conn, run_id, records, first_seq=first_seq, file=file, digests=digests)
-    keys = _import_keys(conn, run_id, [row["digest"] for row in staged.rows])
+    keys = counts.keys([row["digest"] for row in staged.rows], first_seq, _staged_digests(conn, run_id))
     for row, key in zip(staged.rows, keys, strict=True):
         row["import_key"] = key
     bulk_insert(conn, import_row_t, staged.rows)
     return staged.counts
 
 
-def _import_keys(conn: Connection, run_id: int, digests: Sequence[str]) -> list[str]:
-    """Each row's import key: its digest and how many rows of the run with the same digest came before
-    it, those of earlier batches counted in the staging table (one grouped look-up per thousand distinct
-    digests), this batch's as it goes. Written with the row: filling the keys in by an UPDATE after the
-    insert rewrote every staged row."""
-    before: dict[str, int] = {}
-    for chunk in chunks(sorted(set(digests))):
-        stmt = (
-            select(import_row_t.c.digest, func.count())
-            .where(import_row_t.c.import_id == run_id, member(conn, import_row_t.c.digest, chunk))
-            .group_by(import_row_t.c.digest)
-        )
-        before.update((str(d), int(n)) for d, n in conn.execute(stmt))
-    keys: list[str] = []
-    for digest in digests:
-        n = before.get(digest, 0)
-        keys.append(f"{digest}-{n}")
-        before[digest] = n + 1
-    return keys
+def _staged_digests(conn: Connection, run_id: int) -> Callable[[Sequence[int]], dict[int, str]]:
+    """Look-up of the staged digests of some rows of a run by sequence number (its primary key), for
+    :class:`DigestCounts` to tell a repeated row from another row sharing its digest's first 64 bits."""
+
+    def fetch(seqs: Sequence[int]) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for chunk in chunks(list(seqs)):
+            stmt = select(import_row_t.c.seq, import_row_t.c.digest).where(
+                import_row_t.c.import_id == run_id, member(conn, import_row_t.c.seq, chunk)
+            )
+            found.update((int(seq), str(digest)) for seq, digest in conn.execute(stmt))
+        return found
+
+    return fetch
 
 
 def _merge_step(conn: Connection, run_id: int, lo: int, hi: int) -> int:
@@ -211,6 +208,7 @@ def import_battle_batches(
     with engine.begin() as conn:
         run_id = _new_run(conn, str(file), "staging")
     total = ImportCounts()
+    counts = DigestCounts()
     seq = 0
     try:
         for records in batches:
@@ -221,7 +219,7 @@ def import_battle_batches(
                 with gc_paused():  # rows of plain values by the thousand: no cycles to collect
                     digests = [row_digest(r) for r in part]  # hashed before the writer lock is taken
                     with _step(engine) as conn:
-                        _add(total, _stage(conn, run_id, part, seq, str(file), digests))
+                        _add(total, _stage(conn, run_id, part, seq, str(file), counts, digests))
                         _set_state(conn, run_id, "staging")
                 seq += len(part)
             if between is not None:
@@ -347,7 +345,7 @@ def import_battle_records(
     battle's conversation contradicts an answer already stored for the same prompt and model.
     """
     run_id = _new_run(conn, str(file), "merging")
-    total = _stage(conn, run_id, records, 0, str(file)) if records else ImportCounts()
+    total = _stage(conn, run_id, records, 0, str(file), DigestCounts()) if records else ImportCounts()
     for lo in range(0, len(records), MERGE_ROWS):
         total.rows += _merge_step(conn, run_id, lo, min(lo + MERGE_ROWS, len(records)))
     _drop_staging(conn, run_id)
