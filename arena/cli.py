@@ -116,11 +116,11 @@ class _Commands(TyperGroup):
     nothing half-written is left behind."""
 
     def invoke(self, ctx: Any) -> Any:  # typer.Context; its click base is private to typer
-        from votes.db import storage_failure_line
-
         try:
             return super().invoke(ctx)
         except Exception as exc:
+            from votes.db import storage_failure_line  # the database stack only when something failed
+
             line = storage_failure_line(exc)
             if line is None:
                 raise

@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from leaderboard.pairing import PairDesign, design_probabilities, nats_per_point
+from leaderboard.pairing import DEFAULT_FLOOR, PairDesign, design_probabilities, nats_per_point
 from votes.battles import CatalogRow
 
 __all__ = [
@@ -233,7 +233,7 @@ def optimal_design(
     counts: Mapping[Pair, int],
     ratings: Mapping[int, float],
     system: Literal["elo", "glicko2", "trueskill"],
-    floor: float = 0.1,
+    floor: float = DEFAULT_FLOOR,
     batch: int = 200,
 ) -> dict[Pair, float]:
     """Probability of each pair of ``model_ids`` under the ``optimal`` policy, from the live ratings (read

@@ -28,7 +28,8 @@ from votes.annotators import (
 )
 from votes.battles import CatalogRow
 from votes.db import read_session
-from votes.gold_items import GoldItem, load_gold_items
+from votes.gold_items import GoldItem, gold_answers, gold_sides, load_gold_items, load_prompts
+from votes.gold_review import retire_golds
 from votes.leak_review import LeakScanner
 from votes.models import LiveRating, Output, Prompt
 from votes.pairing_weights import model_shares, record_pairing_weights
@@ -43,6 +44,9 @@ log = logging.getLogger(__name__)
 #: least hourly while the site pairs (:mod:`votes.pairing_weights`).
 WEIGHTS_MIN_CHANGE = 0.005
 WEIGHTS_INTERVAL = timedelta(hours=1)
+#: How often a worker's catalog refresh also retires the golds good annotators keep missing
+#: (:func:`votes.gold_review.retire_golds`).
+GOLD_REVIEW_INTERVAL_S = 600.0
 
 #: A repeat shows again a battle the annotator voted on at least this many of their counted votes ago, so
 #: that they judge the answers afresh rather than recall their click.
@@ -51,12 +55,12 @@ REPEAT_GAP = 20
 
 @dataclass(frozen=True)
 class GoldChoice:
-    """A gold to serve, sides drawn: the texts as shown, the models a reveal names, the right winner."""
+    """A gold to serve, sides drawn: the answers as shown, the models a reveal names, the right winner."""
 
     gold_id: int
     prompt_id: int
-    text_a: str
-    text_b: str
+    answer_a: Output
+    answer_b: Output
     model_a_id: int
     model_b_id: int
     expected: str  # "model_a", "model_b" or "tie"
@@ -201,10 +205,14 @@ class PairingService:
         self._design: dict[tuple[int, int], float] = {}
         self._recorded_shares: dict[int, float] = {}
         self._recorded_at = -float("inf")
+        self._golds_reviewed_at = -float("inf")
         self._texts: dict[tuple[str, int], Prompt | Output] = {}
         self._histories: OrderedDict[int, _History] = OrderedDict()
         self._addresses: OrderedDict[str, _AddressReveals] = OrderedDict()
         self._golds: list[GoldItem] = []
+        # Each gold's two answers, built once (as the live answers are cached): building them per battle
+        # would make a gold slower to issue than a live battle.
+        self._gold_answers: dict[int, tuple[Output, Output]] = {}
         # Answers that name their own model or maker are kept out of battles (``votes.leaks``).
         self.leaks = LeakScanner()
 
@@ -215,6 +223,7 @@ class PairingService:
         with self._refresh_lock:
             if not force and time.monotonic() - self._loaded_at < self.ttl_s:
                 return
+            clear_texts = force or time.monotonic() - self._texts_loaded_at > self.texts_ttl_s
             with read_session(self.engine) as session:
                 leaking = self.leaks.leaking_output_ids(session.connection())
                 rows = [r for r in load_pairing_catalog(session=session) if r.output_id not in leaking]
@@ -222,17 +231,25 @@ class PairingService:
                 counts = pair_vote_counts(session=session)
                 ratings = dict(session.exec(select(LiveRating.model_id, LiveRating.rating)).all())
                 golds = load_gold_items(session)
+                # Golds' prompts are held like the live battles' cached texts: a gold is served to each
+                # annotator once, so reading its prompt on the first serve would make golds slower.
+                wanted = {g.prompt_id for g in golds}
+                held = set() if clear_texts else {k[1] for k in self._texts if k[0] == "prompt"}
+                gold_prompts = load_prompts(session, wanted - held)
             design = self._optimal_design(catalog, counts, ratings)
             self._record_weights(design)
+            golds = self._retire_golds(golds, force=force)
+            answers = {g.gold_id: self._gold_answers.get(g.gold_id) or gold_answers(g) for g in golds}
             now = time.monotonic()
             with self._lock:
                 self._catalog, self._counts, self._ratings = catalog, counts, ratings
                 self._catalog_version += 1
                 self._design = design
-                self._golds = golds
-                if force or now - self._texts_loaded_at > self.texts_ttl_s:
+                self._golds, self._gold_answers = golds, answers
+                if clear_texts:
                     self._texts.clear()
                     self._texts_loaded_at = now
+                self._texts.update((("prompt", p.id or 0), p) for p in gold_prompts)
                 if force:
                     for history in self._histories.values():
                         history.synced_at = -float("inf")
@@ -278,6 +295,20 @@ class PairingService:
             log.exception("recording the pairing weights failed")
             return
         self._recorded_shares, self._recorded_at = shares, now
+
+    def _retire_golds(self, golds: list[GoldItem], *, force: bool) -> list[GoldItem]:
+        """Every :data:`GOLD_REVIEW_INTERVAL_S` (and on a forced refresh), retire the golds good annotators
+        keep missing; returns ``golds`` without them. A failure is logged and pairing goes on."""
+        now = time.monotonic()
+        if not golds or (not force and now - self._golds_reviewed_at < GOLD_REVIEW_INTERVAL_S):
+            return golds
+        self._golds_reviewed_at = now
+        try:
+            retired = {gold for gold, _ in retire_golds(self.engine)}
+        except Exception:  # noqa: BLE001 - the gold review must never stop the battles
+            log.exception("retiring missed golds failed")
+            return golds
+        return [g for g in golds if g.gold_id not in retired]
 
     @property
     def design(self) -> dict[tuple[int, int], float]:
@@ -416,6 +447,24 @@ class PairingService:
                 history.issue((choice.prompt_id, min(a, b), max(a, b)))
             return choice
 
+    def release(self, annotator_id: int, choice: Choice) -> None:
+        """Undo :meth:`pick`'s note of an issued battle that was not served (a gold took its place)."""
+        a, b = choice.output_a.model_id, choice.output_b.model_id
+        key = (choice.prompt_id, min(a, b), max(a, b))
+        with self._lock:
+            history = self._history(annotator_id)
+            n = history.keys.get(key, 0)
+            if n > 1:
+                history.keys[key] = n - 1
+            elif n == 1:
+                del history.keys[key]
+                pair = (key[1], key[2])
+                left = history.per_pair.get(pair, 0) - 1
+                if left > 0:
+                    history.per_pair[pair] = left
+                else:
+                    history.per_pair.pop(pair, None)
+
     def pick_gold(self, annotator_id: int) -> GoldChoice | None:
         """A gold instead of the next battle, or None: during the onboarding quiz (``gold_quiz`` golds
         before a first counted vote) always when one is left, else with probability ``gold_rate``. Never a
@@ -432,24 +481,22 @@ class PairingService:
             gold = self._fresh_gold(history)
             if gold is None:
                 return None
-            named = (gold.model_a_id, gold.model_b_id)
-            if named[0] is None or named[1] is None:  # a file's gold without names: two catalog models
-                if len(models) < 2:
-                    return None
-                named = tuple(self.rng.sample(models, 2))  # type: ignore[assignment]
-            model_a, model_b = int(named[0]), int(named[1])  # type: ignore[arg-type]
-            text_a, text_b = gold.text_a, gold.text_b
+            named = gold_sides(gold, models, self.rng)
+            if named is None:
+                return None
+            model_a, model_b = named
+            answer_a, answer_b = self._gold_answers[gold.gold_id]
             expected = "tie" if gold.right == "tie" else "model_a"
             if self.rng.random() < 0.5:
-                text_a, text_b, model_a, model_b = text_b, text_a, model_b, model_a
+                answer_a, answer_b, model_a, model_b = answer_b, answer_a, model_b, model_a
                 expected = "tie" if gold.right == "tie" else "model_b"
             history.golds.add(gold.gold_id)
             n_pairs = max(1, len(models) * (len(models) - 1) // 2)
         return GoldChoice(
             gold_id=gold.gold_id,
             prompt_id=gold.prompt_id,
-            text_a=text_a,
-            text_b=text_b,
+            answer_a=answer_a,
+            answer_b=answer_b,
             model_a_id=model_a,
             model_b_id=model_b,
             expected=expected,

@@ -17,16 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
-
-from leaderboard import compute_leaderboard
 from leaderboard.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
 from leaderboard.battles import Battles, split_components
+from leaderboard.bt import BTFit
 from leaderboard.clusters import Clusters, choose_clusters, clustering_record, parse_cluster
-from leaderboard.compute import SOURCE_METHODS
+from leaderboard.compute import SOURCE_METHODS, fit_leaderboard
 from leaderboard.data import PairCounts
 from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
 from leaderboard.result import Leaderboard
@@ -42,23 +39,13 @@ from leaderboard.snapshot import (
     write_snapshot,
 )
 from leaderboard.style_board import StyleBoard, compute_style_board, expand_style, style_board_files
-from votes.annotated import (
-    AgreementInput,
-    agreement_from_store,
-    agreement_input_from_store,
-    composite_input,
-    judge_votes,
-)
-from votes.battle_shares import weekly_battle_shares
-from votes.db import read_only, session_scope
-from votes.ledger import ledger_sha256
-from votes.live_battles import availability_ledger
-from votes.model_metadata import model_metadata
-from votes.models import Snapshot
-from votes.pairing_weights import pairing_weight_history
-from votes.queries import VoteFilter, load_battles, load_pair_counts
-from votes.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
-from votes.sources import battles_from_store
+
+if TYPE_CHECKING:  # the database stack is imported where it is used: a recompute from a file needs none
+    from sqlalchemy.engine import Engine
+
+    from votes.annotated import AgreementInput
+    from votes.models import Snapshot
+    from votes.queries import VoteFilter
 
 __all__ = [
     "FitOptions",
@@ -67,6 +54,7 @@ __all__ = [
     "SliceSpec",
     "StoredVotes",
     "fit_by_source",
+    "fit_board",
     "fit_counts",
     "filters_metadata",
     "fit_style_board",
@@ -184,7 +172,18 @@ def fit_counts(
     clusters: Clusters | None = None,
 ) -> Leaderboard:
     """Fit a leaderboard with ``options`` (the math lives in :mod:`leaderboard`)."""
-    return compute_leaderboard(
+    return fit_board(counts, options, progress=progress, clusters=clusters)[0]
+
+
+def fit_board(
+    counts: PairCounts,
+    options: FitOptions,
+    *,
+    progress: Progress | None = None,
+    clusters: Clusters | None = None,
+) -> tuple[Leaderboard, BTFit]:
+    """:func:`fit_counts` and its point fit, for the certificates of the same board."""
+    return fit_leaderboard(
         counts,
         clusters=clusters,
         method=options.method,
@@ -201,6 +200,7 @@ def fit_counts(
 def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboard, dict[str, Any]]:
     """The composite board of votes with their annotators, and its ``composite`` metadata."""
     from leaderboard.composite_board import composite_board
+    from votes.annotated import composite_input
 
     if len(read.battles) == 0:
         raise ValueError("no votes with an annotator and a prompt to fit the composite on")
@@ -216,13 +216,18 @@ def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboar
     return fitted.board, fitted.metadata
 
 
-def board_fragility(counts: PairCounts, options: FitOptions) -> dict[str, Any]:
-    """The fragility certificate of the default board (:mod:`leaderboard.fragility`), for the metadata."""
+def board_fragility(counts: PairCounts, options: FitOptions, fit: BTFit | None = None) -> dict[str, Any]:
+    """The fragility certificate of the default board (:mod:`leaderboard.fragility`), for the metadata.
+
+    ``fit`` is the board's own point fit (:func:`fit_board`), used when it is the one the certificate
+    would make (no anchor, the default scale): then the votes are not fitted a second time."""
     from leaderboard.compute import method_spec
     from leaderboard.fragility import fragility
 
+    same_fit = options.anchor is None and not {"scale", "base", "initial"} & set(options.extra)
     try:
-        return fragility(counts, spec=method_spec(options.method, dict(options.extra))).describe()
+        spec = method_spec(options.method, dict(options.extra))
+        return fragility(counts, fit=fit if same_fit else None, spec=spec).describe()
     except (ValueError, RuntimeError) as exc:
         return {"error": str(exc)}
 
@@ -282,6 +287,7 @@ def recompute_snapshot(
     judges: Battles | None = None,
     clustering: Mapping[str, Any] | None = None,
     pairing_weights: Mapping[str, Mapping[str, float]] | None = None,
+    flagged_annotators: Mapping[str, Any] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
 
@@ -310,6 +316,10 @@ def recompute_snapshot(
     :mod:`votes.pairing_weights`) goes under ``sampling_weights_by_day`` (the board's models only): what
     the live site was giving over time, beside the share the policy would give next.
 
+    ``flagged_annotators`` (:func:`votes.flagged.flagged_report`: the flagged annotators left out or
+    down-weighted, each under a pseudonymous id with one reason, and the gold summary) goes under
+    ``flagged_annotators``; the board pages show its count.
+
     A source-aware method (``composite``) fits ``by_source``, every vote with who cast it (humans and
     judges, whatever the filter's annotators), instead of ``counts``; its sources, learned per-source
     terms, effective number of human votes and each judge's worth go under ``composite``.
@@ -326,10 +336,12 @@ def recompute_snapshot(
             raise ValueError(f"method {options.method!r} has no style-controlled board")
         board, added["composite"] = fit_by_source(by_source, options)
     else:
-        board = fit_counts(counts, options, progress=progress, clusters=clusters)
-        added["fragility"] = board_fragility(counts, options)
+        board, point_fit = fit_board(counts, options, progress=progress, clusters=clusters)
+        added["fragility"] = board_fragility(counts, options, point_fit)
     if clustering is not None:
         added["clustering"] = dict(clustering)
+    if flagged_annotators is not None:
+        added["flagged_annotators"] = dict(flagged_annotators)
     if judges is not None:
         added["judge_position"] = board_judge_positions(judges)
     if availability is not None:
@@ -390,6 +402,11 @@ def recompute_snapshot(
 def load_model_info(engine: Engine) -> dict[str, dict[str, Any]]:
     """What the store knows about each model (organisation, licence, link, knowledge cutoff; set with
     `arena models set` or `arena models load`), for ``models.csv``."""
+    from sqlmodel import Session
+
+    from votes.db import read_only
+    from votes.model_metadata import model_metadata
+
     with Session(read_only(engine)) as session:
         return dict(model_metadata(session))
 
@@ -417,6 +434,7 @@ class StoredVotes(NamedTuple):
     by_source: AgreementInput | None = None
     judges: Battles | None = None
     clustering: dict[str, Any] | None = None
+    flagged: dict[str, Any] | None = None
 
 
 def load_votes_with_texts(
@@ -429,13 +447,23 @@ def load_votes_with_texts(
     cluster: str = "none",
     by_source: bool = False,
     judges: bool = False,
+    flagged: bool = False,
 ) -> StoredVotes:
     """As :func:`load_from_database`, plus (with ``style``) the same votes one per row with the style
     covariates of their answers, (with ``agreement``) the agreement report of the votes the filter
     selects, humans' and judges' alike (None when no judge voted), and (with ``cluster``, a
     ``--cluster`` value) the votes' clusters by annotator and/or prompt and a record of that choice, (with
     ``by_source``) every vote with who cast it for a source-aware method, and (with ``judges``) the LLM
-    judges' votes among them (:func:`votes.annotated.judge_votes`), all read in the same transaction."""
+    judges' votes among them (:func:`votes.annotated.judge_votes`), and (with ``flagged``) the flagged
+    annotators the filter leaves out or down-weights (:func:`votes.flagged.flagged_report`), all read in
+    the same transaction."""
+    from votes.annotated import agreement_from_store, agreement_input_from_store, judge_votes
+    from votes.db import read_only
+    from votes.flagged import flagged_report
+    from votes.ledger import ledger_sha256
+    from votes.queries import load_battles, load_pair_counts
+    from votes.sources import battles_from_store
+
     battles: Battles | None = None
     report: AgreementReport | None = None
     who: Battles | None = None
@@ -457,6 +485,7 @@ def load_votes_with_texts(
         else:
             counts = load_battles(conn, filters=vote_filter).counts(bucket_seconds=bucket_seconds)
         digest = ledger_sha256(conn, vote_filter)
+        flagged_found = flagged_report(conn, vote_filter) if flagged else None
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
     # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).
@@ -465,7 +494,15 @@ def load_votes_with_texts(
     clusters = choose_clusters(who, counts, cluster) if clustered and who is not None else None
     record = clustering_record(who, cluster, clusters) if clustered else None
     return StoredVotes(
-        counts, digest, battles, report, clusters, by_source=sourced, judges=judged, clustering=record
+        counts,
+        digest,
+        battles,
+        report,
+        clusters,
+        by_source=sourced,
+        judges=judged,
+        clustering=record,
+        flagged=flagged_found,
     )
 
 
@@ -474,7 +511,8 @@ def load_board_votes(
 ) -> StoredVotes:
     """What a published board reads from the store, for ``options``: the counts (time-bucketed when a
     half-life asks), the votes with their texts for style control, the agreement report, the clusters,
-    the votes by source for a source-aware method and the judges' votes. One place, so ``publish`` and
+    the votes by source for a source-aware method, the judges' votes and the flagged annotators left
+    out or down-weighted. One place, so ``publish`` and
     ``recompute`` from the database read the same."""
     return load_votes_with_texts(
         engine,
@@ -485,6 +523,7 @@ def load_board_votes(
         cluster=cluster,
         by_source=options.by_source,
         judges=True,
+        flagged=True,
     )
 
 
@@ -509,6 +548,8 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
         out["first_sight"] = True
     if vote_filter.robust:
         out["robust"] = True
+    if vote_filter.down_weighted:
+        out["flagged_weight"] = vote_filter.flagged_weight
     if vote_filter.models is not None:
         out["models"] = list(vote_filter.models)
     if vote_filter.exclude_models:
@@ -519,6 +560,9 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
 def stored_components(engine: Engine, vote_filter: VoteFilter) -> list[tuple[str, ...]]:
     """The models of each part of the comparison graph of the selected votes (largest first, as
     :func:`leaderboard.battles.split_components` orders them), read from the aggregated cells."""
+    from votes.db import read_only
+    from votes.queries import load_pair_counts
+
     with read_only(engine).connect() as conn:
         counts = load_pair_counts(conn, filters=vote_filter)
     cells = Battles(
@@ -536,6 +580,11 @@ def reconcile_snapshot_dir(engine: Engine, root: Path) -> list[Path]:
     grace (:data:`STAGING_GRACE_SECONDS`, :data:`UNRECORDED_GRACE_SECONDS`) may belong to a publish
     running now and is kept.
     """
+    from sqlmodel import Session, select
+
+    from votes.db import read_only
+    from votes.models import Snapshot
+
     with Session(read_only(engine)) as session:
         known = {str(r) for r in session.exec(select(Snapshot.id)).all()}
     now = time.time()
@@ -585,10 +634,13 @@ def publish_snapshot(
     vote_filter: VoteFilter | None = None,
     component: int | None = None,
     cluster: str = "auto",
+    flagged_weight: float | None = None,
 ) -> Snapshot:
     """Recompute from the database and publish: a read-only folder under ``snapshot_dir`` and a row.
 
-    ``vote_filter``, when given, selects the votes instead of ``category`` ... ``exclude_flagged``;
+    ``vote_filter``, when given, selects the votes instead of ``category`` ... ``exclude_flagged`` and
+    ``flagged_weight`` (flagged annotators down-weighted instead of left out: the ``flagged_votes``
+    setting);
     ``component`` numbers a part of the comparison graph (its models are the filter's ``models``) in
     the metadata. ``cluster`` (a ``--cluster`` value; by default ``auto``, annotator clusters when the
     votes name enough annotators) clusters the votes for the intervals; the clustering used is recorded
@@ -597,16 +649,31 @@ def publish_snapshot(
 
     The folder is written under a staging name, frozen (files 0444), moved to its id, and only then
     recorded; if recording fails the folder is removed, so every row has its files and no stray
-    folder pretends to be published. Returns the stored (immutable) :class:`Snapshot` row.
+    folder pretends to be published. Golds good annotators keep missing are retired first
+    (:func:`votes.gold_review.retire_golds`). Returns the stored (immutable) :class:`Snapshot` row.
     """
+    from votes.battle_shares import weekly_battle_shares
+    from votes.db import session_scope
+    from votes.gold_review import retire_golds
+    from votes.live_battles import availability_ledger
+    from votes.pairing_weights import pairing_weight_history
+    from votes.queries import VoteFilter
+    from votes.snapshots import ensure_snapshot_guards, insert_snapshot
+
     if vote_filter is None:
         vote_filter = VoteFilter(
-            category=category, language=language, since=since, until=until, exclude_flagged=exclude_flagged
+            category=category,
+            language=language,
+            since=since,
+            until=until,
+            exclude_flagged=exclude_flagged,
+            flagged_weight=flagged_weight,
         )
     spec = SliceSpec(category=vote_filter.category, language=vote_filter.language)
     filters = filters_metadata(vote_filter)
     if component is not None:
         filters["component"] = component
+    retire_golds(engine)  # each publish also runs the gold review's retirement (golds count in no board)
     stored = load_board_votes(engine, vote_filter, options, cluster)
     if stored.clusters is not None:
         options = replace(options, cluster=stored.clusters.label)
@@ -636,6 +703,7 @@ def publish_snapshot(
             judges=stored.judges,
             clustering=stored.clustering,
             pairing_weights=pairing_weight_history(engine),
+            flagged_annotators=stored.flagged,
         )
         # Frozen before it gets its id: a folder under a snapshot id is never writable, even after a crash.
         freeze_snapshot(staging)
@@ -666,9 +734,14 @@ def publish_slices(
     progress: Callable[[str, int, int], None] | None = None,
     plots: bool = True,
     cluster: str = "auto",
+    flagged_weight: float | None = None,
 ) -> list[Snapshot]:
     """Publish the overall board and one board per category and per language (those with enough votes),
     each clustered as ``cluster`` asks (see :func:`publish_snapshot`)."""
+    from sqlmodel import Session
+
+    from votes.snapshots import vote_slices
+
     if slices is None:
         with Session(engine) as session:
             found = vote_slices(session=session, min_votes=min_votes)
@@ -691,6 +764,7 @@ def publish_slices(
                 progress=report,
                 plots=plots,
                 cluster=cluster,
+                flagged_weight=flagged_weight,
             )
         )
     return published

@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leaderboard.elo import EloConfig
+from leaderboard.pairing import DEFAULT_FLOOR
 from votes.live import LiveConfig, live_rater_of
 
 __all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config", "live_config"]
@@ -60,7 +61,10 @@ class Settings(BaseSettings):
         description="How the next pair is chosen (see arena.pairing); each battle logs its probability.",
     )
     pairing_floor: float = Field(
-        0.1, gt=0.0, le=1.0, description="Optimal policy: share of battles drawn uniformly over all pairs."
+        DEFAULT_FLOOR,
+        gt=0.0,
+        le=1.0,
+        description="Optimal policy: share of battles drawn uniformly over all pairs.",
     )
     pairing_balance_power: float = Field(1.0, ge=0.0, description="Balanced policy: weight ~ 1/(n+1)^power.")
 
@@ -83,6 +87,20 @@ class Settings(BaseSettings):
         description="Share of served battles that repeat one of the annotator's own earlier battles, sides "
         "swapped, to measure their self-agreement (never counted), 0 to 0.05.",
     )
+    flagged_votes: Literal["exclude", "down-weight"] = Field(
+        "exclude",
+        description="Published boards and recomputes from the database: flagged annotators' votes left "
+        "out, or down-weighted (each weighs the smaller of the annotator's honest weight and "
+        "flagged_weight).",
+    )
+    flagged_weight: float = Field(
+        0.2, ge=0.0, le=1.0, description="With flagged_votes=down-weight: the most a flagged vote weighs."
+    )
+
+    @property
+    def flagged_down_weight(self) -> float | None:
+        """The ``flagged_votes`` setting as a filter's ``flagged_weight`` (None: flagged votes left out)."""
+        return self.flagged_weight if self.flagged_votes == "down-weight" else None
 
     # Live standings: the online rater, and how the board ranks
     live_rating: Literal["elo", "glicko2", "trueskill"] = Field(

@@ -81,7 +81,8 @@ def _issue(
 
 def _issue_gold(state: ArenaState, annotator_id: int, gold: GoldChoice, prompt: Prompt) -> BattleContext:
     """A gold battle, issued exactly like any other: same token (the gold rides encrypted inside), same
-    texts-only context; the answers are unsaved outputs of the named models."""
+    texts-only context; the answers are unsaved outputs, built once per gold like the live answers'
+    cache (:class:`arena.pairing_service.PairingService`)."""
     ticket = GoldTicket(gold.gold_id, gold.expected, gold.quiz)
     battle = IssuedBattle(
         token_id=secrets.token_urlsafe(18),
@@ -99,8 +100,8 @@ def _issue_gold(state: ArenaState, annotator_id: int, gold: GoldChoice, prompt: 
     return BattleContext(
         token=state.tokens.issue(battle),
         prompt=prompt,
-        output_a=Output(prompt_id=gold.prompt_id, model_id=gold.model_a_id, text=gold.text_a),
-        output_b=Output(prompt_id=gold.prompt_id, model_id=gold.model_b_id, text=gold.text_b),
+        output_a=gold.answer_a,
+        output_b=gold.answer_b,
         expires_in=state.settings.battle_token_ttl_seconds,
     )
 
@@ -120,14 +121,25 @@ async def next_battle(
     address_hash = state.signer.address_hash(address) if address is not None else None
     if not pairing.ready(annotator_id, address_hash):
         await run_in_threadpool(pairing.prepare, annotator_id, address_hash)
+    # The live battle is chosen (and its texts read) first, even when a gold takes its place and the
+    # battle is released: a gold is issued after the same work as a live battle, so its timing does not
+    # tell it apart (the texts read stay cached for when the battle comes up again).
+    choice = pairing.pick(annotator_id, address_hash)
     gold = pairing.pick_gold(annotator_id)
     if gold is not None:
+        if choice is not None:
+            pairing.release(annotator_id, choice)
+            if pairing.cached_texts(choice) is None:
+                await run_in_threadpool(pairing.load_texts, choice)
         prompt = pairing.cached_prompt(gold.prompt_id)
         if prompt is None:
             prompt = await run_in_threadpool(pairing.gold_prompt, gold.prompt_id)
         return _issue_gold(state, annotator_id, gold, prompt)
     repeat: RepeatChoice | None = pairing.pick_repeat(annotator_id)
-    choice = repeat.choice if repeat is not None else pairing.pick(annotator_id, address_hash)
+    if repeat is not None:  # a repeat takes the live battle's place as a gold does
+        if choice is not None:
+            pairing.release(annotator_id, choice)
+        choice = repeat.choice
     if choice is None:
         return None
     texts = pairing.cached_texts(choice)

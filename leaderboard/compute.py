@@ -18,7 +18,7 @@ import numpy.typing as npt
 from scipy.stats import binomtest
 
 from leaderboard.bootstrap import Progress, bootstrap_ratings
-from leaderboard.bt import fit_bt
+from leaderboard.bt import BTFit, fit_bt
 from leaderboard.clusters import Clusters
 from leaderboard.data import Outcome, PairCounts
 from leaderboard.intervals import rank_intervals, rank_upper_bound, ranks_of, sandwich_intervals
@@ -34,6 +34,7 @@ __all__ = [
     "available_methods",
     "both_bad_rates",
     "compute_leaderboard",
+    "fit_leaderboard",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -144,8 +145,9 @@ def _fit_method(
     progress: Progress | None,
     options: Mapping[str, Any],
     clusters: Clusters | None = None,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray | None, dict[str, Any], dict[str, Any]]:
-    """Point fit and intervals through the one engine: rating, low, high, rounds, parameters, fitted."""
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray | None, dict[str, Any], dict[str, Any], BTFit]:
+    """Point fit and intervals through the one engine: rating, low, high, rounds, parameters, fitted and
+    the point fit itself."""
     scale_options = {k: options[k] for k in ("scale", "base", "initial") if k in options}
     fit = fit_bt(counts, spec=spec, anchor=anchor, **scale_options)
     params: dict[str, Any]
@@ -180,7 +182,7 @@ def _fit_method(
     }
     if not spec.is_plain:
         fitted.update(_both_bad_fitted(counts, level))
-    return rating, low, high, rounds, params, fitted
+    return rating, low, high, rounds, params, fitted, fit
 
 
 def compute_leaderboard(
@@ -223,10 +225,39 @@ def compute_leaderboard(
         intervals (best: 1 + models whose lower bound beats this upper bound; worst: models whose
         upper bound reaches this lower bound).
     """
+    return fit_leaderboard(
+        counts,
+        method=method,
+        n_rounds=n_rounds,
+        level=level,
+        interval=interval,
+        anchor=anchor,
+        random_state=random_state,
+        progress=progress,
+        clusters=clusters,
+        **options,
+    )[0]
+
+
+def fit_leaderboard(
+    counts: PairCounts,
+    *,
+    method: str = "bt",
+    n_rounds: int = 1000,
+    level: float = 0.95,
+    interval: str = "bootstrap",
+    anchor: tuple[str, float] | None = None,
+    random_state: int = 0,
+    progress: Progress | None = None,
+    clusters: Clusters | None = None,
+    **options: Any,
+) -> tuple[Leaderboard, BTFit]:
+    """:func:`compute_leaderboard`, and the point fit it made: what a certificate of the same board
+    (:func:`leaderboard.fragility.fragility`) starts from instead of fitting the votes a second time."""
     if interval not in INTERVALS:
         raise ValueError(f"interval must be one of {INTERVALS}")
     spec = method_spec(method, options)
-    rating, low, high, rounds, fit_params, fitted = _fit_method(
+    rating, low, high, rounds, fit_params, fitted, fit = _fit_method(
         counts,
         spec,
         interval=interval,
@@ -250,7 +281,7 @@ def compute_leaderboard(
     if clusters is not None:
         parameters["cluster"] = clusters.label
         parameters["cluster_counts"] = list(clusters.n_levels)
-    return assemble_board(
+    board = assemble_board(
         counts,
         rating,
         low,
@@ -262,6 +293,7 @@ def compute_leaderboard(
         parameters=parameters,
         fitted=fitted,
     )
+    return board, fit
 
 
 def assemble_board(

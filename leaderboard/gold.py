@@ -19,7 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["GoldAccuracy", "GoldRule", "gold_accuracy", "sequential_flags", "wilson_shares"]
+__all__ = [
+    "GoldAccuracy",
+    "GoldRule",
+    "gold_accuracy",
+    "honest_posterior",
+    "sequential_flags",
+    "wilson_shares",
+]
 
 
 @dataclass(frozen=True)
@@ -122,3 +129,32 @@ def wilson_shares(
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(has, k / np.maximum(n, 1), np.nan)
     return n, k, share, low, high
+
+
+def honest_posterior(
+    n_gold: npt.ArrayLike, n_right: npt.ArrayLike, rule: GoldRule | None = None, prior: float = 0.85
+) -> npt.NDArray[np.float64]:
+    """Each annotator's posterior probability of being honest given their gold record.
+
+    Two hypotheses, as in the flag rule: right with probability ``p_honest`` (honest) or ``p_guess``
+    (guessing), a priori honest with probability ``prior``; by Bayes' rule on the binomial likelihoods,
+    ``P(honest | k of n) = 1 / (1 + (1 - prior) / prior * (p_guess / p_honest)^k
+    * ((1 - p_guess) / (1 - p_honest))^(n - k))``. Without golds it is the prior. A vote weighted by it
+    counts in proportion to the evidence the annotator is honest: an unflagged guesser whose luck kept
+    them under the flag threshold still weighs little.
+
+    Raises
+    ------
+    ValueError
+        If ``prior`` is not in (0, 1) or ``n_right`` exceeds ``n_gold``.
+    """
+    rule = rule or GoldRule()
+    if not 0 < prior < 1:
+        raise ValueError("prior must be in (0, 1)")
+    n = np.asarray(n_gold, dtype=np.float64)
+    k = np.asarray(n_right, dtype=np.float64)
+    if np.any(k > n) or np.any(k < 0):
+        raise ValueError("n_right must be between 0 and n_gold")
+    right, wrong = rule.steps  # log likelihood ratios guess : honest of a right and a wrong vote
+    log_odds_guess = math.log((1 - prior) / prior) + k * right + (n - k) * wrong
+    return 1.0 / (1.0 + np.exp(np.clip(log_odds_guess, -700.0, 700.0)))

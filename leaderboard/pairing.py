@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 __all__ = [
     "CRITERIA",
+    "DEFAULT_FLOOR",
     "Criterion",
     "PairDesign",
     "adjacent_votes_needed",
@@ -59,6 +60,14 @@ CRITERIA: tuple[Criterion, ...] = ("aopt", "width", "neighbour", "blend")
 #: Prior precision on each strength (natural-log units): a standard deviation of about 1700 Elo, enough
 #: to keep the information invertible for a model nobody has voted on yet and negligible otherwise.
 PRIOR_PRECISION = 0.01
+#: The shipped policy's uniform floor: the share of votes drawn uniformly over all pairs, so every pair
+#: keeps a known positive probability and every model at least this share of its uniform exposure. Each
+#: floor vote on two well-measured models is all but lost when new ones arrive (the best design on
+#: arrival gives such pairs nothing), so the floor costs about its own share times the share of such
+#: pairs; ``scripts/bench_pairing.py`` (40 seeds): 0.1 saves 49.3% of uniform's votes on arrival, 0.05
+#: saves 50.5%, against a bound of 52%. On a board with no newcomers 0.1 is the safer of the two on tau
+#: and separation, though not significantly (docs/benchmarks.md, section 6).
+DEFAULT_FLOOR = 0.05
 #: Rating points per natural-log unit on the Elo scale (400 / ln 10).
 ELO_PER_NAT = 400.0 / math.log(10.0)
 
@@ -198,23 +207,35 @@ def greedy_allocation(
 
 
 def optimal_shares(
-    design: PairDesign, theta: FloatArray, *, iterations: int = 300, scale: float = 1e6
+    design: PairDesign,
+    theta: FloatArray,
+    *,
+    iterations: int = 300,
+    scale: float = 1e6,
+    information: FloatArray | None = None,
 ) -> FloatArray:
-    """Share of votes per pair that minimises the sum of rating standard deviations at strengths ``theta``
-    (the continuous optimum of the ``width`` criterion), by multiplicative updates.
+    """Share of ``scale`` votes per pair that minimises the sum of rating standard deviations at strengths
+    ``theta`` after those votes are added to ``information`` (none by default): the continuous optimum of
+    the ``width`` criterion, by multiplicative updates.
 
-    A benchmark bound, not a policy: it needs the true strengths. At the optimum every used pair has the
-    same gain per vote, so ``p <- p * sqrt(gain / mean gain)`` moves towards it while the shares stay on
-    the simplex. ``scale`` votes make the weak prior negligible, as it is after the first few thousand.
+    A benchmark bound, not a policy: it needs the true strengths. Each standard deviation is convex in
+    the shares (``1 / e^T H^-1 e`` is concave in ``H`` and ``t -> t^-1/2`` is convex and falling), ``H``
+    is affine in them, so the mean is convex and its minimum on the simplex is where every used pair
+    has the same derivative ``w d^T C A C d``; ``p <- p * sqrt(derivative / mean)`` moves towards that
+    point while the shares stay on the simplex. With no ``information``, ``scale`` votes make the weak
+    prior negligible, as it is after the first few thousand.
     """
+    prior = np.zeros((design.n_models, design.n_models)) if information is None else information
+    w = design.vote_information(theta)
     shares = np.full(len(design), 1.0 / len(design))
     for _ in range(iterations):
-        cov = rating_covariance(fisher_information(design, theta, scale * shares))
-        gains = pair_gains(design, theta, cov, criterion="width")
-        mean = float(shares @ gains)
+        cov = rating_covariance(prior + fisher_information(design, theta, scale * shares))
+        a = _criterion_matrix("width", theta, cov)
+        slopes = np.maximum(w * _quadratic(cov @ a @ cov, design), 0.0)
+        mean = float(shares @ slopes)
         if not np.isfinite(mean) or mean <= 0.0:
             break
-        shares = shares * np.sqrt(gains / mean)
+        shares = shares * np.sqrt(slopes / mean)
         shares /= shares.sum()
     return shares
 
@@ -243,7 +264,7 @@ def design_probabilities(
     votes: FloatArray,
     *,
     criterion: Criterion = "width",
-    floor: float = 0.1,
+    floor: float = DEFAULT_FLOOR,
     batch: int = 200,
 ) -> FloatArray:
     """The shipped policy: per pair of ``PairDesign.of(len(theta))``, the probability of the next vote.

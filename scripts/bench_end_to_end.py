@@ -6,7 +6,9 @@ Chatbot Arena methods run from the same file.
 
 The battles file is written once (seeded, :func:`_bench_common.synthetic_battles`) as Parquet in
 ``--workdir``. Every path runs in its own process, timed from start to exit (imports included), and its
-peak memory is the child's own ``ru_maxrss`` (from ``os.wait4``). With ``--compare DIR`` every path of
+peak memory is the child's own ``ru_maxrss`` (from ``os.wait4``). Bytecode is cached in ``--workdir`` and
+compiled by an untimed warm-up run (a small recompute and import), as an installed package has its ``.pyc``
+files, even where the shell sets ``PYTHONDONTWRITEBYTECODE``. With ``--compare DIR`` every path of
 Arena runs a second time with ``PYTHONPATH=DIR`` (another checkout, e.g. before a change), so the table
 shows both side by side from one run on one machine load. The peers (:mod:`bench_fit`'s public methods)
 read the Parquet file with pandas, code the models and fit with 1,000 bootstrap rounds; a bootstrap too
@@ -102,8 +104,35 @@ def run_child(cmd: list[str], *, env: dict[str, str], timeout: float, cwd: Path 
     return Run(seconds, usage.ru_maxrss / 1024.0, proc.returncode, tail, text)
 
 
-def _env(tree: Path) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(tree), PYTHONWARNINGS="ignore", ARENA_LOG_LEVEL="WARNING")
+def _env(tree: Path, work: Path) -> dict[str, str]:
+    """The child's environment: ``tree`` on the path, and bytecode cached under ``work`` (written even
+    when this shell sets ``PYTHONDONTWRITEBYTECODE``), as an installed package has its ``.pyc`` files;
+    recompiling some 1,700 modules in every process would time the compiler, not Arena."""
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONWARNINGS="ignore", ARENA_LOG_LEVEL="WARNING")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")  # mirrors source paths: trees do not collide
+    return env
+
+
+def warm_bytecode(tree: Path, work: Path, args: argparse.Namespace) -> None:
+    """Compile every module the measured paths import, untimed: a small recompute with plots (and an
+    import when one is measured) on a few thousand votes, with the environment of the timed runs."""
+    small = work / f"warm-{args.models}-{args.seed}.parquet"
+    if not small.exists():
+        write_battles_parquet(small, 5_000, args.models, args.seed)
+    env = _env(tree, work)
+    run_child(_arena("--help"), env=env, timeout=args.timeout)
+    run_child(
+        _arena("recompute", "--from", str(small), "--bootstrap", "10", "--out", str(work / "warm-out")),
+        env=env,
+        timeout=args.timeout,
+    )
+    if "import" not in args.skip:
+        db = work / "warm.db"
+        db.unlink(missing_ok=True)
+        run_child(
+            _arena("import", str(small), "--database-url", f"sqlite:///{db}"), env=env, timeout=args.timeout
+        )
 
 
 def _arena(*args: str) -> list[str]:
@@ -128,8 +157,10 @@ class Runs(dict[str, Run]):
 
 
 def arena_paths(tree: Path, data: Path, work: Path, args: argparse.Namespace, tag: str) -> dict[str, Run]:
-    """Every Arena path on one checkout: start-up, recompute, import into SQLite, publish from it."""
-    env = _env(tree)
+    """Every Arena path on one checkout: start-up, recompute, import into SQLite, publish from it (its
+    bytecode compiled beforehand, see :func:`warm_bytecode`)."""
+    warm_bytecode(tree, work, args)
+    env = _env(tree, work)
     runs = Runs(tag)
     runs["cli_start"] = min(
         (run_child(_arena("--help"), env=env, timeout=120) for _ in range(3)), key=lambda r: r.seconds
@@ -275,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                     "--out",
                     str(args.workdir / f"r10-{prefix or 'this'}"),
                 ),
-                env=_env(tree),
+                env=_env(tree, args.workdir),
                 timeout=args.timeout,
             )
     peers: dict[str, dict[str, Any]] = {}
@@ -284,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, str(Path(__file__).resolve()), "--peer-worker", name, "--data", str(data)]
             cmd += ["--rounds", str(args.rounds), "--seed", str(args.seed), "--budget", str(args.budget)]
             cmd += ["--extrapolate-seconds", str(args.extrapolate_seconds)]
-            run = run_child(cmd, env=_env(ROOT), timeout=args.timeout)
+            run = run_child(cmd, env=_env(ROOT, args.workdir), timeout=args.timeout)
             lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
             peers[name] = {"run": run, **(json.loads(lines[-1]) if run.status == 0 and lines else {})}
 
@@ -332,6 +363,10 @@ def main(argv: list[str] | None = None) -> int:
         header += [f"{name} s", f"{name} peak MB"]
     print_table(header, rows)
     print("* bootstrap timed on fewer rounds and extrapolated")
+    print(
+        f"bytecode cached in {args.workdir / 'pycache'} (PYTHONPYCACHEPREFIX), compiled by an untimed "
+        "warm-up run of each tree: an installed package has its .pyc files"
+    )
     figures["machine_before"] = load_before
     figures["machine_after"] = machine_info()
     emit_json_line(figures)

@@ -90,7 +90,7 @@ def import_runs(sizes: list[int], *, database_url: str | None, work: Path) -> li
             else:
                 url = stack.enter_context(_fresh_postgres(database_url))
             command = _arena("import", str(data), "--database-url", url)
-            run = run_child(command, env=_env(root), timeout=3600)
+            run = run_child(command, env=_env(root, work), timeout=3600)
         if run.status != 0:
             raise SystemExit(f"import of {n} battles failed: {run.tail}")
         rows.append([n, round(run.seconds, 2), round(run.peak_mb), round(1e6 * run.seconds / n, 2)])

@@ -9,14 +9,18 @@ arrivals  ``--incumbents`` models already have ``--history`` uniform votes among
           others arrive at once; votes are counted from their arrival.
 
 Each policy draws ``--batch`` votes from the pair probabilities of the current fit (the live site refreshes
-its weights periodically the same way), then the plain Bradley-Terry fit (ties half a win) is refreshed by
-Newton steps from the previous one and the targets are checked: (a) mean 95% half-width <= 15 Elo (model-
-based intervals), (b) Kendall tau with the truth >= 0.95, (c) every neighbour pair in the true order whose
-gap is >= 20 Elo separated (right sign, 95% interval of the gap excludes 0). Prints the votes needed per
-policy and target (mean and standard error over seeds), the saving against uniform per seed (mean and
-paired standard error), the largest saving on (a) any design could have on the fixed board, and a JSON
-line naming the best policy: never worse than uniform on (b) and (c) within the paired s.e., then the
-largest saving on (a).
+its weights periodically the same way); they are cast ``--check`` at a time, the plain Bradley-Terry fit
+(ties half a win) refreshed by Newton steps from the previous one after each, and the targets checked:
+(a) mean 95% half-width <= 15 Elo (model-based intervals), (b) Kendall tau with the truth >= 0.95, (c)
+every neighbour pair in the true order whose gap is >= 20 Elo separated (right sign, 95% interval of the
+gap excludes 0). Prints the votes needed per policy and target (mean and standard error over seeds), the
+saving against uniform per seed (mean and paired standard error), the one-sided 95% upper bound of the
+loss on (b) and (c) (Student t over the seeds' paired savings: "not worse than uniform by more than
+this"), and a JSON line naming the best policy: never worse than uniform on (b) and (c) within the paired
+s.e., then the largest saving on (a). On arrival it also prints the votes until every new model is within
+``--new-width`` Elo and the smallest share of those votes any incumbent got (over its uniform share), and
+for both settings the largest saving on (a) any design could have with the true ratings known
+(:func:`width_bound`, :func:`arrivals_bound`).
 
 Noise control: every policy sees the same truth, the same history and common random numbers (the k-th vote
 on a pair reads the k-th draws of that pair's stream), so the per-seed differences are paired. The fixed
@@ -40,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -49,12 +54,13 @@ from arena.pairing import PairingPolicy, pair_weights  # noqa: E402
 from leaderboard.newton import solve_bt_batch  # noqa: E402
 from leaderboard.pairing import (  # noqa: E402
     CRITERIA,
+    DEFAULT_FLOOR,
     ELO_PER_NAT,
     PRIOR_PRECISION,
     Criterion,
     PairDesign,
+    design_probabilities,
     fisher_information,
-    greedy_allocation,
     optimal_shares,
     pair_gains,
     pair_probabilities,
@@ -77,9 +83,11 @@ class Config:
     floor: float
     incumbents: int
     history: int
+    check: int = 50
     width: float = 15.0
     tau: float = 0.95
     gap: float = 20.0
+    new_width: float = 25.0
 
 
 def davidson_nu(truth: FloatArray, tie_share: float) -> float:
@@ -200,9 +208,11 @@ def model_policy(criterion: Criterion, floor: float, power: float) -> Policy:
 
 
 def greedy_policy(criterion: Criterion, floor: float, batch: int) -> Policy:
+    """The live site's ``optimal`` policy (:func:`leaderboard.pairing.design_probabilities`, the code path
+    of :func:`arena.pairing.optimal_design`) on the current fit, with this criterion and floor."""
+
     def probabilities(board: Board) -> FloatArray:
-        counts = greedy_allocation(board.design, board.theta, board.cov, batch, criterion=criterion)
-        return pair_probabilities(counts, floor=floor)
+        return design_probabilities(board.theta, board.n, criterion=criterion, floor=floor, batch=batch)
 
     return probabilities
 
@@ -245,8 +255,9 @@ def policies(floor: float, batch: int, extra: tuple[str, ...] = ()) -> dict[str,
     return table
 
 
-def run(cfg: Config, policy: Policy, seed: int, setting: str) -> dict[str, float]:
-    """Votes until each target is first met (``max_votes`` when never): one board, one policy."""
+def start(cfg: Config, seed: int, setting: str) -> tuple[FloatArray, Board]:
+    """The truth of ``seed`` and its board when the counting starts: empty on the fixed board; with the
+    incumbents' uniform history (models ``0 .. incumbents - 1``), refitted, for arrivals."""
     rng = np.random.default_rng(seed)
     truth = rng.normal(0.0, cfg.spread, cfg.models)
     nu = davidson_nu(truth, cfg.tie_share)
@@ -260,25 +271,67 @@ def run(cfg: Config, policy: Policy, seed: int, setting: str) -> dict[str, float
         index = lo * cfg.models - lo * (lo + 1) // 2 + (hi - lo - 1)
         board.vote(index.astype(np.int64))
         board.refit(steps=25)
+    return truth, board
+
+
+#: What :func:`run` reports besides the targets: votes until every new model's half-width is at most
+#: ``new_width`` Elo, and the smallest share of those votes any incumbent had, over its uniform share.
+CATCH_UP = ("new", "old_share")
+
+
+def run(cfg: Config, policy: Policy, seed: int, setting: str) -> dict[str, float]:
+    """Votes until each target is first met (``max_votes`` when never): one board, one policy.
+
+    The pairs of a batch are drawn at once from the policy's probabilities (so the draws do not depend on
+    ``check``), then cast ``check`` at a time, the fit refreshed and the targets checked after each.
+    """
+    truth, board = start(cfg, seed, setting)
+    design = board.design
+    new = np.arange(cfg.incumbents if setting == "arrivals" else 0, cfg.models)
+    old = np.arange(0, cfg.incumbents if setting == "arrivals" else 0)
+    before = board.n.copy()
     vote_rng = np.random.default_rng(seed + 10_000)
     reached: dict[str, float] = {}
     votes = 0
-    while votes < cfg.max_votes and len(reached) < len(TARGETS):
+    wanted = len(TARGETS) + (len(CATCH_UP) if len(old) else 0)
+    while votes < cfg.max_votes and len(reached) < wanted:
         probs = policy(board)
-        pairs = vote_rng.choice(len(design), size=cfg.batch, p=probs)
-        board.vote(pairs.astype(np.int64))
-        votes += cfg.batch
-        board.refit()
-        for name, ok in board.met(cfg, truth).items():
-            if ok and name not in reached:
-                reached[name] = float(votes)
-    return {name: reached.get(name, float(cfg.max_votes)) for name in TARGETS}
+        pairs = vote_rng.choice(len(design), size=cfg.batch, p=probs).astype(np.int64)
+        for first in range(0, cfg.batch, cfg.check):
+            board.vote(pairs[first : first + cfg.check])
+            votes += len(pairs[first : first + cfg.check])
+            board.refit()
+            for name, ok in board.met(cfg, truth).items():
+                if ok and name not in reached:
+                    reached[name] = float(votes)
+            if len(old) and "new" not in reached:
+                sd = np.sqrt(np.maximum(np.diag(board.cov)[new], 0.0)) * ELO_PER_NAT
+                if np.all(Z95 * sd <= cfg.new_width):
+                    since = board.n - before
+                    per_model = np.bincount(design.lo, since, cfg.models) + np.bincount(
+                        design.hi, since, cfg.models
+                    )
+                    reached["new"] = float(votes)
+                    reached["old_share"] = float(per_model[old].min() / votes / (2.0 / cfg.models))
+    out = {name: reached.get(name, float(cfg.max_votes)) for name in TARGETS}
+    if len(old):
+        out["new"] = reached.get("new", float(cfg.max_votes))
+        out["old_share"] = reached.get("old_share", float("nan"))
+    return out
 
 
 def width_bound(cfg: Config, seed: int) -> float:
-    """Largest saving on (a) any fixed design could have on the fixed board of ``seed``: the continuous
-    optimum of the mean width with the true strengths known, against uniform (widths scale as
-    ``1 / sqrt(votes)``, so the votes needed scale as the squared width ratio)."""
+    """Largest saving on (a) any design could have on the fixed board of ``seed`` against uniform.
+
+    Method: the mean standard deviation of the model-based (plain Bradley-Terry Fisher) intervals after
+    ``n`` votes with shares ``p`` is ``mean_sd(p) / sqrt(n)`` once the weak prior is negligible, so the
+    votes any design needs for a half-width scale as ``mean_sd(p) ** 2``. Whatever a policy does, its
+    votes make some realised shares ``p``, so none can need fewer votes than the shares minimising
+    ``mean_sd`` (:func:`leaderboard.pairing.optimal_shares`, the global optimum of a convex problem) at
+    the true strengths: the bound is ``1 - (mean_sd(optimal) / mean_sd(uniform)) ** 2``. What it leaves
+    out (the bench checks the intervals at the fitted strengths, not the true ones, and stops at a noisy
+    first crossing) moves both policies alike and is small next to the bound.
+    """
     truth = np.random.default_rng(seed).normal(0.0, cfg.spread, cfg.models) / ELO_PER_NAT
     design = PairDesign.of(cfg.models)
 
@@ -290,17 +343,60 @@ def width_bound(cfg: Config, seed: int) -> float:
     return 1.0 - (mean_sd(optimal_shares(design, truth)) / mean_sd(uniform)) ** 2
 
 
+def arrivals_bound(cfg: Config, seed: int) -> float:
+    """Largest saving on (a) any design could have when the new models arrive, against uniform: the same
+    argument as :func:`width_bound` with the incumbents' history as prior information ``H0``, where the
+    votes no longer scale simply, so the votes needed are found by bisection on ``n``: the fewest ``n``
+    whose optimal shares (:func:`leaderboard.pairing.optimal_shares` on ``H0 + n F(p)``) reach the mean
+    half-width, against the ``n`` uniform shares need, both at the true strengths."""
+    truth, board = start(cfg, seed, "arrivals")
+    design, theta = board.design, truth / ELO_PER_NAT
+    prior = fisher_information(design, theta, board.n)
+    uniform = np.full(len(design), 1.0 / len(design))
+
+    def half_width(n: float, shares: FloatArray) -> float:
+        cov = rating_covariance(prior + fisher_information(design, theta, n * shares))
+        return Z95 * float(np.sqrt(np.maximum(np.diag(cov), 0.0)).mean()) * ELO_PER_NAT
+
+    def needed(shares_at: Callable[[float], FloatArray]) -> float:
+        lo, hi = 0.0, float(cfg.max_votes)
+        while hi - lo > 10.0:
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if half_width(mid, shares_at(mid)) <= cfg.width else (mid, hi)
+        return hi
+
+    def optimal(n: float) -> FloatArray:
+        return optimal_shares(design, theta, scale=n, information=prior, iterations=200)
+
+    return 1.0 - needed(optimal) / needed(lambda _: uniform)
+
+
+def _se(x: FloatArray) -> float:
+    """Standard error of the mean over seeds (0 for one seed)."""
+    return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds first-seed .. first-seed + seeds - 1 (to split a run)",
+    )
     parser.add_argument("--models", type=int, default=50)
     parser.add_argument("--spread", type=float, default=100.0, help="sd of the true ratings (Elo)")
     parser.add_argument("--tie-share", type=float, default=0.15)
     parser.add_argument("--left-bonus", type=float, default=15.0, help="left-side advantage (Elo)")
     parser.add_argument("--batch", type=int, default=500, help="votes between refreshes of the weights")
     parser.add_argument("--max-votes", type=int, default=400_000)
-    parser.add_argument("--floor", type=float, default=0.1, help="uniform exploration share")
+    parser.add_argument("--check", type=int, default=50, help="votes between checks of the targets")
+    parser.add_argument(
+        "--floor", type=float, default=DEFAULT_FLOOR, help="uniform exploration share (the site's default)"
+    )
     parser.add_argument("--incumbents", type=int, default=35)
+    parser.add_argument("--new-width", type=float, default=25.0, help="new models' catch-up half-width")
     parser.add_argument("--history", type=int, default=60_000, help="incumbents' votes before arrivals")
     parser.add_argument("--policies", default="", help="comma-separated subset (default: all)")
     parser.add_argument(
@@ -318,9 +414,12 @@ def main(argv: list[str] | None = None) -> int:
         floor=args.floor,
         incumbents=8 if args.quick else args.incumbents,
         history=5_000 if args.quick else args.history,
+        check=min(args.check, 200 if args.quick else args.batch),
+        new_width=args.new_width,
         width=25.0 if args.quick else 15.0,
     )
     seeds = 2 if args.quick else args.seeds
+    seed_range = range(args.first_seed, args.first_seed + seeds)
     wanted = [p for p in args.policies.split(",") if p]
     try:
         table = policies(cfg.floor, cfg.batch, tuple(p for p in wanted if "@" in p))
@@ -335,18 +434,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("uniform is the reference: keep it in --policies")
     start = time.perf_counter()
     results: dict[str, dict[str, FloatArray]] = {}
+    catch_up: dict[str, FloatArray] = {}  # arrivals, per policy: votes to the new width, old share
     settings = [x for x in args.settings.split(",") if x]
     if not settings or set(settings) - {"fixed", "arrivals"}:
         parser.error("--settings takes fixed, arrivals or both")
+    if cfg.check < 1 or cfg.batch % cfg.check:
+        parser.error("--check must divide --batch")
     for setting in settings:
         results[setting] = {}
         for name, policy in table.items():
-            runs = [run(cfg, policy, seed, setting) for seed in range(seeds)]
+            runs = [run(cfg, policy, seed, setting) for seed in seed_range]
             results[setting][name] = np.array([[r[t] for t in TARGETS] for r in runs])
+            if setting == "arrivals":
+                catch_up[name] = np.array([[r[t] for t in CATCH_UP] for r in runs])
             print(f"# {setting} {name}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     rows = []
     saved: dict[str, dict[str, dict[str, float]]] = {}
     worst: dict[str, dict[str, float]] = {}  # per setting and policy: min over (b), (c) of saving + s.e.
+    # One-sided 95% bound of the loss against uniform (Student t over the seeds' paired savings).
+    t95 = float(stats.t.ppf(0.95, seeds - 1)) if seeds > 1 else math.inf
     for setting, by_policy in results.items():
         uniform = by_policy["uniform"]
         saved[setting], worst[setting] = {}, {}
@@ -362,16 +468,37 @@ def main(argv: list[str] | None = None) -> int:
             )
             saved[setting][name] = dict(zip(TARGETS, saving.round(4).tolist(), strict=True))
             worst[setting][name] = float(np.min((saving + paired_se)[1:]))
+            loss = -(saving - t95 * paired_se)
             rows.append(
                 [setting, name]
                 + [f"{mu:,.0f} ± {s:,.0f}" for mu, s in zip(mean, se, strict=True)]
                 + [f"{x:+.1%} ± {e:.1%}" for x, e in zip(saving, paired_se, strict=True)]
+                + [f"{loss[1]:+.1%} / {loss[2]:+.1%}"]
             )
     print_table(
         ["setting", "policy", "votes (a) width", "votes (b) tau", "votes (c) separation"]
-        + [f"saved {t}" for t in TARGETS],
+        + [f"saved {t}" for t in TARGETS]
+        + ["95% loss bound (b) / (c)"],
         rows,
     )
+    if catch_up:
+        print_table(
+            ["arrivals", f"votes until every new model is ± {cfg.new_width:g} Elo", "saved", "min old share"],
+            [
+                [
+                    name,
+                    f"{c[:, 0].mean():,.0f} ± {_se(c[:, 0]):,.0f}",
+                    f"{np.mean(1.0 - c[:, 0] / catch_up['uniform'][:, 0]):+.1%}",
+                    f"{np.nanmin(c[:, 1]):.2f} (mean {np.nanmean(c[:, 1]):.2f})",
+                ]
+                for name, c in catch_up.items()
+            ],
+        )
+        print(
+            "# min old share: the fewest votes any incumbent had while the new models caught up, over its "
+            f"uniform share (2/{cfg.models}); worst seed and mean over seeds",
+            flush=True,
+        )
     candidates = [p for p in table if p not in ("uniform", "balanced", "active")] or list(table)
     # The best: never worse than uniform on (b) and (c) within the paired s.e. in either setting (when
     # none is, the least bad), then the largest saving on (a) over both settings.
@@ -383,23 +510,39 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     if "fixed" in settings:
-        bound = np.array([width_bound(cfg, seed) for seed in range(seeds)])
+        bound = np.array([width_bound(cfg, seed) for seed in seed_range])
         print(
             f"# (a) on the fixed board: the best design with the truth known saves {bound.mean():.1%} "
             f"(seeds {bound.min():.1%} to {bound.max():.1%}) against uniform",
             flush=True,
         )
+    if "arrivals" in settings:
+        reach = np.array([arrivals_bound(cfg, seed) for seed in seed_range])
+        print(
+            f"# (a) on arrival: the best design with the truth known saves {reach.mean():.1%} "
+            f"(seeds {reach.min():.1%} to {reach.max():.1%}) against uniform",
+            flush=True,
+        )
     print(
-        f"# {seeds} seeds, {cfg.models} models, batch {cfg.batch}, floor {cfg.floor}, "
+        f"# {seeds} seeds from {args.first_seed}, {cfg.models} models, batch {cfg.batch}, "
+        f"check {cfg.check}, floor {cfg.floor}, "
         f"{time.perf_counter() - start:.0f} s, load {machine_info()['load_avg_1m']}",
         flush=True,
     )
-    emit_json_line(
-        {
-            "policy": best,
-            "votes_saved_vs_uniform": {setting: saved[setting][best] for setting in saved},
+    figures: dict[str, object] = {
+        "policy": best,
+        "votes_saved_vs_uniform": {setting: saved[setting][best] for setting in saved},
+    }
+    if catch_up:
+        # The new models reaching the catch-up width under the best policy: votes saved against uniform
+        # and the smallest share of those votes any incumbent got (over its uniform share), worst seed.
+        mine, reference = catch_up[best], catch_up["uniform"]
+        figures["new_models"] = {
+            "width": cfg.new_width,
+            "votes_saved": round(float(np.mean(1.0 - mine[:, 0] / reference[:, 0])), 4),
+            "min_old_share": round(float(np.nanmin(mine[:, 1])), 3),
         }
-    )
+    emit_json_line(figures)
     return 0
 
 

@@ -9,13 +9,17 @@ Live votes: 20 models with ratings drawn from N(1000, 200^2) Elo; an honest vote
 with 10% ties; clickers vote by their pattern. The error of a fit is the RMS difference between fitted
 and true ratings (both centred). Prints a table and, last, one JSON line with the shares pooled over seeds.
 
-    python scripts/gold_sim.py [--seeds 20] [--annotators 1000]
+With the flagged votes removed, the rest are also fitted weighted by each annotator's posterior of
+honesty from their gold record (:func:`leaderboard.gold.honest_posterior`, prior ``--prior``).
+
+    python scripts/gold_sim.py [--seeds 20] [--annotators 1000] [--prior 0.85]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -23,7 +27,7 @@ import numpy.typing as npt
 from leaderboard.battles import Battles
 from leaderboard.bt import fit_bt
 from leaderboard.data import Outcome
-from leaderboard.gold import GoldRule, gold_accuracy
+from leaderboard.gold import GoldRule, gold_accuracy, honest_posterior
 
 N_MODELS = 20
 GOLD_RATE = 0.05
@@ -79,14 +83,19 @@ def live_votes(
     )
 
 
-def rating_error(battles: Battles, keep: npt.NDArray[np.bool_], truth: np.ndarray) -> float:
-    assert battles.annotator is not None
-    fit = fit_bt(battles.take(np.flatnonzero(keep[battles.annotator])).counts())
+def rating_error(battles: Battles, weight: npt.NDArray[np.float64], truth: np.ndarray) -> float:
+    """RMS error of the fit with each annotator's votes weighted (0 leaves them out)."""
+    if battles.annotator is None:
+        raise ValueError("the battles need their annotators")
+    kept = battles.take(np.flatnonzero(weight[battles.annotator] > 0))
+    if kept.annotator is None:
+        raise ValueError("the battles need their annotators")
+    fit = fit_bt(replace(kept, weight=weight[kept.annotator]).counts())
     got = fit.rating - fit.rating.mean()
     return float(np.sqrt(np.mean((got - (truth - truth.mean())) ** 2)))
 
 
-def one_seed(seed: int, n: int, votes: int, rule: GoldRule) -> dict[str, float]:
+def one_seed(seed: int, n: int, votes: int, rule: GoldRule, prior: float = 0.85) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     kind = crowd(rng, n)
     golds = round(votes * GOLD_RATE)
@@ -102,9 +111,13 @@ def one_seed(seed: int, n: int, votes: int, rule: GoldRule) -> dict[str, float]:
         "left_flagged": int((acc.flagged & (kind == 3)).sum()),
         "honest": int((kind == 0).sum()),
         "honest_flagged": int((acc.flagged & (kind == 0)).sum()),
-        "error_all": rating_error(battles, np.ones(n, dtype=bool), truth),
-        "error_removed": rating_error(battles, ~acc.flagged, truth),
-        "error_clean": rating_error(battles, kind == 0, truth),
+        "error_all": rating_error(battles, np.ones(n), truth),
+        "error_removed": rating_error(battles, (~acc.flagged).astype(float), truth),
+        # flagged left out, everyone else weighted by their posterior of honesty from the gold record
+        "error_weighted": rating_error(
+            battles, np.where(acc.flagged, 0.0, honest_posterior(acc.n_gold, acc.n_right, rule, prior)), truth
+        ),
+        "error_clean": rating_error(battles, (kind == 0).astype(float), truth),
     }
 
 
@@ -112,28 +125,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--annotators", type=int, default=1000)
+    parser.add_argument(
+        "--prior", type=float, default=0.85, help="Prior share of honest annotators of the weighting."
+    )
     args = parser.parse_args()
     rule = GoldRule()
     summary: dict[str, dict[str, float]] = {}
     print(f"rule: p_honest {rule.p_honest}, p_guess {rule.p_guess}, threshold {rule.threshold:.2f}")
-    print("votes golds  clicker recall  always-left recall  honest flagged  RMS all  removed  clean  ratio")
+    print(
+        "votes golds  clicker recall  always-left recall  honest flagged  RMS all  removed  weighted  clean"
+        "  ratio  weighted ratio"
+    )
     for votes in (400, 600):
-        rows = [one_seed(s, args.annotators, votes, rule) for s in range(args.seeds)]
+        rows = [one_seed(s, args.annotators, votes, rule, args.prior) for s in range(args.seeds)]
         tot = {k: sum(r[k] for r in rows) for k in rows[0]}
         recall = tot["clickers_flagged"] / tot["clickers"]
         honest = tot["honest_flagged"] / tot["honest"]
         ratio = tot["error_removed"] / tot["error_clean"]
+        weighted = tot["error_weighted"] / tot["error_clean"]
         left = tot["left_flagged"] / tot["left"]
-        errors = [tot[k] / len(rows) for k in ("error_all", "error_removed", "error_clean")]
+        errors = [tot[k] / len(rows) for k in ("error_all", "error_removed", "error_weighted", "error_clean")]
         print(
             f"{votes:5d} {round(votes * GOLD_RATE):5d}  {recall:14.4f}  {left:18.4f}  {honest:14.4f}"
-            f"  {errors[0]:7.2f}  {errors[1]:7.2f}  {errors[2]:5.2f}  {ratio:5.3f}"
+            f"  {errors[0]:7.2f}  {errors[1]:7.2f}  {errors[2]:8.2f}  {errors[3]:5.2f}  {ratio:5.3f}"
+            f"  {weighted:14.3f}"
         )
         summary[f"golds_{round(votes * GOLD_RATE)}"] = {
             "recall": round(recall, 4),
             "honest_flagged": round(honest, 4),
             "always_left_recall": round(tot["left_flagged"] / tot["left"], 4),
             "error_ratio_removed_to_clean": round(ratio, 4),
+            "error_ratio_weighted_to_clean": round(weighted, 4),
         }
     print(json.dumps(summary, sort_keys=True))
 

@@ -3,11 +3,13 @@
 A gold (:mod:`votes.gold_votes`) and a repeat (:mod:`votes.repeat_votes`) travel in the same encrypted
 battle token as any battle and are voted through the same writer: :func:`votes.recording.record_votes`
 hands the requests whose battle is not :attr:`~votes.battles.IssuedBattle.counted` to
-:func:`record_apart_votes`, inside the same transaction and after the same locks, so they take the same
-path and time as any other vote. Each writes its battle row (``source`` ``"gold"`` or ``"repeat"``, so
-the reveal and its ids look like every battle's) and a row of its own table (``goldvote``,
-``repeatvote``), never a :class:`~votes.models.Vote`. The reveal shows each named model's live rating
-and the change an Elo step would have made, as for any vote, but nothing is applied.
+:func:`record_apart_votes`, inside the same transaction and after the same locks and reads, so they take
+the same path and time as any other vote. Each writes its battle row (``source`` ``"gold"`` or
+``"repeat"``, so the reveal and its battle id look like every battle's) and a row of its own table
+(``goldvote``, ``repeatvote``), never a :class:`~votes.models.Vote`. The answer looks like a live vote's:
+the vote id shown is taken from the votes' own numbering (:func:`reserve_vote_id`), and the rating change
+shown is the step a live vote on the two named models would make (the same rater, the same flags:
+:func:`votes.recording.apart_shown_step`), never applied.
 """
 
 from __future__ import annotations
@@ -16,21 +18,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, insert, or_
+from sqlalchemy import Table, func, insert, or_, text
 from sqlalchemy import select as sa_select
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from leaderboard.data import parse_outcome
-from leaderboard.elo import EloConfig, update_elo
 from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
 from votes.gold_votes import after_gold_vote, gold_vote_row
-from votes.live import LiveConfig, shown
 from votes.models import utcnow
 from votes.repeat_votes import repeat_vote_row
-from votes.tables import battle_t, goldvote_t, liverating_t, model_t, repeatvote_t
+from votes.tables import battle_t, goldvote_t, repeatvote_t, vote_t
 
-__all__ = ["record_apart_votes"]
+__all__ = ["next_free_vote_id", "record_apart_votes", "reserve_vote_id"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,13 @@ def _previous(
     if request.idempotency_key is not None:
         match = or_(match, table.c.idempotency_key == request.idempotency_key)
     stmt = (
-        sa_select(battle_t.c.id, battle_t.c.token_id, table.c.id, table.c.winner, table.c.live_elo)
+        sa_select(
+            battle_t.c.id,
+            battle_t.c.token_id,
+            func.coalesce(table.c.shown_vote_id, table.c.id),
+            table.c.winner,
+            table.c.live_elo,
+        )
         .select_from(battle_t.join(table, table.c.battle_id == battle_t.c.id))
         .where(match)
     )
@@ -88,51 +94,78 @@ def _previous(
     return _result(shown, vote_id=int(vote_id), battle_id=int(battle_id), names=names, replayed=True)
 
 
-def _shown_ratings(
-    request: VoteRequest, config: LiveConfig, ratings: dict[int, tuple[float, int]]
-) -> dict[str, float]:
-    """Each side's live rating and the Elo step the vote would make: shown, never applied."""
-    b = request.battle
-    (ra, ga), (rb, gb) = ratings[b.model_a_id], ratings[b.model_b_id]
-    if isinstance(config, EloConfig):
-        after_a, after_b = update_elo(
-            ra, rb, parse_outcome(request.winner), config=config, games_a=ga, games_b=gb
-        )
-    else:
-        after_a, after_b = ra, rb
-    return {"a_before": ra, "a_after": after_a, "b_before": rb, "b_after": after_b}
+def _last_shown(table: Table) -> object:
+    """The id the newest row of ``table`` showed: the largest it showed, each being the largest so far
+    plus one (one step down the primary key)."""
+    newest = sa_select(table.c.shown_vote_id).order_by(table.c.id.desc()).limit(1).scalar_subquery()
+    return func.coalesce(newest, 0)
 
 
-def _sides(
-    session: Session, requests: Sequence[VoteRequest], config: LiveConfig
-) -> tuple[dict[int, str], dict[int, tuple[float, int]]]:
-    """Names and live ratings (rating, games) of the named models; a model without a live row shows the
-    rater's initial rating. Read without a lock and without creating rows: nothing here is written."""
-    ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
-    stmt = (
-        sa_select(model_t.c.id, model_t.c.name, liverating_t.c.rating, liverating_t.c.games)
-        .select_from(model_t.outerjoin(liverating_t, liverating_t.c.model_id == model_t.c.id))
-        .where(model_t.c.id.in_(ids))
+# The highest vote id given out so far, counting the ids gold and repeat votes showed (SQLite: no
+# sequence to draw on).
+_LAST_SHOWN_ID = sa_select(
+    func.max(
+        func.coalesce(sa_select(func.max(vote_t.c.id)).scalar_subquery(), 0),
+        _last_shown(goldvote_t),
+        _last_shown(repeatvote_t),
     )
-    rows = session.connection().execute(stmt).all()
-    names = {int(m): str(n) for m, n, _, _ in rows}
-    initial = config.initial if isinstance(config, EloConfig) else shown(config, config.initial())[0]
-    ratings = {m: (float(initial), 0) for m in ids}
-    ratings.update({int(m): (float(r), int(g)) for m, _, r, g in rows if r is not None})
-    return {m: names.get(m, f"model #{m}") for m in ids}, ratings
+)
+_NEXT_VOTE_ID_PG = text("SELECT nextval(pg_get_serial_sequence('vote', 'id'))")
+
+
+def next_free_vote_id(conn: Connection) -> int:
+    """SQLite: the largest vote id given out (votes' and the ids gold and repeat votes showed) plus one.
+
+    SQLite has no sequence: left to itself it numbers a vote as the largest stored id plus one, which is
+    the id a gold vote just showed. :func:`votes.recording.record_votes` numbers site votes with this
+    instead, so no two answers ever show the same id. Call it inside the write transaction.
+    """
+    return int(conn.execute(_LAST_SHOWN_ID).scalar_one() or 0) + 1
+
+
+def reserve_vote_id(conn: Connection) -> int:
+    """An id from the votes' own ids, for a gold or repeat vote's answer to show: the ids an annotator
+    sees go up with the site's votes whatever the battle. On PostgreSQL one value of the vote table's
+    sequence (no vote ever gets it); on SQLite :func:`next_free_vote_id`."""
+    if conn.dialect.name == "postgresql":
+        return int(conn.execute(_NEXT_VOTE_ID_PG).scalar_one())
+    return next_free_vote_id(conn)
+
+
+# Built once, as the live votes' statements are (building one per vote costs more than running it).
+_INSERT_BATTLE = insert(battle_t).returning(battle_t.c.id)
+_INSERT_APART = {t.name: insert(t) for t in (goldvote_t, repeatvote_t)}
+
+
+def _write(conn: Connection, table: Table, battle: dict[str, Any], row: dict[str, Any]) -> tuple[int, int]:
+    """Insert the battle and its vote with the vote id the answer shows: (battle id, shown id)."""
+    shown_id = reserve_vote_id(conn)
+    battle_id = int(conn.execute(_INSERT_BATTLE, battle).scalar_one())
+    conn.execute(_INSERT_APART[table.name], {**row, "battle_id": battle_id, "shown_vote_id": shown_id})
+    return battle_id, shown_id
 
 
 def record_apart_votes(
-    session: Session, requests: Sequence[VoteRequest], *, config: LiveConfig
+    session: Session,
+    requests: Sequence[VoteRequest],
+    *,
+    shown: Callable[[VoteRequest], dict[str, float]],
+    names: dict[int, str],
+    look_up: bool = True,
 ) -> list[VoteResult | VoteError]:
-    """Write each gold or repeat vote with its battle row, each in a savepoint; the caller commits.
+    """Write each gold or repeat vote with its battle row; the caller commits.
 
-    A retry (same token and winner, or same idempotency key) is answered with the first result; the same
-    token with another winner is refused, and so is a second vote of one annotator on one gold or a
-    second repeat of one vote. A repeat whose token names a vote that is not the annotator's own battle
-    with the sides swapped is refused (:func:`votes.repeat_votes.repeat_vote_row`).
+    :func:`votes.recording.record_votes` has locked the named models' live rows and read the flags as
+    for any vote; ``shown`` gives the rating change the vote shows, ``names`` the models' names.
+
+    With ``look_up`` each vote is looked up first and written in a savepoint: a retry (same token and
+    winner, or same idempotency key) is answered with the first result; the same token with another
+    winner is refused, and so is a second vote of one annotator on one gold or a second repeat of one
+    vote. Without it (the optimistic path of :func:`votes.recording.record_votes`, as for live votes) a
+    retry collides on a unique key and the ``IntegrityError`` goes to the caller, who starts over with
+    ``look_up``. A repeat whose token names a vote that is not the annotator's own battle with the sides
+    swapped is refused (:func:`votes.repeat_votes.repeat_vote_row`).
     """
-    names, ratings = _sides(session, requests, config)
     results: list[VoteResult | VoteError] = []
     for request in requests:
         b = request.battle
@@ -140,10 +173,11 @@ def record_apart_votes(
             raise ValueError("a counted vote was handed to the writer of votes kept apart")
         kind = _GOLD if b.gold is not None else _REPEAT
         shown_names = (names[b.model_a_id], names[b.model_b_id])
-        previous = _previous(session, request, shown_names, kind.table)
-        if previous is not None:
-            results.append(previous)
-            continue
+        if look_up:
+            previous = _previous(session, request, shown_names, kind.table)
+            if previous is not None:
+                results.append(previous)
+                continue
         own = kind.row(session, request)
         if isinstance(own, VoteError):
             results.append(own)
@@ -158,7 +192,7 @@ def record_apart_votes(
             "client_hash": request.client_hash,
             "address_hash": request.address_hash,
             "idempotency_key": request.idempotency_key,
-            "live_elo": _shown_ratings(request, config, ratings),
+            "live_elo": shown(request),
         }
         battle = {
             "prompt_id": b.prompt_id,
@@ -172,20 +206,17 @@ def record_apart_votes(
             "source": kind.source,
             "token_id": b.token_id,
         }
-        try:
-            with session.begin_nested():
-                conn = session.connection()
-                battle_id = int(conn.execute(insert(battle_t).returning(battle_t.c.id), battle).scalar_one())
-                vote_id = int(
-                    conn.execute(
-                        insert(kind.table).returning(kind.table.c.id), {**row, "battle_id": battle_id}
-                    ).scalar_one()
-                )
-        except IntegrityError:
-            session.expunge_all()
-            previous = _previous(session, request, shown_names, kind.table)
-            results.append(previous or RepeatJudgementError())
-            continue
+        if not look_up:
+            battle_id, vote_id = _write(session.connection(), kind.table, battle, row)
+        else:
+            try:
+                with session.begin_nested():
+                    battle_id, vote_id = _write(session.connection(), kind.table, battle, row)
+            except IntegrityError:
+                session.expunge_all()
+                previous = _previous(session, request, shown_names, kind.table)
+                results.append(previous or RepeatJudgementError())
+                continue
         if kind.after is not None:
             kind.after(session, request)
         results.append(_result(row, vote_id=vote_id, battle_id=battle_id, names=shown_names, replayed=False))

@@ -87,8 +87,11 @@ class BattleRead:
 def _arrow_table(path: Path, data: bytes) -> pa.Table | None:
     fmt = detect_format(path, data)
     if fmt == "parquet":
-        present = set(pq.read_schema(io.BytesIO(data)).names)
-        return pq.read_table(io.BytesIO(data), columns=[c for c in (*_NEEDED, *_OPTIONAL) if c in present])
+        schema = pq.read_schema(io.BytesIO(data))
+        wanted = [c for c in (*_NEEDED, *_OPTIONAL) if c in schema.names]
+        # text columns stay coded as Parquet stores them: a million names are never spelled out
+        coded = [c for c in wanted if pa.types.is_string(schema.field(c).type)]
+        return pq.read_table(io.BytesIO(data), columns=wanted, read_dictionary=coded)
     if fmt == "jsonl":
         try:
             options = pa_json.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
@@ -111,13 +114,26 @@ def _arrow_table(path: Path, data: bytes) -> pa.Table | None:
     return None
 
 
+def _shared_objects(column: pa.ChunkedArray) -> npt.NDArray[np.object_]:
+    """``column`` as an object array whose equal values are one Python object: coded in Arrow, then each
+    distinct value made once and the rows pointing to it. A million battles name a hundred models, so
+    this holds a hundred strings instead of a million (hundreds of MB less, and faster to hash)."""
+    whole = column.combine_chunks()
+    coded = whole if pa.types.is_dictionary(whole.type) else pc.dictionary_encode(whole)
+    values = np.empty(len(coded.dictionary) + 1, dtype=object)  # the last one stands for a null
+    values[:-1] = coded.dictionary.to_pylist()
+    codes = coded.indices.fill_null(len(coded.dictionary)).to_numpy(zero_copy_only=False)
+    out: npt.NDArray[np.object_] = values[codes]
+    return out
+
+
 def _table_columns(table: pa.Table) -> BattleColumns:
     n = table.num_rows
 
     def column(name: str) -> npt.NDArray[np.object_]:
         if name not in table.column_names:
             return np.full(n, None, dtype=object)
-        return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=object)
+        return _shared_objects(table.column(name))
 
     def number(name: str, fill: float) -> npt.NDArray[np.float64]:
         if name not in table.column_names:
@@ -128,8 +144,9 @@ def _table_columns(table: pa.Table) -> BattleColumns:
     question_id = np.full(n, None, dtype=object)
     if "question_id" in table.column_names:
         ids = table.column("question_id")
-        text = ids if pa.types.is_string(ids.type) else ids.cast(pa.string())
-        question_id = np.asarray(text.to_numpy(zero_copy_only=False), dtype=object)
+        as_text = pa.types.is_string(ids.type) or pa.types.is_dictionary(ids.type)  # coded text
+        text = ids if as_text else ids.cast(pa.string())
+        question_id = _shared_objects(text)
         question_id[question_id == ""] = None  # an empty id names no prompt, as on the careful path
     if "sided" in table.column_names:
         sided = np.asarray(table.column("sided").fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
@@ -167,6 +184,8 @@ def _strings_pass(table: pa.Table) -> bool:
         if name not in table.column_names:
             continue
         column = table.column(name)
+        if pa.types.is_dictionary(column.type):  # a Parquet text column: check each distinct value once
+            column = pa.chunked_array([chunk.dictionary for chunk in column.chunks], column.type.value_type)
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
             if pa.types.is_null(column.type) and name not in _NEEDED:
                 continue

@@ -32,7 +32,10 @@ __all__ = [
     "add_gold_file",
     "add_golds",
     "derive_golds",
+    "gold_answers",
+    "gold_sides",
     "load_gold_items",
+    "load_prompts",
     "parse_gold_file",
 ]
 
@@ -328,6 +331,53 @@ def load_gold_items(session: Session) -> list[GoldItem]:
     )
     rows = session.execute(stmt).all()
     return [GoldItem(int(i), int(p), a, b, r, ma, mb) for i, p, a, b, r, ma, mb in rows]
+
+
+def load_prompts(session: Session, prompt_ids: set[int]) -> list[Prompt]:
+    """These prompts, detached from the session (for a cache)."""
+    if not prompt_ids:
+        return []
+    prompts = list(session.exec(select(Prompt).where(col(Prompt.id).in_(sorted(prompt_ids)))).all())
+    for prompt in prompts:
+        session.expunge(prompt)
+    return prompts
+
+
+def gold_answers(gold: GoldItem) -> tuple[Output, Output]:
+    """A gold's two texts as answers to show (never saved; the reveal's names come from the battle)."""
+    return (
+        Output(prompt_id=gold.prompt_id, model_id=0, text=gold.text_a),
+        Output(prompt_id=gold.prompt_id, model_id=0, text=gold.text_b),
+    )
+
+
+def gold_sides(gold: GoldItem, model_ids: Sequence[int], rng: random.Random) -> tuple[int, int] | None:
+    """The two models a gold's reveal names, as (right or first text, other text); None when the catalog
+    has too few models.
+
+    A live battle always names two different models, so a reveal naming one model twice would mark the
+    battle as a gold. A gold file's named models are shown as given; a file gold without names shows two
+    catalog models drawn at random. A derived gold is made from one model's answer (the intact text is
+    that model's, the other a corruption of it or that model's answer elsewhere): its reveal names that
+    model on the intact answer's side, truthfully, and another catalog model, drawn at random, on the
+    other side. That name is the one untruth the annotator is told; it does no harm we can see: the vote
+    counts nowhere, later battles are blind (a name cannot steer a vote), and the model named is never
+    credited or blamed in any rating for it.
+    """
+    first, second = gold.model_a_id, gold.model_b_id
+    if first is not None and second is not None and first != second:
+        return int(first), int(second)
+    named = first if first is not None else second
+    others = [m for m in model_ids if m != named]
+    if named is not None:
+        if not others:
+            return None
+        other = int(rng.choice(others))
+        return (int(named), other) if first is not None else (other, int(named))
+    if len(model_ids) < 2:
+        return None
+    a, b = rng.sample(list(model_ids), 2)
+    return int(a), int(b)
 
 
 def count_golds(session: Session) -> int:

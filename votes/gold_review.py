@@ -4,20 +4,25 @@ The statistics are :mod:`leaderboard.gold`'s (Wilson interval, the sequential fl
 the gold votes in time order and hands them over. :func:`annotator_gold_accuracy` feeds the annotator
 review (:mod:`votes.review`), so gold accuracy is one more reason in the one list of annotators.
 :func:`retire_missed_golds` retires a gold that annotators who are right on the other golds keep missing:
-such a gold is more likely wrong (or ambiguous) than they are.
+such a gold is more likely wrong (or ambiguous) than they are. :func:`retire_golds` runs it in a
+transaction of its own and logs each gold it retires: the live site runs it periodically (with the
+pairing catalog's refresh, :class:`arena.pairing_service.PairingService`) and every publish runs it, so
+retirement never waits for ``arena annotators --apply``; retired golds are listed, with their reason,
+by ``arena gold list`` and the admin API.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
-from leaderboard.gold import GoldRule, gold_accuracy
+from leaderboard.gold import GoldRule, gold_accuracy, honest_posterior
 from votes.tables import goldbattle_t, goldvote_t
 
 __all__ = [
@@ -26,13 +31,17 @@ __all__ = [
     "RetireRule",
     "annotator_gold_accuracy",
     "gold_item_rows",
+    "retire_golds",
     "retire_missed_golds",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class AnnotatorGold:
-    """One annotator's gold record: golds voted, right, accuracy with its 95% Wilson interval, the flag."""
+    """One annotator's gold record: golds voted, right, accuracy with its 95% Wilson interval, the flag,
+    and the posterior probability of being honest (:func:`leaderboard.gold.honest_posterior`)."""
 
     n_gold: int
     n_right: int
@@ -40,6 +49,7 @@ class AnnotatorGold:
     low: float
     high: float
     flagged: bool
+    posterior: float = 1.0
 
     def reason(self) -> str:
         return (
@@ -96,6 +106,7 @@ def annotator_gold_accuracy(conn: Connection, rule: GoldRule | None = None) -> d
     who = np.array([index[a] for a, _, _ in rows], dtype=np.int64)
     right = np.array([c for _, _, c in rows], dtype=bool)
     acc = gold_accuracy(who, right, len(ids), rule)
+    posterior = honest_posterior(acc.n_gold, acc.n_right, rule)
     return {
         a: AnnotatorGold(
             int(acc.n_gold[i]),
@@ -104,6 +115,7 @@ def annotator_gold_accuracy(conn: Connection, rule: GoldRule | None = None) -> d
             float(acc.low[i]),
             float(acc.high[i]),
             bool(acc.flagged[i]),
+            float(posterior[i]),
         )
         for a, i in index.items()
     }
@@ -131,6 +143,16 @@ def retire_missed_golds(conn: Connection, rule: RetireRule | None = None) -> lis
                 .values(retired=True, retired_reason=reason)
             )
             retired.append((gold, reason))
+    return retired
+
+
+def retire_golds(engine: Engine, rule: RetireRule | None = None) -> list[tuple[int, str]]:
+    """:func:`retire_missed_golds` in a transaction of its own, each retired gold logged with its reason;
+    returns (gold, reason) of the golds retired now."""
+    with engine.begin() as conn:
+        retired = retire_missed_golds(conn, rule)
+    for gold, reason in retired:
+        log.warning("retired gold %d: %s", gold, reason)
     return retired
 
 

@@ -20,10 +20,12 @@ from leaderboard.data import Outcome, parse_outcome
 from votes.battles import VoteRequest
 from votes.models import Annotator, GoldVote
 
-__all__ = ["QUIZ_PASS", "GoldTicket", "after_gold_vote", "gold_correct", "gold_vote_row"]
+__all__ = ["QUIZ_FLAG_REASON", "QUIZ_PASS", "GoldTicket", "after_gold_vote", "gold_correct", "gold_vote_row"]
 
 #: Share of the quiz's golds an annotator must vote right for their votes to count.
 QUIZ_PASS = 0.75
+#: How the flag reason of an annotator who failed the quiz begins.
+QUIZ_FLAG_REASON = "failed the onboarding quiz"
 
 _TIES = {Outcome.TIE, Outcome.BOTHBAD}
 
@@ -67,7 +69,7 @@ def _check_quiz(session: Session, annotator_id: int, size: int) -> None:
     annotator = session.get(Annotator, annotator_id)
     if annotator is not None and not annotator.flagged:
         annotator.flagged = True
-        annotator.flag_reason = f"failed the onboarding quiz: {int(right)} of {int(n)} golds right"
+        annotator.flag_reason = f"{QUIZ_FLAG_REASON}: {int(right)} of {int(n)} golds right"
         session.add(annotator)
         session.flush()
 

@@ -350,6 +350,8 @@ class GoldVote(SQLModel, table=True):
     address_hash: str | None = Field(default=None, max_length=32)
     idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
     live_elo: dict[str, float] | None = Field(default=None, sa_column=Column(JSON))
+    # The vote id the answer shows: reserved from the votes' ids, so a gold's id looks like any vote's.
+    shown_vote_id: int | None = None
 
 
 class RepeatVote(SQLModel, table=True):
@@ -374,6 +376,8 @@ class RepeatVote(SQLModel, table=True):
     address_hash: str | None = Field(default=None, max_length=32)
     idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
     live_elo: dict[str, float] | None = Field(default=None, sa_column=Column(JSON))
+    # The vote id the answer shows: reserved from the votes' ids, so a repeat's id looks like any vote's.
+    shown_vote_id: int | None = None
 
 
 class ImportRun(SQLModel, table=True):

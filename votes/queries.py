@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Select, String, and_, case, func, or_, select, true, type_coerce
+from sqlalchemy import Select, String, and_, case, func, literal, or_, select, true, type_coerce
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
@@ -81,6 +81,19 @@ class VoteFilter:
     # annotator's stored ``honest_weight`` (the voter review's evidence; votes without an annotator
     # count 1) in the cells aggregate (:func:`pair_counts_statement`) and the per-vote read.
     robust: bool = False
+    # With ``exclude_flagged``: flagged annotators' votes are down-weighted instead of left out, each
+    # weighing the smaller of its annotator's stored ``honest_weight`` and this factor (so a flag always
+    # costs weight, and a review's lower posterior costs more); other votes count as usual.
+    flagged_weight: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.flagged_weight is not None and not 0.0 <= self.flagged_weight <= 1.0:
+            raise ValueError("flagged_weight must be between 0 and 1")
+
+    @property
+    def down_weighted(self) -> bool:
+        """Flagged annotators' votes are in the board with less weight (not left out)."""
+        return self.exclude_flagged and self.flagged_weight is not None and not self.robust
 
 
 #: Annotator kind of the LLM judges of ``arena judge`` (labels ``judge:<endpoint>``).
@@ -138,7 +151,8 @@ def filter_votes(
         stmt = stmt.where(vote_t.c.created_at >= f.since)
     if f.until is not None:
         stmt = stmt.where(vote_t.c.created_at < f.until)
-    cut_flagged = f.exclude_flagged and not f.robust  # robust: down-weighted, not left out
+    # robust, or flagged_weight: down-weighted, not left out
+    cut_flagged = f.exclude_flagged and not f.robust and f.flagged_weight is None
     if f.annotators is None:  # one small NOT IN, so the fit still reads only ix_vote_cells
         stmt = stmt.where(_excluding(flagged=cut_flagged, judges=True))
     else:
@@ -225,6 +239,25 @@ def _robust_join() -> Any:
     return vote_t.outerjoin(robust_annotator, vote_t.c.annotator_id == robust_annotator.c.id)
 
 
+def flagged_down_weight(factor: float) -> ColumnElement[Any]:
+    """A vote's weight when flagged annotators are down-weighted (``VoteFilter.flagged_weight``): a
+    flagged annotator's vote weighs the smaller of their ``honest_weight`` and ``factor``; the statement
+    must select from :func:`_robust_join`."""
+    honest = func.coalesce(robust_annotator.c.honest_weight, 1.0)
+    cap = literal(float(factor))
+    flagged_share = case((honest < cap, honest), else_=cap)
+    return vote_t.c.weight * case((robust_annotator.c.flagged.is_(True), flagged_share), else_=1.0)
+
+
+def _weight(f: VoteFilter) -> tuple[ColumnElement[Any], Any]:
+    """The vote weight column the filter asks for, and what to select it from."""
+    if f.robust:
+        return robust_weight(), _robust_join()
+    if f.down_weighted and f.flagged_weight is not None:
+        return flagged_down_weight(f.flagged_weight), _robust_join()
+    return vote_t.c.weight, vote_t
+
+
 def _filter_kwargs(
     filters: VoteFilter | None,
     category: str | None,
@@ -270,10 +303,10 @@ def load_battles(
         vote_t.c.model_b_id,
         vote_t.c.winner,
         _vote_time(conn),
-        robust_weight() if f.robust else vote_t.c.weight,
+        _weight(f)[0],
         vote_t.c.sided,
     ]
-    votes = _robust_join() if f.robust else vote_t
+    votes = _weight(f)[1]
     base = select(*columns).select_from(votes)
     if who:
         base = select(
@@ -484,14 +517,14 @@ def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: str = "
     f = filters or VoteFilter()
     keys: list[ColumnElement[Any]] = [vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner]
     unsided = vote_t.c.sided.is_(False)
-    weight = robust_weight() if f.robust else vote_t.c.weight
+    weight, votes = _weight(f)
     stmt = select(
         *keys,
         func.count(),
         func.sum(weight),
         func.sum(case((unsided, 1), else_=0)),
         func.sum(case((unsided, weight), else_=0.0)),
-    ).select_from(_robust_join() if f.robust else vote_t)
+    ).select_from(votes)
     if dialect == "sqlite" and (f.since is not None or f.until is not None):
         # Left alone, SQLite walks ix_vote_cells for its order and fetches every vote row at random to
         # test its time (10M votes, half selected: 34 s). Grouping by ``+column`` (SQLite's documented

@@ -34,14 +34,14 @@ from sqlmodel import Session, col, select
 
 from leaderboard.data import parse_outcome
 from leaderboard.elo import EloConfig, update_elo
-from votes.apart_votes import record_apart_votes
+from votes.apart_votes import next_free_vote_id, record_apart_votes
 from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
 from votes.live import LiveConfig, has_clock, rater_identity, shown
 from votes.live_book import LOCK_STATES, LiveBook, RaterStep, open_book, rate_vote, write_states
 from votes.models import Battle, LiveRating, Model, Vote, utcnow
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
 
-__all__ = ["judgement_key", "record_vote", "record_votes"]
+__all__ = ["apart_shown_step", "judgement_key", "record_vote", "record_votes"]
 
 
 def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: dict[str, Any]) -> None:
@@ -306,6 +306,8 @@ def _record_one_by_one(
                 session.add(battle)
                 session.flush()
                 assert battle.id is not None  # nosec B101 # type narrowing
+                if session.get_bind().dialect.name == "sqlite":  # past the ids gold votes showed
+                    vote_row["id"] = next_free_vote_id(session.connection())
                 vote = Vote(battle_id=battle.id, **vote_row)
                 session.add(vote)
                 session.flush()
@@ -415,8 +417,11 @@ def _record_batch(
         conn = session.connection()
         battle_id_of: dict[str, int] = dict(conn.execute(_INSERT_BATTLES, battle_rows).all())
         battle_ids = [battle_id_of[row["token_id"]] for row in battle_rows]
-        for row, battle_id in zip(vote_rows, battle_ids, strict=True):
+        first_id = next_free_vote_id(conn) if conn.dialect.name == "sqlite" else None
+        for i, (row, battle_id) in enumerate(zip(vote_rows, battle_ids, strict=True)):
             row["battle_id"] = battle_id
+            if first_id is not None:  # past the ids gold votes showed (PostgreSQL: the sequence is)
+                row["id"] = first_id + i
         vote_id_of: dict[int, int] = dict(conn.execute(_INSERT_VOTES, vote_rows).all())
         vote_ids = [vote_id_of[battle_id] for battle_id in battle_ids]
         new_results = [
@@ -451,7 +456,8 @@ def record_votes(
     """Write votes (and their battles) with their live rating updates, in order, in the session's transaction.
 
     Votes on gold and repeat battles are handed to :func:`votes.apart_votes.record_apart_votes` (stored
-    apart, no rating moves); the others are written here.
+    apart, no rating moves) after the same locks and reads as any vote, with the rating change a live vote
+    would show (:func:`apart_shown_step`): such a vote takes the same path, time and answer as a live one.
 
     ``config`` is the plain Elo's or another online rater (:data:`votes.live.LiveConfig`).
 
@@ -469,51 +475,118 @@ def record_votes(
     """
     for r in requests:
         parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
+    if not isinstance(config, EloConfig):  # an online rater: the vote times are its clock
+        now = utcnow()
+        requests = [r if r.voted_at is not None else replace(r, voted_at=now) for r in requests]
     apart = [i for i, r in enumerate(requests) if not r.battle.counted]
-    if not apart:
-        return _record_counted(session, requests, config, live_rows, conflicts)
-    apart_results = record_apart_votes(session, [requests[i] for i in apart], config=config)
     rest = [r for r in requests if r.battle.counted]
-    counted = _record_counted(session, rest, config, live_rows, conflicts) if rest else []
+    locked = _lock(session, requests, rest, config, live_rows)
+    if not apart:
+        return _record_counted(session, requests, config, conflicts, locked)
+    apart_results = record_apart_votes(
+        session,
+        [requests[i] for i in apart],
+        shown=lambda request: apart_shown_step(request, config, locked),
+        names=locked.names,
+        look_up=conflicts != "raise",
+    )
+    counted = _record_counted(session, rest, config, conflicts, locked) if rest else []
+    session.expunge_all()
     by_index: dict[int, VoteResult | VoteError] = dict(zip(apart, apart_results, strict=True))
     others = iter(counted)
     return [by_index[i] if i in by_index else next(others) for i in range(len(requests))]
+
+
+@dataclass(frozen=True)
+class _Locked:
+    """What a vote transaction read under its locks: each model's (rating, games) and name, the online
+    rater's states (None for the plain Elo) and the batch's flagged annotators."""
+
+    ratings: dict[int, tuple[float, int]]
+    names: dict[int, str]
+    book: LiveBook | None
+    flagged: set[int]
+
+
+def _lock(
+    session: Session,
+    requests: Sequence[VoteRequest],
+    counted: Sequence[VoteRequest],
+    config: LiveConfig,
+    live_rows: set[int] | None,
+) -> _Locked:
+    """Lock the live rows of every model of the batch in model-id order and read the flags.
+
+    Rows are created for the models of ``counted`` (the votes that move ratings) only: a gold naming a
+    model without a live row shows the rater's initial rating, and adds no row to the live board.
+    """
+    model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
+    counted_ids = sorted({m for r in counted for m in (r.battle.model_a_id, r.battle.model_b_id)})
+    conn = session.connection()
+    if isinstance(config, EloConfig):
+        initial: dict[str, Any] = {"rating": config.initial, "games": 0}
+        lock = _LOCK_RATINGS
+    else:
+        if has_clock(config) and conn.dialect.name == "postgresql":
+            conn.execute(text("LOCK TABLE liverating IN SHARE ROW EXCLUSIVE MODE"))
+        rating, deviation = shown(config, config.initial())
+        initial = {"rating": rating, "games": 0, "deviation": deviation, "rater": rater_identity(config)}
+        lock = LOCK_STATES
+    if counted_ids and (live_rows is None or not live_rows.issuperset(counted_ids)):
+        _ensure_live_rows(session, counted_ids, initial)
+    locked_rows = conn.execute(lock, {"ids": model_ids}).all()
+    if len({int(r[0]) for r in locked_rows} & set(counted_ids)) < len(counted_ids):
+        # a row was deleted since (a ratings rebuild): create it again
+        _ensure_live_rows(session, counted_ids, initial)
+        locked_rows = conn.execute(lock, {"ids": model_ids}).all()
+    if live_rows is not None:
+        live_rows.update(counted_ids)
+    ratings = {int(row[0]): (float(row[1]), int(row[2])) for row in locked_rows}
+    names = {int(row[0]): str(row[3]) for row in locked_rows}
+    missing = [m for m in model_ids if m not in names]
+    if missing:  # only a gold's model without a live row
+        names.update(
+            (int(m), str(n))
+            for m, n in conn.execute(sa_select(model_t.c.id, model_t.c.name).where(model_t.c.id.in_(missing)))
+        )
+        names.update((m, f"model #{m}") for m in missing if m not in names)
+    book = None if isinstance(config, EloConfig) else open_book(conn, config, locked_rows)
+    annotator_ids = sorted({r.battle.annotator_id for r in requests})
+    flagged = {int(a) for (a,) in conn.execute(_FLAGGED, {"ids": annotator_ids})}
+    return _Locked(ratings, names, book, flagged)
+
+
+def apart_shown_step(request: VoteRequest, config: LiveConfig, locked: _Locked) -> dict[str, float]:
+    """The live rating change a gold or repeat vote shows: the step a live vote on the same two models
+    would make now (:func:`_elo_step`, the same rater and the same flags: a flagged annotator sees no
+    change, as on their live votes), never applied. A model without a live row shows the rater's initial
+    rating."""
+    b = request.battle
+    book = locked.book
+    if book is not None and not {b.model_a_id, b.model_b_id} <= book.states.keys():
+        rating = shown(book.rater, book.rater.initial())[0]
+        return {"a_before": rating, "a_after": rating, "b_before": rating, "b_after": rating}
+    ratings = locked.ratings
+    if book is None and not {b.model_a_id, b.model_b_id} <= ratings.keys():
+        initial = (float(cast(EloConfig, config).initial), 0)
+        ratings = {b.model_a_id: initial, b.model_b_id: initial, **ratings}
+    return _elo_step(request, config, ratings, locked.flagged, book).live_elo()
 
 
 def _record_counted(
     session: Session,
     requests: Sequence[VoteRequest],
     config: LiveConfig,
-    live_rows: set[int] | None,
     conflicts: Literal["savepoint", "raise", "one-by-one"],
+    locked_state: _Locked,
 ) -> list[VoteResult | VoteError]:
-    """:func:`record_votes` for votes that count (none on a gold or a repeat)."""
-    model_ids = sorted({m for r in requests for m in (r.battle.model_a_id, r.battle.model_b_id)})
-    conn = session.connection()
-    if isinstance(config, EloConfig):
-        initial: dict[str, Any] = {"rating": config.initial, "games": 0}
-        lock = _LOCK_RATINGS
-    else:  # an online rater: the vote times are its clock, so each vote gets one before any state moves
-        now = utcnow()
-        requests = [r if r.voted_at is not None else replace(r, voted_at=now) for r in requests]
-        if has_clock(config) and conn.dialect.name == "postgresql":
-            conn.execute(text("LOCK TABLE liverating IN SHARE ROW EXCLUSIVE MODE"))
-        rating, deviation = shown(config, config.initial())
-        initial = {"rating": rating, "games": 0, "deviation": deviation, "rater": rater_identity(config)}
-        lock = LOCK_STATES
-    if live_rows is None or not live_rows.issuperset(model_ids):
-        _ensure_live_rows(session, model_ids, initial)
-    locked_rows = conn.execute(lock, {"ids": model_ids}).all()
-    if len(locked_rows) < len(model_ids):  # a row was deleted since (a ratings rebuild): create it again
-        _ensure_live_rows(session, model_ids, initial)
-        locked_rows = conn.execute(lock, {"ids": model_ids}).all()
-    if live_rows is not None:
-        live_rows.update(model_ids)
-    locked = {int(row[0]): (float(row[1]), int(row[2])) for row in locked_rows}
-    names = {int(row[0]): str(row[3]) for row in locked_rows}
-    book = None if isinstance(config, EloConfig) else open_book(conn, config, locked_rows)
-    annotator_ids = sorted({r.battle.annotator_id for r in requests})
-    flagged = {int(a) for (a,) in conn.execute(_FLAGGED, {"ids": annotator_ids})}
+    """:func:`record_votes` for votes that count (none on a gold), under the locks of :func:`_lock`."""
+    locked, names, book, flagged = (
+        locked_state.ratings,
+        locked_state.names,
+        locked_state.book,
+        locked_state.flagged,
+    )
     ratings = dict(locked)
     work = book.copy() if book is not None else None
     if conflicts == "one-by-one":

@@ -142,17 +142,23 @@ def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.N
     keep = keep_mask(cols, f)
     self_battle = keep & (cols.model_a == cols.model_b)
     keep &= ~self_battle
-    a, b, w = cols.model_a[keep], cols.model_b[keep], cols.winner[keep]
+    every = bool(keep.all())
+
+    def kept(column: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """The kept rows of ``column``: the column itself when every row is kept (no copy of a million)."""
+        return column if every else column[keep]
+
+    a, b, w = kept(cols.model_a), kept(cols.model_b), kept(cols.winner)
     codes, names = pd.factorize(np.concatenate([a, b]), sort=True)
     ia, ib = codes[: a.shape[0]], codes[a.shape[0] :]
     outcome = pd.Series(w, dtype=object).map(_CODES)  # NaN for anything but the four strings
     if outcome.isna().any():
         bad = w[outcome.isna().to_numpy()][0]
         raise ValueError(f"unknown winner {bad!r}; expected one of {', '.join(map(repr, _CODES))}")
-    weight = cols.weight[keep]
-    sided = cols.sided[keep]
-    stamps = cols.tstamp[keep]
-    judges = pd.Series(cols.judge[keep], dtype=object)
+    weight = kept(cols.weight)
+    sided = kept(cols.sided)
+    stamps = kept(cols.tstamp)
+    judges = pd.Series(kept(cols.judge), dtype=object)
     known = judges.notna().to_numpy()
     annotator = None
     annotator_names: tuple[str, ...] = ()
@@ -162,7 +168,7 @@ def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.N
         annotator_names = tuple(str(u) for u in uniques)
     prompt = None
     if cols.question_id is not None:
-        questions = pd.Series(cols.question_id[keep], dtype=object)
+        questions = pd.Series(kept(cols.question_id), dtype=object)
         if questions.notna().any():  # prompts coded in order of first appearance; none is -1
             prompt = np.asarray(pd.factorize(questions, use_na_sentinel=True)[0], dtype=np.int64)
     battles = Battles(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.engine import Engine
 
 from arena.settings import Settings
-from votes.db import is_sqlite, make_engine
-from votes.migrate import current_revision, head_revision, upgrade_database
+
+if TYPE_CHECKING:  # the database stack is imported when a store is opened: not by a file's recompute
+    from sqlalchemy.engine import Engine
 
 __all__ = ["DatabaseUrlOption", "open_store", "settings_for"]
 
@@ -31,6 +31,9 @@ def settings_for(database_url: str | None = None) -> Settings:
 def open_store(settings: Settings) -> Engine:
     """An engine on an up-to-date schema: the embedded SQLite store is migrated on the spot; any other
     database must have been upgraded with ``arena db upgrade`` (a clear error otherwise)."""
+    from votes.db import is_sqlite, make_engine
+    from votes.migrate import current_revision, head_revision, upgrade_database
+
     url = settings.database_url
     if is_sqlite(url):
         upgrade_database(url)

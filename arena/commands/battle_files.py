@@ -171,9 +171,11 @@ def database_filter(
     source: str | None = None,
     first_sight: bool = False,
     robust: bool = False,
+    flagged_weight: float | None = None,
 ) -> VoteFilter:
     """The filter options as a :class:`~votes.queries.VoteFilter` on the stored votes (times read as
-    UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one."""
+    UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one.
+    ``flagged_weight`` is the ``flagged_votes`` setting (``Settings.flagged_down_weight``)."""
     from votes.queries import VoteFilter
 
     chosen = _names(annotators)
@@ -192,6 +194,7 @@ def database_filter(
         source=source,
         first_sight=first_sight,
         robust=robust,
+        flagged_weight=flagged_weight,
     )
 
 

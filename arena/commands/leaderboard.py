@@ -398,7 +398,6 @@ def recompute(
     from arena.publishing import SliceSpec, recompute_snapshot
     from leaderboard.clusters import clustering_record
     from votes.records import InputError
-    from votes.sources import battles_from_file
 
     options = _options(
         method,
@@ -433,6 +432,7 @@ def recompute(
             )
         part_judges: dict[Path, Any] = {}  # the judges' votes, for their position terms
         part_clustering: dict[Path, dict[str, Any]] = {}  # what the clustering asked and used, and why
+        part_flagged: dict[Path, dict[str, Any] | None] = {}  # the flagged annotators left out, and why
         if counts_file is not None:
             _counts_part(
                 counts_file,
@@ -491,6 +491,8 @@ def recompute(
                 read.battles, largest=largest_component, each=each_component, source=source
             )
             if options.style:
+                from votes.sources import battles_from_file
+
                 try:
                     battles = battles_from_file(source, catalog=catalog, style=True)
                 except InputError as exc:
@@ -536,6 +538,7 @@ def recompute(
                 source=battle_source,
                 first_sight=first_sight,
                 robust=robust,
+                flagged_weight=settings_for(database_url).flagged_down_weight,
             )
             engine = open_store(settings_for(database_url))
             try:
@@ -552,6 +555,7 @@ def recompute(
                     part_judges[folder] = stored.judges
                     if stored.clustering is not None:
                         part_clustering[folder] = stored.clustering
+                    part_flagged[folder] = stored.flagged
             except ValueError as exc:  # no stored vote has answer texts, votes without ids to cluster by
                 hint = "--style" if options.style else "--cluster"
                 raise typer.BadParameter(str(exc), param_hint=hint) from None
@@ -593,6 +597,7 @@ def recompute(
                     by_source=part_sources.get(folder),
                     judges=part_judges.get(folder),
                     clustering=part_clustering.get(folder),
+                    flagged_annotators=part_flagged.get(folder),
                 )
             except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
                 err.print(f"[red]error:[/red] {exc}")
@@ -686,8 +691,11 @@ def publish(
         exclude_models=exclude_models,
         first_sight=first_sight,
         robust=robust,
+        flagged_weight=settings.flagged_down_weight,
     )
-    if all_slices and vote_filter != database_filter(exclude_flagged=exclude_flagged):
+    if all_slices and vote_filter != database_filter(
+        exclude_flagged=exclude_flagged, flagged_weight=settings.flagged_down_weight
+    ):
         raise typer.BadParameter(
             "--all-slices publishes every category and language of all votes; no filters"
         )
@@ -714,6 +722,7 @@ def publish(
                     exclude_flagged=exclude_flagged,
                     progress=report,
                     cluster=cluster,
+                    flagged_weight=settings.flagged_down_weight,
                 )
             else:
                 spec = SliceSpec(category=category, language=language)

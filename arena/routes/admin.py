@@ -189,6 +189,7 @@ def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
             category=body.category,
             language=body.language,
             exclude_flagged=body.exclude_flagged,
+            flagged_weight=state.settings.flagged_down_weight,
         )
         result = "ok"
     except ValueError as exc:

@@ -18,7 +18,7 @@ from arena.pairing_service import PairingService
 from arena.publishing import FitOptions, fit_counts, load_from_database
 from tests.arena.conftest import AppFactory
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, write_jsonl
-from votes.gold_items import add_gold_file
+from votes.gold_items import add_gold_file, derive_golds
 from votes.queries import VoteFilter
 from votes.tables import annotator_t, battle_t, goldbattle_t, goldvote_t, vote_t
 
@@ -229,3 +229,32 @@ def test_the_admin_api_lists_golds_and_annotators_with_their_gold_accuracy(
     (row,) = annotators.json()
     assert (row["n_gold"], row["gold_right"]) == (3, 2)
     assert row["gold_low"] < row["gold_accuracy"] < row["gold_high"]
+
+
+def test_a_gold_vote_answers_as_a_live_vote_would(seeded: Engine, make_client: AppFactory) -> None:
+    """Derived golds: the vote ids shown follow the votes' own numbering whatever the battle, the reveal
+    names two different models, and the rating change shown is a live vote's step, never applied."""
+    with Session(seeded) as session:
+        assert derive_golds(session, count=8, rng=random.Random(3)) > 0
+        session.commit()
+    client = make_client(gold_rate=0.0, gold_quiz=1)  # each new annotator: a gold first, then live
+    answers: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(2):
+        client.cookies.clear()
+        for kind in ("gold", "live"):
+            before = live_ratings(seeded)
+            answer = _vote(client, _next(client), "model_a")
+            answers.append((kind, answer))
+            ratings = answer["ratings"]
+            assert answer["model_a"] != answer["model_b"]
+            for side in ("model_a", "model_b"):
+                assert ratings[side]["before"] == before.get(answer[side], (1000.0, 0))[0]
+            if kind == "gold":
+                assert ratings["model_a"]["change"] > 0 > ratings["model_b"]["change"]  # as a live vote's
+                assert live_ratings(seeded) == before  # shown, never applied
+    assert _count(seeded, goldvote_t) == 2 and _count(seeded, vote_t) == 2
+    ids = [answer["vote_id"] for _, answer in answers]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), answers
+    with seeded.connect() as conn:
+        stored = set(conn.scalars(select(vote_t.c.id)))
+    assert stored == {a["vote_id"] for kind, a in answers if kind == "live"}

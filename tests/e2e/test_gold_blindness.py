@@ -111,7 +111,19 @@ def test_a_gold_and_a_live_api_answer_cannot_be_told_apart(site: tuple[str, Engi
     second = context.request.get(f"{base}/api/battles/next")
     live = second.json()
     assert not live["prompt"]["text"].startswith("Gold question")
+    live_vote = context.request.post(
+        f"{base}/api/votes",
+        data={"token": live["token"], "winner": "model_b"},
+        headers={"X-CSRF-Token": live["csrf_token"]},
+    )
+    assert live_vote.ok, live_vote.text()
+    live_revealed = live_vote.json()
     context.close()
+    # after the vote: the same answer, ids from one numbering, a rating change as a live vote shows
+    assert _shape(revealed) == _shape(live_revealed)
+    assert revealed["vote_id"] < live_revealed["vote_id"]
+    assert revealed["battle_id"] < live_revealed["battle_id"]
+    assert revealed["ratings"]["model_b"]["change"] > 0 > revealed["ratings"]["model_a"]["change"]
     assert _shape(gold) == _shape(live)
     assert gold["prompt"]["category"] == live["prompt"]["category"]
     assert gold["expires_in"] == live["expires_in"]

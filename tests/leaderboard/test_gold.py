@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from leaderboard.gold import GoldRule, gold_accuracy, sequential_flags
+from leaderboard.gold import GoldRule, gold_accuracy, honest_posterior, sequential_flags
 
 
 def test_wilson_interval_textbook_value() -> None:
@@ -52,3 +52,17 @@ def test_guessers_and_honest_in_a_small_crowd() -> None:
     assert flagged[~honest].mean() >= 0.5 > 0.03 >= flagged[honest].mean()
     with pytest.raises(ValueError):
         GoldRule(p_honest=0.4, p_guess=0.5)
+
+
+def test_honest_posterior_by_hand_and_its_limits() -> None:
+    rule = GoldRule(p_honest=0.8, p_guess=0.5)
+    # 3 right of 4: likelihood ratio guess : honest = (0.5/0.8)^3 (0.5/0.2) = 0.6104; prior odds 1:1
+    (w,) = honest_posterior([4], [3], rule, prior=0.5)
+    assert w == pytest.approx(1 / (1 + (0.5 / 0.8) ** 3 * (0.5 / 0.2)), rel=1e-12)
+    assert honest_posterior([0], [0], rule, prior=0.7)[0] == pytest.approx(0.7)  # no golds: the prior
+    many = honest_posterior([200, 200], [180, 90], rule)
+    assert many[0] > 0.999999 and many[1] < 1e-6  # no overflow on long records
+    with pytest.raises(ValueError, match="n_right"):
+        honest_posterior([2], [3], rule)
+    with pytest.raises(ValueError, match="prior"):
+        honest_posterior([2], [1], rule, prior=1.0)

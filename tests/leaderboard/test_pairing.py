@@ -109,6 +109,30 @@ def test_optimal_shares_are_uniform_for_equal_models_and_beat_uniform_otherwise(
             assert _mean_sd(design, theta, moved) >= best * (1 - 1e-5), (k, j)
 
 
+def test_optimal_shares_on_top_of_known_votes_go_to_the_newcomers_and_are_optimal() -> None:
+    design, theta, _ = _board(m=6)
+    newcomer = (design.lo == 5) | (design.hi == 5)
+    prior = fisher_information(design, theta, np.where(newcomer, 0.0, 400.0))
+    n = 300.0
+
+    def mean_sd(shares: np.ndarray) -> float:
+        cov = rating_covariance(prior + fisher_information(design, theta, n * shares))
+        return float(np.sqrt(np.diag(cov)).mean())
+
+    shares = optimal_shares(design, theta, scale=n, information=prior)
+    assert shares.sum() == pytest.approx(1.0)
+    assert shares[newcomer].sum() > 0.8  # the known models hardly need more
+    best = mean_sd(shares)
+    assert best < 0.9 * mean_sd(np.full(len(design), 1.0 / len(design)))
+    for k in range(len(design)):
+        for j in range(len(design)):
+            moved = shares.copy()
+            step = min(0.05 * moved[j], 1e-3)
+            moved[j] -= step
+            moved[k] += step
+            assert mean_sd(moved) >= best * (1 - 1e-5), (k, j)
+
+
 def test_blend_weighs_the_width_and_the_neighbour_gaps_equally() -> None:
     design, theta, info = _board()
     cov = rating_covariance(info)

@@ -206,6 +206,9 @@ def test_bench_pairing_quick_prints_savings_per_setting_and_target() -> None:
         assert all(-5.0 < v < 1.0 for v in setting.values())
     # New models arriving: the model-based policy must beat uniform on the interval width.
     assert saved["arrivals"]["width"] > 0.1
+    # The new models catch up faster than under uniform, and no incumbent is left without votes.
+    assert figures["new_models"]["votes_saved"] > 0.1
+    assert 0.0 < figures["new_models"]["min_old_share"] < 1.0
 
 
 def test_bench_end_to_end_small_run(tmp_path: Path) -> None:

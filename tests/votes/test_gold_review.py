@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import logging
 import random
 
+import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from arena.pairing_service import PairingService
+from tests.factories import make_settings, seed_catalog
 from votes.gold_items import GoldSpec, add_golds
 from votes.gold_review import RetireRule, retire_missed_golds
 from votes.models import Annotator, Model
@@ -64,6 +68,8 @@ def test_a_guesser_is_one_entry_with_the_gold_reason_and_flagged_on_apply(engine
     assert rows[guesser].gold_low <= rows[guesser].gold_accuracy <= rows[guesser].gold_high < 0.6
     assert not rows[honest].suspicious and rows[honest].gold_low > 0.7
     assert not rows[guesser].flagged  # listing flags nobody
+    # the gold record's posterior of honesty weighs the guesser out and the honest annotator in
+    assert rows[guesser].honest_weight < 1e-3 < 0.9 < rows[honest].honest_weight
     review_annotators(engine, apply=True)
     with engine.connect() as conn:
         stmt = select(annotator_t.c.id, annotator_t.c.flag_reason).where(annotator_t.c.flagged.is_(True))
@@ -87,3 +93,25 @@ def test_a_gold_good_annotators_keep_missing_is_retired(engine: Engine) -> None:
     assert [g for g, r in state.items() if r] == [bad_gold]
     with engine.begin() as conn:  # nothing more to retire
         assert retire_missed_golds(conn, RetireRule(min_golds=5, good_low=0.5, min_votes=3)) == []
+
+
+def test_the_live_sites_catalog_refresh_retires_missed_golds_without_apply(
+    engine: Engine, db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    golds, annotators, model = _setup(engine, 20, 4)
+    bad_gold = golds[5]
+    for annotator in annotators:
+        for gold in golds:
+            _vote(engine, annotator, gold, model, right=gold != bad_gold)
+    seed_catalog(engine)  # models with answers, for the reveal to name
+    service = PairingService(engine, make_settings(db_url, gold_rate=0.2), rng=random.Random(3))
+    with caplog.at_level(logging.WARNING, logger="votes.gold_review"):
+        service.refresh(force=True)  # what a worker's periodic refresh runs (every few minutes)
+    assert f"retired gold {bad_gold}: missed by 4 of 4 good annotators" in caplog.text
+    with engine.connect() as conn:
+        retired = goldbattle_t.c.retired.is_(True)
+        stmt = select(goldbattle_t.c.id, goldbattle_t.c.retired_reason).where(retired)
+        assert conn.execute(stmt).all() == [(bad_gold, "missed by 4 of 4 good annotators")]
+    service.prepare(999)
+    served = {g.gold_id for _ in range(400) if (g := service.pick_gold(999)) is not None}
+    assert served == set(golds) - {bad_gold}  # served at once without it, no restart
