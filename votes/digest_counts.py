@@ -63,17 +63,25 @@ class DigestCounts:
         it (earlier batches' and this batch's) had the same digest. ``fetch`` returns the staged digests
         of the given sequence numbers of this run (earlier batches only)."""
         prefixes = digest_prefixes(digests)
-        hits: list[tuple[_Level, _I64]] = [(level, level.find(prefixes)) for level in self._levels]
-        first_seqs = [int(level.seqs[i]) for level, found in hits for i in found[found >= 0]]
+        # Each row's level (-1: none) and position in it; levels hold disjoint prefixes.
+        at_level = np.full(len(digests), -1, dtype=np.int64)
+        at = np.zeros(len(digests), dtype=np.int64)
+        first_seqs: list[int] = []
+        for number, level in enumerate(self._levels):
+            found = level.find(prefixes)
+            hit = found >= 0
+            at_level[hit], at[hit] = number, found[hit]
+            first_seqs.extend(level.seqs[found[hit]].tolist())
         stored = fetch(sorted(set(first_seqs))) if first_seqs else {}
         new: dict[int, list[int]] = {}  # prefix -> [first seq, count] for prefixes new in this batch
         keys: list[str] = []
-        for row, (digest, prefix) in enumerate(zip(digests, prefixes.tolist(), strict=True)):
+        rows = zip(digests, prefixes.tolist(), at_level.tolist(), at.tolist(), strict=True)
+        for row, (digest, prefix, number, i) in enumerate(rows):
             n = self._apart.get(digest)
             if n is not None:
                 self._apart[digest] = n + 1
-            elif (owner := self._owner(hits, row)) is not None:
-                level, i = owner
+            elif number >= 0:
+                level = self._levels[number]
                 if stored.get(int(level.seqs[i])) == digest:
                     n = int(level.counts[i])
                     level.counts[i] = n + 1
@@ -92,13 +100,6 @@ class DigestCounts:
         if new:
             self._push(new)
         return keys
-
-    @staticmethod
-    def _owner(hits: list[tuple[_Level, _I64]], row: int) -> tuple[_Level, int] | None:
-        for level, found in hits:
-            if found[row] >= 0:
-                return level, int(found[row])
-        return None
 
     def _push(self, new: dict[int, list[int]]) -> None:
         """Add a batch's new prefixes as a level, merging levels of similar size (amortised n log n)."""

@@ -5,7 +5,7 @@ primary key only; the hash-ordered index cost more disk writes than any other pa
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 
 Revision ID: 0018_importrow_no_digest_index
-Revises: 0016_repeat_battles
+Revises: 0017_shown_vote_ids
 Create Date: 2026-11-25 12:00:00
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0018_importrow_no_digest_index"
-down_revision: str | None = "0016_repeat_battles"
+down_revision: str | None = "0017_shown_vote_ids"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
