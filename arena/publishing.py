@@ -456,8 +456,18 @@ def load_votes_with_texts(
     ``by_source``) every vote with who cast it for a source-aware method, and (with ``judges``) the LLM
     judges' votes among them (:func:`votes.annotated.judge_votes`), and (with ``flagged``) the flagged
     annotators the filter leaves out or down-weights (:func:`votes.flagged.flagged_report`), all read in
-    the same transaction."""
-    from votes.annotated import agreement_from_store, agreement_input_from_store, judge_votes
+    the same transaction.
+
+    With ``by_source`` the counts and the hash are of the votes the source-aware fit reads
+    (:func:`votes.annotated.source_aware_filter`: every annotator's, judges included), not of the
+    filter's: a composite board's ``votes_sha256`` then covers the judge verdicts its ratings use (and
+    its clusters and judges' votes are of the same votes)."""
+    from votes.annotated import (
+        agreement_from_store,
+        agreement_input_from_store,
+        judge_votes,
+        source_aware_filter,
+    )
     from votes.db import read_only
     from votes.flagged import flagged_report
     from votes.ledger import ledger_sha256
@@ -476,15 +486,16 @@ def load_votes_with_texts(
             report = agreement_from_store(conn, vote_filter)
         if by_source:
             sourced = agreement_input_from_store(conn, vote_filter)
+        counted = source_aware_filter(vote_filter) if by_source else vote_filter
         clustered = cluster.strip().lower() == "auto" or bool(parse_cluster(cluster))
         if clustered or judges:
-            who = load_battles(conn, filters=vote_filter, who=True)
+            who = load_battles(conn, filters=counted, who=True)
         judged = judge_votes(conn, who) if judges and who is not None else None
         if bucket_seconds is None:
-            counts = load_pair_counts(conn, filters=vote_filter)
+            counts = load_pair_counts(conn, filters=counted)
         else:
-            counts = load_battles(conn, filters=vote_filter).counts(bucket_seconds=bucket_seconds)
-        digest = ledger_sha256(conn, vote_filter)
+            counts = load_battles(conn, filters=counted).counts(bucket_seconds=bucket_seconds)
+        digest = ledger_sha256(conn, counted)
         flagged_found = flagged_report(conn, vote_filter) if flagged else None
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
@@ -548,6 +559,8 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
         out["first_sight"] = True
     if vote_filter.robust:
         out["robust"] = True
+    if vote_filter.source_aware:
+        out["source_aware"] = True
     if vote_filter.down_weighted:
         out["flagged_weight"] = vote_filter.flagged_weight
     if vote_filter.models is not None:
@@ -652,6 +665,7 @@ def publish_snapshot(
     folder pretends to be published. Golds good annotators keep missing are retired first
     (:func:`votes.gold_review.retire_golds`). Returns the stored (immutable) :class:`Snapshot` row.
     """
+    from votes.annotated import source_aware_filter
     from votes.battle_shares import weekly_battle_shares
     from votes.db import session_scope
     from votes.gold_review import retire_golds
@@ -670,7 +684,7 @@ def publish_snapshot(
             flagged_weight=flagged_weight,
         )
     spec = SliceSpec(category=vote_filter.category, language=vote_filter.language)
-    filters = filters_metadata(vote_filter)
+    filters = filters_metadata(source_aware_filter(vote_filter) if options.by_source else vote_filter)
     if component is not None:
         filters["component"] = component
     retire_golds(engine)  # each publish also runs the gold review's retirement (golds count in no board)

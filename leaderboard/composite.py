@@ -9,9 +9,18 @@ the same battle are not independent). Here every vote carries its source, and ea
 - its own left-side advantage ``pos_s`` and Davidson tie parameter ``nu_s``,
 - for a judge, a self-preference ``sp_s`` added for the models of its own family,
 
-with the linear predictor ``eta = a_s * (theta_a - theta_b + pos_s * sided + sp_s * (f_a - f_b))``
-(position and self-preference are in rating units, so they read in Elo). Soft verdicts (a probability
-or a five-level verdict) enter as a fractional outcome ``y``: ``y log P(left) + (1 - y) log P(right)``.
+- for a judge, its own view of each model: a deviation ``delta_sm`` from the human rating, a normal
+  random effect ``N(0, tau_s^2)`` (a judge ranks the models much as the humans do, never exactly),
+
+with the linear predictor ``eta = a_s * (theta_a + delta_sa - theta_b - delta_sb + pos_s * sided + sp_s *
+(f_a - f_b))`` (position, self-preference and deviations are in rating units, so they read in Elo).
+Without the deviations a judge is assumed to see exactly the human ratings, and its thousands of verdicts
+pin the ratings to its own view: intervals a third as wide as the human-only ones that cover the human
+ratings a third of the time when judges deviate by 50 Elo (``scripts/composite_sim.py``). With them a
+judge's verdicts tell the ratings at most ``tau_s`` apart from the humans', so what a judge adds shrinks
+as its deviations grow (:func:`estimate_deviation_sd` says how ``tau_s`` is found).
+Soft verdicts (a probability or a five-level verdict) enter as a fractional outcome ``y``:
+``y log P(left) + (1 - y) log P(right)``.
 Intervals come from the cluster-robust sandwich, one cluster per battle (every source's votes on one
 battle, and a judge's two orders of it), or from a bootstrap that resamples those battles.
 
@@ -28,7 +37,7 @@ equal weights the likelihood is exactly the plain Bradley-Terry likelihood of th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -40,11 +49,18 @@ __all__ = [
     "CompositeOptions",
     "bootstrap_composite",
     "confounded_positions",
+    "estimate_deviation_sd",
     "fit_composite",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+# the deviations' prior in the loose fit that measures their spread: far wider than any judge's deviations
+# (so they come out barely shrunk), narrow enough to keep the unidentified common shift well conditioned
+_LOOSE_DEVIATION_SD_ELO = 400.0
+# a judge whose deviations spread less than this (rating points) gets none: the fit is then the plain one
+_MIN_DEVIATION_SD_ELO = 1.0
 
 # cluster draws held at once by the bootstrap (rounds per block times battles): about 40 MB of counts
 _BLOCK_DRAWS = 5_000_000
@@ -65,6 +81,10 @@ class CompositeOptions:
     terms still come out large (about 500 Elo and 8 in the test: no prior weak enough to leave real
     judges alone can make "always left" look moderate); its verdicts carry nothing about the ratings,
     which stay at the human-only values.
+
+    ``deviations``: each judge gets its own per-model deviations from the human ratings (a random effect,
+    :func:`estimate_deviation_sd`), with spread ``deviation_sd_elo`` per judge when given (0: none, the
+    judge assumed to see the human ratings exactly), estimated from the data when ``None``.
     """
 
     discrimination: bool = True
@@ -77,6 +97,8 @@ class CompositeOptions:
     max_iter: int = 2000
     prior_sd_elo: float | None = 400.0
     prior_sd_log_discrimination: float | None = 2.0
+    deviations: bool = True
+    deviation_sd_elo: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +170,10 @@ class CompositeFit:
     ``rating`` is in rating points (mean ``initial``); ``discrimination`` per source; ``position`` and
     ``self_preference`` in rating points per source (0 where not learned); ``nu`` the Davidson tie
     parameter per source (0 with ties off). ``cov`` is the cluster-robust covariance of the free
-    parameters, ``rating_se`` the standard errors of the ratings in rating points.
+    parameters, ``rating_se`` the standard errors of the ratings in rating points. ``deviation_sd`` is
+    each source's spread of per-model deviations ``tau_s`` in rating points (0: none, the humans and any
+    judge whose spread the data put at 0), ``deviation`` the judges' shrunk deviations (sources by models,
+    rating points), ``deviation_p_value`` Cochran's p-value of that spread (NaN where not estimated).
     """
 
     models: tuple[str, ...]
@@ -169,12 +194,18 @@ class CompositeFit:
     self_preference_se: FloatArray
     options: CompositeOptions
     position_fixed: dict[str, str] = field(default_factory=dict)
+    deviation_sd: FloatArray = field(default_factory=lambda: np.zeros(0))
+    deviation: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    deviation_p_value: FloatArray = field(default_factory=lambda: np.zeros(0))
 
     def probabilities(self, model_a: IntArray, model_b: IntArray, source: int = 0) -> FloatArray:
         """Forecasts ``(left wins, tie, right wins)`` per row as ``source`` would vote, sides known (no
-        family term: a forecast of the human pool, or of a judge on models outside its family)."""
+        family term: a forecast of the human pool, or of a judge on models outside its family), a judge
+        seeing the models through its own deviations."""
         unit = self.options.scale / np.log(self.options.base)
         u = (self.rating[model_a] - self.rating[model_b] + self.position[source]) / unit
+        if self.deviation.size:
+            u = u + (self.deviation[source, model_a] - self.deviation[source, model_b]) / unit
         eta = self.discrimination[source] * u
         nu = self.nu[source]
         denominator = np.exp(eta / 2) + np.exp(-eta / 2) + nu
@@ -200,17 +231,34 @@ class _Layout:
     learn_pos: IntArray
     learn_nu: IntArray
     learn_sp: IntArray
+    learn_dev: IntArray  # judges with per-model deviations (a block of n_models each)
     prior: FloatArray  # per free parameter, the prior's precision (0: none)
+    random: FloatArray  # the part of ``prior`` that is a random effect's (the deviations), else 0
+    centre: FloatArray  # per free parameter, the prior's mean (0 but in a bootstrap round)
 
     @property
-    def sizes(self) -> tuple[int, int, int, int, int]:
+    def sizes(self) -> tuple[int, int, int, int, int, int]:
         return (
             self.n_models - 1,
             len(self.learn_a),
             len(self.learn_pos),
             len(self.learn_nu),
             len(self.learn_sp),
+            len(self.learn_dev) * self.n_models,
         )
+
+    def deviation(self, x: FloatArray) -> FloatArray:
+        """The judges' deviations, sources by models (0 for the humans and judges without)."""
+        out = np.zeros((self.n_sources, self.n_models))
+        start = int(np.sum(self.sizes[:5]))
+        out[self.learn_dev] = x[start:].reshape(len(self.learn_dev), self.n_models)
+        return out
+
+    def deviation_block(self, s: int) -> IntArray:
+        """The columns of judge ``s``'s deviations in ``x``."""
+        rank = int(np.flatnonzero(self.learn_dev == s)[0])
+        start = int(np.sum(self.sizes[:5])) + rank * self.n_models
+        return np.arange(start, start + self.n_models, dtype=np.int64)
 
     @property
     def n_params(self) -> int:
@@ -259,7 +307,11 @@ def confounded_positions(data: CompositeData) -> dict[int, str]:
     }
 
 
-def _layout(data: CompositeData, options: CompositeOptions) -> _Layout:
+def _layout(
+    data: CompositeData, options: CompositeOptions, deviation_sd: FloatArray | None = None
+) -> _Layout:
+    """The free parameters; ``deviation_sd`` per source (natural-log units, 0: no deviations) gives the
+    judges with deviations and their prior's spread (``None``: none)."""
     s = len(data.sources)
     present = np.unique(np.asarray(data.source))
     judges = present[present > 0]
@@ -276,6 +328,9 @@ def _layout(data: CompositeData, options: CompositeOptions) -> _Layout:
     learn_pos = with_side.astype(np.int64) if options.position else np.zeros(0, np.int64)
     learn_nu = tied.astype(np.int64) if options.ties else np.zeros(0, np.int64)
     learn_sp = has_family if options.self_preference else np.zeros(0, np.int64)
+    sd = np.zeros(s) if deviation_sd is None or not options.deviations else np.asarray(deviation_sd, float)
+    learn_dev = np.array([j for j in judges if sd[int(j)] > 0], dtype=np.int64)
+    random = np.repeat(sd[learn_dev] ** -2.0, len(data.models)) if len(learn_dev) else np.zeros(0)
     unit = options.scale / np.log(options.base)
     elo = 0.0 if options.prior_sd_elo is None else (unit / options.prior_sd_elo) ** 2
     log_a = 0.0 if options.prior_sd_log_discrimination is None else options.prior_sd_log_discrimination**-2
@@ -286,6 +341,7 @@ def _layout(data: CompositeData, options: CompositeOptions) -> _Layout:
             np.full(len(learn_pos), elo),
             np.zeros(len(learn_nu)),
             np.full(len(learn_sp), elo),
+            random,
         ]
     )
     return _Layout(
@@ -295,7 +351,10 @@ def _layout(data: CompositeData, options: CompositeOptions) -> _Layout:
         learn_pos=learn_pos,
         learn_nu=learn_nu,
         learn_sp=learn_sp,
+        learn_dev=learn_dev,
         prior=prior,
+        random=np.concatenate([np.zeros(len(prior) - len(random)), random]),
+        centre=np.zeros(len(prior)),
     )
 
 
@@ -318,7 +377,8 @@ class _Cells:
     vote_cell: IntArray
     contrib: FloatArray  # (votes, 3)
     groups: tuple[tuple[int, IntArray], ...]  # per source present: its cells
-    # (cells, 6): parameter columns of theta_a, theta_b, log a, position, self-preference, log nu (-1: none)
+    # (cells, 8): parameter columns of theta_a, theta_b, log a, position, self-preference, log nu, and the
+    # source's deviations of a and of b (-1: none)
     cols: IntArray
 
     @property
@@ -369,7 +429,7 @@ def _cells(data: CompositeData, options: CompositeOptions, lay: _Layout) -> _Cel
             rows = c_src == s
             fam[rows] = member[c_a[rows]] - member[c_b[rows]]
     contrib = w[:, None] * np.stack([np.ones(n), (1 - t) * (y - 0.5), t], axis=1)
-    cols = np.full((len(uniq), 6), -1, dtype=np.int64)
+    cols = np.full((len(uniq), 8), -1, dtype=np.int64)
     cols[:, 0] = c_a - 1  # model 0 is the reference: -1 means no column
     cols[:, 1] = c_b - 1
     offset = lay.n_models - 1
@@ -384,6 +444,11 @@ def _cells(data: CompositeData, options: CompositeOptions, lay: _Layout) -> _Cel
     cols[:, 3] = np.where(c_side > 0, pos_col, -1)
     cols[:, 4] = np.where(fam != 0, sp_col, -1)
     cols[:, 5] = nu_col
+    dev_at = np.full(lay.n_sources, -1, dtype=np.int64)
+    dev_at[lay.learn_dev] = offset + lay.n_models * np.arange(len(lay.learn_dev))
+    has_dev = dev_at[c_src] >= 0
+    cols[:, 6] = np.where(has_dev, dev_at[c_src] + c_a, -1)
+    cols[:, 7] = np.where(has_dev, dev_at[c_src] + c_b, -1)
     groups = tuple((int(s), np.flatnonzero(c_src == s)) for s in np.unique(c_src))
     return _Cells(
         c_a, c_b, c_src, c_side.astype(float), fam, vote_cell.astype(np.int64), contrib, groups, cols
@@ -392,14 +457,14 @@ def _cells(data: CompositeData, options: CompositeOptions, lay: _Layout) -> _Cel
 
 @dataclass(frozen=True)
 class _CellTerms:
-    """Per cell at one point: the linear predictor, its derivatives ``d eta / d x`` in the cell's six
+    """Per cell at one point: the linear predictor, its derivatives ``d eta / d x`` in the cell's eight
     parameter slots (:attr:`_Cells.cols`; the log-nu slot holds 0), and the log-likelihood's derivatives
     per unit weight in ``eta`` and ``t = log nu`` at a zero score (:func:`~leaderboard.cells.
     davidson_row_terms`; the likelihood is linear in the score and the tie share, which the cell sums
     add back)."""
 
     eta: FloatArray
-    jac: FloatArray  # (cells, 6)
+    jac: FloatArray  # (cells, 8)
     ll0: FloatArray
     l_u: FloatArray
     l_t: FloatArray
@@ -414,6 +479,9 @@ def _cell_terms(x: FloatArray, lay: _Layout, cells: _Cells) -> _CellTerms:
     theta, log_a, pos, log_nu, sp_ = lay.split(x)
     scale_a = np.exp(log_a[cells.src])
     u = theta[cells.a] - theta[cells.b] + pos[cells.src] * cells.side + sp_[cells.src] * cells.fam
+    if len(lay.learn_dev):
+        dev = lay.deviation(x)
+        u = u + dev[cells.src, cells.a] - dev[cells.src, cells.b]
     eta = scale_a * u
     parts = np.zeros((6, cells.n_cells))
     learned_nu = set(lay.learn_nu.tolist())
@@ -422,7 +490,9 @@ def _cell_terms(x: FloatArray, lay: _Layout, cells: _Cells) -> _CellTerms:
         nu_s = float(log_nu[s]) if s in learned_nu else None
         for k, values in enumerate(davidson_row_terms(eta[rows], zero[rows], zero[rows], nu_s)):
             parts[k, rows] = values
-    jac = np.stack([scale_a, -scale_a, eta, scale_a * cells.side, scale_a * cells.fam, zero], axis=1)
+    jac = np.stack(
+        [scale_a, -scale_a, eta, scale_a * cells.side, scale_a * cells.fam, zero, scale_a, -scale_a], axis=1
+    )
     return _CellTerms(eta, jac, *parts)
 
 
@@ -431,8 +501,9 @@ def _evaluate(
 ) -> tuple[float, FloatArray | None, FloatArray | None]:
     """The log posterior (the log-likelihood ``sum Y eta + T log nu - W log D`` over cells plus the
     terms' weak priors, :class:`CompositeOptions`) and, for ``order`` 1 and 2, its
-    analytic gradient and Hessian, assembled from per-cell 6 x 6 blocks by ``bincount`` (no sparse
-    matrices: a cell touches at most six parameters).
+    analytic gradient and Hessian, assembled from per-cell 8 x 8 blocks by ``bincount`` (no sparse
+    matrices: a cell touches at most eight parameters). The deviations' prior is centred on
+    ``lay.centre`` (0 but in a bootstrap round, :func:`bootstrap_composite`).
 
     The Hessian is the chain rule through ``eta = a u`` and ``t = log nu``: ``l_uu J J^T`` plus the
     ``l_ut`` and ``l_tt`` blocks, plus the score times the second derivative of ``eta``, which is non-zero
@@ -443,7 +514,8 @@ def _evaluate(
     w, y, tie = stats[:, 0], stats[:, 1], stats[:, 2]
     with np.errstate(invalid="ignore"):
         tie_term = np.where(tie > 0, tie * log_nu[cells.src], 0.0)
-    value = float(np.sum(w * terms.ll0 + y * terms.eta + tie_term)) - 0.5 * float(lay.prior @ x**2)
+    off = x - lay.centre
+    value = float(np.sum(w * terms.ll0 + y * terms.eta + tie_term)) - 0.5 * float(lay.prior @ off**2)
     if order < 1:
         return value, None, None
     p = lay.n_params
@@ -452,7 +524,7 @@ def _evaluate(
     g_eta = y + w * terms.l_u
     local_g = terms.jac * g_eta[:, None]
     local_g[:, 5] = tie + w * terms.l_t
-    grad: FloatArray = np.bincount(cols[on], weights=local_g[on], minlength=p) - lay.prior * x
+    grad: FloatArray = np.bincount(cols[on], weights=local_g[on], minlength=p) - lay.prior * off
     if order < 2:
         return value, grad, None
     jac = terms.jac
@@ -619,11 +691,135 @@ def fit_composite(
     A source whose position term is confounded with the ratings (:func:`confounded_positions`) gets no
     position term (0) and is named with the reason in ``position_fixed``: fitting it would trade
     rating differences for an arbitrary left-side advantage and report thousands of points of both.
+
+    With ``options.deviations`` each judge's per-model deviations are a random effect whose spread is
+    estimated first (:func:`estimate_deviation_sd`, unless ``options.deviation_sd_elo`` fixes it) and
+    whose prior enters the fit; the covariance then carries that spread (:func:`_fit_cells`).
     """
     _check_connected(data)
-    lay = _layout(data, options)
+    sd, p_value, loose = _deviation_spread(data, options, weights)
+    lay = _layout(data, options, sd)
     cells = _cells(data, options, lay)
-    return _fit_cells(data, options, lay, cells, cells.stats(weights), weights, with_cov, x0)
+    if x0 is not None and len(x0) != lay.n_params:
+        x0 = None
+    if x0 is None and loose is not None:
+        x0 = _carry(loose, lay)
+    fit = _fit_cells(data, options, lay, cells, cells.stats(weights), weights, with_cov, x0)
+    return replace(fit, deviation_p_value=p_value)
+
+
+def _carry(start: tuple[FloatArray, _Layout], lay: _Layout) -> FloatArray:
+    """A start for ``lay`` from a fit under another layout with the same terms but fewer or more judges
+    with deviations (the loose fit that measured their spread)."""
+    x, old = start
+    shared = int(np.sum(lay.sizes[:5]))
+    out = np.zeros(lay.n_params)
+    out[:shared] = x[:shared]
+    for s in lay.learn_dev:
+        if int(s) in set(old.learn_dev.tolist()):
+            out[lay.deviation_block(int(s))] = x[old.deviation_block(int(s))]
+    return out
+
+
+def estimate_deviation_sd(
+    data: CompositeData, options: CompositeOptions = CompositeOptions(), weights: FloatArray | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Each judge's spread ``tau_s`` of per-model deviations from the human ratings (rating points) and
+    Cochran's p-value of that spread (NaN for the humans and sources not estimated).
+
+    Empirical Bayes by moments: a loose fit (every judge's deviations under a wide prior,
+    ``_LOOSE_DEVIATION_SD_ELO``, so they come out as good as un-shrunk) gives each judge's deviations
+    with their covariance from the inverse Hessian (which includes the uncertainty of the ratings they
+    are measured against); DerSimonian and Laird's moments, generalised to correlated estimates
+    (:func:`_spread_moments`), turn them into ``tau_s^2``: the spread beyond the sampling noise. A
+    judge's discrimination is the steepness of its own view ``theta + delta``, whose scale the
+    deviations' prior sets (the deviations take the smallest size that explains the verdicts).
+    One closed-form step, not an iteration: the loose fit's deviations need no un-shrinking. Chosen over
+    the Laplace marginal likelihood for being one extra fit and no inner optimisation over ``tau``, and
+    because moments do not collapse to 0 the way a maximum-likelihood variance can with few models. A
+    spread below ``_MIN_DEVIATION_SD_ELO`` counts as 0: that judge gets no deviations at all, so when no
+    judge deviates the fit is exactly the one without them.
+    """
+    _check_connected(data)
+    sd, p_value, _ = _deviation_spread(data, options, weights)
+    unit = options.scale / np.log(options.base)
+    return (np.zeros(len(data.sources)) if sd is None else unit * sd), p_value
+
+
+def _spread_moments(estimate: FloatArray, cov: FloatArray, directions: FloatArray) -> tuple[float, float]:
+    """The moment estimate of ``tau^2`` from one judge's loose deviations (``estimate``, covariance
+    ``cov``) and Cochran's p-value: DerSimonian and Laird's estimator
+    (:func:`leaderboard.judge_position.between_variance`) generalised to correlated estimates, which these
+    are (every deviation is measured against ratings that share the human votes).
+
+    Directions (the columns of ``directions``) that carry no information about ``tau`` are projected
+    out: the common shift (it cancels in every rating difference), the judge's own view ``theta + delta``
+    (scaling the view and dividing the discrimination by the same factor leaves every prediction alone)
+    and, with a self-preference, its family's members (a shift of them is the self-preference term). Only
+    the loose prior sets the deviations along them: their variance there is the prior's width, not
+    noise, and they would count in the degrees of freedom without adding to ``Q``. With ``P`` that
+    projection, ``M = (P V P)^+`` and ``r`` its rank, ``Q = d^T M d`` is chi-squared on ``r`` degrees of
+    freedom when the judge has no deviations, and ``E Q = r + tau^2 tr(M)`` otherwise.
+    """
+    basis, _ = np.linalg.qr(directions)
+    proj = np.eye(len(estimate)) - basis @ basis.T
+    inner = proj @ cov @ proj
+    precision = np.linalg.pinv((inner + inner.T) / 2, rcond=1e-10, hermitian=True)
+    rank = int(np.linalg.matrix_rank(precision, hermitian=True))
+    if rank < 1:
+        return 0.0, 1.0
+    d = proj @ estimate
+    q = float(d @ precision @ d)
+    from scipy.stats import chi2
+
+    return max(0.0, (q - rank) / float(np.trace(precision))), float(chi2.sf(q, rank))
+
+
+def _deviation_spread(
+    data: CompositeData, options: CompositeOptions, weights: FloatArray | None
+) -> tuple[FloatArray | None, FloatArray, tuple[FloatArray, _Layout] | None]:
+    """``tau_s`` per source in natural-log units (``None``: no deviations), Cochran's p-values, and the
+    loose fit (free vector and layout) when one was run, a start for the final fit."""
+    n_sources = len(data.sources)
+    p_value = np.full(n_sources, np.nan)
+    unit = options.scale / np.log(options.base)
+    judges = np.unique(np.asarray(data.source))
+    judges = judges[judges > 0]
+    if not options.deviations or not len(judges):
+        return None, p_value, None
+    if options.deviation_sd_elo is not None:
+        if not np.isfinite(options.deviation_sd_elo) or options.deviation_sd_elo < 0:
+            raise ValueError("deviation_sd_elo must be finite and non-negative")
+        sd = np.zeros(n_sources)
+        sd[judges] = options.deviation_sd_elo / unit
+        return sd, p_value, None
+    loose_sd = np.zeros(n_sources)
+    loose_sd[judges] = _LOOSE_DEVIATION_SD_ELO / unit
+    lay = _layout(data, options, loose_sd)
+    cells = _cells(data, options, lay)
+    stats = cells.stats(weights)
+    x, _, _ = _optimise(lay, cells, stats, options, None)
+    bread = np.asarray(np.linalg.pinv(-_hessian(x, lay, cells, stats)), dtype=np.float64)
+    theta = lay.split(x)[0]
+    sd = np.zeros(n_sources)
+    for s in lay.learn_dev.tolist():
+        rows = cells.src == s
+        seen = np.unique(np.concatenate([cells.a[rows], cells.b[rows]]))
+        if len(seen) < 4:
+            continue
+        cols = lay.deviation_block(s)[seen]
+        directions = [np.ones(len(seen)), theta[seen] + x[cols]]
+        family = data.family.get(s)
+        if family is not None and s in set(lay.learn_sp.tolist()) and data.model_family:
+            member = np.array([data.model_family[k] == family for k in seen], dtype=float)
+            if 0 < member.sum() < len(seen):
+                directions.append(member)
+        if len(seen) < len(directions) + 2:
+            continue
+        tau2, p_value[s] = _spread_moments(x[cols], bread[np.ix_(cols, cols)], np.stack(directions, axis=1))
+        tau = float(np.sqrt(tau2))
+        sd[s] = tau if unit * tau >= _MIN_DEVIATION_SD_ELO else 0.0
+    return sd, p_value, (x, lay)
 
 
 def _fit_cells(
@@ -636,8 +832,14 @@ def _fit_cells(
     with_cov: bool,
     x0: FloatArray | None,
 ) -> CompositeFit:
+    """Fit on the cells and, with ``with_cov``, the covariance ``B (M + P) B``: ``B`` the inverse of the
+    penalised information (the deviations' prior included), ``M`` the battle-clustered score products and
+    ``P`` the deviations' prior precision. ``P`` is the variance of the prior's score when the deviations
+    are random (``delta ~ N(0, tau^2)``); without it the sandwich would hold this judge's deviations fixed
+    and report how well the judge's own view is measured, not the human ratings. Under the model
+    ``M + P`` is about ``B^-1``, so the covariance is about the posterior one, which carries ``tau``."""
     x, converged, n_iter = _optimise(lay, cells, stats, options, x0)
-    ll = _value(x, lay, cells, stats) + 0.5 * float(lay.prior @ x**2)  # the likelihood alone
+    ll = _value(x, lay, cells, stats) + 0.5 * float(lay.prior @ (x - lay.centre) ** 2)  # the likelihood
     theta, log_a, pos, log_nu, sp_ = lay.split(x)
     unit = options.scale / np.log(options.base)
     p = lay.n_params
@@ -648,7 +850,7 @@ def _fit_cells(
         cluster = np.unique(battle, return_inverse=True)[1].astype(np.int64)
         bread = np.linalg.pinv(-_hessian(x, lay, cells, stats))
         scores = _cluster_scores(x, lay, cells, cluster, weights)
-        cov = bread @ (scores.T @ scores).toarray() @ bread
+        cov = bread @ ((scores.T @ scores).toarray() + np.diag(lay.random)) @ bread
         se_full = _standard_errors(cov, lay, log_a)
     m, s = lay.n_models, lay.n_sources
     return CompositeFit(
@@ -674,7 +876,18 @@ def _fit_cells(
             if options.position
             else {}
         ),
+        deviation_sd=unit * np.sqrt(_random_variance(lay)),
+        deviation=unit * lay.deviation(x),
+        deviation_p_value=np.full(s, np.nan),
     )
+
+
+def _random_variance(lay: _Layout) -> FloatArray:
+    """``tau_s^2`` per source (natural-log units, 0 where none) from the layout's prior."""
+    out = np.zeros(lay.n_sources)
+    for s in lay.learn_dev.tolist():
+        out[s] = 1.0 / float(lay.random[lay.deviation_block(s)[0]])
+    return out
 
 
 def _standard_errors(cov: FloatArray, lay: _Layout, log_a: FloatArray) -> FloatArray:
@@ -705,7 +918,13 @@ def bootstrap_composite(
     level: float = 0.95,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Percentile intervals of the ratings from a bootstrap over battles (every vote of a battle moves
-    together); returns ``(low, high, samples)``. The multinomial draws are the package's one sampler."""
+    together); returns ``(low, high, samples)``. The multinomial draws are the package's one sampler.
+
+    The judges' deviations are random effects: resampling battles redraws the votes but not the judges'
+    views, so each round also redraws the deviations' prior mean from ``N(0, tau_s^2)`` (a randomised
+    prior: its score then varies by the prior precision, the ``P`` of the sandwich in :func:`_fit_cells`),
+    with ``tau_s`` held at the full data's estimate (not re-estimated per round: that would cost a loose
+    fit per round and the spread's own uncertainty is second order here)."""
     from leaderboard.bootstrap import draw_multinomial
     from leaderboard.intervals import percentile_intervals
 
@@ -713,11 +932,14 @@ def bootstrap_composite(
     codes = np.unique(battle, return_inverse=True)[1].astype(np.int64)
     n_groups = int(codes.max()) + 1
     _check_connected(data)
-    lay = _layout(data, options)
+    sd, _, loose = _deviation_spread(data, options, None)
+    lay = _layout(data, options, sd)
     cells = _cells(data, options, lay)
     per_cluster = cells.by_cluster(codes, n_groups)
     rng = np.random.default_rng(seed)
-    base = _fit_cells(data, options, lay, cells, cells.stats(), None, False, None)
+    start_x = None if loose is None else _carry(loose, lay)
+    base = _fit_cells(data, options, lay, cells, cells.stats(), None, False, start_x)
+    random_sd = np.sqrt(np.divide(1.0, lay.random, out=np.zeros_like(lay.random), where=lay.random > 0))
     samples = np.empty((rounds, len(data.models)))
     unit = options.scale / np.log(options.base)
     block = max(1, min(rounds, _BLOCK_DRAWS // n_groups))
@@ -726,7 +948,10 @@ def bootstrap_composite(
         draws = draw_multinomial(np.ones(n_groups, dtype=np.int64), size, rng).astype(float)
         round_stats = np.asarray(per_cluster.T @ draws.T).T.reshape(size, 3, cells.n_cells)
         for r in range(size):
-            x, _, _ = _optimise(lay, cells, round_stats[r].T, options, base.x)
+            round_lay = (
+                replace(lay, centre=rng.normal(0.0, 1.0, lay.n_params) * random_sd) if sd is not None else lay
+            )
+            x, _, _ = _optimise(round_lay, cells, round_stats[r].T, options, base.x)
             theta = lay.split(x)[0]
             samples[start + r] = options.initial + unit * (theta - theta.mean())
     low, high = percentile_intervals(samples, level)

@@ -1,6 +1,7 @@
 """The composite board: human votes and LLM-judge verdicts on one rating scale, and what each judge is worth.
 
-:mod:`leaderboard.composite` is the model (per-source discrimination, position, ties, self-preference).
+:mod:`leaderboard.composite` is the model (per-source discrimination, position, ties, self-preference,
+and each judge's own per-model deviations from the human ratings with their spread ``tau``).
 This module turns one-row-per-vote battles with their annotators into its input (humans pooled as
 source 0, each judge a source of its own, every vote on one prompt and pair of models one cluster), fits
 it into a :class:`~leaderboard.result.Leaderboard` like every other method, and measures the board's
@@ -10,7 +11,9 @@ worth in human votes:
   same average variance (human-only sandwich variance times the human vote count, over the composite's);
 - per judge, *what one verdict is worth*: the effective human votes the judge adds to the human votes
   (a fit of humans plus that judge alone) divided by its verdicts; measured from the two sandwich
-  covariances, so the dependence between a verdict and the human votes on the same battle is counted;
+  covariances, so the dependence between a verdict and the human votes on the same battle is counted,
+  and with the judge's deviations as a random effect, so a judge whose view of the models departs from
+  the humans' is worth less (its verdicts pin the ratings only to within its spread ``tau``);
 - for ``arena evaluate``, the composite as one more rating system (:func:`composite_score`): fitted on
   the training votes, each test vote forecast as its own source would cast it;
 - per judge, its correlation with humans (of the two sides' scores on the battles both saw), and the
@@ -192,7 +195,9 @@ def judge_worth(
     Returns a dict with ``n_human_votes``, ``effective_human_votes`` (None when the human votes alone do
     not put every model on one scale), ``target_half_width``, and ``judges``: per judge label its
     ``verdicts``, ``correlation_with_humans`` (and ``shared_battles``), ``verdict_worth_in_human_votes``,
-    and ``human_votes_needed`` ``{"without": n, "with": n}`` for ``target_half_width``.
+    ``human_votes_needed`` ``{"without": n, "with": n}`` for ``target_half_width``, and
+    ``deviation_sd_elo`` (the judge's spread of per-model deviations from the human ratings in that fit,
+    0: none found) with ``deviation_p_value`` (Cochran's; None when not estimated).
     """
     z = float(norm.ppf(0.5 + level / 2))
     n_human = _human_votes(data)
@@ -220,7 +225,12 @@ def judge_worth(
         worth = None if effective is None or not n_judge else (effective - n_human) / n_judge
         ratio = n_judge / n_human if n_human else 0.0
         corr, shared = correlation_with_humans(data, k)
+        p_value = float(with_judge.deviation_p_value[1]) if len(with_judge.deviation_p_value) > 1 else None
         out["judges"][data.sources[k]] = {
+            "deviation_sd_elo": float(with_judge.deviation_sd[1])
+            if len(with_judge.deviation_sd) > 1
+            else 0.0,
+            "deviation_p_value": p_value if p_value is not None and np.isfinite(p_value) else None,
             "verdicts": n_judge,
             "correlation_with_humans": corr,
             "shared_battles": shared,
@@ -270,6 +280,12 @@ def _terms(fit: CompositeFit, z: float) -> dict[str, dict[str, Any]]:
             terms["position"] = {"value": 0.0, "fixed": True}
         if fit.nu[k] > 0:
             terms["tie_nu"] = {"value": float(fit.nu[k])}
+        if k > 0 and k < len(fit.deviation_sd):
+            p_value = float(fit.deviation_p_value[k])
+            terms["deviation_sd"] = {
+                "value": float(fit.deviation_sd[k]),
+                "p_value": p_value if np.isfinite(p_value) else None,
+            }
         out[name] = terms
     return out
 
@@ -342,6 +358,13 @@ def composite_board(
         "converged": fit.converged,
         "position_fixed": dict(fit.position_fixed),
         "families": {data.sources[k]: f for k, f in data.family.items()},
+        "deviation_note": (
+            "terms.<judge>.deviation_sd: the spread (rating points) of the judge's own per-model deviations "
+            "from the human ratings, a random effect estimated by moments; the intervals and what a judge "
+            "is worth carry it, and a judge's discrimination is its steepness on its own view"
+            if options.deviations
+            else "judges assumed to see the human ratings exactly (deviations off)"
+        ),
         **judge_worth(data, options, level=level, target_half_width=target_half_width, full=fit),
     }
     if rectify == "ppi":

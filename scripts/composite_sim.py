@@ -13,14 +13,16 @@ deviation (``--deviation-elo``), and each battle has its own effect seen alike b
 (``--battle-elo``); both 0 make the composite's model true. The truth is what the human-only fit
 estimates (:func:`human_target`).
 
-Each board gets four fits: human votes only (the reference width), the composite
-(:func:`leaderboard.composite.fit_composite`, battle-clustered sandwich), a pooled fit that treats
+Each board gets five fits: human votes only (the reference width), the composite
+(:func:`leaderboard.composite.fit_composite`, battle-clustered sandwich, each judge's deviations a random
+effect with its spread ``tau`` estimated), the old composite without deviations, a pooled fit that treats
 every judge verdict as one more independent human vote, and PPI++ (:mod:`leaderboard.ppi`, what
 ``--rectify ppi`` publishes). Printed per scenario: the judge-human agreement on the shared battles (the
 first judge's and the panel majority's), coverage of the truth by the 95% intervals, mean width relative
 to human-only, the self-preferred family's mean rating error (composite and pooled), PPI++'s coverage,
 width and lambda, the human-only coverage, the learned judge discrimination and position against the
-generating ones. The last line is one JSON document.
+generating ones, the old composite's coverage and width, and the mean estimated ``tau`` (Elo) over the
+judges. The last line is one JSON document.
 
     .venv/bin/python scripts/composite_sim.py --replicates 200
     .venv/bin/python scripts/composite_sim.py --quick
@@ -46,7 +48,9 @@ UNIT = 400 / np.log(10)  # rating points per natural-log unit
 N_MODELS = 20
 SPREAD_ELO = 200.0  # standard deviation of the true ratings
 FAMILY = (0, 1, 2)
-OFF = CompositeOptions(discrimination=False, position=False, ties=False, self_preference=False)
+OFF = CompositeOptions(
+    discrimination=False, position=False, ties=False, self_preference=False, deviations=False
+)
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,8 @@ def _covered(low: FloatArray, high: FloatArray, truth: FloatArray) -> float:
 def replicate(
     name: str, r: int, n_human: int, n_judged: int, seed: int, battle_elo: float, deviation_elo: float
 ) -> dict[str, Any]:
-    """One board of scenario ``name`` and its four fits: human-only, composite, pooled and PPI++."""
+    """One board of scenario ``name`` and its five fits: human-only, composite, old composite (no
+    deviations), pooled and PPI++."""
     judges = tuple(
         judge if judge.useless else replace(judge, deviation_elo=deviation_elo) for judge in SCENARIOS[name]
     )
@@ -195,6 +200,7 @@ def replicate(
     human = data.source == 0
     human_fit = fit_composite(_subset(data, human), CompositeOptions(position=False, ties=False))
     comp = fit_composite(data, CompositeOptions(ties=False))
+    old = fit_composite(data, CompositeOptions(ties=False, deviations=False))
     pooled = fit_composite(_subset(data, np.ones(len(data.source), dtype=np.bool_), battle=False), OFF)
     ppi = fit_ppi(ppi_battles(data))
     hlo, hhi = human_fit.intervals()
@@ -210,6 +216,9 @@ def replicate(
         "coverage": _covered(lo, hi, truth),
         "width_ratio": float(np.mean(hi - lo)) / human_width,
         "family_error_elo": float(np.mean(comp.rating[fam] - truth[fam])),
+        "old_coverage": _covered(*old.intervals(), truth),
+        "old_width_ratio": float(np.mean(np.diff(np.stack(old.intervals()), axis=0))) / human_width,
+        "tau_elo": float(np.mean(comp.deviation_sd[1:])),
         "pooled_family_error_elo": float(np.mean(pooled.rating[fam] - truth[fam])),
         "pooled_coverage": _covered(*pooled.intervals(), truth),
         "ppi_coverage": _covered(plo, phi, truth),
@@ -289,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'scenario':<9} {'agree':>6} {'major':>6} {'cover':>6} {'width':>6} {'fam_err':>8} "
         f"{'pooled_fam':>10} {'pooled_cov':>10} {'ppi_cov':>8} {'ppi_width':>9} {'ppi_lam':>7} "
-        f"{'human_cov':>9} {'disc_err':>8} {'pos_err':>8}"
+        f"{'human_cov':>9} {'disc_err':>8} {'pos_err':>8} {'old_cov':>7} {'old_wid':>7} {'tau':>5}"
     )
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for name in SCENARIOS:
@@ -306,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{res['family_error_elo']:>8.1f} {res['pooled_family_error_elo']:>10.1f} "
                 f"{res['pooled_coverage']:>10.3f} {res['ppi_coverage']:>8.3f} "
                 f"{res['ppi_width_ratio']:>9.3f} {res['ppi_lambda']:>7.2f} {res['human_coverage']:>9.3f} "
-                f"{_fmt(res['discrimination_error']):>8} {_fmt(res['position_error_elo']):>8}",
+                f"{_fmt(res['discrimination_error']):>8} {_fmt(res['position_error_elo']):>8} "
+                f"{res['old_coverage']:>7.3f} {res['old_width_ratio']:>7.3f} {res['tau_elo']:>5.1f}",
                 flush=True,
             )
     print(
@@ -314,7 +324,17 @@ def main(argv: list[str] | None = None) -> int:
         f"coverage of the human-only target"
     )
     print(f"# {args.replicates} replicates per scenario, {time.perf_counter() - start:.0f} s")
-    keys = ("coverage", "width_ratio", "family_error_elo", "pooled_coverage")
+    keys = (
+        "coverage",
+        "width_ratio",
+        "family_error_elo",
+        "pooled_coverage",
+        "ppi_coverage",
+        "ppi_width_ratio",
+        "old_coverage",
+        "old_width_ratio",
+        "tau_elo",
+    )
     print(json.dumps({"scenarios": {k: {key: v[key] for key in keys} for k, v in results.items()}}))
     return 0
 

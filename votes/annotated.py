@@ -38,6 +38,7 @@ __all__ = [
     "judge_model",
     "judge_votes",
     "judges_counted",
+    "source_aware_filter",
 ]
 
 #: Annotator labels that name an LLM judge: ``judge:<model>`` (arena judge) or ``llm-<model>`` (imports).
@@ -151,6 +152,13 @@ def _longer(left: list[int | None], right: list[int | None]) -> npt.NDArray[np.i
     )
 
 
+def source_aware_filter(vote_filter: VoteFilter | None) -> VoteFilter:
+    """The votes :func:`agreement_input_from_store` reads under ``vote_filter``: every annotator's
+    (judges included, whatever the filter's annotators), with an annotator and a prompt. A source-aware
+    board counts and hashes these, so its ``votes_sha256`` covers the judge verdicts it fits."""
+    return replace(vote_filter or VoteFilter(), annotators=("all",), source_aware=True)
+
+
 def agreement_input_from_store(conn: Connection, vote_filter: VoteFilter | None = None) -> AgreementInput:
     """:class:`AgreementInput` of the stored votes with an annotator and a prompt (see
     :func:`annotated_battles`); answer lengths from the battle's outputs."""
@@ -184,7 +192,7 @@ def agreement_input_from_store(conn: Connection, vote_filter: VoteFilter | None 
         .order_by(vote_t.c.id)
     )
     if vote_filter is not None:
-        stmt = filter_votes(stmt, replace(vote_filter, annotators=("all",)), battle_joined=True)
+        stmt = filter_votes(stmt, source_aware_filter(vote_filter), battle_joined=True)
     rows = conn.execute(stmt).all()
     models = tuple(sorted({r[0] for r in rows} | {r[1] for r in rows}))
     model_index = {m: i for i, m in enumerate(models)}

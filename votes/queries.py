@@ -81,6 +81,10 @@ class VoteFilter:
     # annotator's stored ``honest_weight`` (the voter review's evidence; votes without an annotator
     # count 1) in the cells aggregate (:func:`pair_counts_statement`) and the per-vote read.
     robust: bool = False
+    # Only votes with an annotator on a battle with a prompt, whoever cast them, judges included: what a
+    # source-aware fit (the composite) reads (:func:`votes.annotated.source_aware_filter`), so a board's
+    # counts and ledger hash cover exactly the votes it fits.
+    source_aware: bool = False
     # With ``exclude_flagged``: flagged annotators' votes are down-weighted instead of left out, each
     # weighing the smaller of its annotator's stored ``honest_weight`` and this factor (so a flag always
     # costs weight, and a review's lower posterior costs more); other votes count as usual.
@@ -119,11 +123,14 @@ def filter_votes(
         or f.source is not None
         or f.anony_only
         or f.first_sight
+        or f.source_aware
     )
     if needs_battle and not battle_joined:
         stmt = stmt.join(battle_t, vote_t.c.battle_id == battle_t.c.id)
     if f.source is not None:
         stmt = stmt.where(battle_t.c.source == f.source)
+    if f.source_aware:
+        stmt = stmt.where(vote_t.c.annotator_id.is_not(None), battle_t.c.prompt_id.is_not(None))
     if f.anony_only:  # the site shows names only after the vote; an imported battle says so itself
         stmt = stmt.where(
             or_(battle_t.c.source.in_(("site", "live")), battle_t.c.extra["anony"].as_boolean() == true())

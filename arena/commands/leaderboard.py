@@ -562,7 +562,10 @@ def recompute(
             finally:
                 engine.dispose()
             origin = "the database"
-            filters = filters_metadata(vote_filter)
+            from votes.annotated import source_aware_filter
+
+            # a source-aware board counts and hashes every annotator's votes it fits, judges included
+            filters = filters_metadata(source_aware_filter(vote_filter) if options.by_source else vote_filter)
             if largest_component or each_component:
                 filters |= {"largest_component": largest_component, "each_component": each_component}
         bar.update(reading, total=1, completed=1)

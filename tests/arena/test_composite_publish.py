@@ -34,6 +34,8 @@ def test_publish_composite_records_sources_terms_and_worth(tmp_path: Path) -> No
     assert data.metadata["method"] == "composite"
     section = data.metadata["composite"]
     assert section["sources"] == {"human": 24, "judge:fj": 24, "llm-x": 24}
+    # the board counts (and its votes_sha256 hashes) the votes it fits, the judges' among them
+    assert data.metadata["n_votes"] == 72 and data.metadata["filters"]["source_aware"] is True
     assert section["families"] == {"judge:fj": "ex", "llm-x": "ex"}
     assert section["terms"]["human"]["discrimination"] == {"value": 1.0, "fixed": True}
     judge_terms = section["terms"]["judge:fj"]

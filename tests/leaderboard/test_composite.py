@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,9 @@ from leaderboard.composite import CompositeData, CompositeOptions, bootstrap_com
 from leaderboard.data import Outcome, aggregate_codes
 from leaderboard.spec import DisconnectedComparisonError
 
-OFF = CompositeOptions(discrimination=False, position=False, ties=False, self_preference=False)
+OFF = CompositeOptions(
+    discrimination=False, position=False, ties=False, self_preference=False, deviations=False
+)
 
 
 def _votes(rng: np.random.Generator, n: int, m: int, n_sources: int) -> CompositeData:
@@ -180,7 +184,8 @@ def test_position_confounded_with_ratings_is_fixed_and_named() -> None:
 
 
 def test_analytic_gradient_and_hessian_match_finite_differences() -> None:
-    """Every term on (discrimination, position with some unsided votes, ties, a family, soft scores), at
+    """Every term on (discrimination, position with some unsided votes, ties, a family, soft scores, the
+    judges' deviations with a shifted prior mean), at
     a point away from the optimum so the second-derivative terms of ``eta = a u`` matter."""
     from leaderboard.composite import _cells, _gradient, _hessian, _layout
 
@@ -195,7 +200,8 @@ def test_analytic_gradient_and_hessian_match_finite_differences() -> None:
         }
     )
     options = CompositeOptions()
-    lay = _layout(data, options)
+    lay = _layout(data, options, np.array([0.0, 0.3, 0.2]))  # both judges' deviations, with their prior
+    lay = replace(lay, centre=np.random.default_rng(3).normal(0, 0.1, lay.n_params))  # a bootstrap round's
     cells = _cells(data, options, lay)
     stats = cells.stats(np.random.default_rng(1).random(1500) * 2)
     x = np.random.default_rng(2).normal(0, 0.3, lay.n_params)
@@ -212,7 +218,7 @@ def test_analytic_gradient_and_hessian_match_finite_differences() -> None:
         fd_hess[:, k] = (g_up - g_down) / (2 * step)
     np.testing.assert_allclose(grad, fd_grad, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(hess, fd_hess, rtol=1e-5, atol=1e-3)
-    assert lay.sizes[1:] == (2, 3, 3, 2)  # every kind of term is exercised
+    assert lay.sizes[1:] == (2, 3, 3, 2, 10)  # every kind of term is exercised
 
 
 def test_always_left_judge_has_finite_terms_and_leaves_the_ratings_alone() -> None:
@@ -258,3 +264,99 @@ def test_always_left_judge_has_finite_terms_and_leaves_the_ratings_alone() -> No
         options,
     )
     assert np.max(np.abs(fit.rating - humans.rating)) < 0.2 * float(np.min(humans.rating_se))
+
+
+def _deviating_board(seed: int, deviation: float) -> tuple[CompositeData, np.ndarray]:
+    """10 models, 1,500 human votes and a steep judge on 15,000 battles that sees each model off the human
+    rating by its own deviation (standard deviation ``deviation``, natural-log units)."""
+    rng = np.random.default_rng(seed)
+    m, n_human, n_judge = 10, 1500, 15000
+    theta = rng.normal(0, 0.8, m)
+    seen = theta + rng.normal(0, deviation, m) if deviation else theta
+    a = rng.integers(0, m, n_human + n_judge)
+    b = (a + rng.integers(1, m, n_human + n_judge)) % m
+    src = (np.arange(n_human + n_judge) >= n_human).astype(np.int64)
+    view = np.where(src == 1, 2.0, 1.0)[:, None] * np.stack([theta, seen])[src, :]
+    eta = view[np.arange(len(a)), a] - view[np.arange(len(a)), b]
+    data = CompositeData(
+        models=tuple(f"m{i}" for i in range(m)),
+        sources=("humans", "judge:x"),
+        model_a=a,
+        model_b=b,
+        source=src,
+        score=(rng.random(len(a)) < 1 / (1 + np.exp(-eta))).astype(float),
+        tie=np.zeros(len(a), dtype=bool),
+        battle=np.arange(len(a)),
+    )
+    return data, 1000 + 400 / np.log(10) * (theta - theta.mean())
+
+
+def test_no_deviations_reduce_to_the_fit_without_them() -> None:
+    """A spread fixed at 0 is exactly the fit without deviations, and so is the fit of a judge that sees
+    the human ratings when the data put its spread at 0 (Cochran's p well above any threshold: the
+    spread of its loose deviations is the sampling noise)."""
+    data, _ = _deviating_board(22, 0.0)
+    options = CompositeOptions(ties=False, self_preference=False)
+    plain = fit_composite(data, replace(options, deviations=False))
+    zero = fit_composite(data, replace(options, deviation_sd_elo=0.0))
+    np.testing.assert_array_equal(zero.rating, plain.rating)
+    np.testing.assert_array_equal(zero.rating_se, plain.rating_se)
+    fit = fit_composite(data, options)
+    assert fit.deviation_sd[1] == 0 and fit.deviation_p_value[1] > 0.3
+    # the same optimum reached from another start (the loose fit's): equal to the optimiser's tolerance
+    np.testing.assert_allclose(fit.rating, plain.rating, atol=1e-2)
+    np.testing.assert_allclose(fit.rating_se, plain.rating_se, rtol=1e-4)
+
+
+def test_a_deviating_judge_widens_the_intervals_to_cover_the_human_ratings() -> None:
+    """A judge off the human ratings by 50 Elo per model: the spread is found, the intervals carry it and
+    cover the human ratings (without deviations they are narrow around the judge's view and miss), yet
+    stay narrower than the humans' alone; the bootstrap with the randomised prior agrees in width."""
+    unit = 400 / np.log(10)
+    data, truth = _deviating_board(22, 50 / unit)
+    options = CompositeOptions(ties=False, self_preference=False)
+    fit = fit_composite(data, options)
+    plain = fit_composite(data, replace(options, deviations=False))
+    humans = fit_composite(
+        CompositeData(
+            **{
+                **data.__dict__,
+                **{k: v[data.source == 0] for k, v in data.__dict__.items() if isinstance(v, np.ndarray)},
+            }
+        ),
+        options,
+    )
+    assert 25 < fit.deviation_sd[1] < 100 and fit.deviation_p_value[1] < 1e-3
+    assert np.max(np.abs(fit.rating - truth) / fit.rating_se) < 3.5
+    assert np.max(np.abs(plain.rating - truth) / plain.rating_se) > 4
+    assert np.mean(plain.rating_se) < np.mean(fit.rating_se) < np.mean(humans.rating_se)
+    low, high, _ = bootstrap_composite(data, options, rounds=60, seed=3)
+    ratio = float(np.mean(high - low) / np.mean(2 * 1.96 * fit.rating_se))
+    assert 0.75 < ratio < 1.3
+
+
+def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> None:
+    """Correlated estimates (a shared rating error) with arbitrary values and huge variance along the
+    directions only the prior sets (common shift, view, family): the moment estimate of tau^2 is unbiased
+    over many draws, and with no spread Cochran's p-value is uniform (mean 1/2)."""
+    from leaderboard.composite import _spread_moments
+
+    rng = np.random.default_rng(5)
+    k = 20
+    view = rng.normal(0, 1, k)
+    member = (np.arange(k) < 3).astype(float)
+    directions = np.stack([np.ones(k), view, member], axis=1)
+    noise = np.diag(rng.uniform(0.01, 0.04, k)) + 0.01  # per-model noise plus a shared part
+    cov = noise + directions @ np.diag([1e4, 1e4, 1e4]) @ directions.T
+    chol = np.linalg.cholesky(noise)
+    for tau in (0.0, 0.3):
+        estimates, p_values = [], []
+        for _ in range(400):
+            d = chol @ rng.normal(size=k) + tau * rng.normal(size=k) + directions @ rng.normal(0, 50, 3)
+            tau2, p = _spread_moments(d, cov, directions)
+            estimates.append(tau2)
+            p_values.append(p)
+        if tau:
+            assert abs(np.mean(estimates) / tau**2 - 1) < 0.1
+        else:
+            assert abs(np.mean(p_values) - 0.5) < 0.05 and np.mean(estimates) < 0.01

@@ -54,8 +54,12 @@ def test_a_good_judge_is_worth_human_votes_and_a_coin_is_not() -> None:
     assert good["correlation_with_humans"] > coin["correlation_with_humans"] + 0.1
     assert good["human_votes_needed"]["with"] < 0.5 * good["human_votes_needed"]["without"]
     assert meta["effective_human_votes"] > 2 * meta["n_human_votes"]
-    # the learned steepness of the good judge is near the truth (1.5) and the coin's near 0
+    # the learned steepness of the good judge is near the truth (1.5)
     terms = meta["terms"]
     assert 1.2 < terms["llm-good"]["discrimination"]["value"] < 1.8
-    assert terms["llm-coin"]["discrimination"]["value"] < 0.2
+    # the good judge sees the humans' ratings (no deviations found); the coin's view is flat, so its
+    # deviations spread like the ratings themselves (its steepness is then on a view that tells nothing)
+    assert terms["llm-good"]["deviation_sd"]["value"] == 0.0 and good["deviation_sd_elo"] == 0.0
+    assert terms["llm-coin"]["deviation_sd"]["value"] > 100 and coin["deviation_sd_elo"] > 100
+    assert "deviation" in meta["deviation_note"]
     assert fitted.board.method == "composite" and fitted.board.interval == "sandwich"

@@ -15,7 +15,7 @@ def test_composite_sim_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(result["scenarios"]) == {"single", "panel", "useless"}
     for row in result["scenarios"].values():
-        assert set(row) == {"coverage", "width_ratio", "family_error_elo", "pooled_coverage"}
+        assert {"coverage", "width_ratio", "old_coverage", "old_width_ratio", "tau_elo"} <= set(row)
         assert 0.0 <= row["coverage"] <= 1.0 and row["width_ratio"] > 0
     # a judge that shares the humans' ratings narrows the intervals; a coin-flipping one does not
     assert result["scenarios"]["single"]["width_ratio"] < 0.9
