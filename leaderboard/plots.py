@@ -3,8 +3,10 @@ bootstrap distributions and calibration (matplotlib -> SVG/PNG).
 
 Everything here draws on a fresh :class:`~matplotlib.figure.Figure` (no pyplot state, no global
 backend switch). Figures are sized from the number of models *and* the longest name, laid out by
-matplotlib's constrained layout and saved with ``bbox_inches="tight"``, so up to 150 models with long
-names stay legible and nothing is clipped. Model names are drawn literally (mathtext off: ``$x$`` in a
+matplotlib's constrained layout and saved with ``bbox_inches="tight"``, so long names are never clipped.
+Up to 34 models every row carries its name; beyond that the rows share ``GRID_INCHES`` and every k-th
+row is named, k the fewest rows a name needs to stay readable (the full names are in the CSV files and
+the table: see :func:`label_step`). Model names are drawn literally (mathtext off: ``$x$`` in a
 name is two dollar signs and an x). Files are byte-stable: no dates or software versions in the
 metadata and a fixed SVG hash salt, so the same leaderboard always gives the same bytes.
 """
@@ -32,6 +34,7 @@ __all__ = [
     "FIGURE_FORMATS",
     "contrast_ratio",
     "label_colour",
+    "label_step",
     "plot_average_win_rates",
     "plot_battle_counts",
     "plot_bootstrap",
@@ -49,9 +52,14 @@ SVG_HASH_SALT = "arena-leaderboard"
 CHAR_EMS = 0.62
 # A row or heatmap cell is at least this many label heights tall, so neighbouring names never touch.
 ROW_LINES = 1.45
-# Heatmap cells are at most this wide (inches), and share about this width among the models.
+# Heatmap cells are at most this wide (inches). The models share this height (inches) in the heatmaps
+# and the one-row-per-model figures once a name per row would need more: from 35 models on, rows are
+# thinner than a name and only every k-th row is named. Naming all of 100 models grew a heatmap to 17
+# inches and drew ~6,600 glyphs per PNG one at a time (0.5 s each; 3.9 s for a snapshot's figures).
 CELL_MAX_INCHES = 0.5
 GRID_INCHES = 7.0
+# Spare width (inches) right of a heatmap's colour bar whose names are thinned (0.3 otherwise).
+THINNED_SPARE_INCHES = 0.5
 # Numbers in heatmap cells: at most this size, and left out where they would need less than the minimum.
 CELL_TEXT_POINTS = 8.0
 CELL_TEXT_MIN_POINTS = 6.0
@@ -113,6 +121,44 @@ def _row_inches(points: float) -> float:
     return ROW_LINES * points / 72.0
 
 
+def _row_pitch(n_models: int, points: float) -> float:
+    """Height of a row of the one-row-per-model figures (inches): a name's height, or a share of
+    ``GRID_INCHES`` when the names would need more than that in all."""
+    return min(_row_inches(points), GRID_INCHES / max(n_models, 1))
+
+
+def label_step(pitch: float, points: float) -> int:
+    """Name every k-th row (or column) of ``pitch`` inches: the smallest k whose span fits a name at
+    ``points`` (``ROW_LINES`` label heights), so neighbouring names never touch. 1 when every row fits.
+
+    Parameters
+    ----------
+    pitch : float
+        Height of one row (inches), positive.
+    points : float
+        Font size of the names.
+
+    Returns
+    -------
+    int
+        The step k >= 1.
+    """
+    if not pitch > 0.0:
+        raise ValueError(f"row height must be positive, got {pitch!r}")
+    # A hair of tolerance, so a row exactly one name high is not rounded up to two by float error.
+    return max(1, int(np.ceil(_row_inches(points) / pitch - 1e-9)))
+
+
+def _name_rows(ax: Axes, names: Sequence[str], pitch: float, points: float, *, columns: bool = False) -> None:
+    """Tick and name every :func:`label_step`-th row (and column, for heatmaps) from the first."""
+    step = label_step(pitch, points)
+    ticks = np.arange(0, len(names), step)
+    shown = [names[k] for k in ticks.tolist()]
+    if columns:
+        ax.set_xticks(ticks, shown, rotation=90, fontsize=points)
+    ax.set_yticks(ticks, shown, fontsize=points)
+
+
 def _longest(models: Sequence[str]) -> int:
     return max((len(m) for m in models), default=1)
 
@@ -162,8 +208,9 @@ def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     low = leaderboard.ci_low[order]
     high = leaderboard.ci_high[order]
     size = _label_size(n)
+    pitch = _row_pitch(n, size)
     width = _text_inches(_longest(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
-    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + _row_inches(size) * n))
+    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
     ax = fig.add_subplot()
     y = np.arange(n)
     err = np.vstack([np.maximum(rating - low, 0.0), np.maximum(high - rating, 0.0)])
@@ -173,7 +220,7 @@ def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
         k = names.index(str(anchor[0]))
         ax.plot([rating[k]], [k], "D", color="#b35806", markersize=7, label=f"anchor: {anchor[0]}")
         ax.legend(loc="lower right", fontsize=8)
-    ax.set_yticks(y, names, fontsize=size)
+    _name_rows(ax, names, pitch, size)
     ax.set_ylim(n - 0.5, -0.5)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -285,10 +332,13 @@ def _heatmap(
     if matrix.shape != (n, n):
         raise ValueError(f"matrix has shape {matrix.shape}, expected ({n}, {n})")
     size = _label_size(n)
-    cell = max(_row_inches(size), min(CELL_MAX_INCHES, GRID_INCHES / max(n, 1)))
+    cell = min(CELL_MAX_INCHES, GRID_INCHES / max(n, 1))
     names = _text_inches(_longest(models), size) + AXIS_LABEL_INCHES
     grid = cell * n
-    fig = _new_figure(names + grid + COLORBAR_INCHES + 0.3, names + grid + TITLE_INCHES)
+    # Constrained layout keeps the image square inside a box it sizes without the aspect; with small
+    # names on the fixed grid (thinned labels) the box came out a few pixels wider than the figure.
+    spare = 0.3 if label_step(cell, size) == 1 else THINNED_SPARE_INCHES
+    fig = _new_figure(names + grid + COLORBAR_INCHES + spare, names + grid + TITLE_INCHES)
     ax = fig.add_subplot()
     cmap = cmap.with_extremes(bad="#f2f2f2")
     image = ax.imshow(
@@ -298,9 +348,7 @@ def _heatmap(
         vmax=vmax,
         interpolation="nearest",
     )
-    ticks = np.arange(n)
-    ax.set_xticks(ticks, list(models), rotation=90, fontsize=size)
-    ax.set_yticks(ticks, list(models), fontsize=size)
+    _name_rows(ax, list(models), cell, size, columns=True)
     ax.set_xlabel("opponent (column model)")
     ax.set_ylabel("model (row)")
     _title(ax, title, grid + 0.5 * COLORBAR_INCHES)
@@ -365,17 +413,18 @@ def plot_average_win_rates(
     order = np.lexsort((np.asarray(models, dtype=object), -np.nan_to_num(average, nan=-1.0)))
     names = [models[i] for i in order]
     size = _label_size(n)
+    pitch = _row_pitch(n, size)
     width = _text_inches(_longest(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
-    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + _row_inches(size) * n))
+    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
     ax = fig.add_subplot()
     y = np.arange(n)
     values = np.nan_to_num(average[order], nan=0.0)
     ax.barh(y, values, color="#6f9fd8", height=0.7)
-    if _row_inches(size) >= _row_inches(CELL_TEXT_MIN_POINTS):
+    if pitch >= _row_inches(CELL_TEXT_MIN_POINTS):
         for k, v in enumerate(average[order]):
             if np.isfinite(v):
                 ax.text(v + 0.01, k, f"{v:.2f}", va="center", fontsize=min(size, CELL_TEXT_POINTS))
-    ax.set_yticks(y, names, fontsize=size)
+    _name_rows(ax, names, pitch, size)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_xlim(0.0, 1.1)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
@@ -407,8 +456,9 @@ def plot_bootstrap(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     n = len(order)
     names = [leaderboard.models[i] for i in order]
     size = _label_size(n)
+    pitch = _row_pitch(n, size)
     width = _text_inches(_longest(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
-    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + _row_inches(size) * n))
+    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
     ax = fig.add_subplot()
     y = np.arange(n)
     rounds = leaderboard.rounds
@@ -427,7 +477,7 @@ def plot_bootstrap(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     else:
         ax.plot(leaderboard.rating[order], y, "o", color="#1f4e79", markersize=4)
         described = "(no bootstrap rounds: point ratings only)"
-    ax.set_yticks(y, names, fontsize=size)
+    _name_rows(ax, names, pitch, size)
     ax.set_ylim(n - 0.5, -0.5)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)

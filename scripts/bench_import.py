@@ -61,6 +61,16 @@ def write_battles(
             fh.write(json.dumps(row) + "\n")
 
 
+def written_bytes() -> int:
+    """Bytes this process has caused to be written to storage (``/proc/self/io``; 0 where absent)."""
+    try:
+        lines = Path("/proc/self/io").read_text().splitlines()
+    except OSError:
+        return 0
+    fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+    return int(fields.get("write_bytes", "0"))
+
+
 def import_runs(sizes: list[int], *, database_url: str | None, work: Path) -> list[list[object]]:
     """``arena import`` of a synthetic Parquet battles file per size, each in its own process: wall
     seconds and the process's own peak RSS, side by side (a bounded-memory import keeps the peak flat)."""
@@ -230,15 +240,19 @@ def main(argv: list[str] | None = None) -> int:
         url = args.database_url or f"sqlite:///{tmp}/bench.db"
         engine = make_engine(url)
         SQLModel.metadata.create_all(engine)
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu, wrote = time.perf_counter(), time.process_time(), written_bytes()
         report = import_file(engine, path)
         first, first_cpu = time.perf_counter() - started, time.process_time() - cpu
+        first_mb = (written_bytes() - wrote) / 1e6
         started, cpu = time.perf_counter(), time.process_time()
         again = import_file(engine, path)
         second, second_cpu = time.perf_counter() - started, time.process_time() - cpu
         engine.dispose()
     print(f"file: {args.battles} battles{' with conversations' if args.conversations else ''}, db: {url}")
-    print(f"first import: {first:.2f} s wall, {first_cpu:.2f} s CPU ({report.n_added} added)")
+    print(
+        f"first import: {first:.2f} s wall, {first_cpu:.2f} s CPU, {first_mb:.0f} MB written "
+        f"({report.n_added} added)"
+    )
     print(f"second import (idempotent): {second:.2f} s wall, {second_cpu:.2f} s CPU ({again.n_added} added)")
     return 0
 

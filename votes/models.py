@@ -402,9 +402,8 @@ class ImportRow(SQLModel, table=True):
     ``digest`` is the hash of the canonical row; ``import_key`` (digest and occurrence number among the
     run's identical rows) is filled when the batch is staged; ``fresh`` says, once merged, whether the
     row added a battle (false: the key was already stored), so a rollback removes only what it added.
+    ``digest`` has no index: the run counts repeated digests in memory (:mod:`votes.digest_counts`).
     """
-
-    __table_args__ = (Index("ix_importrow_digest", "import_id", "digest", "seq"),)
 
     import_id: int = Field(foreign_key="importrun.id", primary_key=True)
     seq: int = Field(primary_key=True)

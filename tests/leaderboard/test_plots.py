@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
@@ -15,6 +16,7 @@ from leaderboard.matrices import pairwise_matrices
 from leaderboard.plots import (
     contrast_ratio,
     label_colour,
+    label_step,
     plot_average_win_rates,
     plot_battle_counts,
     plot_bootstrap,
@@ -56,7 +58,10 @@ def test_hundred_models_stay_legible() -> None:
         canvas.draw()  # type: ignore[no-untyped-call]
         ax = fig.axes[0]
         ticks = ax.get_yticklabels()
-        assert len(ticks) == 100
+        # Too many rows for a name each on the grid: every k-th row is named, in order from the best.
+        step = int(ax.get_yticks()[1] - ax.get_yticks()[0])
+        assert 1 < step < 100
+        assert [t.get_text() for t in ticks] == [names[k] for k in range(0, 100, step)]
         assert min(float(t.get_fontsize()) for t in ticks) >= MIN_LABEL_POINTS
         # Neighbouring labels must not overlap: their boxes are separated vertically.
         boxes = sorted((t.get_window_extent() for t in ticks), key=lambda b: b.y0)
@@ -175,7 +180,11 @@ def test_sixty_long_names_fit_without_clipping_or_overlap(tmp_path: Path) -> Non
         handmade_leaderboard(counts), rounds=np.random.default_rng(0).normal(1000, 30, (50, N_LONG))
     )
     order = [board.models[i] for i in board.order()]
+    # The heatmaps name the first row and column whatever the step: the names with markup go there.
+    markup = names[-2:]
+    order = [*markup, *(name for name in order if name not in markup)]
     m = pairwise_matrices(counts, board).reorder(order)
+    checked: set[str] = set()
     figures = {
         "ratings": plot_intervals(board),
         "observed": plot_win_rates(m.observed, order, title="Observed win rate"),
@@ -196,14 +205,18 @@ def test_sixty_long_names_fit_without_clipping_or_overlap(tmp_path: Path) -> Non
             assert inside and box.y1 <= frame.y1 + 1, (label, text.get_text(), box.bounds, frame.bounds)
         ax = fig.axes[0]
         y_boxes = [t.get_window_extent(renderer) for t in ax.get_yticklabels() if t.get_text()]
-        assert len(y_boxes) == N_LONG, label
+        assert 1 < len(y_boxes) < N_LONG, label  # every k-th of 60 rows is named
         assert _overlaps(y_boxes, "y") == 0, label
         x_names = [t for t in ax.get_xticklabels() if t.get_text() in names]
         assert _overlaps([t.get_window_extent(renderer) for t in x_names], "x") == 0, label
         assert all(not t.get_parse_math() for t in texts), label  # names are drawn literally
         svg = save_figure(fig, tmp_path / label, formats=("svg",))[0].read_text()
         # mathtext off: the markup is in the file as text, not as typeset glyphs
-        assert r"$\badcmd$" in svg and r"gpt$\mathbf{5}$" in svg, label
+        for name in markup:
+            if name in {t.get_text() for t in texts}:
+                assert name in svg, label
+                checked.add(name)
+    assert checked == set(markup)
 
 
 def test_small_heatmaps_only_number_cells_where_numbers_fit() -> None:
@@ -235,3 +248,46 @@ def test_interval_plot_marks_the_anchor() -> None:
     legend = plot_intervals(anchored).axes[0].get_legend()
     assert legend is not None and board.models[2] in legend.get_texts()[0].get_text()
     assert plot_intervals(board).axes[0].get_legend() is None
+
+
+def test_label_step_is_the_fewest_rows_a_name_fits_in() -> None:
+    name = 1.45 * 7.0 / 72.0  # a 7-point name's row: ROW_LINES label heights
+    assert label_step(name, 7.0) == 1
+    assert label_step(2.0 * name, 7.0) == 1
+    assert label_step(name / 2.0, 7.0) == 2
+    assert label_step(0.99 * name / 2.0, 7.0) == 3
+    with pytest.raises(ValueError, match="positive"):
+        label_step(0.0, 7.0)
+
+
+def _named_rows(fig: Figure) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_yticklabels()]
+
+
+def test_every_model_is_named_up_to_the_grid_and_every_kth_beyond() -> None:
+    for n_models in (34, 35, 100):
+        counts = simulated_counts(n_models=n_models, n_votes=20_000)
+        board = handmade_leaderboard(counts)
+        names = [board.models[i] for i in board.order()]
+        m = pairwise_matrices(counts, board).reorder(names)
+        for fig in (
+            plot_intervals(board),
+            plot_win_rates(m.observed, names, title="observed"),
+            plot_average_win_rates(m.observed, names),
+            plot_bootstrap(board),
+        ):
+            FigureCanvasAgg(fig).draw()  # type: ignore[no-untyped-call]
+            ax = fig.axes[0]
+            shown = _named_rows(fig)
+            if n_models <= 34:
+                assert len(shown) == n_models
+                continue
+            positions = ax.get_yticks()
+            step = int(positions[1] - positions[0])
+            assert positions.tolist() == list(range(0, n_models, step))
+            # every k-th row of the figure's own order (the average win-rate bars sort themselves)
+            assert len(set(shown)) == len(shown) < n_models and set(shown) <= set(names)
+            # Named rows are far enough apart, as drawn, for a name each (ROW_LINES label heights).
+            span = abs(ax.transData.transform((0, positions[1]))[1] - ax.transData.transform((0, 0))[1])
+            height = 1.45 * float(ax.get_yticklabels()[0].get_fontsize()) / 72.0 * fig.dpi
+            assert span >= height * (1 - 1e-6)

@@ -1,0 +1,50 @@
+"""In-memory occurrence counts of an import run's digests, against a plain dictionary count."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from votes.digest_counts import DigestCounts
+
+
+def _expected(digests: Sequence[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    keys = []
+    for d in digests:
+        keys.append(f"{d}-{seen.get(d, 0)}")
+        seen[d] = seen.get(d, 0) + 1
+    return keys
+
+
+def _run(digests: list[str], batch: int) -> list[str]:
+    counts = DigestCounts()
+    staged: dict[int, str] = {}
+    keys: list[str] = []
+
+    def fetch(seqs: Sequence[int]) -> Mapping[int, str]:
+        return {s: staged[s] for s in seqs}
+
+    for start in range(0, len(digests), batch):
+        part = digests[start : start + batch]
+        keys.extend(counts.keys(part, start, fetch))
+        staged.update(enumerate(part, start=start))
+    return keys
+
+
+def test_counts_repeats_within_and_across_batches() -> None:
+    rng = random.Random(3)
+    pool = [f"{rng.getrandbits(160):040x}" for _ in range(300)]
+    digests = [rng.choice(pool) for _ in range(2_000)]
+    for batch in (1, 7, 100, 2_000):
+        assert _run(digests, batch) == _expected(digests)
+
+
+def test_digests_sharing_their_first_64_bits_are_counted_apart() -> None:
+    rng = random.Random(4)
+    prefix = "ab" * 8
+    twins = [prefix + f"{rng.getrandbits(96):024x}" for _ in range(4)]
+    others = [f"{rng.getrandbits(160):040x}" for _ in range(20)]
+    digests = [rng.choice(twins + others) for _ in range(500)]
+    for batch in (1, 3, 50, 500):
+        assert _run(digests, batch) == _expected(digests)

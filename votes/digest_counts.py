@@ -1,0 +1,119 @@
+"""How many rows of an import run came before each row with the same digest, counted in memory.
+
+An import key is a row's digest and its occurrence number among identical rows of the file. Counting
+the earlier occurrences through an index of the staging table on (run, digest) cost more disk writes
+than anything else in an import: hash-ordered keys touch index pages all over the index in every
+short transaction. A run belongs to one process, so the counts are kept here instead, about 24 bytes
+per distinct digest: its first 64 bits, the sequence number of its first row and its count, in sorted
+numpy arrays merged like a log-structured tree (a few levels, each searched with ``searchsorted``).
+
+Two different digests can share 64 bits. A prefix already counted is therefore checked against the
+full digest of its first row (one primary-key look-up in the staging table, or this batch's own row);
+a digest whose prefix belongs to another is counted apart, exactly, in a small dictionary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["DigestCounts", "digest_prefixes"]
+
+#: Digests read from the database per look-up, for :class:`DigestCounts.keys`.
+FetchDigests = Callable[[Sequence[int]], Mapping[int, str]]
+
+_U64 = npt.NDArray[np.uint64]
+_I64 = npt.NDArray[np.int64]
+
+
+def digest_prefixes(digests: Iterable[str]) -> _U64:
+    """The first 64 bits of each hexadecimal digest."""
+    return np.fromiter((int(d[:16], 16) for d in digests), dtype=np.uint64)
+
+
+class _Level:
+    """One sorted run of distinct prefixes, with each one's first sequence number and count."""
+
+    __slots__ = ("counts", "prefixes", "seqs")
+
+    def __init__(self, prefixes: _U64, seqs: _I64, counts: _I64) -> None:
+        self.prefixes, self.seqs, self.counts = prefixes, seqs, counts
+
+    def find(self, prefixes: _U64) -> _I64:
+        """Each prefix's index in this level, or -1."""
+        at = np.searchsorted(self.prefixes, prefixes)
+        inside = at < len(self.prefixes)
+        found = np.zeros(len(prefixes), dtype=bool)
+        found[inside] = self.prefixes[at[inside]] == prefixes[inside]
+        return np.where(found, at, -1).astype(np.int64)
+
+
+class DigestCounts:
+    """Occurrence counts of the digests of one import run, in the order its rows are staged."""
+
+    def __init__(self) -> None:
+        self._levels: list[_Level] = []
+        # Digests whose 64-bit prefix belongs to an earlier, different digest (practically never).
+        self._apart: dict[str, int] = {}
+
+    def keys(self, digests: Sequence[str], first_seq: int, fetch: FetchDigests) -> list[str]:
+        """The import keys of a batch numbered from ``first_seq``: each digest and how many rows before
+        it (earlier batches' and this batch's) had the same digest. ``fetch`` returns the staged digests
+        of the given sequence numbers of this run (earlier batches only)."""
+        prefixes = digest_prefixes(digests)
+        # Each row's level (-1: none) and position in it; levels hold disjoint prefixes.
+        at_level = np.full(len(digests), -1, dtype=np.int64)
+        at = np.zeros(len(digests), dtype=np.int64)
+        first_seqs: list[int] = []
+        for number, level in enumerate(self._levels):
+            found = level.find(prefixes)
+            hit = found >= 0
+            at_level[hit], at[hit] = number, found[hit]
+            first_seqs.extend(level.seqs[found[hit]].tolist())
+        stored = fetch(sorted(set(first_seqs))) if first_seqs else {}
+        new: dict[int, list[int]] = {}  # prefix -> [first seq, count] for prefixes new in this batch
+        keys: list[str] = []
+        rows = zip(digests, prefixes.tolist(), at_level.tolist(), at.tolist(), strict=True)
+        for row, (digest, prefix, number, i) in enumerate(rows):
+            n = self._apart.get(digest)
+            if n is not None:
+                self._apart[digest] = n + 1
+            elif number >= 0:
+                level = self._levels[number]
+                if stored.get(int(level.seqs[i])) == digest:
+                    n = int(level.counts[i])
+                    level.counts[i] = n + 1
+                else:
+                    n, self._apart[digest] = 0, 1
+            elif (entry := new.get(prefix)) is not None:
+                if digests[entry[0] - first_seq] == digest:
+                    n = entry[1]
+                    entry[1] = n + 1
+                else:
+                    n, self._apart[digest] = 0, 1
+            else:
+                n = 0
+                new[prefix] = [first_seq + row, 1]
+            keys.append(f"{digest}-{n}")
+        if new:
+            self._push(new)
+        return keys
+
+    def _push(self, new: dict[int, list[int]]) -> None:
+        """Add a batch's new prefixes as a level, merging levels of similar size (amortised n log n)."""
+        prefixes = np.fromiter(new, dtype=np.uint64, count=len(new))
+        values = np.array(list(new.values()), dtype=np.int64).reshape(-1, 2)
+        order = np.argsort(prefixes, kind="stable")
+        level = _Level(prefixes[order], values[order, 0].copy(), values[order, 1].copy())
+        while self._levels and len(self._levels[-1].prefixes) <= 2 * len(level.prefixes):
+            last = self._levels.pop()
+            merged = np.concatenate([last.prefixes, level.prefixes])
+            order = np.argsort(merged, kind="stable")
+            level = _Level(
+                merged[order],
+                np.concatenate([last.seqs, level.seqs])[order],
+                np.concatenate([last.counts, level.counts])[order],
+            )
+        self._levels.append(level)
