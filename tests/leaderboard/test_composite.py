@@ -368,3 +368,18 @@ def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> No
             assert abs(np.mean(variances) / np.var(estimates) - 1) < 0.25
         else:
             assert abs(np.mean(p_values) - 0.5) < 0.05 and np.mean(estimates) < 0.01
+
+
+@pytest.mark.slow
+def test_the_estimated_spread_is_unbiased_on_boards_with_a_known_one() -> None:
+    """The loose fit measures the deviations at the view's smallest scale (``c delta``, ``c^2`` about
+    0.77 here); the estimate divides that out, so over many boards ``E tau_hat^2`` is the true one."""
+    from leaderboard.composite import estimate_deviation_sd
+
+    unit = 400 / np.log(10)
+    tau = 0.3
+    estimates = [
+        float(estimate_deviation_sd(_deviating_board(seed, tau)[0], CompositeOptions(ties=False))[0][1])
+        for seed in range(60)
+    ]
+    assert 0.85 < np.mean(np.square(estimates)) / (unit * tau) ** 2 < 1.15
