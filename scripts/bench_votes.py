@@ -101,7 +101,11 @@ def _count_votes(url: str) -> int:
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            return int(conn.execute(text("SELECT count(*) FROM vote")).scalar_one())
+            # Votes on golds and repeat battles are acknowledged like any vote but kept apart from `vote`.
+            return sum(
+                int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())  # noqa: S608
+                for table in ("vote", "goldvote", "repeatvote")
+            )
     finally:
         engine.dispose()
 

@@ -57,7 +57,7 @@ from sqlmodel import Session, SQLModel  # noqa: E402
 from leaderboard.data import OUTCOME_STRINGS  # noqa: E402
 from leaderboard.elo import EloConfig  # noqa: E402
 from votes.db import make_engine  # noqa: E402
-from votes.models import Model, Output, Prompt  # noqa: E402
+from votes.models import GoldVote, Model, Output, Prompt, RepeatVote  # noqa: E402
 from votes.ratings import replay_live_ratings  # noqa: E402
 from votes.tables import battle_t, vote_t  # noqa: E402
 from votes.views import live_standings  # noqa: E402
@@ -370,10 +370,19 @@ def check(engine: Engine, backend: str, tally: Tally) -> dict[str, Any]:
         rows = session.execute(
             select(vote_t.c.id, vote_t.c.battle_id, vote_t.c.winner, vote_t.c.idempotency_key)
         ).all()
-        by_id = {r[0]: (r[1], r[2]) for r in rows}
+        # Votes on golds and repeat battles are kept apart from `vote` (never counted), under the vote id
+        # their answer showed: an acknowledged one is found there, with its battle and winner.
+        apart = [
+            session.execute(
+                select(table.shown_vote_id, table.battle_id, table.winner, table.idempotency_key)  # type: ignore[call-overload]
+            ).all()
+            for table in (GoldVote, RepeatVote)
+        ]
+        every = [*rows, *(r for kind in apart for r in kind)]
+        by_id = {r[0]: (r[1], r[2]) for r in every}
         found = sum(1 for vid, expect in tally.acknowledged.items() if by_id.get(vid) == expect)
-        battles = [r[1] for r in rows]
-        keys = [r[3] for r in rows if r[3] is not None]
+        battles = [r[1] for r in every]
+        keys = [r[3] for r in every if r[3] is not None]
         tokens = (
             session.execute(select(battle_t.c.token_id).where(battle_t.c.token_id.is_not(None)))
             .scalars()
@@ -400,6 +409,7 @@ def check(engine: Engine, backend: str, tally: Tally) -> dict[str, Any]:
         "integrity_ok": ok,
         "integrity": detail,
         "votes_in_db": len(rows),
+        "votes_apart_in_db": len(every) - len(rows),
         "client_errors": tally.errors,
     }
 
