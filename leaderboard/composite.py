@@ -235,6 +235,9 @@ class _Layout:
     prior: FloatArray  # per free parameter, the prior's precision (0: none)
     random: FloatArray  # the part of ``prior`` that is a random effect's (the deviations), else 0
     centre: FloatArray  # per free parameter, the prior's mean (0 but in a bootstrap round)
+    # per free parameter, the deviations' Jacobian: the log posterior has ``- view_dims @ x``, non-zero
+    # only at the log discriminations of judges with deviations (:func:`_view_dims`)
+    view_dims: FloatArray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def sizes(self) -> tuple[int, int, int, int, int, int]:
@@ -308,10 +311,16 @@ def confounded_positions(data: CompositeData) -> dict[int, str]:
 
 
 def _layout(
-    data: CompositeData, options: CompositeOptions, deviation_sd: FloatArray | None = None
+    data: CompositeData,
+    options: CompositeOptions,
+    deviation_sd: FloatArray | None = None,
+    *,
+    loose: bool = False,
 ) -> _Layout:
     """The free parameters; ``deviation_sd`` per source (natural-log units, 0: no deviations) gives the
-    judges with deviations and their prior's spread (``None``: none)."""
+    judges with deviations and their prior's spread (``None``: none). ``loose``: the fit that measures
+    the deviations' spread, which sets the view's scale by the prior alone (no Jacobian,
+    :func:`_view_dims`)."""
     s = len(data.sources)
     present = np.unique(np.asarray(data.source))
     judges = present[present > 0]
@@ -344,6 +353,11 @@ def _layout(
             random,
         ]
     )
+    view_dims = np.zeros(len(prior))
+    if not loose and len(learn_dev) and len(learn_a):
+        view_dims[len(data.models) - 1 : len(data.models) - 1 + len(learn_a)] = _view_dims(
+            data, options, learn_a, learn_dev, learn_sp
+        )
     return _Layout(
         n_models=len(data.models),
         n_sources=s,
@@ -355,7 +369,43 @@ def _layout(
         prior=prior,
         random=np.concatenate([np.zeros(len(prior) - len(random)), random]),
         centre=np.zeros(len(prior)),
+        view_dims=view_dims,
     )
+
+
+def _view_dims(
+    data: CompositeData, options: CompositeOptions, learn_a: IntArray, learn_dev: IntArray, learn_sp: IntArray
+) -> FloatArray:
+    """Per learned discrimination, the number ``k_s`` of a judge's deviation directions its verdicts pin.
+
+    The deviations' prior is a density on ``delta``, but thousands of verdicts pin the judge's view
+    ``w = a_s (theta + delta)`` (``k_s`` dimensions: the models it saw, less the common shift and, with
+    a self-preference, the family direction the self-preference absorbs). Integrating the deviations out
+    in those coordinates brings the Jacobian ``|d delta / d w| = a_s^-k_s``, so the log posterior gets
+    ``-k_s log a_s``. Without it the joint mode shrinks every judge's view (and with it the ratings, which
+    it pins) towards a smaller scale: shrinking ``theta`` and ``delta`` together lowers the prior's
+    penalty ``|delta|^2 / 2 tau^2`` at first order, which the human votes alone resist; the mode then sets
+    ``(theta + delta) . delta = 0`` where the model has ``k_s tau^2``. The ratings came out compressed by
+    about 2% per judge (a panel of three: the extreme models' intervals covered far less than 95%,
+    ``scripts/composite_sim.py``)."""
+    src = np.asarray(data.source)
+    a = np.asarray(data.model_a)
+    b = np.asarray(data.model_b)
+    dev = set(learn_dev.tolist())
+    sp_ = set(learn_sp.tolist()) if options.self_preference else set()
+    out = np.zeros(len(learn_a))
+    for i, s in enumerate(learn_a.tolist()):
+        if s not in dev:
+            continue
+        rows = src == s
+        seen = np.unique(np.concatenate([a[rows], b[rows]]))
+        k = len(seen) - 1
+        family = data.family.get(s)
+        if family is not None and s in sp_ and data.model_family:
+            members = sum(data.model_family[m] == family for m in seen.tolist())
+            k -= int(0 < members < len(seen))
+        out[i] = max(k, 0)
+    return out
 
 
 @dataclass(frozen=True)
@@ -516,6 +566,7 @@ def _evaluate(
         tie_term = np.where(tie > 0, tie * log_nu[cells.src], 0.0)
     off = x - lay.centre
     value = float(np.sum(w * terms.ll0 + y * terms.eta + tie_term)) - 0.5 * float(lay.prior @ off**2)
+    value -= float(lay.view_dims @ x)
     if order < 1:
         return value, None, None
     p = lay.n_params
@@ -525,6 +576,7 @@ def _evaluate(
     local_g = terms.jac * g_eta[:, None]
     local_g[:, 5] = tie + w * terms.l_t
     grad: FloatArray = np.bincount(cols[on], weights=local_g[on], minlength=p) - lay.prior * off
+    grad -= lay.view_dims
     if order < 2:
         return value, grad, None
     jac = terms.jac
@@ -697,14 +749,14 @@ def fit_composite(
     whose prior enters the fit; the covariance then carries that spread (:func:`_fit_cells`).
     """
     _check_connected(data)
-    sd, p_value, loose = _deviation_spread(data, options, weights)
+    sd, p_value, loose, tau2_var = _deviation_spread(data, options, weights)
     lay = _layout(data, options, sd)
     cells = _cells(data, options, lay)
     if x0 is not None and len(x0) != lay.n_params:
         x0 = None
     if x0 is None and loose is not None:
         x0 = _carry(loose, lay)
-    fit = _fit_cells(data, options, lay, cells, cells.stats(weights), weights, with_cov, x0)
+    fit = _fit_cells(data, options, lay, cells, cells.stats(weights), weights, with_cov, x0, tau2_var)
     return replace(fit, deviation_p_value=p_value)
 
 
@@ -733,20 +785,23 @@ def estimate_deviation_sd(
     are measured against); DerSimonian and Laird's moments, generalised to correlated estimates
     (:func:`_spread_moments`), turn them into ``tau_s^2``: the spread beyond the sampling noise. A
     judge's discrimination is the steepness of its own view ``theta + delta``, whose scale the
-    deviations' prior sets (the deviations take the smallest size that explains the verdicts).
-    One closed-form step, not an iteration: the loose fit's deviations need no un-shrinking. Chosen over
+    deviations' prior sets (the deviations take the smallest size that explains the verdicts, which
+    understates the spread by ``c^2``, about 0.89 for a 50-point spread: :func:`_spread_moments` divides
+    it out). Closed form, no refit: the loose fit's deviations need no other un-shrinking. Chosen over
     the Laplace marginal likelihood for being one extra fit and no inner optimisation over ``tau``, and
     because moments do not collapse to 0 the way a maximum-likelihood variance can with few models. A
     spread below ``_MIN_DEVIATION_SD_ELO`` counts as 0: that judge gets no deviations at all, so when no
     judge deviates the fit is exactly the one without them.
     """
     _check_connected(data)
-    sd, p_value, _ = _deviation_spread(data, options, weights)
+    sd, p_value, _, _ = _deviation_spread(data, options, weights)
     unit = options.scale / np.log(options.base)
     return (np.zeros(len(data.sources)) if sd is None else unit * sd), p_value
 
 
-def _spread_moments(estimate: FloatArray, cov: FloatArray, directions: FloatArray) -> tuple[float, float]:
+def _spread_moments(
+    estimate: FloatArray, cov: FloatArray, directions: FloatArray, view_norm2: float = 0.0
+) -> tuple[float, float, float]:
     """The moment estimate of ``tau^2`` from one judge's loose deviations (``estimate``, covariance
     ``cov``) and Cochran's p-value: DerSimonian and Laird's estimator
     (:func:`leaderboard.judge_position.between_variance`) generalised to correlated estimates, which these
@@ -759,7 +814,21 @@ def _spread_moments(estimate: FloatArray, cov: FloatArray, directions: FloatArra
     the loose prior sets the deviations along them: their variance there is the prior's width, not
     noise, and they would count in the degrees of freedom without adding to ``Q``. With ``P`` that
     projection, ``M = (P V P)^+`` and ``r`` its rank, ``Q = d^T M d`` is chi-squared on ``r`` degrees of
-    freedom when the judge has no deviations, and ``E Q = r + tau^2 tr(M)`` otherwise.
+    freedom when the judge has no deviations, and ``E Q = r + tau^2 tr(M)`` otherwise, for fixed
+    directions.
+
+    The view's direction is not fixed: it is ``theta + delta``, the deviations' own. The loose fit sets
+    the view's scale so the deviations are as small as they can be (orthogonal to the view), which
+    measures ``c delta`` with ``c = |theta|^2 / (|theta|^2 + k tau^2)`` (``k = r + 1`` the directions
+    the verdicts pin, ``|theta|^2`` the squared length of the centred ratings, ``view_norm2``): the
+    moments give ``c^2 tau^2``, about 0.89 of ``tau^2`` for a 50-point spread on a board spread by 200
+    points. The final fit's prior has the model's scale (:func:`_view_dims`), so the moments are divided
+    by ``c^2``, with ``c`` from the estimate itself (two steps of the fixed point: the second moves it by
+    about 1%, a third by much less). ``view_norm2`` 0: no correction.
+
+    Third, the estimate's own sampling variance: ``Var Q = 2 tr((M S)^2)`` with ``S = P V P + tau^2 P``
+    the covariance of the projected deviations, over ``tr(M)^2``, times the ``c^-4`` of the correction
+    (:func:`_spread_uncertainty` carries it into the intervals).
     """
     basis, _ = np.linalg.qr(directions)
     proj = np.eye(len(estimate)) - basis @ basis.T
@@ -767,35 +836,45 @@ def _spread_moments(estimate: FloatArray, cov: FloatArray, directions: FloatArra
     precision = np.linalg.pinv((inner + inner.T) / 2, rcond=1e-10, hermitian=True)
     rank = int(np.linalg.matrix_rank(precision, hermitian=True))
     if rank < 1:
-        return 0.0, 1.0
+        return 0.0, 1.0, 0.0
     d = proj @ estimate
     q = float(d @ precision @ d)
     from scipy.stats import chi2
 
-    return max(0.0, (q - rank) / float(np.trace(precision))), float(chi2.sf(q, rank))
+    moments = max(0.0, (q - rank) / float(np.trace(precision)))
+    tau2 = moments
+    if view_norm2 > 0:
+        for _ in range(2):  # tau^2 = moments / c(tau^2)^2, c = |theta|^2 / (|theta|^2 + k tau^2)
+            tau2 = moments * (1.0 + (rank + 1) * tau2 / view_norm2) ** 2
+    spread = precision @ (inner + moments * proj)
+    scale = tau2 / moments if moments > 0 else 1.0
+    variance = 2.0 * float(np.sum(spread * spread.T)) / float(np.trace(precision)) ** 2 * scale**2
+    return tau2, float(chi2.sf(q, rank)), variance
 
 
 def _deviation_spread(
     data: CompositeData, options: CompositeOptions, weights: FloatArray | None
-) -> tuple[FloatArray | None, FloatArray, tuple[FloatArray, _Layout] | None]:
-    """``tau_s`` per source in natural-log units (``None``: no deviations), Cochran's p-values, and the
-    loose fit (free vector and layout) when one was run, a start for the final fit."""
+) -> tuple[FloatArray | None, FloatArray, tuple[FloatArray, _Layout] | None, FloatArray]:
+    """``tau_s`` per source in natural-log units (``None``: no deviations), Cochran's p-values, the
+    loose fit (free vector and layout) when one was run, a start for the final fit, and the sampling
+    variance of each estimated ``tau_s^2`` (0 where fixed or not estimated)."""
     n_sources = len(data.sources)
     p_value = np.full(n_sources, np.nan)
     unit = options.scale / np.log(options.base)
     judges = np.unique(np.asarray(data.source))
     judges = judges[judges > 0]
+    tau2_var = np.zeros(n_sources)
     if not options.deviations or not len(judges):
-        return None, p_value, None
+        return None, p_value, None, tau2_var
     if options.deviation_sd_elo is not None:
         if not np.isfinite(options.deviation_sd_elo) or options.deviation_sd_elo < 0:
             raise ValueError("deviation_sd_elo must be finite and non-negative")
         sd = np.zeros(n_sources)
         sd[judges] = options.deviation_sd_elo / unit
-        return sd, p_value, None
+        return sd, p_value, None, tau2_var
     loose_sd = np.zeros(n_sources)
     loose_sd[judges] = _LOOSE_DEVIATION_SD_ELO / unit
-    lay = _layout(data, options, loose_sd)
+    lay = _layout(data, options, loose_sd, loose=True)
     cells = _cells(data, options, lay)
     stats = cells.stats(weights)
     x, _, _ = _optimise(lay, cells, stats, options, None)
@@ -816,10 +895,14 @@ def _deviation_spread(
                 directions.append(member)
         if len(seen) < len(directions) + 2:
             continue
-        tau2, p_value[s] = _spread_moments(x[cols], bread[np.ix_(cols, cols)], np.stack(directions, axis=1))
+        centred = theta[seen] - theta[seen].mean()
+        tau2, p_value[s], variance = _spread_moments(
+            x[cols], bread[np.ix_(cols, cols)], np.stack(directions, axis=1), float(centred @ centred)
+        )
         tau = float(np.sqrt(tau2))
         sd[s] = tau if unit * tau >= _MIN_DEVIATION_SD_ELO else 0.0
-    return sd, p_value, (x, lay)
+        tau2_var[s] = variance if sd[s] > 0 else 0.0
+    return sd, p_value, (x, lay), tau2_var
 
 
 def _fit_cells(
@@ -831,15 +914,23 @@ def _fit_cells(
     weights: FloatArray | None,
     with_cov: bool,
     x0: FloatArray | None,
+    tau2_var: FloatArray | None = None,
 ) -> CompositeFit:
     """Fit on the cells and, with ``with_cov``, the covariance ``B (M + P) B``: ``B`` the inverse of the
     penalised information (the deviations' prior included), ``M`` the battle-clustered score products and
     ``P`` the deviations' prior precision. ``P`` is the variance of the prior's score when the deviations
     are random (``delta ~ N(0, tau^2)``); without it the sandwich would hold this judge's deviations fixed
     and report how well the judge's own view is measured, not the human ratings. Under the model
-    ``M + P`` is about ``B^-1``, so the covariance is about the posterior one, which carries ``tau``."""
+    ``M + P`` is about ``B^-1``, so the covariance is about the posterior one, which carries ``tau``;
+    ``tau2_var`` (the sampling variance of each estimated ``tau_s^2``) adds what the plug-in spread
+    leaves out (:func:`_spread_uncertainty`)."""
     x, converged, n_iter = _optimise(lay, cells, stats, options, x0)
-    ll = _value(x, lay, cells, stats) + 0.5 * float(lay.prior @ (x - lay.centre) ** 2)  # the likelihood
+    # the likelihood: the log posterior less the priors and the deviations' Jacobian
+    ll = (
+        _value(x, lay, cells, stats)
+        + 0.5 * float(lay.prior @ (x - lay.centre) ** 2)
+        + float(lay.view_dims @ x)
+    )
     theta, log_a, pos, log_nu, sp_ = lay.split(x)
     unit = options.scale / np.log(options.base)
     p = lay.n_params
@@ -848,9 +939,13 @@ def _fit_cells(
     if with_cov:
         battle = np.arange(len(data.model_a)) if data.battle is None else np.asarray(data.battle)
         cluster = np.unique(battle, return_inverse=True)[1].astype(np.int64)
-        bread = np.linalg.pinv(-_hessian(x, lay, cells, stats))
+        info = -_hessian(x, lay, cells, stats)
+        bread = np.linalg.pinv(info)
         scores = _cluster_scores(x, lay, cells, cluster, weights)
-        cov = bread @ ((scores.T @ scores).toarray() + np.diag(lay.random)) @ bread
+        meat = (scores.T @ scores).toarray()
+        cov = bread @ (meat + np.diag(lay.random)) @ bread
+        if tau2_var is not None and np.any(tau2_var > 0):
+            cov = cov + _spread_uncertainty(x, info, meat, lay, tau2_var)
         se_full = _standard_errors(cov, lay, log_a)
     m, s = lay.n_models, lay.n_sources
     return CompositeFit(
@@ -880,6 +975,48 @@ def _fit_cells(
         deviation=unit * lay.deviation(x),
         deviation_p_value=np.full(s, np.nan),
     )
+
+
+def _spread_uncertainty(
+    x: FloatArray, info: FloatArray, meat: FloatArray, lay: _Layout, tau2_var: FloatArray
+) -> FloatArray:
+    """What the plug-in spread leaves out of the covariance: ``tau_s^2`` is estimated from about twenty
+    deviations per judge (a coefficient of variation near 0.5), and the covariance ``V(tau^2)`` treats it
+    as known. Second-order terms in the spread's sampling variance ``v_s`` (Kackar and Harville; Prasad
+    and Rao), per judge:
+
+    - ``J v_s J^T`` with ``J = d x / d tau_s^2 = B_(., s) (x_s - centre_s) / tau_s^4``: the ratings move
+      with the estimated spread (how far to trust the judge against the humans);
+    - ``-V'' v_s / 2``: ``V`` is concave in ``tau^2`` (a judge's worth saturates), so by Jensen an
+      unbiased ``tau^2`` gives too small a covariance on average; ``V''`` by central differences at
+      ``tau^2 (1 +- 1/2)``, holding the fit (only the prior's precision changes in ``B`` and ``P``).
+
+    No quantile or inflation factor: both are expectations under the estimate's own sampling
+    distribution, and vanish when the spread is known or when the judge's deviations are many."""
+    plain = info - np.diag(lay.random)
+
+    def sandwich(random: FloatArray) -> tuple[FloatArray, FloatArray]:
+        bread = np.asarray(np.linalg.pinv(plain + np.diag(random)), dtype=np.float64)
+        out: FloatArray = bread @ (meat + np.diag(random)) @ bread
+        return out, bread
+
+    base, bread = sandwich(lay.random)
+    extra = np.zeros_like(base)
+    for s in lay.learn_dev.tolist():
+        var = float(tau2_var[s])
+        if not var > 0:
+            continue
+        block = lay.deviation_block(s)
+        t = 1.0 / float(lay.random[block[0]])
+        moved = []
+        for tt in (1.5 * t, 0.5 * t):
+            random = lay.random.copy()
+            random[block] = 1.0 / tt
+            moved.append(sandwich(random)[0])
+        second = (moved[0] - 2.0 * base + moved[1]) / (0.5 * t) ** 2
+        jac = bread[:, block] @ (x[block] - lay.centre[block]) / t**2
+        extra += var * (np.outer(jac, jac) - 0.5 * second)
+    return extra
 
 
 def _random_variance(lay: _Layout) -> FloatArray:
@@ -924,7 +1061,8 @@ def bootstrap_composite(
     views, so each round also redraws the deviations' prior mean from ``N(0, tau_s^2)`` (a randomised
     prior: its score then varies by the prior precision, the ``P`` of the sandwich in :func:`_fit_cells`),
     with ``tau_s`` held at the full data's estimate (not re-estimated per round: that would cost a loose
-    fit per round and the spread's own uncertainty is second order here)."""
+    fit per round). So, unlike the sandwich (:func:`_spread_uncertainty`), these intervals leave out the
+    spread's own sampling uncertainty: with a panel of judges that is several points of coverage."""
     from leaderboard.bootstrap import draw_multinomial
     from leaderboard.intervals import percentile_intervals
 
@@ -932,7 +1070,7 @@ def bootstrap_composite(
     codes = np.unique(battle, return_inverse=True)[1].astype(np.int64)
     n_groups = int(codes.max()) + 1
     _check_connected(data)
-    sd, _, loose = _deviation_spread(data, options, None)
+    sd, _, loose, _ = _deviation_spread(data, options, None)
     lay = _layout(data, options, sd)
     cells = _cells(data, options, lay)
     per_cluster = cells.by_cluster(codes, n_groups)

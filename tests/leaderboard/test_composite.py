@@ -201,6 +201,11 @@ def test_analytic_gradient_and_hessian_match_finite_differences() -> None:
     )
     options = CompositeOptions()
     lay = _layout(data, options, np.array([0.0, 0.3, 0.2]))  # both judges' deviations, with their prior
+    # the deviations' Jacobian: five models less the common shift and the self-preferred family's
+    # direction per judge, only on the judges' log discriminations, and none in the loose fit
+    cut = len(data.models) - 1
+    assert lay.view_dims[cut : cut + 2].tolist() == [3.0, 3.0] and np.sum(lay.view_dims) == 6.0
+    assert not np.any(_layout(data, options, np.array([0.0, 0.3, 0.2]), loose=True).view_dims)
     lay = replace(lay, centre=np.random.default_rng(3).normal(0, 0.1, lay.n_params))  # a bootstrap round's
     cells = _cells(data, options, lay)
     stats = cells.stats(np.random.default_rng(1).random(1500) * 2)
@@ -338,7 +343,8 @@ def test_a_deviating_judge_widens_the_intervals_to_cover_the_human_ratings() -> 
 def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> None:
     """Correlated estimates (a shared rating error) with arbitrary values and huge variance along the
     directions only the prior sets (common shift, view, family): the moment estimate of tau^2 is unbiased
-    over many draws, and with no spread Cochran's p-value is uniform (mean 1/2)."""
+    over many draws, its reported sampling variance matches the spread of the estimates, and with no
+    spread Cochran's p-value is uniform (mean 1/2)."""
     from leaderboard.composite import _spread_moments
 
     rng = np.random.default_rng(5)
@@ -350,13 +356,30 @@ def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> No
     cov = noise + directions @ np.diag([1e4, 1e4, 1e4]) @ directions.T
     chol = np.linalg.cholesky(noise)
     for tau in (0.0, 0.3):
-        estimates, p_values = [], []
+        estimates, p_values, variances = [], [], []
         for _ in range(400):
             d = chol @ rng.normal(size=k) + tau * rng.normal(size=k) + directions @ rng.normal(0, 50, 3)
-            tau2, p = _spread_moments(d, cov, directions)
+            tau2, p, variance = _spread_moments(d, cov, directions)
             estimates.append(tau2)
             p_values.append(p)
+            variances.append(variance)
         if tau:
             assert abs(np.mean(estimates) / tau**2 - 1) < 0.1
+            assert abs(np.mean(variances) / np.var(estimates) - 1) < 0.25
         else:
             assert abs(np.mean(p_values) - 0.5) < 0.05 and np.mean(estimates) < 0.01
+
+
+@pytest.mark.slow
+def test_the_estimated_spread_is_unbiased_on_boards_with_a_known_one() -> None:
+    """The loose fit measures the deviations at the view's smallest scale (``c delta``, ``c^2`` about
+    0.77 here); the estimate divides that out, so over many boards ``E tau_hat^2`` is the true one."""
+    from leaderboard.composite import estimate_deviation_sd
+
+    unit = 400 / np.log(10)
+    tau = 0.3
+    estimates = [
+        float(estimate_deviation_sd(_deviating_board(seed, tau)[0], CompositeOptions(ties=False))[0][1])
+        for seed in range(60)
+    ]
+    assert 0.85 < np.mean(np.square(estimates)) / (unit * tau) ** 2 < 1.15
