@@ -51,6 +51,7 @@ from arena.commands.board_output import (
     progress_bar,
     summary_table,
 )
+from votes.collector import gc_paused
 
 if TYPE_CHECKING:
     from arena.publishing import FitOptions
@@ -419,7 +420,8 @@ def recompute(
     model_info: dict[str, dict[str, Any]] = {}
     since, until = _utc(since), _utc(until)
     started = time.perf_counter()
-    with progress_bar(not as_json) as bar:
+    # Batch work on arrays and plain values: the cyclic collector would only walk them (votes.collector).
+    with progress_bar(not as_json) as bar, gc_paused():
         reading = bar.add_task("reading votes", total=None)
         # (folder, counts, sha256 of its votes, its votes one per row for style control)
         parts: list[tuple[Path, Any, str | None, Any, Any]] = []
@@ -708,7 +710,7 @@ def publish(
     folder = snapshot_dir or Path(settings.snapshot_dir)
     try:
         clean_dead_runs(engine)  # a crashed import's rows never reach a board
-        with progress_bar(not as_json) as bar:
+        with progress_bar(not as_json) as bar, gc_paused():  # batch work: see votes.collector
             tasks: dict[str, Any] = {}
 
             def report(label: str, done: int, total: int) -> None:
