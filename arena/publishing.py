@@ -435,6 +435,8 @@ class StoredVotes(NamedTuple):
     judges: Battles | None = None
     clustering: dict[str, Any] | None = None
     flagged: dict[str, Any] | None = None
+    # every counted vote with its time, annotator and prompt (read for the clusters and the judges)
+    who: Battles | None = None
 
 
 def load_votes_with_texts(
@@ -470,7 +472,7 @@ def load_votes_with_texts(
     )
     from votes.db import read_only
     from votes.flagged import flagged_report
-    from votes.ledger import ledger_sha256
+    from votes.ledger import LedgerDigest, ledger_sha256
     from votes.queries import load_battles, load_pair_counts
     from votes.sources import battles_from_store
 
@@ -489,13 +491,18 @@ def load_votes_with_texts(
         counted = source_aware_filter(vote_filter) if by_source else vote_filter
         clustered = cluster.strip().lower() == "auto" or bool(parse_cluster(cluster))
         if clustered or judges:
-            who = load_battles(conn, filters=counted, who=True)
+            # the ledger's digest built from the same scan: the votes are read once, not twice
+            ledger = LedgerDigest(conn)
+            who = load_battles(conn, filters=counted, who=True, each_chunk=ledger.update)
+            digest = ledger.hexdigest(counted)
+        else:
+            digest = ledger_sha256(conn, counted)
         judged = judge_votes(conn, who) if judges and who is not None else None
         if bucket_seconds is None:
             counts = load_pair_counts(conn, filters=counted)
-        else:
-            counts = load_battles(conn, filters=counted).counts(bucket_seconds=bucket_seconds)
-        digest = ledger_sha256(conn, counted)
+        else:  # the same votes, read already with their annotators (who) when asked for
+            timed = who if who is not None else load_battles(conn, filters=counted)
+            counts = timed.counts(bucket_seconds=bucket_seconds)
         flagged_found = flagged_report(conn, vote_filter) if flagged else None
     # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
@@ -514,6 +521,7 @@ def load_votes_with_texts(
         judges=judged,
         clustering=record,
         flagged=flagged_found,
+        who=who,
     )
 
 
@@ -666,7 +674,7 @@ def publish_snapshot(
     (:func:`votes.gold_review.retire_golds`). Returns the stored (immutable) :class:`Snapshot` row.
     """
     from votes.annotated import source_aware_filter
-    from votes.battle_shares import weekly_battle_shares
+    from votes.battle_shares import battle_shares_of, weekly_battle_shares
     from votes.db import session_scope
     from votes.gold_review import retire_golds
     from votes.live_battles import availability_ledger
@@ -691,6 +699,12 @@ def publish_snapshot(
     stored = load_board_votes(engine, vote_filter, options, cluster)
     if stored.clusters is not None:
         options = replace(options, cluster=stored.clusters.label)
+    # the board's votes were read with their times already: counted from them, not read again
+    if stored.who is not None and not options.by_source:
+        weekly_shares = battle_shares_of(stored.who)
+    else:
+        weekly_shares = weekly_battle_shares(engine, vote_filter)
+    stored = stored._replace(who=None)  # the votes one by one are not needed past here
     root = Path(snapshot_dir)
     root.mkdir(parents=True, exist_ok=True)
     reconcile_snapshot_dir(engine, root)
@@ -712,7 +726,7 @@ def publish_snapshot(
             model_info=load_model_info(engine),
             agreement=stored.agreement,
             availability=availability_ledger(engine),
-            weekly_shares=weekly_battle_shares(engine, vote_filter),
+            weekly_shares=weekly_shares,
             by_source=stored.by_source,
             judges=stored.judges,
             clustering=stored.clustering,

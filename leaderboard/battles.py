@@ -146,8 +146,15 @@ def split_components(battles: Battles) -> list[Battles]:
     board per part, or the largest part alone.
     """
     m = len(battles.models)
-    graph = sp.csr_matrix((np.ones(len(battles)), (battles.model_a, battles.model_b)), shape=(m, m))
-    _, labels = connected_components(graph, directed=False)
+    # the graph from the pairs that met, not from every vote: ten million votes are a few thousand edges
+    pair = battles.model_a * m
+    pair += battles.model_b
+    met = np.flatnonzero(np.bincount(pair, minlength=m * m)) if m * m <= 50_000_000 else np.unique(pair)
+    del pair
+    graph = sp.csr_matrix((np.ones(met.size), (met // m, met % m)), shape=(m, m))
+    n_labels, labels = connected_components(graph, directed=False)
+    if n_labels == 1 and len(battles):
+        return [battles]  # one part holding every model: the battles as they are (taking all would copy)
     vote_label = labels[battles.model_a]
     parts: list[Battles] = []
     for label in np.unique(labels):

@@ -230,7 +230,9 @@ def aggregate_codes(
     n = len(models)
     ia = np.asarray(model_a, dtype=np.int64)
     ib = np.asarray(model_b, dtype=np.int64)
-    oc = np.asarray(outcome, dtype=np.int64)
+    oc = np.asarray(outcome)
+    if not np.issubdtype(oc.dtype, np.integer):
+        oc = oc.astype(np.int64)
     if not (ia.shape == ib.shape == oc.shape):
         raise ValueError("model_a, model_b and outcome must have the same length")
     if ia.size:
@@ -243,14 +245,19 @@ def aggregate_codes(
     w = None if weight is None else np.asarray(weight, dtype=np.float64)
     if w is not None and w.shape != ia.shape:
         raise ValueError("weight must have one value per battle")
-    key = (ia * n + ib) * 4 + oc
+    # the cell of each vote, computed in place: ten million votes make one array of keys, not four
+    key = ia * n
+    key += ib
+    key *= 4
+    key += oc
     size = n * n * 4
     side: npt.NDArray[np.bool_] | None = None
     if sided is not None:
         side = np.asarray(sided, dtype=bool)
         if side.shape != ia.shape:
             raise ValueError("sided must have one value per battle")
-        key = key * 2 + side
+        key *= 2
+        key += side
         size *= 2
     bucket: npt.NDArray[np.float64] | None = None
     if time is not None:
@@ -261,7 +268,8 @@ def aggregate_codes(
             raise ValueError("time must have one value per battle")
         b_index = np.floor(t / bucket_seconds).astype(np.int64)
         b_values, b_code = np.unique(b_index, return_inverse=True)
-        key = key * max(len(b_values), 1) + b_code
+        key *= max(len(b_values), 1)
+        key += b_code
         size *= max(len(b_values), 1)
         bucket = b_values.astype(np.float64) * bucket_seconds
     if size <= 50_000_000:

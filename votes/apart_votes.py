@@ -185,13 +185,7 @@ def record_apart_votes(
         voted_at = request.voted_at or utcnow()
         row: dict[str, Any] = {
             **own,
-            "annotator_id": b.annotator_id,
-            "winner": request.winner,
-            "created_at": voted_at,
-            "seconds_to_vote": max(0.0, (voted_at - b.issued_at).total_seconds()),
-            "client_hash": request.client_hash,
-            "address_hash": request.address_hash,
-            "idempotency_key": request.idempotency_key,
+            **request.recorded(voted_at),
             "live_elo": shown(request),
         }
         battle = {

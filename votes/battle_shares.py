@@ -11,15 +11,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import String, func, select, type_coerce
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 
+from leaderboard.battles import Battles
 from votes.bulk import column_chunks
 from votes.queries import VoteFilter, filter_votes, seconds_array
 from votes.tables import model_t, vote_t
 
-__all__ = ["weekly_battle_shares"]
+__all__ = ["battle_shares_of", "weekly_battle_shares"]
 
 _DAY = 86_400
 #: 1970-01-01 was a Thursday: day ``d`` since the epoch is ``(d + 3) % 7`` days after its Monday.
@@ -53,12 +55,37 @@ def weekly_battle_shares(
                 day = np.floor_divide(seconds_array(times), _DAY).astype(np.int64)
             else:
                 day = np.array(times, dtype=np.float64).astype(np.int64)
-            monday = day - (day + _THURSDAY) % 7
-            models = np.array(a_ids + b_ids, dtype=np.int64)
-            week_model = np.concatenate([monday, monday]) * _MODEL_SPAN + models
-            keys, counts = np.unique(week_model, return_counts=True)
-            for key, n in zip(keys.tolist(), counts.tolist(), strict=True):
-                sides[divmod(key, _MODEL_SPAN)] = sides.get(divmod(key, _MODEL_SPAN), 0) + n
+            _count_sides(sides, day, np.array(a_ids + b_ids, dtype=np.int64))
+    return _shares(sides, names)
+
+
+def battle_shares_of(battles: Battles) -> dict[str, dict[str, float]]:
+    """:func:`weekly_battle_shares` of votes already read (with their times, seconds since the epoch as
+    :func:`votes.queries.load_battles` reads them): a publish counts the board's own votes without
+    reading them again."""
+    if battles.time is None:
+        raise ValueError("weekly shares need each vote's time")
+    sides: dict[tuple[int, int], int] = {}
+    for start in range(0, len(battles.model_a), _CHUNK):
+        part = slice(start, start + _CHUNK)
+        day = np.floor_divide(battles.time[part], _DAY).astype(np.int64)
+        _count_sides(sides, day, np.concatenate([battles.model_a[part], battles.model_b[part]]))
+    return _shares(sides, dict(enumerate(battles.models)))
+
+
+def _count_sides(
+    sides: dict[tuple[int, int], int], day: npt.NDArray[np.int64], models: npt.NDArray[np.int64]
+) -> None:
+    """Add one chunk's sides to ``sides`` (week, model) -> count: ``day`` per vote, ``models`` the votes'
+    a sides then their b sides."""
+    monday = day - (day + _THURSDAY) % 7
+    week_model = np.concatenate([monday, monday]) * _MODEL_SPAN + models
+    keys, counts = np.unique(week_model, return_counts=True)
+    for key, n in zip(keys.tolist(), counts.tolist(), strict=True):
+        sides[divmod(key, _MODEL_SPAN)] = sides.get(divmod(key, _MODEL_SPAN), 0) + n
+
+
+def _shares(sides: dict[tuple[int, int], int], names: dict[int, str]) -> dict[str, dict[str, float]]:
     by_week: dict[int, dict[int, int]] = {}
     for (week, model), n in sides.items():
         by_week.setdefault(week, {})[model] = n

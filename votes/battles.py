@@ -140,6 +140,19 @@ class VoteRequest:
     # The id of the web request that carried the vote, so a writer process can log the commit under it.
     request_id: str | None = None
 
+    def recorded(self, voted_at: datetime) -> dict[str, Any]:
+        """What a vote row keeps of the request itself, whichever table it goes to: the annotator, the
+        answer, when it came and how long after the battle was issued, and the client's marks."""
+        return {
+            "annotator_id": self.battle.annotator_id,
+            "winner": self.winner,
+            "created_at": voted_at,
+            "seconds_to_vote": max(0.0, (voted_at - self.battle.issued_at).total_seconds()),
+            "client_hash": self.client_hash,
+            "address_hash": self.address_hash,
+            "idempotency_key": self.idempotency_key,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "battle": self.battle.to_dict(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -35,6 +35,7 @@ __all__ = [
     "CHUNK",
     "ImportCounts",
     "bulk_insert",
+    "bulk_insert_columns",
     "chunks",
     "column_chunks",
     "ensure_models",
@@ -43,7 +44,6 @@ __all__ = [
     "existing_prompts",
     "gc_paused",
     "member",
-    "without_null_columns",
 ]
 
 #: Values per look-up statement.
@@ -61,16 +61,6 @@ class ImportCounts:
     rows: int = 0
     #: New model names that differ only in case from an existing one: ``(new, existing)``.
     name_collisions: list[tuple[str, str]] = field(default_factory=list)
-
-
-def without_null_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop the columns that are None in every row: executemany then binds (and type-processes) less."""
-    if not rows:
-        return rows
-    keep = [k for k in rows[0] if any(row[k] is not None for row in rows)]
-    if len(keep) == len(rows[0]):
-        return rows
-    return [{k: row[k] for k in keep} for row in rows]
 
 
 def member(conn: Connection, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
@@ -193,8 +183,7 @@ def _sqlite_column(column_type: Any, values: list[Any]) -> list[Any]:
     microseconds, JSON text, 0/1. A type decorator (SQLModel's ``UTCDateTime``) is read through to the
     type it stores as: written raw, an aware datetime would be stored as ``... +00:00`` text, which sorts
     and compares differently from every other row's ``... .000000``."""
-    if isinstance(column_type, TypeDecorator):
-        column_type = column_type.impl_instance
+    column_type = _stored_type(column_type)
     if isinstance(column_type, DateTime):
         return [
             None if v is None else _naive_utc(v).isoformat(sep=" ", timespec="microseconds") for v in values
@@ -204,6 +193,22 @@ def _sqlite_column(column_type: Any, values: list[Any]) -> list[Any]:
     if isinstance(column_type, Boolean):
         return [None if v is None else int(v) for v in values]
     return values
+
+
+def _some_value(values: Sequence[Any]) -> bool:
+    if isinstance(values, list):
+        return values.count(None) != len(values)  # counted in C: a million rows in milliseconds
+    return any(v is not None for v in values)
+
+
+def _has_default(table: Table, name: str) -> bool:
+    column = table.c[name]
+    return column.default is not None or column.server_default is not None
+
+
+def _stored_type(column_type: Any) -> Any:
+    """The type a column stores as (through a type decorator)."""
+    return column_type.impl_instance if isinstance(column_type, TypeDecorator) else column_type
 
 
 def _naive_utc(moment: datetime) -> datetime:
@@ -240,26 +245,46 @@ def _json_texts(values: Sequence[Any]) -> list[Any]:
 
 
 def bulk_insert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert rows through the driver's bulk path, inside the caller's transaction: PostgreSQL ``COPY``
-    (psycopg's copy API), SQLite one prepared ``executemany`` of plain tuples. Both skip SQLAlchemy's
-    per-row parameter processing, which costs more than the insert itself at a million rows."""
+    """Insert rows (dictionaries keyed by column) through :func:`bulk_insert_columns`."""
     if not rows:
         return
     names = list(rows[0])
+    bulk_insert_columns(conn, table, {n: [row[n] for row in rows] for n in names})
+
+
+def bulk_insert_columns(
+    conn: Connection, table: Table, columns: Mapping[str, Sequence[Any]], *, stored: Collection[str] = ()
+) -> None:
+    """Insert rows given as columns (equal lengths) through the driver's bulk path, inside the caller's
+    transaction: PostgreSQL ``COPY`` (psycopg's copy API), SQLite one prepared ``executemany`` of plain
+    tuples. Both skip SQLAlchemy's per-row parameter processing, which costs more than the insert itself
+    at a million rows. Columns named in ``stored`` already hold what the column stores (JSON as its text,
+    a time as naive UTC ISO text with microseconds, a flag as 0/1) and are passed as they are."""
+    names = list(columns)
+    if not names or not len(columns[names[0]]):
+        return
+    # A column that is None in every row and has no default is left out: NULL all the same, and
+    # executemany then binds (and converts) less.
+    kept = [n for n in names if _has_default(table, n) or _some_value(columns[n])]
+    names = kept or names[:1]
     if conn.dialect.name == "postgresql":
-        json_columns = {c.name for c in table.columns if isinstance(c.type, JSON)}
+        json_columns = {c.name for c in table.columns if isinstance(c.type, JSON)} - set(stored)
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        columns = ", ".join(f'"{n}"' for n in names)
-        values = [[r[n] for r in rows] for n in names]
-        values = [_json_texts(v) if n in json_columns else v for n, v in zip(names, values, strict=True)]
-        with cursor, cursor.copy(f"COPY {table.name} ({columns}) FROM STDIN") as copy:  # nosec B608
+        header = ", ".join(f'"{n}"' for n in names)
+        values = [_json_texts(columns[n]) if n in json_columns else columns[n] for n in names]
+        for i, n in enumerate(names):  # stored times are naive UTC text: say UTC to a timestamptz column
+            if n in stored and isinstance(_stored_type(table.c[n].type), DateTime):
+                values[i] = [None if v is None else f"{v}+00:00" for v in values[i]]
+        with cursor, cursor.copy(f"COPY {table.name} ({header}) FROM STDIN") as copy:  # nosec B608
             for row in zip(*values, strict=True):
                 copy.write_row(row)
         return
     marks = ", ".join("?" for _ in names)
-    columns = ", ".join(f'"{n}"' for n in names)
-    converted = [_sqlite_column(table.c[n].type, [row[n] for row in rows]) for n in names]
+    header = ", ".join(f'"{n}"' for n in names)
+    converted = [
+        columns[n] if n in stored else _sqlite_column(table.c[n].type, list(columns[n])) for n in names
+    ]
     conn.exec_driver_sql(
-        f"INSERT INTO {table.name} ({columns}) VALUES ({marks})",  # nosec B608  # column names from the table
+        f"INSERT INTO {table.name} ({header}) VALUES ({marks})",  # nosec B608  # column names from the table
         list(zip(*converted, strict=True)),
     )

@@ -3,19 +3,24 @@
 :mod:`votes.records` validates every field of every row (conversations included), which is right for an
 import but costs tens of seconds on a million battles when a fit needs only ``model_a``, ``model_b`` and
 ``winner`` (plus ``language``, ``tstamp``, ``anony``, ``judge`` for filters and ``weight``/``sided``).
-Here pyarrow parses just those columns; the values are then checked as a whole (winner strings) and
-selected by :mod:`votes.selection`. A file pyarrow cannot read this way (a JSON array, irregular rows),
-a file of another shape (:mod:`votes.formats`), or one with a bad value goes through :mod:`votes.records`
-instead, which also gives the row-precise error messages.
+Here pyarrow parses just those columns a record batch at a time (a Parquet row group, a block of JSONL or
+CSV), and each batch is checked and reduced at once to integer codes against the column's distinct values
+(:class:`votes.selection.CodedColumn`) and float arrays, then selected by :mod:`votes.selection`: ten
+million votes hold a few hundred MB, never the file, an Arrow table and an object per value at once. The
+file's sha256 is hashed in a pass of its own, a chunk at a time. A file pyarrow cannot read this way (a
+JSON array, irregular rows), a file of another shape (:mod:`votes.formats`), or one with a bad value goes
+through :mod:`votes.records` instead, which also gives the row-precise error messages.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
+from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,10 +39,12 @@ from votes.records import (
     InputError,
     Refusal,
     detect_format,
+    input_chunks,
+    input_sha256,
     read_input_bytes,
     read_rows,
 )
-from votes.selection import BattleColumns, BattleFilter, record_columns, select_battles
+from votes.selection import BattleColumns, BattleFilter, CodedColumn, record_columns, select_battles
 
 __all__ = ["BattleRead", "read_agreement_columns", "read_battle_columns", "read_battles"]
 
@@ -84,25 +91,46 @@ class BattleRead:
     refused: tuple[Refusal, ...] = ()
 
 
-def _arrow_table(path: Path, data: bytes) -> pa.Table | None:
-    fmt = detect_format(path, data)
+#: Rows per record batch (and bytes per JSON/CSV block): large enough that the per-batch work on each
+#: batch's distinct values is nothing, small enough that a batch's Arrow memory is a few tens of MB.
+_BATCH_ROWS = 1 << 20
+_BLOCK_BYTES = 1 << 24
+_THREADS = True  # as pyarrow reads by default: its decoding spread over the cores
+
+
+def _record_batches(
+    path: Path, head: bytes, schema: pa.Schema, max_expanded: int | None
+) -> Iterator[pa.RecordBatch] | None:
+    """The needed columns of ``path`` one record batch at a time, as pyarrow parses them; None for a
+    format this path does not read (a JSON array). A plain file is read from disk as it is parsed, never
+    whole in memory; a gzipped JSONL or CSV file is decompressed as a stream (its expanded size was
+    bounded when it was hashed); a gzipped Parquet file, which needs random access, is gunzipped whole."""
+    fmt = detect_format(path, head)
+    gzipped = _gzipped(path)
     if fmt == "parquet":
-        schema = pq.read_schema(io.BytesIO(data))
-        wanted = [c for c in (*_NEEDED, *_OPTIONAL) if c in schema.names]
-        # text columns stay coded as Parquet stores them: a million names are never spelled out
-        coded = [c for c in wanted if pa.types.is_string(schema.field(c).type)]
-        return pq.read_table(io.BytesIO(data), columns=wanted, read_dictionary=coded)
+        source: Any = pa.BufferReader(read_input_bytes(path, max_expanded)) if gzipped else str(path)
+        parquet = pq.ParquetFile(source)
+        names = parquet.schema_arrow.names
+        wanted = [c for c in (*_NEEDED, *_OPTIONAL) if c in names]
+        # text columns stay coded as Parquet stores them: ten million names are never spelled out
+        coded = [c for c in wanted if pa.types.is_string(parquet.schema_arrow.field(c).type)]
+        parquet = pq.ParquetFile(source, read_dictionary=coded)
+        batches: Iterator[pa.RecordBatch] = parquet.iter_batches(
+            batch_size=_BATCH_ROWS, columns=wanted, use_threads=_THREADS
+        )
+        return batches
+    stream = pa.input_stream(str(path), compression="gzip" if gzipped else None)
     if fmt == "jsonl":
-        try:
-            options = pa_json.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
-            return pa_json.read_json(io.BytesIO(data), parse_options=options)
-        except pa.ArrowInvalid:  # numbered question ids (or a bad file: the second read fails too)
-            options = pa_json.ParseOptions(
-                explicit_schema=_SCHEMA_NUMBERED, unexpected_field_behavior="ignore"
-            )
-            return pa_json.read_json(io.BytesIO(data), parse_options=options)
+        read = pa_json.ReadOptions(block_size=_BLOCK_BYTES, use_threads=_THREADS)
+        options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+        lines: Iterator[pa.RecordBatch] = iter(
+            pa_json.open_json(stream, read_options=read, parse_options=options)
+        )
+        return lines
     if fmt == "csv":
-        header = data[: data.find(b"\n")].decode("utf-8-sig")
+        if b"\n" not in head:
+            return None  # a header alone, or one longer than a chunk: the careful path decides
+        header = head[: head.find(b"\n")].decode("utf-8-sig")
         names = {c.strip().strip('"') for c in header.strip().split(",")}
         wanted = [c for c in (*_NEEDED, *_OPTIONAL) if c in names]
         convert = pa_csv.ConvertOptions(
@@ -110,59 +138,126 @@ def _arrow_table(path: Path, data: bytes) -> pa.Table | None:
             column_types={c: _SCHEMA.field(c).type for c in wanted},
             strings_can_be_null=True,
         )
-        return pa_csv.read_csv(io.BytesIO(data), convert_options=convert)
+        read_csv = pa_csv.ReadOptions(block_size=_BLOCK_BYTES, use_threads=_THREADS)
+        rows: Iterator[pa.RecordBatch] = iter(
+            pa_csv.open_csv(stream, read_options=read_csv, convert_options=convert)
+        )
+        return rows
+    stream.close()
     return None
 
 
-def _shared_objects(column: pa.ChunkedArray) -> npt.NDArray[np.object_]:
-    """``column`` as an object array whose equal values are one Python object: coded in Arrow, then each
-    distinct value made once and the rows pointing to it. A million battles name a hundred models, so
-    this holds a hundred strings instead of a million (hundreds of MB less, and faster to hash)."""
-    whole = column.combine_chunks()
-    coded = whole if pa.types.is_dictionary(whole.type) else pc.dictionary_encode(whole)
-    values = np.empty(len(coded.dictionary) + 1, dtype=object)  # the last one stands for a null
-    values[:-1] = coded.dictionary.to_pylist()
-    codes = coded.indices.fill_null(len(coded.dictionary)).to_numpy(zero_copy_only=False)
-    out: npt.NDArray[np.object_] = values[codes]
+def _gzipped(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+class _Coder:
+    """Codes a text (or flag) column batch by batch against one growing list of distinct values: each
+    batch's own dictionary (Parquet's, or one Arrow makes) is mapped once, then its rows by index."""
+
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {}
+
+    def _code(self, value: Any) -> int:
+        return self.index.setdefault(value, len(self.index))
+
+    def codes(self, array: pa.Array) -> npt.NDArray[np.integer[Any]]:
+        if pa.types.is_null(array.type):
+            return np.full(len(array), self._code(None), dtype=self._width())
+        coded = array if pa.types.is_dictionary(array.type) else pc.dictionary_encode(array)
+        lookup = [self._code(v) for v in coded.dictionary.to_pylist()]
+        lookup.append(self._code(None) if coded.null_count else -1)  # where a null row points
+        rows = coded.indices.fill_null(len(lookup) - 1).to_numpy(zero_copy_only=False)
+        out: npt.NDArray[np.integer[Any]] = np.asarray(lookup, dtype=self._width())[rows]
+        return out
+
+    def _width(self) -> type[np.integer[Any]]:
+        """The narrowest codes for the values so far (a hundred models: one byte a battle); batches coded
+        narrower before more values came are widened when joined."""
+        known = len(self.index)
+        return np.int8 if known <= 127 else np.int16 if known <= 32_767 else np.int32
+
+    def values(self) -> npt.NDArray[np.object_]:
+        out = np.empty(len(self.index), dtype=object)
+        out[:] = list(self.index)  # in code order: a dict keeps the order of insertion
+        return out
+
+
+def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    """The parts as one array, the list emptied as it goes (a lone part is not copied)."""
+    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    parts.clear()
     return out
 
 
-def _table_columns(table: pa.Table) -> BattleColumns:
-    n = table.num_rows
+def _coded(coder: _Coder, parts: list[npt.NDArray[np.integer[Any]]], n: int) -> CodedColumn:
+    """A column from its batches' codes; one the file lacks, or has empty throughout, holds no code per
+    battle (:meth:`CodedColumn.missing`)."""
+    values = coder.values()
+    if not parts or (len(values) == 1 and values[0] is None):
+        return CodedColumn.missing(n)
+    return CodedColumn(_joined(parts), values)
 
-    def column(name: str) -> npt.NDArray[np.object_]:
-        if name not in table.column_names:
-            return np.full(n, None, dtype=object)
-        return _shared_objects(table.column(name))
 
-    def number(name: str, fill: float) -> npt.NDArray[np.float64]:
-        if name not in table.column_names:
-            return np.full(n, fill)
-        values = table.column(name).cast(pa.float64()).fill_null(fill)
-        return np.asarray(values.to_numpy(), dtype=np.float64)
+def _number(array: pa.Array, fill: float) -> npt.NDArray[np.float64]:
+    return np.asarray(array.cast(pa.float64()).fill_null(fill).to_numpy(zero_copy_only=False), np.float64)
 
-    question_id = np.full(n, None, dtype=object)
-    if "question_id" in table.column_names:
-        ids = table.column("question_id")
-        as_text = pa.types.is_string(ids.type) or pa.types.is_dictionary(ids.type)  # coded text
-        text = ids if as_text else ids.cast(pa.string())
-        question_id = _shared_objects(text)
-        question_id[question_id == ""] = None  # an empty id names no prompt, as on the careful path
-    if "sided" in table.column_names:
-        sided = np.asarray(table.column("sided").fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
-    else:
-        sided = np.ones(n, dtype=bool)
+
+def _reduce(batches: Iterator[pa.RecordBatch]) -> BattleColumns | None:
+    """The record batches reduced to battle columns as they come (codes and numbers; each batch's Arrow
+    memory freed before the next is read); None at the first batch that needs the careful path."""
+    coders = {name: _Coder() for name in ("model", "winner", "language", "anony", "judge", "question_id")}
+    coder_of = {"model_a": "model", "model_b": "model"}  # one list of names for both sides
+    parts: dict[str, list[npt.NDArray[Any]]] = {name: [] for name in (*_NEEDED, *_OPTIONAL)}
+    n = 0
+    for batch in batches:
+        names = batch.schema.names
+        if not all(c in names for c in _NEEDED) or any(batch.column(c).null_count for c in _NEEDED):
+            return None  # a missing name or winner (or a JSONL file of another shape): the careful path
+        if not _strings_pass(pa.Table.from_batches([batch])):
+            return None  # the careful path names the row
+        for name in names:
+            column = batch.column(name)
+            values: npt.NDArray[Any]
+            if name == "tstamp":
+                values = _number(column, np.nan)
+                if np.any((values < 0.0) | (values > TSTAMP_MAX)):
+                    return None  # the careful path names the row
+            elif name == "weight":
+                values = _number(column, 1.0)
+                if np.any(values <= 0) or not np.all(np.isfinite(values)):
+                    return None  # the careful path names the row
+            elif name == "sided":
+                values = np.asarray(column.fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
+            else:
+                if name == "question_id" and not (
+                    pa.types.is_string(column.type) or pa.types.is_dictionary(column.type)
+                ):
+                    column = column.cast(pa.string())  # numbered ids become text
+                values = coders[coder_of.get(name, name)].codes(column)
+            parts[name].append(values)
+        n += batch.num_rows
+    models = coders["model"].values()
+    questions = _coded(coders["question_id"], parts["question_id"], n)
+    questions.values[questions.values == ""] = None  # an empty id names no prompt, as on the careful path
+
+    def numbers(name: str, fill: float | bool, dtype: type[np.generic]) -> npt.NDArray[Any]:
+        if not parts[name]:  # not in the file: one broadcast value, no number per battle
+            return np.broadcast_to(np.asarray(fill, dtype=dtype), (n,))
+        return _joined(parts[name])
+
     return BattleColumns(
-        model_a=column("model_a"),
-        model_b=column("model_b"),
-        winner=column("winner"),
-        language=column("language"),
-        tstamp=number("tstamp", np.nan),
-        anony=column("anony"),
-        judge=column("judge"),
-        weight=number("weight", 1.0),
-        sided=sided,
-        question_id=question_id,
+        model_a=CodedColumn(_joined(parts["model_a"]), models),
+        model_b=CodedColumn(_joined(parts["model_b"]), models),
+        winner=_coded(coders["winner"], parts["winner"], n),
+        language=_coded(coders["language"], parts["language"], n),
+        tstamp=numbers("tstamp", np.nan, np.float64),
+        anony=_coded(coders["anony"], parts["anony"], n),
+        judge=_coded(coders["judge"], parts["judge"], n),
+        weight=numbers("weight", 1.0, np.float64),
+        sided=numbers("sided", True, np.bool_),
+        question_id=questions,
     )
 
 
@@ -200,29 +295,45 @@ def _strings_pass(table: pa.Table) -> bool:
     return True
 
 
-def _fast(path: Path, data: bytes, filters: BattleFilter) -> BattleRead | None:
-    """The columnar read of a Chatbot Arena file; None when the file needs the careful path."""
-    try:
-        table = _arrow_table(path, data)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+def _fast(
+    path: Path, digest: str, filters: BattleFilter, max_expanded: int | None = None
+) -> BattleRead | None:
+    """The columnar read of a Chatbot Arena file, batch by batch; None when the file needs the careful
+    path (which names a bad row). ``digest`` is the file's, for the result."""
+    with closing(input_chunks(path, max_expanded)) as chunks:  # the first chunk only, the file closed
+        head = next(chunks, b"")
+    cols = None
+    for schema in (_SCHEMA, _SCHEMA_NUMBERED):
+        try:
+            batches = _record_batches(path, head, schema, max_expanded)
+            if batches is None:
+                return None
+            cols = _reduce(batches)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, UnicodeDecodeError):
+            # JSONL with numbered question ids is read again with them as numbers; any other file (or a
+            # bad one, which fails again) goes to the careful path
+            if detect_format(path, head) != "jsonl":
+                return None
+            continue
+        break
+    if cols is None:
         return None
-    if table is None or not all(c in table.column_names for c in _NEEDED):
-        return None
-    if any(table.column(c).null_count == table.num_rows for c in _NEEDED):
-        return None  # JSONL read with a schema lists absent columns as all-null: another shape
-    if not _strings_pass(table):
-        return None  # the careful path names the row
-    cols = _table_columns(table)
-    if np.any(cols.weight <= 0) or not np.all(np.isfinite(cols.weight)):
-        return None  # the careful path names the row
-    if np.any((cols.tstamp < 0.0) | (cols.tstamp > TSTAMP_MAX)):
-        return None  # the careful path names the row
     battles, self_battles = select_battles(cols, filters)
     if self_battles.size:
         return None  # the careful path names the row
-    digest = hashlib.sha256(data).hexdigest()
     note = "Chatbot Arena battles read as they are (model_a shown on the left)"
-    return BattleRead(battles, digest, table.num_rows, "clean-battle", note)
+    return BattleRead(battles, digest, len(cols), "clean-battle", note)
+
+
+def _identity(path: Path) -> tuple[int, int, int, int]:
+    """What changes when a file is rewritten: its digest and its columns are read in separate passes."""
+    st = path.stat()
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _unchanged(path: Path, before: tuple[int, int, int, int]) -> None:
+    if _identity(path) != before:
+        raise InputError(path, None, "changed while it was being read; read it again")
 
 
 def read_battles(
@@ -264,13 +375,15 @@ def read_battles(
     filters = filters or BattleFilter()
     if not path.is_file():
         raise InputError(path, None, "no such file")
-    data = read_input_bytes(path, max_expanded)
+    before = _identity(path)
+    digest = input_sha256(path, max_expanded)  # streamed: a file of gigabytes is never whole in memory
     if source_format in (None, "clean-battle") and not skip_invalid:
         try:
-            fast = _fast(path, data, filters)
+            fast = _fast(path, digest, filters, max_expanded)
         except ValueError:
             fast = None  # a bad value (a winner, say): the careful path names its row
         if fast is not None:
+            _unchanged(path, before)
             return fast
     # The careful path: row-by-row validation with messages that name the bad row.
     fmt, rows = read_rows(path, max_expanded=max_expanded)
@@ -301,7 +414,7 @@ def read_battles(
         refused.append(Refusal(rec.where, reason))
     if shape == "clean-battle":
         note = "Chatbot Arena battles read as they are (model_a shown on the left)"
-    digest = hashlib.sha256(data).hexdigest()
+    _unchanged(path, before)
     return BattleRead(battles, digest, len(rows), shape, note, tuple(refused or ()))
 
 

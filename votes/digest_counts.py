@@ -29,8 +29,11 @@ _I64 = npt.NDArray[np.int64]
 
 
 def digest_prefixes(digests: Iterable[str]) -> _U64:
-    """The first 64 bits of each hexadecimal digest."""
-    return np.fromiter((int(d[:16], 16) for d in digests), dtype=np.uint64)
+    """The first 64 bits of each hexadecimal digest (decoded in one pass, not one number per digest)."""
+    heads = "".join(d[:16] for d in digests)
+    if len(heads) % 16:
+        raise ValueError("a digest shorter than 16 hexadecimal digits")
+    return np.frombuffer(bytes.fromhex(heads), dtype=">u8").astype(np.uint64)
 
 
 class _Level:
@@ -73,10 +76,19 @@ class DigestCounts:
             at_level[hit], at[hit] = number, found[hit]
             first_seqs.extend(level.seqs[found[hit]].tolist())
         stored = fetch(sorted(set(first_seqs))) if first_seqs else {}
+        # A row whose prefix no level holds and no other row of the batch shares is its digest's first
+        # occurrence (nearly every row of a file): its key is made without the walk below.
+        _, inverse, shared = np.unique(prefixes, return_inverse=True, return_counts=True)
+        alone = (at_level < 0) & (shared[inverse] == 1)
+        if self._apart:
+            alone &= np.array([d not in self._apart for d in digests], dtype=bool)
+        keys: list[str] = [f"{d}-0" for d in digests]
         new: dict[int, list[int]] = {}  # prefix -> [first seq, count] for prefixes new in this batch
-        keys: list[str] = []
-        rows = zip(digests, prefixes.tolist(), at_level.tolist(), at.tolist(), strict=True)
-        for row, (digest, prefix, number, i) in enumerate(rows):
+        prefix_list = prefixes.tolist()
+        for row in np.flatnonzero(alone).tolist():
+            new[prefix_list[row]] = [first_seq + row, 1]
+        for row in np.flatnonzero(~alone).tolist():
+            digest, prefix, number, i = digests[row], prefix_list[row], int(at_level[row]), int(at[row])
             n = self._apart.get(digest)
             if n is not None:
                 self._apart[digest] = n + 1
@@ -96,7 +108,7 @@ class DigestCounts:
             else:
                 n = 0
                 new[prefix] = [first_seq + row, 1]
-            keys.append(f"{digest}-{n}")
+            keys[row] = f"{digest}-{n}"
         if new:
             self._push(new)
         return keys

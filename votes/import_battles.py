@@ -10,6 +10,7 @@ identical rows of the file, so importing the same file again adds nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,13 +29,24 @@ from votes.bulk import (
     existing_prompts,
     member,
 )
+from votes.import_columns import CleanBatch, iso_times
 from votes.models import utcnow
 from votes.records import InputError, Message, canonical_json
 from votes.tables import annotator_t, import_created_t, output_t, prompt_t
 
-__all__ = ["IMPORT_ANNOTATOR_KIND", "StagedBatch", "row_digest", "stage_battle_batch"]
+__all__ = [
+    "IMPORT_ANNOTATOR_KIND",
+    "StagedBatch",
+    "StagedColumns",
+    "row_digest",
+    "stage_battle_batch",
+    "stage_clean_batch",
+]
 
 IMPORT_ANNOTATOR_KIND = "import"
+_MISSING: Any = object()
+#: What a staged battle keeps in ``extra``, in this order.
+_EXTRA = ("turn", "anony", "question_id")
 
 
 def _ensure_import_annotators(conn: Connection, judges: Iterable[str], created: list[int]) -> dict[str, int]:
@@ -110,11 +122,11 @@ def stage_battle_batch(
     *,
     first_seq: int,
     file: str | Path,
-    digests: Sequence[str] | None = None,
+    digests: Sequence[str],
 ) -> StagedBatch:
     """Resolve one batch's models, judges, prompts and outputs (creating the missing ones under the run)
     and return its battles as staging rows numbered from ``first_seq``, inside the caller's transaction.
-    ``digests`` (:func:`row_digest` of each record) may be computed before the transaction, so that the
+    ``digests`` (:func:`row_digest` of each record) are computed before the transaction, so that the
     writer lock is not held while hashing.
 
     Raises :class:`InputError` when a battle's conversation contradicts an answer already stored (by an
@@ -220,8 +232,6 @@ def stage_battle_batch(
         added.outputs += len(pairs)
 
     now = utcnow()
-    if digests is None:
-        digests = [row_digest(r) for r in records]
     for seq, (record, pkey, digest) in enumerate(
         zip(records, prompt_key, digests, strict=True), start=first_seq
     ):
@@ -256,3 +266,73 @@ def stage_battle_batch(
             }
         )
     return staged
+
+
+@dataclass
+class StagedColumns:
+    """A clean batch ready for ``importrow``, as columns (``stored``: those already in stored form)."""
+
+    columns: dict[str, list[Any]]
+    stored: frozenset[str]
+    counts: ImportCounts = field(default_factory=ImportCounts)
+
+
+def stage_clean_batch(
+    conn: Connection, run_id: int, batch: CleanBatch, *, first_seq: int, digests: Sequence[str]
+) -> StagedColumns:
+    """:func:`stage_battle_batch` of a batch checked as columns (no conversations, so nothing to store
+    besides models, judges and links to the prompts and catalog answers already stored): the same
+    staging values, computed per distinct value instead of per row."""
+    counts = ImportCounts()
+    created_models: list[int] = []
+    model_a, model_b = batch.model_a.tolist(), batch.model_b.tolist()
+    model_ids = ensure_models(conn, {*model_a, *model_b}, counts, created_models)
+    _record_created(conn, run_id, "model", created_models)
+    judges = batch.judge.tolist()
+    created_annotators: list[int] = []
+    annotator_ids = _ensure_import_annotators(conn, {j for j in judges if j is not None}, created_annotators)
+    _record_created(conn, run_id, "annotator", created_annotators)
+    question_ids = batch.question_id.tolist()
+    prompt_ids = existing_prompts(conn, {q for q in question_ids if q is not None})
+    outputs = existing_outputs(conn, prompt_ids.values()) if prompt_ids else {}
+    a_ids = [model_ids[m] for m in model_a]
+    b_ids = [model_ids[m] for m in model_b]
+    prompts = [prompt_ids.get(q) if q is not None else None for q in question_ids]
+    out_a: list[int | None] = [None] * len(batch)
+    out_b: list[int | None] = [None] * len(batch)
+    if outputs:
+        for i, (p, a, b) in enumerate(zip(prompts, a_ids, b_ids, strict=True)):
+            if p is not None:
+                found_a, found_b = outputs.get((p, a)), outputs.get((p, b))
+                out_a[i] = found_a[0] if found_a else None
+                out_b[i] = found_b[0] if found_b else None
+    extras: dict[tuple[Any, ...], str | None] = {}
+    extra: list[str | None] = []
+    for turn, anony, q, p in zip(
+        batch.turn.tolist(), batch.anony.tolist(), question_ids, prompts, strict=True
+    ):
+        key = (turn, anony, q if p is None else None)
+        text = extras.get(key, _MISSING)
+        if text is _MISSING:
+            values = {k: v for k, v in zip(_EXTRA, key, strict=True) if v is not None}
+            text = extras[key] = json.dumps(values, ensure_ascii=False) if values else None
+        extra.append(text)
+    n = len(batch)
+    columns: dict[str, list[Any]] = {
+        "import_id": [run_id] * n,
+        "seq": list(range(first_seq, first_seq + n)),
+        "digest": list(digests),
+        "prompt_id": prompts,
+        "output_a_id": out_a,
+        "output_b_id": out_b,
+        "model_a_id": a_ids,
+        "model_b_id": b_ids,
+        "annotator_id": [annotator_ids[j] if j is not None else None for j in judges],
+        "issued_at": iso_times(batch.tstamp, utcnow()),
+        "language": batch.language.tolist(),
+        "extra": extra,
+        "winner": batch.winner.tolist(),
+        "weight": batch.weight.tolist(),
+        "sided": batch.sided.tolist(),
+    }
+    return StagedColumns(columns, frozenset({"issued_at", "extra"}), counts)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 from sqlalchemy.engine import Engine
 
 from votes.battle_rows import SELF_BATTLE, BattleRecord, parse_battles
@@ -29,6 +30,7 @@ from votes.catalog_records import parse_catalog
 from votes.file_writers import write_rows
 from votes.formats import SourceFormat, detect_source_format, map_catalog_rows, map_source_rows
 from votes.import_catalog import import_catalog_records
+from votes.import_columns import CleanBatch, clean_batch, rows_table
 from votes.import_runs import BetweenBatches, import_battle_batches
 from votes.live import LiveConfig
 from votes.queries import VoteFilter, has_weights_or_sides, iter_catalog_rows, iter_vote_rows
@@ -41,7 +43,7 @@ from votes.records import (
     detect_kind,
     read_rows,
 )
-from votes.row_batches import BATCH_ROWS, iter_row_batches, peek_format
+from votes.row_batches import BATCH_ROWS, arrow_rows, iter_parquet_batches, iter_row_batches, peek_format
 from votes.selection import BattleFilter, keep_mask, record_columns
 
 __all__ = [
@@ -107,9 +109,16 @@ def import_file(
     """
     started = time.perf_counter()
     path = Path(path)
-    batches = iter_row_batches(path, fmt, max_expanded=max_expanded)
-    first = next(batches, None)
-    fmt, head = first if first is not None else (peek_format(path, fmt), [])
+    tables = _parquet_tables(path, fmt)
+    if tables is not None:  # read as Arrow batches: clean ones are checked and staged as columns
+        fmt = "parquet"
+        first_table = next(tables, None)
+        head = arrow_rows(first_table[1].slice(0, _HEAD_ROWS), first_table[0]) if first_table else []
+        batches: Iterator[tuple[FileFormat, list[tuple[str, dict[str, object]]]]] = iter(())
+    else:
+        batches = iter_row_batches(path, fmt, max_expanded=max_expanded)
+        first = next(batches, None)
+        fmt, head = first if first is not None else (peek_format(path, fmt), [])
     shape = detect_source_format(head) if source_format is None and kind != "catalog" else source_format
     kind = kind or (
         "battles" if shape is not None else (detect_catalog_kind(path, head) if head else "battles")
@@ -118,26 +127,48 @@ def import_file(
     tally = _Tally()
     prompt_ids: tuple[str, ...] = ()
     if kind == "battles":
-        if shape in (None, "clean-battle"):
-            row_batches: Iterable[list[tuple[str, dict[str, object]]]] = itertools.chain(
-                [head] if head else [], (rows for _, rows in batches)
-            )
+        read: Iterable[list[tuple[str, dict[str, object]]] | tuple[int, pa.RecordBatch]]
+        if shape in (None, "clean-battle") and tables is not None:
+            read = itertools.chain([first_table] if first_table else [], tables)
+        elif shape in (None, "clean-battle"):
+            read = itertools.chain([head] if head else [], (rows for _, rows in batches))
         else:  # other shapes are mapped over the whole file (a mapping may pair rows)
             _, all_rows = read_rows(path, fmt, max_expanded=max_expanded)
-            row_batches = [all_rows]
+            read = [all_rows]
         filters = filters or BattleFilter()
 
-        def record_batches() -> Iterator[list[BattleRecord]]:
-            for rows in row_batches:
-                with gc_paused():  # a batch's records are many small objects without cycles
-                    records, tally.note, _, n_filtered = _battle_records(
-                        path, fmt, rows, shape, refused, filters, baseline
-                    )
-                tally.n_rows += len(rows)
-                tally.n_filtered += n_filtered
-                tally.n_candidates += len(records)
-                for start in range(0, len(records), BATCH_ROWS):
-                    yield records[start : start + BATCH_ROWS]
+        def careful(rows: list[tuple[str, dict[str, object]]]) -> Iterator[list[BattleRecord]]:
+            with gc_paused():  # a batch's records are many small objects without cycles
+                records, tally.note, _, n_filtered = _battle_records(
+                    path, fmt, rows, shape, refused, filters, baseline
+                )
+            tally.n_rows += len(rows)
+            tally.n_filtered += n_filtered
+            tally.n_candidates += len(records)
+            for start in range(0, len(records), BATCH_ROWS):
+                yield records[start : start + BATCH_ROWS]
+
+        # JSON rows come typed: a batch of them is checked as columns too (CSV cells are text to convert).
+        typed_rows = shape == "clean-battle" and fmt in ("jsonl", "json")
+
+        def record_batches() -> Iterator[list[BattleRecord] | CleanBatch]:
+            for item in read:
+                if isinstance(item, list):
+                    table = rows_table(item) if typed_rows else None
+                else:
+                    first_row, table = item
+                clean = clean_batch(table) if table is not None and shape == "clean-battle" else None
+                if clean is not None:
+                    keep = keep_mask(clean.selection(), filters)
+                    kept = clean if keep.all() else clean.take(keep)
+                    if not kept.self_battles().any():  # else the careful path refuses them by row
+                        tally.n_rows += len(clean)
+                        tally.n_filtered += int((~keep).sum())
+                        tally.n_candidates += len(kept)
+                        for start in range(0, len(kept), BATCH_ROWS):
+                            yield kept[start : start + BATCH_ROWS]
+                        continue
+                yield from careful(item if isinstance(item, list) else arrow_rows(table, first_row))
 
         added = import_battle_batches(
             engine, record_batches(), file=path, elo_config=elo_config, between=between_batches
@@ -168,6 +199,22 @@ def import_file(
         name_collisions=tuple(added.name_collisions),
         prompt_ids=prompt_ids,
     )
+
+
+#: Rows a file's kind and shape are told from (as :func:`votes.formats.detect_source_format` reads them).
+_HEAD_ROWS = 50
+
+
+def _parquet_tables(path: Path, fmt: FileFormat | None) -> Iterator[tuple[int, pa.RecordBatch]] | None:
+    """A Parquet file's record batches (see :func:`votes.row_batches.iter_parquet_batches`); None for
+    a file in another format."""
+    if fmt not in (None, "parquet"):
+        return None
+    if not path.is_file():
+        raise InputError(path, None, "no such file")
+    if peek_format(path, fmt) != "parquet":
+        return None
+    return iter_parquet_batches(path, BATCH_ROWS)
 
 
 @dataclass

@@ -10,10 +10,10 @@ be checked against an export file (``sha256sum votes.jsonl``) or recomputed from
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,7 @@ from votes.records import rows_sha256
 from votes.tables import annotator_t, battle_t, generation_t, model_t, output_t, prompt_t, vote_t
 
 __all__ = [
+    "StoredChunk",
     "VoteFilter",
     "has_weights_or_sides",
     "JUDGE_KIND",
@@ -46,6 +47,25 @@ __all__ = [
     "robust_weight",
     "votes_sha256",
 ]
+
+
+class StoredChunk(NamedTuple):
+    """What :func:`load_battles` hands its ``each_chunk``: a chunk of votes, in vote-id order, as stored.
+
+    The model and annotator ids as arrays (annotator -1 for none); the outcome, time, weight (the vote's
+    own, whatever weighting the filter asks) and side as the driver gave them; ``micro`` the times in
+    microseconds since the epoch as :func:`seconds_array` read them (None where it read them one by one).
+    """
+
+    model_a: npt.NDArray[np.int64]
+    model_b: npt.NDArray[np.int64]
+    annotator: npt.NDArray[np.int64]
+    winner: Sequence[Any]
+    time: Sequence[Any]
+    micro: npt.NDArray[np.int64] | None
+    weight: Sequence[Any]
+    sided: Sequence[Any]
+
 
 _STREAM = 2000
 _CHUNK = 100_000
@@ -295,13 +315,18 @@ def load_battles(
     exclude_flagged: bool = False,
     filters: VoteFilter | None = None,
     who: bool = False,
+    each_chunk: Callable[[StoredChunk], None] | None = None,
 ) -> Battles:
     """Every selected vote as arrays, in vote-id order (for Elo replays, time weights, held-out splits).
 
     Models are the ones that appear in the selection, sorted by name. With ``who`` each vote also
     carries its annotator id and its battle's prompt id (-1 where there is none), what clustered
     intervals resample; the battle is then joined, so the plain read stays on the vote rows.
+    ``each_chunk`` (with ``who``) sees each chunk as stored (:class:`StoredChunk`), so what else needs
+    the same votes (the ledger's digest) does not read them again.
     """
+    if each_chunk is not None and not who:
+        raise ValueError("each_chunk reads the votes' annotators: ask for who")
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
     columns = [
@@ -315,10 +340,16 @@ def load_battles(
     ]
     votes = _weight(f)[1]
     base = select(*columns).select_from(votes)
+    own_weight = 5  # the weight column's place, when the filter leaves votes at their own weight
     if who:
-        base = select(
-            *columns, func.coalesce(vote_t.c.annotator_id, -1), func.coalesce(battle_t.c.prompt_id, -1)
-        ).select_from(votes.join(battle_t, vote_t.c.battle_id == battle_t.c.id))
+        extra: list[ColumnElement[Any]] = [
+            func.coalesce(vote_t.c.annotator_id, -1),
+            func.coalesce(battle_t.c.prompt_id, -1),
+        ]
+        if each_chunk is not None and _weight(f)[0] is not vote_t.c.weight:
+            own_weight = len(columns) + len(extra)
+            extra.append(vote_t.c.weight)
+        base = select(*columns, *extra).select_from(votes.join(battle_t, vote_t.c.battle_id == battle_t.c.id))
     stmt = filter_votes(base.order_by(vote_t.c.id), f, battle_joined=who)
     # Streamed in chunks straight into arrays: memory follows the arrays, not 10M Python row tuples.
     ids: list[npt.NDArray[np.int64]] = []
@@ -339,12 +370,26 @@ def load_battles(
         a_ids.append(np.array(columns_read[1], dtype=np.int64))
         b_ids.append(np.array(columns_read[2], dtype=np.int64))
         outcomes.append(np.fromiter(map(codes.__getitem__, winners), dtype=np.int8, count=len(winners)))
-        times.append(seconds_array(columns_read[4]))
+        micro = _micro_array(columns_read[4])
+        times.append(_seconds_one_by_one(columns_read[4]) if micro is None else micro / 1e6)
         weights.append(np.array(columns_read[5], dtype=np.float64))
         sides.append(np.array(columns_read[6], dtype=bool))
         if who:
             annotators.append(np.array(columns_read[7], dtype=np.int64))
             prompts.append(np.array(columns_read[8], dtype=np.int64))
+        if each_chunk is not None:
+            each_chunk(
+                StoredChunk(
+                    a_ids[-1],
+                    b_ids[-1],
+                    annotators[-1],
+                    winners,
+                    columns_read[4],
+                    micro,
+                    columns_read[own_weight],
+                    columns_read[6],
+                )
+            )
     vote_id = _concat(ids, np.int64)
     model_a_id = _concat(a_ids, np.int64)
     model_b_id = _concat(b_ids, np.int64)
@@ -443,14 +488,25 @@ def seconds_array(values: Sequence[datetime | str]) -> npt.NDArray[np.float64]:
     (microseconds since the epoch divided by a million: the same float as ``timestamp()``); a value numpy
     does not read exactly (a stored offset, a datetime from PostgreSQL) sends the chunk through
     :func:`_seconds` value by value."""
+    micro = _micro_array(values)
+    return _seconds_one_by_one(values) if micro is None else micro / 1e6
+
+
+def _micro_array(values: Sequence[datetime | str]) -> npt.NDArray[np.int64] | None:
+    """SQLite's stored times in microseconds since the epoch, parsed by numpy at once; None when a value
+    is not text numpy reads exactly."""
     if values and all(type(v) is str for v in values):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
-                micro = np.array(values, dtype="datetime64[us]").astype(np.int64)
-            return micro / 1e6
+                micro: npt.NDArray[np.int64] = np.array(values, dtype="datetime64[us]").astype(np.int64)
+            return micro
         except (ValueError, Warning):
             pass
+    return None
+
+
+def _seconds_one_by_one(values: Sequence[datetime | str]) -> npt.NDArray[np.float64]:
     return np.fromiter(map(_seconds, values), dtype=np.float64, count=len(values))
 
 

@@ -253,13 +253,7 @@ def _rows(request: VoteRequest, step: _EloStep) -> tuple[dict[str, Any], dict[st
     vote = {
         "model_a_id": b.model_a_id,  # the battle's facts, copied for the fit's covering index
         "model_b_id": b.model_b_id,
-        "annotator_id": b.annotator_id,
-        "winner": request.winner,
-        "created_at": voted_at,
-        "seconds_to_vote": max(0.0, (voted_at - b.issued_at).total_seconds()),
-        "client_hash": request.client_hash,
-        "address_hash": request.address_hash,
-        "idempotency_key": request.idempotency_key,
+        **request.recorded(voted_at),
         "live_elo": step.live_elo(),
     }
     return battle, vote

@@ -25,7 +25,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -53,6 +53,8 @@ __all__ = [
     "TSTAMP_MAX",
     "canonical_json",
     "load_json",
+    "input_chunks",
+    "input_sha256",
     "read_input_bytes",
     "text_cells",
     "check_columns",
@@ -121,31 +123,52 @@ class Refusal:
 # --------------------------------------------------------------------------------------------- reading
 
 
-def read_input_bytes(path: Path, max_expanded: int | None = None) -> bytes:
-    """The bytes of a file, gunzipped when it is gzip, decompressed in 1 MiB steps and refused as soon as
-    it expands beyond ``max_expanded`` bytes (:data:`MAX_EXPANDED_BYTES` by default), so a gzip bomb
-    costs at most the cap in memory and a fraction of a second."""
+def input_chunks(path: Path, max_expanded: int | None = None) -> Generator[bytes, None, None]:
+    """The bytes of a file in 1 MiB chunks, gunzipped when it is gzip, refused as soon as they expand
+    beyond ``max_expanded`` bytes (:data:`MAX_EXPANDED_BYTES` by default)."""
     cap = MAX_EXPANDED_BYTES if max_expanded is None else max_expanded
     with path.open("rb") as fh:
         if fh.read(2) != b"\x1f\x8b":
             fh.seek(0)
-            return fh.read()
+            while chunk := fh.read(_READ_CHUNK):
+                yield chunk
+            return
         fh.seek(0)
-        out = bytearray()
+        expanded = 0
         try:
             with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
                 while chunk := gz.read(_READ_CHUNK):
-                    out += chunk
-                    if len(out) > cap:
+                    expanded += len(chunk)
+                    if expanded > cap:
                         raise InputError(
                             path,
                             None,
                             f"expands to more than {cap:,} bytes when decompressed (the limit; raise it "
                             "with ARENA_MAX_EXPANDED_BYTES or --max-expanded-bytes)",
                         )
+                    yield chunk
         except (OSError, EOFError) as exc:
             raise InputError(path, None, f"not a valid gzip file ({exc})") from None
-        return bytes(out)
+
+
+def read_input_bytes(path: Path, max_expanded: int | None = None) -> bytes:
+    """The bytes of a file, gunzipped when it is gzip, decompressed in 1 MiB steps and refused as soon as
+    it expands beyond ``max_expanded`` bytes (:data:`MAX_EXPANDED_BYTES` by default), so a gzip bomb
+    costs at most the cap in memory and a fraction of a second."""
+    with path.open("rb") as fh:
+        if fh.read(2) != b"\x1f\x8b":
+            fh.seek(0)
+            return fh.read()
+    return b"".join(input_chunks(path, max_expanded))
+
+
+def input_sha256(path: Path, max_expanded: int | None = None) -> str:
+    """sha256 of what :func:`read_input_bytes` gives (``sha256sum``, or ``zcat | sha256sum`` of a gzipped
+    file), hashed a chunk at a time: the file is never whole in memory. Refuses what it refuses."""
+    digest = hashlib.sha256()
+    for chunk in input_chunks(path, max_expanded):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _open_bytes(path: Path, max_expanded: int | None = None) -> bytes:

@@ -31,7 +31,7 @@ from votes.records import (
     read_rows,
 )
 
-__all__ = ["BATCH_ROWS", "iter_row_batches", "peek_format"]
+__all__ = ["BATCH_ROWS", "arrow_rows", "iter_parquet_batches", "iter_row_batches", "peek_format"]
 
 #: Rows per batch: large enough that the per-batch statements are few, small enough to stay in memory.
 BATCH_ROWS = 50_000
@@ -183,15 +183,29 @@ def _csv_batches(path: Path, text: IO[str], size: int) -> Iterator[Rows]:
 
 
 def _parquet_batches(path: Path, size: int) -> Iterator[Rows]:
+    for first_row, batch in iter_parquet_batches(path, size):
+        yield arrow_rows(batch, first_row)
+
+
+def iter_parquet_batches(path: Path, size: int = BATCH_ROWS) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """A Parquet file's record batches of at most ``size`` rows, each with the number of its first row
+    (from 1); text columns stay dictionary-coded where the file codes them."""
     try:
-        reader = pq.ParquetFile(str(path))
-        number = 0
-        for batch in reader.iter_batches(batch_size=size):
-            rows: Rows = []
-            with gc_paused():  # a batch of plain dictionaries: no cycles for the collector to find
-                for record in batch.to_pylist():
-                    number += 1
-                    rows.append((f"row {number}", {k: v for k, v in record.items() if v is not None}))
-            yield rows
+        schema = pq.read_schema(str(path))
+        coded = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+        with pq.ParquetFile(str(path), read_dictionary=coded) as reader:
+            number = 1
+            for batch in reader.iter_batches(batch_size=size):
+                yield number, batch
+                number += batch.num_rows
     except (pa.ArrowException, OSError) as exc:
         raise InputError(path, None, f"not a readable Parquet file ({exc})") from None
+
+
+def arrow_rows(batch: pa.RecordBatch, first_row: int) -> Rows:
+    """A record batch as the careful path's rows: ``("row N", values without the nulls)``."""
+    rows: Rows = []
+    with gc_paused():  # a batch of plain dictionaries: no cycles for the collector to find
+        for number, record in enumerate(batch.to_pylist(), start=first_row):
+            rows.append((f"row {number}", {k: v for k, v in record.items() if v is not None}))
+    return rows

@@ -9,9 +9,10 @@ caller to refuse or report: they never vanish unnoticed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -21,9 +22,17 @@ from leaderboard.battles import Battles
 from leaderboard.data import OUTCOME_STRINGS
 from votes.battle_rows import BattleRecord
 
-__all__ = ["BattleColumns", "BattleFilter", "keep_mask", "record_columns", "select_battles"]
+__all__ = [
+    "BattleColumns",
+    "BattleFilter",
+    "CodedColumn",
+    "Text",
+    "keep_mask",
+    "record_columns",
+    "select_battles",
+]
 
-_CODES = {label: int(code) for code, label in OUTCOME_STRINGS.items()}
+_CODES: dict[str, int] = {label: int(code) for code, label in OUTCOME_STRINGS.items()}
 
 
 @dataclass(frozen=True)
@@ -56,28 +65,79 @@ class BattleFilter:
 
 
 @dataclass(frozen=True)
-class BattleColumns:
-    """A battles file as columns (object arrays hold ``None`` for a missing value)."""
+class CodedColumn:
+    """A text (or flag) column as one small integer per battle into its distinct values.
 
-    model_a: npt.NDArray[np.object_]
-    model_b: npt.NDArray[np.object_]
-    winner: npt.NDArray[np.object_]
-    language: npt.NDArray[np.object_]
+    Ten million battles name a hundred models: comparing and selecting on the hundred values and then
+    indexing by the codes does the work once per value, and the codes take 4 bytes a battle where an
+    object array takes 8 plus the objects. ``values`` may hold ``None`` (a missing value); equal values
+    appear once.
+    """
+
+    codes: npt.NDArray[np.integer[Any]]
+    values: npt.NDArray[np.object_]
+
+    def __len__(self) -> int:
+        return int(self.codes.shape[0])
+
+    @classmethod
+    def of(cls, objects: npt.NDArray[np.object_]) -> CodedColumn:
+        """``objects`` coded in order of first appearance (``None`` last, whether or not it occurs)."""
+        codes, uniques = pd.factorize(objects, use_na_sentinel=True)
+        values = np.empty(len(uniques) + 1, dtype=object)
+        values[:-1] = list(uniques)
+        codes[codes < 0] = len(uniques)
+        return cls(codes.astype(np.int32), values)
+
+    @classmethod
+    def missing(cls, n: int) -> CodedColumn:
+        """A column the file does not have: ``None`` for every battle, without a code per battle in memory
+        (the codes are one zero broadcast)."""
+        values = np.empty(1, dtype=object)
+        return cls(np.broadcast_to(np.int32(0), (n,)), values)
+
+    def where(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """Per battle, the entry of ``mask`` (one per distinct value) for its value."""
+        out: npt.NDArray[np.bool_] = np.asarray(mask, dtype=bool)[self.codes]
+        return out
+
+    def known(self) -> npt.NDArray[np.bool_]:
+        """Which distinct values are not missing."""
+        return np.fromiter((v is not None for v in self.values), dtype=bool, count=len(self.values))
+
+    def objects(self) -> npt.NDArray[np.object_]:
+        """The column spelled out, one object per battle (equal values one object)."""
+        out: npt.NDArray[np.object_] = self.values[self.codes]
+        return out
+
+
+#: A text (or flag) column: spelled out, one object per battle (``None`` for a missing value), as rows
+#: give it; or coded, as a file's record batches give it.
+Text: TypeAlias = CodedColumn | npt.NDArray[np.object_]
+
+
+@dataclass(frozen=True)
+class BattleColumns:
+    """A battles file as columns: text and flags as :data:`Text`, numbers as arrays.
+
+    Coded ``model_a`` and ``model_b`` that share one ``values`` array are compared by their codes; any
+    other pair is coded together first.
+    """
+
+    model_a: Text
+    model_b: Text
+    winner: Text
+    language: Text
     tstamp: npt.NDArray[np.float64]
-    anony: npt.NDArray[np.object_]
-    judge: npt.NDArray[np.object_]
+    anony: Text
+    judge: Text
     weight: npt.NDArray[np.float64]
     sided: npt.NDArray[np.bool_]
     #: the prompt each battle was on (text; None where the file has none)
-    question_id: npt.NDArray[np.object_] | None = None
+    question_id: Text | None = None
 
     def __len__(self) -> int:
-        return int(self.model_a.shape[0])
-
-
-def _member(values: npt.NDArray[np.object_], names: tuple[str, ...]) -> npt.NDArray[np.bool_]:
-    out: npt.NDArray[np.bool_] = pd.Series(values, dtype=object).isin(list(names)).to_numpy()
-    return out
+        return len(self.model_a)
 
 
 def record_columns(records: list[BattleRecord]) -> BattleColumns:
@@ -102,31 +162,79 @@ def record_columns(records: list[BattleRecord]) -> BattleColumns:
     )
 
 
+def _coded(column: Text) -> CodedColumn:
+    return column if isinstance(column, CodedColumn) else CodedColumn.of(column)
+
+
+def _models(cols: BattleColumns) -> tuple[CodedColumn, CodedColumn]:
+    """Both model columns coded against one list of names (a self-battle: two equal codes)."""
+    a, b = cols.model_a, cols.model_b
+    if isinstance(a, CodedColumn) and isinstance(b, CodedColumn) and a.values is b.values:
+        return a, b
+    spelled = [c.objects() if isinstance(c, CodedColumn) else c for c in (a, b)]
+    both = CodedColumn.of(np.concatenate(spelled))
+    n = len(a)
+    return CodedColumn(both.codes[:n], both.values), CodedColumn(both.codes[n:], both.values)
+
+
+#: a test of a column's values, one answer per value
+_Test: TypeAlias = Callable[[npt.NDArray[np.object_]], npt.NDArray[np.bool_]]
+
+
+def _where(column: Text, test: _Test) -> npt.NDArray[np.bool_]:
+    """``test`` of each battle's value: of each distinct value once when the column is coded."""
+    if isinstance(column, CodedColumn):
+        return column.where(test(column.values))
+    return np.asarray(test(column), dtype=bool)
+
+
+def _member(names: tuple[str, ...]) -> _Test:
+    def test(values: npt.NDArray[np.object_]) -> npt.NDArray[np.bool_]:
+        out: npt.NDArray[np.bool_] = pd.Series(values, dtype=object).isin(list(names)).to_numpy()
+        return out
+
+    return test
+
+
+def _equal(wanted: object) -> _Test:
+    def test(values: npt.NDArray[np.object_]) -> npt.NDArray[np.bool_]:
+        return np.asarray(values == wanted, dtype=bool)  # an object array: as Python compares each value
+
+    return test
+
+
 def keep_mask(cols: BattleColumns, f: BattleFilter) -> npt.NDArray[np.bool_]:
     """Which battles ``f`` keeps (self-battles included)."""
     keep = np.ones(len(cols), dtype=bool)
     if f.language is not None:
-        keep &= cols.language == f.language
+        keep &= _where(cols.language, _equal(f.language))
     if f.since is not None:
         keep &= cols.tstamp >= f.since.timestamp()
     if f.until is not None:
         keep &= cols.tstamp < f.until.timestamp()
     if f.anony_only:
-        keep &= cols.anony == True  # noqa: E712 (an object array: None and False are not anonymous)
+        keep &= _where(cols.anony, _equal(True))  # None and False are not anonymous
     if f.models is not None:
-        allowed = list(f.models)
-        keep &= (
-            pd.Series(cols.model_a).isin(allowed).to_numpy()
-            & pd.Series(cols.model_b).isin(allowed).to_numpy()
-        )
+        allowed = _member(f.models)
+        keep &= _where(cols.model_a, allowed) & _where(cols.model_b, allowed)
     if f.exclude_models:
-        banned = list(f.exclude_models)
-        keep &= ~(
-            pd.Series(cols.model_a).isin(banned).to_numpy() | pd.Series(cols.model_b).isin(banned).to_numpy()
-        )
+        banned = _member(f.exclude_models)
+        keep &= ~(_where(cols.model_a, banned) | _where(cols.model_b, banned))
     if f.judge is not None:
-        keep &= cols.judge == f.judge
+        keep &= _where(cols.judge, _equal(f.judge))
     return keep
+
+
+def _first_seen(
+    column: CodedColumn, rows: npt.NDArray[np.integer[Any]]
+) -> tuple[npt.NDArray[np.int64], list[Any]]:
+    """The values of ``rows`` (codes of ``column``) coded anew in order of first appearance, a missing
+    value -1; and the values in that order."""
+    seen, uniques = pd.factorize(rows)
+    known = column.known()[uniques]
+    renumber = np.cumsum(known, dtype=np.int64) - 1
+    renumber[~known] = -1
+    return renumber[seen], list(column.values[uniques[known]])
 
 
 def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.NDArray[np.int64]]:
@@ -140,7 +248,8 @@ def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.N
         If a selected battle has an unknown winner.
     """
     keep = keep_mask(cols, f)
-    self_battle = keep & (cols.model_a == cols.model_b)
+    model_a, model_b = _models(cols)
+    self_battle = keep & (model_a.codes == model_b.codes)
     keep &= ~self_battle
     every = bool(keep.all())
 
@@ -148,34 +257,49 @@ def select_battles(cols: BattleColumns, f: BattleFilter) -> tuple[Battles, npt.N
         """The kept rows of ``column``: the column itself when every row is kept (no copy of a million)."""
         return column if every else column[keep]
 
-    a, b, w = kept(cols.model_a), kept(cols.model_b), kept(cols.winner)
-    codes, names = pd.factorize(np.concatenate([a, b]), sort=True)
-    ia, ib = codes[: a.shape[0]], codes[a.shape[0] :]
-    outcome = pd.Series(w, dtype=object).map(_CODES)  # NaN for anything but the four strings
-    if outcome.isna().any():
-        bad = w[outcome.isna().to_numpy()][0]
+    a, b = kept(model_a.codes), kept(model_b.codes)
+    named = model_a.values
+    used = np.zeros(len(named), dtype=bool)
+    used[a] = True
+    used[b] = True
+    if used[~model_a.known()].any():
+        raise ValueError("a battle without a model name")
+    order = sorted(np.flatnonzero(used).tolist(), key=lambda code: named[code])  # by name
+    rank = np.full(len(named), -1, dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    names = [named[code] for code in order]
+    ia, ib = rank[a], rank[b]
+    winner = _coded(cols.winner)
+    w = kept(winner.codes)
+    by_value = np.asarray([_CODES.get(v, -1) if isinstance(v, str) else -1 for v in winner.values])
+    outcome = by_value.astype(np.int8)[w]
+    if (outcome < 0).any():  # anything but the four strings
+        bad = winner.values[w[np.flatnonzero(outcome < 0)[0]]]
         raise ValueError(f"unknown winner {bad!r}; expected one of {', '.join(map(repr, _CODES))}")
     weight = kept(cols.weight)
     sided = kept(cols.sided)
     stamps = kept(cols.tstamp)
-    judges = pd.Series(kept(cols.judge), dtype=object)
-    known = judges.notna().to_numpy()
+    judge = _coded(cols.judge)
+    judges = kept(judge.codes)
     annotator = None
     annotator_names: tuple[str, ...] = ()
-    if known.any():  # judges coded in order of first appearance; a battle without one is -1 (its own)
-        codes, uniques = pd.factorize(judges, use_na_sentinel=True)
-        annotator = np.asarray(codes, dtype=np.int64)
+    named_judge = judge.known()
+    if named_judge.any() and named_judge[judges].any():
+        # judges coded in order of first appearance; a battle without one is -1 (its own)
+        annotator, uniques = _first_seen(judge, judges)
         annotator_names = tuple(str(u) for u in uniques)
     prompt = None
     if cols.question_id is not None:
-        questions = pd.Series(kept(cols.question_id), dtype=object)
-        if questions.notna().any():  # prompts coded in order of first appearance; none is -1
-            prompt = np.asarray(pd.factorize(questions, use_na_sentinel=True)[0], dtype=np.int64)
+        question = _coded(cols.question_id)
+        questions = kept(question.codes)
+        named_prompt = question.known()
+        if named_prompt.any() and named_prompt[questions].any():  # coded by first appearance; none -1
+            prompt = _first_seen(question, questions)[0]
     battles = Battles(
         models=tuple(str(n) for n in names),
         model_a=ia,
         model_b=ib,
-        outcome=np.asarray(outcome.to_numpy(), dtype=np.int8),
+        outcome=outcome,
         # times only when every battle has one: the time split and online raters need a full clock
         time=stamps if np.all(np.isfinite(stamps)) else None,
         weight=None if np.all(weight == 1.0) else weight,

@@ -32,12 +32,23 @@ def open_store(settings: Settings) -> Engine:
     """An engine on an up-to-date schema: the embedded SQLite store is migrated on the spot; any other
     database must have been upgraded with ``arena db upgrade`` (a clear error otherwise)."""
     from votes.db import is_sqlite, make_engine
-    from votes.migrate import current_revision, head_revision, upgrade_database
+    from votes.schema_head import at_newest_revision
 
     url = settings.database_url
     if is_sqlite(url):
-        upgrade_database(url)
+        # checked on an engine of its own, as the upgrade uses its own: the store's engine starts unused
+        checked = make_engine(url)
+        try:
+            current = at_newest_revision(checked)
+        finally:
+            checked.dispose()
+        if not current:  # Alembic (and its import) only when there is work
+            from votes.migrate import upgrade_database
+
+            upgrade_database(url)
         return make_engine(url)
+    from votes.migrate import current_revision, head_revision
+
     engine = make_engine(url)
     try:
         revision = current_revision(engine)

@@ -186,3 +186,81 @@ def test_imported_times_are_stored_as_every_other_row_stores_them(engine: Engine
             raw = conn.exec_driver_sql("SELECT created_at FROM vote ORDER BY id LIMIT 1").scalar_one()
             assert raw == "2023-11-14 22:13:21.000000"
     assert stored[0] is not None and stored[0].isoformat() == "2023-11-14T22:13:21+00:00"
+
+
+def test_keys_merged_by_another_run_after_staging_are_not_added_twice(engine: Engine, tmp_path: Path) -> None:
+    """A run stages its rows as new; another import merges some of the same rows before this run's merge
+    steps: those steps look again, and every row ends up stored once."""
+    whole = battles_file(tmp_path / "whole.jsonl", 200, seed=3)
+    part = tmp_path / "part.jsonl"
+    lines = whole.read_text(encoding="utf-8").splitlines(keepends=True)
+    part.write_text("".join(lines[::3]), encoding="utf-8")  # every third row of the same file
+    staged = 200 // BATCH
+    calls = 0
+
+    def other_import() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == staged:  # all staged (as new), nothing merged yet
+            assert import_file(engine, part).n_added == len(lines[::3])
+
+    report = import_file(engine, whole, between_batches=other_import)
+    assert report.n_added == 200 - len(lines[::3])
+    counts = _store(engine)
+    assert counts["battle"] == counts["vote"] == 200
+    assert import_file(engine, whole).n_added == 0
+
+
+def test_a_run_stopped_mid_merge_leaves_another_runs_battles(engine: Engine, tmp_path: Path) -> None:
+    """Rows staged as new but not merged when the run stops are not taken for the run's own, even when
+    another run stored the same rows meanwhile: the rollback removes only what this run merged."""
+    whole = battles_file(tmp_path / "whole.jsonl", 200, seed=4)
+    lines = whole.read_text(encoding="utf-8").splitlines(keepends=True)
+    tail = tmp_path / "tail.jsonl"
+    tail.write_text("".join(lines[150:]), encoding="utf-8")
+    staged = 200 // BATCH
+    calls = 0
+
+    def interfere() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == staged:
+            import_file(engine, tail)  # rows this run staged as new, stored by another run
+        if calls == staged + 2:  # two merge steps done
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        import_file(engine, whole, between_batches=interfere)
+    counts = _store(engine)
+    assert counts["battle"] == counts["vote"] == 50  # the other run's rows, all of them
+    assert counts["importrow"] == counts["importrun"] == 0
+
+
+def test_a_dead_run_from_before_merge_progress_was_recorded_is_removed_whole(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run left by an older version (flags set only on merged rows, no merge progress) loses every
+    battle it merged when the next import cleans it up."""
+    before = _store(engine)
+    calls = 0
+
+    def die() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 12:
+            raise Crash("killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)
+        with pytest.raises(Crash):
+            import_file(engine, battles_file(tmp_path / "dead.jsonl", 400), between_batches=die)
+    with engine.begin() as conn:  # what an older version left: no progress rows, unmerged rows unflagged
+        progress = import_created_t.c.kind == "merged"
+        merged = conn.scalar(select(func.max(import_created_t.c.row_id)).where(progress))
+        assert merged is not None and 0 < merged < 400
+        conn.execute(import_created_t.delete().where(progress))
+        conn.execute(update(import_row_t).where(import_row_t.c.seq >= merged).values(fresh=None))
+        conn.execute(update(import_run_t).values(heartbeat_at=utcnow() - timedelta(hours=1)))
+    assert _store(engine)["vote"] == before["vote"] + merged
+    import_file(engine, battles_file(tmp_path / "other.jsonl", 10, seed=5))
+    assert _store(engine)["vote"] == before["vote"] + 10

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from tests.factories import write_jsonl
+from votes.battle_shares import battle_shares_of, weekly_battle_shares
 from votes.columns import read_battles
 from votes.io import import_file
-from votes.ledger import LEDGER_HEADER, iter_ledger_blocks, ledger_sha256, write_ledger
+from votes.ledger import LEDGER_HEADER, LedgerDigest, iter_ledger_blocks, ledger_sha256, write_ledger
 from votes.queries import VoteFilter, load_battles
 
 # Model names a CSV would misread (formula starts are refused at the door; judges below carry them).
@@ -89,3 +92,74 @@ def test_ledger_digest_follows_the_filter_and_new_votes(engine: Engine, tmp_path
 def test_empty_store_ledger_is_the_header(engine: Engine, tmp_path: Path) -> None:
     n, digest = write_ledger(engine, tmp_path / "empty.csv")
     assert n == 0 and digest == hashlib.sha256(LEDGER_HEADER.encode()).hexdigest()
+
+
+def _scan_digest(engine: Engine, filters: VoteFilter | None) -> tuple[str, str, bool]:
+    """The ledger digest built from the board's scan, the ledger statement's, and whether the scan's
+    columns were formatted (not read again)."""
+    with engine.connect() as conn:
+        ledger = LedgerDigest(conn)
+        load_battles(conn, filters=filters, who=True, each_chunk=ledger.update)
+        formatted = ledger._usable
+        return ledger.hexdigest(filters), ledger_sha256(conn, filters), formatted
+
+
+FILTERS = (
+    None,
+    VoteFilter(exclude_flagged=True),
+    VoteFilter(annotators=("all",)),  # the judges' votes and their label cells too
+    VoteFilter(language="German"),
+    VoteFilter(exclude_flagged=True, flagged_weight=0.5),  # the board's weights differ from the ledger's
+)
+
+
+@pytest.mark.parametrize("filters", FILTERS)
+def test_ledger_digest_from_the_scan_is_the_ledger_statements(
+    engine: Engine, tmp_path: Path, filters: VoteFilter | None
+) -> None:
+    rows = _rows(400)
+    # fractions SQLite rounds to the next second before strftime('%s'), and ones it does not
+    for k, fraction in enumerate((0.9996, 0.9994, 0.999999, 0.5, 0.0)):
+        rows[k]["tstamp"] = 1.7e9 + 10 * k + fraction
+    rows[10]["weight"] = 1 / 3
+    rows[11]["weight"] = 2.0
+    import_file(engine, write_jsonl(tmp_path / "battles.jsonl", rows))
+    scanned, statement, formatted = _scan_digest(engine, filters)
+    assert scanned == statement
+    assert formatted == (engine.dialect.name == "sqlite")  # PostgreSQL reads the ledger statement
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "2023-11-14T22:13:20.250000",  # another form SQLite reads: its own text goes into the cell
+        "2023-11-14 22:13:20",  # no fraction
+        "2023-11-14 22:13:20.999500",  # exactly where SQLite's millisecond rounding may go either way
+        "1969-12-31 23:59:59.250000",  # before 1970
+    ],
+)
+def test_ledger_digest_reads_the_statement_for_times_it_does_not_format(
+    engine: Engine, tmp_path: Path, stored: str
+) -> None:
+    if engine.dialect.name != "sqlite":
+        pytest.skip("stored time text is SQLite's")
+    import_file(engine, write_jsonl(tmp_path / "battles.jsonl", _rows(50)))
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE vote SET created_at = :t WHERE id = (SELECT MAX(id) FROM vote)"), {"t": stored}
+        )
+    scanned, statement, formatted = _scan_digest(engine, None)
+    assert scanned == statement
+    assert not formatted
+
+
+def test_weekly_shares_of_the_scan_are_the_stored_shares(engine: Engine, tmp_path: Path) -> None:
+    rows = _rows(300)
+    for k, row in enumerate(rows):
+        row["tstamp"] = 1.7e9 + k * 7_919.5  # some three weeks and a half
+    import_file(engine, write_jsonl(tmp_path / "battles.jsonl", rows))
+    with engine.connect() as conn:
+        who = load_battles(conn, filters=VoteFilter(), who=True)
+    shares = battle_shares_of(who)
+    assert len(shares) >= 4
+    assert shares == weekly_battle_shares(engine, VoteFilter())
