@@ -134,7 +134,11 @@ def slice_label(*, category: str | None = None, language: str | None = None) -> 
 
 
 def make_snapshot_id(created_at: datetime, label: str, digest: str) -> str:
-    """``20260101T120000Z-all-1a2b3c4d5e``: sortable by time, readable slice, unique by content."""
+    """``20260101T120000Z-all-1a2b3c4d5e``: sortable by time, readable slice, unique by content.
+
+    ``digest`` should cover everything the snapshot says (:func:`write_snapshot` hashes its data files
+    and its metadata), so that two snapshots differing in anything have different ids.
+    """
     stamp = created_at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-") or "all"
     return f"{stamp}-{slug[:60]}-{digest[:10]}"
@@ -334,7 +338,6 @@ def write_snapshot(
     label = slice_label(category=category, language=language)
     data_digest = hashlib.sha256("".join(files[n] for n in data_names).encode("ascii")).hexdigest()
     meta: dict[str, Any] = {
-        "id": snapshot_id or make_snapshot_id(created, label, data_digest),
         "created_at": created.isoformat(),
         "slice": label,
         "category": category,
@@ -359,6 +362,10 @@ def write_snapshot(
         ),
         **dict(extra_metadata or {}),
     }
+    # The id's digest covers the metadata too (its options, its microsecond time): two boards with the
+    # same numbers but other settings, or published within one second, never share an id.
+    identity = hashlib.sha256(data_digest.encode("ascii") + dump_json(meta)).hexdigest()
+    meta["id"] = snapshot_id or make_snapshot_id(created, label, identity)
     _replace(out / METADATA_FILE, dump_json(meta))
     files_all = {**files, METADATA_FILE: file_sha256(out / METADATA_FILE)}
     if make_zip:

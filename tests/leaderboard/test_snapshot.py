@@ -92,6 +92,27 @@ def test_same_input_gives_identical_bytes(written: tuple[Path, Path]) -> None:
     }
 
 
+def test_id_covers_the_metadata_not_only_the_numbers(tmp_path: Path) -> None:
+    """Two boards with the same numbers, made in one second but with other settings, get two ids; the
+    same board made twice at the same instant gets the same id (ids are reproducible)."""
+    counts = simulated_counts(seed=8)
+    board = handmade_leaderboard(counts)
+    moment = datetime(2026, 3, 1, 12, 0, 0, 250_000, tzinfo=UTC)
+
+    def made(name: str, *, at: datetime = moment, **extra: object) -> dict[str, object]:
+        write_snapshot(tmp_path / name, board, counts, created_at=at, plots=False, extra_metadata=extra)
+        return dict(json.loads((tmp_path / name / METADATA_FILE).read_text()))
+
+    plain = made("plain", options={"robust": False})
+    again = made("again", options={"robust": False})
+    robust = made("robust", options={"robust": True})
+    later = made("later", at=moment.replace(microsecond=750_000), options={"robust": False})
+    assert plain["data_sha256"] == robust["data_sha256"] == later["data_sha256"]
+    assert plain["id"] == again["id"]
+    assert len({plain["id"], robust["id"], later["id"]}) == 3
+    assert {str(m["id"])[:16] for m in (plain, robust, later)} == {"20260301T120000Z"}
+
+
 def test_different_input_changes_bytes(tmp_path: Path) -> None:
     counts = simulated_counts(seed=8)
     write_snapshot(tmp_path, handmade_leaderboard(counts), counts, plots=False)
