@@ -16,7 +16,7 @@ from tests.votes.test_import_runs import battles_file
 from votes.io import import_file
 from votes.merge_steps import step_ranges
 from votes.models import utcnow
-from votes.tables import import_created_t, import_run_t, model_t
+from votes.tables import import_created_t, import_row_t, import_run_t, model_t
 
 NONE: frozenset[int] = frozenset()
 
@@ -79,6 +79,6 @@ def test_an_import_alone_merges_in_fewer_longer_steps(
     assert reached[0] == 0  # merging started
     assert [b - a for a, b in zip(reached, reached[1:], strict=False)] == [25, 50, 100, 200, 200, 25]
     assert row_counts(engine)["vote"] == 600
-    with engine.connect() as conn:  # the run is gone, its progress markers with it
-        assert conn.scalar(select(func.count()).select_from(import_run_t)) == 0
-        assert conn.scalar(select(func.count()).select_from(import_created_t)) == 0
+    with engine.connect() as conn:  # the run is gone, its staged rows and progress markers with it
+        for table in (import_run_t, import_row_t, import_created_t):
+            assert conn.scalar(select(func.count()).select_from(table)) == 0, table.name
