@@ -35,6 +35,7 @@ BATCH = 40  # rows per batch in these tests, so a small file spans many batches
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(votes.io, "BATCH_ROWS", BATCH)
     monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", 25)
+    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS_ALONE", 25)  # as many steps alone as not
 
 
 def battles_file(path: Path, n: int, *, bad_line: int | None = None, seed: int = 0) -> Path:
