@@ -68,8 +68,9 @@ CLEAN_STAGE_ROWS = 20_000
 #: (100,000 rows: 515 MB at 5,000 rows per step, 363 MB at 10,000, 286 MB at 20,000), while the longest
 #: wait of a live vote for the writer lock grew from 0.14 s to 0.23 s (0.3-0.8 s at 20,000).
 MERGE_ROWS = 10_000
-#: The longest merge step of a run that has the store to itself (its staged rows are read into memory
-#: at once on PostgreSQL, about 0.4 KB each).
+#: The longest merge step of a run that has the store to itself (on PostgreSQL the server holds a
+#: step's rows: the staged ones read once, spilled to a temporary file past ``work_mem``, and the queue
+#: of their foreign-key checks, some tens of bytes per row and key, in memory to the step's end).
 MERGE_ROWS_ALONE = 320_000
 #: A run whose heartbeat is older than this belongs to a dead process (a batch takes seconds).
 STALE_AFTER = timedelta(minutes=10)
