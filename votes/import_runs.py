@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
@@ -40,7 +39,7 @@ from votes.live import LiveConfig
 from votes.merge_steps import step_ranges
 from votes.models import utcnow
 from votes.ratings import rebuild_live_ratings, rebuild_live_ratings_aside
-from votes.tables import battle_t, import_created_t, import_row_t, import_run_t, vote_t
+from votes.tables import battle_t, import_created_t, import_row_t, import_run_t
 
 __all__ = [
     "MERGE_ROWS",
@@ -69,8 +68,9 @@ CLEAN_STAGE_ROWS = 20_000
 #: (100,000 rows: 515 MB at 5,000 rows per step, 363 MB at 10,000, 286 MB at 20,000), while the longest
 #: wait of a live vote for the writer lock grew from 0.14 s to 0.23 s (0.3-0.8 s at 20,000).
 MERGE_ROWS = 10_000
-#: The longest merge step of a run that has the store to itself (its staged rows are read into memory
-#: at once on PostgreSQL, about 0.4 KB each).
+#: The longest merge step of a run that has the store to itself (on PostgreSQL the server holds a
+#: step's rows: the staged ones read once, spilled to a temporary file past ``work_mem``, and the queue
+#: of their foreign-key checks, some tens of bytes per row and key, in memory to the step's end).
 MERGE_ROWS_ALONE = 320_000
 #: A run whose heartbeat is older than this belongs to a dead process (a batch takes seconds).
 STALE_AFTER = timedelta(minutes=10)
@@ -117,14 +117,24 @@ _MERGE_VOTES_NUMBERED = text(
     " issued_at, weight, sided FROM importrow"
     " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq"
 )
-# PostgreSQL: the battles' insert returns the new ids with their keys, and the votes are written from
-# this step's staged rows by COPY. The join above looks each key up among all battles, and on a table
-# bulk-loaded since its last ANALYZE the planner may scan it whole for every step (200,000 rows: a
-# second per step of 10,000, growing with the table).
-_MERGE_BATTLES_RETURNING = text(_MERGE_BATTLES.text + " RETURNING id, import_key")
-_STEP_VOTES = text(
-    "SELECT import_key, model_a_id, model_b_id, annotator_id, winner, issued_at, weight, sided"
-    " FROM importrow WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq"
+# PostgreSQL: one statement per step, nothing through the client. Each staged row draws its battle's
+# id from the column's own sequence, in file order (the scalar subquery names the sequence once per
+# statement; a volatile output is computed after the sort), and the battle and its vote are both written
+# from those rows, so no key is looked up again: a join on the keys over all battles may scan a table
+# bulk-loaded since its last ANALYZE whole for every step, and an insert RETURNING the ids followed by a
+# COPY of the votes spent a second of client CPU per 200,000 battles. The foreign key checks of the votes
+# run at the end of the statement and see its battles.
+_MERGE_POSTGRES = text(
+    "WITH r AS MATERIALIZED (SELECT nextval((SELECT pg_get_serial_sequence('battle', 'id')::regclass))"
+    " AS battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id, issued_at,"
+    " import_key, language, extra, winner, weight, sided FROM importrow"
+    " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq),"
+    " b AS (INSERT INTO battle (id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id,"
+    " annotator_id, issued_at, source, import_key, language, extra)"
+    " SELECT battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id,"
+    " issued_at, 'import', import_key, language, extra FROM r)"
+    " INSERT INTO vote (battle_id, model_a_id, model_b_id, annotator_id, winner, created_at, weight, sided)"
+    " SELECT battle_id, model_a_id, model_b_id, annotator_id, winner, issued_at, weight, sided FROM r"
 )
 _REMOVE_VOTES = text(
     "DELETE FROM vote WHERE battle_id IN (SELECT b.id FROM importrow r JOIN battle b"
@@ -265,7 +275,7 @@ def _merge_step(conn: Connection, run_id: int, lo: int, hi: int, *, marked: bool
     if not marked:
         conn.execute(_MARK_FRESH, bounds)
     if conn.dialect.name == "postgresql":
-        return _merge_returning(conn, bounds)
+        return int(conn.execute(_MERGE_POSTGRES, bounds).rowcount)
     sqlite = conn.dialect.name == "sqlite"
     base = int(conn.scalar(select(func.max(battle_t.c.id))) or 0) if sqlite else 0
     added = int(conn.execute(_MERGE_BATTLES, bounds).rowcount)
@@ -274,20 +284,6 @@ def _merge_step(conn: Connection, run_id: int, lo: int, hi: int, *, marked: bool
     elif added:
         conn.execute(_MERGE_VOTES, bounds)
     return added
-
-
-def _merge_returning(conn: Connection, bounds: dict[str, int]) -> int:
-    """A merge step on PostgreSQL (see ``_MERGE_BATTLES_RETURNING``); returns the battles added."""
-    ids = {str(key): int(i) for i, key in conn.execute(_MERGE_BATTLES_RETURNING, bounds)}
-    if not ids:
-        return 0
-    rows = conn.execute(_STEP_VOTES, bounds).all()
-    names = ("model_a_id", "model_b_id", "annotator_id", "winner", "created_at", "weight", "sided")
-    columns: dict[str, list[Any]] = {"battle_id": [ids[str(r[0])] for r in rows]}
-    for i, name in enumerate(names, start=1):
-        columns[name] = [r[i] for r in rows]
-    bulk_insert_columns(conn, vote_t, columns)
-    return len(ids)
 
 
 def _merged_to(conn: Connection, run_id: int, hi: int) -> None:
