@@ -37,6 +37,7 @@ __all__ = [
     "peak_rss_mb",
     "print_table",
     "save_battles",
+    "scratch_postgres",
     "synthetic_battles",
 ]
 
@@ -265,3 +266,24 @@ def _json_default(value: object) -> object:
     if isinstance(value, np.ndarray):
         return value.tolist()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+@contextmanager
+def scratch_postgres(url: str, prefix: str = "arena_bench") -> Iterator[str]:
+    """The URL of a new, empty database on the server of ``url`` (never the database ``url`` names,
+    which may hold others' data), dropped on exit; the caller migrates it (with the tree it measures)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    name = f"{prefix}_{os.getpid()}_{time.monotonic_ns()}"
+    admin = create_engine(url)
+    try:
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        try:
+            yield make_url(url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.dispose()

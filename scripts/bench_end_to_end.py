@@ -4,6 +4,7 @@ Chatbot Arena methods run from the same file.
     .venv/bin/python scripts/bench_end_to_end.py [--votes 1000000] [--models 100] [--rounds 1000]
         [--ten-million] [--compare /path/to/other/checkout] [--skip recompute,import,publish]
         [--reuse-import] [--publish-repeat 3] [--peers lmsys-current]
+        [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
 
 The battles file is written once (seeded, :func:`_bench_common.synthetic_battles`) as Parquet in
 ``--workdir``. Every path runs in its own process, timed from start to exit (imports included), and its
@@ -13,10 +14,14 @@ files, even where the shell sets ``PYTHONDONTWRITEBYTECODE``. With ``--compare D
 Arena runs a second time with ``PYTHONPATH=DIR`` (another checkout, e.g. before a change), so the table
 shows both side by side from one run on one machine load. The peers (:mod:`bench_fit`'s public methods)
 read the Parquet file with pandas, code the models and fit with 1,000 bootstrap rounds; a bootstrap too
-slow for ``--budget`` is timed on fewer rounds and extrapolated (marked ``*``).
+slow for ``--budget`` is timed on fewer rounds and extrapolated (marked ``*``). With ``--postgres-url``
+the same file is also imported into PostgreSQL, right after the SQLite import of the same tree: into a
+new database on that server (never the database the URL names), migrated by the tree's own ``arena db
+upgrade`` untimed (the SQLite import migrates its new file inside its timed run) and dropped after.
 
 The last line is one JSON object: ``recompute_1m_s``, ``recompute_1m_peak_mb``, ``import_1m_s``,
-``import_1m_peak_mb``, ``publish_1m_s``, ``recompute_10m_s``, ``recompute_10m_peak_mb`` (null without
+``import_1m_peak_mb``, ``import_pg_1m_s``, ``import_pg_1m_peak_mb`` (null without ``--postgres-url``),
+``publish_1m_s``, ``recompute_10m_s``, ``recompute_10m_peak_mb`` (null without
 ``--ten-million``), ``cli_start_s``, ``peer_<name>_s``, and the same keys prefixed ``compare_`` with
 ``--compare``. The ``1m``/``10m`` names are kept when ``--votes`` asks for another size (see ``votes``).
 
@@ -39,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _bench_common import emit_json_line, machine_info, print_table, synthetic_battles
+from _bench_common import emit_json_line, machine_info, print_table, scratch_postgres, synthetic_battles
 
 from leaderboard.data import OUTCOME_STRINGS
 
@@ -199,6 +204,8 @@ def arena_paths(tree: Path, data: Path, work: Path, args: argparse.Namespace, ta
             _arena("import", str(data), "--database-url", url), env=env, timeout=args.timeout
         )
         imported = runs["import"].status == 0
+        if args.postgres_url:
+            runs["import_pg"] = import_postgres(data, env, args)
     if "publish" not in args.skip and imported:
         for _ in range(args.publish_repeat):
             run = run_child(
@@ -222,6 +229,16 @@ def arena_paths(tree: Path, data: Path, work: Path, args: argparse.Namespace, ta
             if run.status != 0:
                 break
     return runs
+
+
+def import_postgres(data: Path, env: dict[str, str], args: argparse.Namespace) -> Run:
+    """``arena import`` of ``data`` into a new PostgreSQL database, migrated beforehand (untimed) by the
+    measured tree's ``arena db upgrade``; a failed migration is returned as the run."""
+    with scratch_postgres(args.postgres_url, "arena_bench_e2e") as url:
+        upgraded = run_child(_arena("db", "upgrade", "--database-url", url), env=env, timeout=args.timeout)
+        if upgraded.status != 0:
+            return upgraded
+        return run_child(_arena("import", str(data), "--database-url", url), env=env, timeout=args.timeout)
 
 
 def peer_worker(name: str, data: Path, args: argparse.Namespace) -> int:
@@ -268,6 +285,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=Path("bench-end-to-end"))
     parser.add_argument("--ten-million", action="store_true", help="also recompute from 10M votes (slow)")
     parser.add_argument("--compare", type=Path, help="another checkout to run side by side (PYTHONPATH)")
+    parser.add_argument(
+        "--postgres-url",
+        help="also import into a new database on this PostgreSQL server (the named database is untouched)",
+    )
     parser.add_argument("--skip", default="", help="comma list out of recompute, import, publish, peers")
     parser.add_argument(
         "--reuse-import",
@@ -350,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         "recompute": f"recompute --from parquet --bootstrap {args.rounds} (plots)",
         "recompute_10m": "recompute, 10x votes",
         "import": "import parquet (SQLite)",
+        "import_pg": "import parquet (PostgreSQL)",
         "publish": f"publish --bootstrap {args.rounds} (SQLite)",
     }
     keys = {
@@ -357,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         "recompute": "recompute_1m",
         "recompute_10m": "recompute_10m",
         "import": "import_1m",
+        "import_pg": "import_pg_1m",
         "publish": "publish_1m",
     }
     for path, label in labels.items():

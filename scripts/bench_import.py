@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -138,23 +137,14 @@ def write_waits(data: Path, url: str, *, every_s: float = 0.1) -> tuple[list[flo
 
 @contextmanager
 def _fresh_postgres(url: str) -> Iterator[str]:
-    """A new, migrated database on the server of ``url`` (never the database it names), dropped after."""
-    from sqlalchemy.engine import make_url
+    """A new database on the server of ``url`` (:func:`_bench_common.scratch_postgres`), migrated."""
+    from _bench_common import scratch_postgres
 
     from votes.migrate import upgrade_database
 
-    name = f"arena_bench_import_{os.getpid()}_{time.monotonic_ns()}"
-    admin = make_engine(url)
-    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    fresh = make_url(url).set(database=name).render_as_string(hide_password=False)
-    try:
+    with scratch_postgres(url, "arena_bench_import") as fresh:
         upgrade_database(fresh)
         yield fresh
-    finally:
-        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
 
 
 def main(argv: list[str] | None = None) -> int:

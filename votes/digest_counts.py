@@ -3,7 +3,7 @@
 An import key is a row's digest and its occurrence number among identical rows of the file. Counting
 the earlier occurrences through an index of the staging table on (run, digest) cost more disk writes
 than anything else in an import: hash-ordered keys touch index pages all over the index in every
-short transaction. A run belongs to one process, so the counts are kept here instead, about 24 bytes
+short transaction. A run belongs to one process, so the counts are kept here instead, about 20 bytes
 per distinct digest: its first 64 bits, the sequence number of its first row and its count, in sorted
 numpy arrays merged like a log-structured tree (a few levels, each searched with ``searchsorted``).
 
@@ -15,6 +15,7 @@ a digest whose prefix belongs to another is counted apart, exactly, in a small d
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +42,7 @@ class _Level:
 
     __slots__ = ("counts", "prefixes", "seqs")
 
-    def __init__(self, prefixes: _U64, seqs: _I64, counts: _I64) -> None:
+    def __init__(self, prefixes: _U64, seqs: _I64, counts: npt.NDArray[np.int32]) -> None:
         self.prefixes, self.seqs, self.counts = prefixes, seqs, counts
 
     def find(self, prefixes: _U64) -> _I64:
@@ -118,14 +119,27 @@ class DigestCounts:
         prefixes = np.fromiter(new, dtype=np.uint64, count=len(new))
         values = np.array(list(new.values()), dtype=np.int64).reshape(-1, 2)
         order = np.argsort(prefixes, kind="stable")
-        level = _Level(prefixes[order], values[order, 0].copy(), values[order, 1].copy())
+        level = _Level(prefixes[order], values[order, 0].copy(), values[order, 1].astype(np.int32))
         while self._levels and len(self._levels[-1].prefixes) <= 2 * len(level.prefixes):
-            last = self._levels.pop()
-            merged = np.concatenate([last.prefixes, level.prefixes])
-            order = np.argsort(merged, kind="stable")
-            level = _Level(
-                merged[order],
-                np.concatenate([last.seqs, level.seqs])[order],
-                np.concatenate([last.counts, level.counts])[order],
-            )
+            level = _merged(self._levels.pop(), level)
         self._levels.append(level)
+
+
+def _merged(old: _Level, new: _Level) -> _Level:
+    """Two levels of disjoint prefixes as one sorted level. Each new prefix's place is found by binary
+    search and every value is written once into the merged arrays: no sort and no concatenated copy, so a
+    merge holds little more than the two levels and their sum (at ten million rows the largest merge is
+    the import's peak)."""
+    size = len(old.prefixes) + len(new.prefixes)
+    at_new = np.searchsorted(old.prefixes, new.prefixes) + np.arange(len(new.prefixes))
+    is_old = np.ones(size, dtype=bool)
+    is_old[at_new] = False
+
+    def placed(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        out = np.empty(size, dtype=a.dtype)
+        out[is_old], out[at_new] = a, b
+        return out
+
+    return _Level(
+        placed(old.prefixes, new.prefixes), placed(old.seqs, new.seqs), placed(old.counts, new.counts)
+    )

@@ -150,15 +150,58 @@ def _text_column(
     return objects[codes], texts.take(pa.array(codes))
 
 
-def _field(name: str, method: str, **options: Any) -> Any:
+def _field(name: str, method: str, *, text_cells: bool = False, **options: Any) -> Any:
     """A check of one value as :class:`RowFields` makes it on a row holding just that value."""
 
     def check(value: Any) -> Any:
         row = {} if value is None else {name: value}
-        fields_ = RowFields(_NOWHERE, "", row, text_cells=False)
+        fields_ = RowFields(_NOWHERE, "", row, text_cells=text_cells)
         return getattr(fields_, method)(name, **options)
 
     return check
+
+
+#: The columns a CSV file holds as text to convert (numbers, integers, flags), with the
+#: :class:`RowFields` method that converts such a cell on the careful path, and its Arrow type.
+_CONVERTED = {
+    "tstamp": "number",
+    "weight": "number",
+    "turn": "integer",
+    "anony": "boolean",
+    "sided": "boolean",
+}
+_CONVERTED_TYPES = {"number": pa.float64(), "integer": pa.int64(), "boolean": pa.bool_()}
+
+
+def _converted_cells(table: pa.RecordBatch | pa.Table) -> pa.Table:
+    """A CSV batch with its number, integer and flag cells converted: each distinct text once through
+    the very :class:`RowFields` conversion the careful path applies to a CSV cell (``float(text)``,
+    ``int(text)``, ``true``/``1``/``false``/``0`` in any case), so a value is read, or refused, as
+    there. Raises :class:`_NotClean` for a cell that conversion refuses."""
+    out = table if isinstance(table, pa.Table) else pa.Table.from_batches([table])
+    for name, method in _CONVERTED.items():
+        if name not in out.column_names:
+            continue
+        column = out.column(name)
+        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        if pa.types.is_null(kind):
+            continue
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            raise _NotClean(name)
+        raw, codes = _coded(column)
+        try:
+            if (
+                method == "number"
+            ):  # RowFields.number on a text cell: float(text), then finite (checked below)
+                values: list[Any] = [float(value) for value in raw]
+            else:
+                convert = _field(name, method, text_cells=True)
+                values = [convert(value) for value in raw]
+        except (InputError, ValueError):
+            raise _NotClean(name) from None
+        typed = pa.array([*values, None], _CONVERTED_TYPES[method]).take(pa.array(codes))
+        out = out.set_column(out.column_names.index(name), name, typed)
+    return out
 
 
 def _number_column(table: pa.RecordBatch | pa.Table, name: str, default: float) -> npt.NDArray[np.float64]:
@@ -215,16 +258,21 @@ def _turn_column(table: pa.RecordBatch | pa.Table) -> tuple[_Objects, pa.Array]:
 _NOWHERE: Any = "<batch>"
 
 
-def clean_batch(table: pa.RecordBatch | pa.Table) -> CleanBatch | None:
+def clean_batch(table: pa.RecordBatch | pa.Table, *, text_cells: bool = False) -> CleanBatch | None:
     """The battles of ``table`` checked as columns, or None when the
     batch needs the careful path: a missing or bad value, a value of another type than the careful path
-    reads as such, conversations, or a self-battle (refused or filtered there, with its row named)."""
+    reads as such, conversations, or a self-battle (refused or filtered there, with its row named).
+
+    ``text_cells``: the table holds a CSV file's cells, all text; its numbers and flags are converted
+    as the careful path converts them (:func:`_converted_cells`)."""
     names = table.column_names
     if any(c in names for c in _CONVERSATIONS) or not all(
         c in names for c in ("model_a", "model_b", "winner")
     ):
         return None
     try:
+        if text_cells:
+            table = _converted_cells(table)
         model_a, json_a = _text_column(table, "model_a", _field("model_a", "model", required=True))
         model_b, json_b = _text_column(table, "model_b", _field("model_b", "model", required=True))
         winner, json_winner = _text_column(table, "winner", _winner)
@@ -345,9 +393,9 @@ def iso_times(tstamp: npt.NDArray[np.float64], now: datetime) -> list[str]:
 
 
 def rows_table(rows: Sequence[tuple[str, Mapping[str, Any]]]) -> pa.Table | None:
-    """Rows read from JSON (typed values) as an Arrow table for :func:`clean_batch`, or None when
-    pyarrow cannot hold them as columns (a column mixing text and numbers, a lone surrogate, an integer
-    beyond 64 bits): the careful path then reads them, and names the row when one is bad."""
+    """Rows read from JSON (typed values) or CSV (text) as an Arrow table for :func:`clean_batch`, or
+    None when pyarrow cannot hold them as columns (a column mixing text and numbers, a lone surrogate, an
+    integer beyond 64 bits): the careful path then reads them, and names the row when one is bad."""
     names: dict[str, None] = {}  # every row's keys (a table built from rows would take the first row's)
     for _, row in rows:
         names.update(dict.fromkeys(row))

@@ -7,7 +7,8 @@ for it (tens of seconds at a few hundred thousand rows). Here an import is a run
    path) in its own short transaction, with the models, judges, prompts and outputs it needs (each
    recorded in ``importcreated``); fits and live ratings never read the staging table;
 2. *merging*: once the whole file is read and valid, staged rows move into ``battle`` and ``vote`` in
-   steps of :data:`MERGE_ROWS`, each step one short transaction;
+   steps, each one transaction: :data:`MERGE_ROWS` rows while other connections write, growing while
+   the run has the store to itself (:mod:`votes.merge_steps`);
 3. *done*: the run is marked done and the live ratings are replayed; the staging rows are then dropped.
 
 A failure before *done* (a bad row late in the file, a crash, Ctrl-C) removes every row the run wrote,
@@ -24,7 +25,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
@@ -36,12 +36,14 @@ from votes.digest_counts import DigestCounts
 from votes.import_battles import row_digest, stage_battle_batch, stage_clean_batch
 from votes.import_columns import CleanBatch, clean_digests
 from votes.live import LiveConfig
+from votes.merge_steps import step_ranges
 from votes.models import utcnow
 from votes.ratings import rebuild_live_ratings, rebuild_live_ratings_aside
-from votes.tables import battle_t, import_created_t, import_row_t, import_run_t, vote_t
+from votes.tables import battle_t, import_created_t, import_row_t, import_run_t
 
 __all__ = [
     "MERGE_ROWS",
+    "MERGE_ROWS_ALONE",
     "CLEAN_STAGE_ROWS",
     "STAGE_ROWS",
     "STALE_AFTER",
@@ -59,12 +61,17 @@ STAGE_ROWS = 5_000
 #: The same for battles checked as columns (:mod:`votes.import_columns`): their staging is a few
 #: statements and one bulk insert whatever the size, so the per-transaction costs are spread wider.
 CLEAN_STAGE_ROWS = 20_000
-#: Staged rows moved into ``battle`` and ``vote`` per short transaction.
+#: Staged rows moved into ``battle`` and ``vote`` per short transaction while other connections write
+#: (a run alone grows its steps up to :data:`MERGE_ROWS_ALONE`: :mod:`votes.merge_steps`).
 #: Larger than a staging batch: each merge step writes every page of ``battle``'s and ``vote``'s
 #: hash- or pair-ordered indexes it touches, so halving the steps nearly halves the bytes written
 #: (100,000 rows: 515 MB at 5,000 rows per step, 363 MB at 10,000, 286 MB at 20,000), while the longest
 #: wait of a live vote for the writer lock grew from 0.14 s to 0.23 s (0.3-0.8 s at 20,000).
 MERGE_ROWS = 10_000
+#: The longest merge step of a run that has the store to itself (on PostgreSQL the server holds a
+#: step's rows: the staged ones read once, spilled to a temporary file past ``work_mem``, and the queue
+#: of their foreign-key checks, some tens of bytes per row and key, in memory to the step's end).
+MERGE_ROWS_ALONE = 320_000
 #: A run whose heartbeat is older than this belongs to a dead process (a batch takes seconds).
 STALE_AFTER = timedelta(minutes=10)
 _ANALYZE_AFTER = 10_000
@@ -110,14 +117,24 @@ _MERGE_VOTES_NUMBERED = text(
     " issued_at, weight, sided FROM importrow"
     " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq"
 )
-# PostgreSQL: the battles' insert returns the new ids with their keys, and the votes are written from
-# this step's staged rows by COPY. The join above looks each key up among all battles, and on a table
-# bulk-loaded since its last ANALYZE the planner may scan it whole for every step (200,000 rows: a
-# second per step of 10,000, growing with the table).
-_MERGE_BATTLES_RETURNING = text(_MERGE_BATTLES.text + " RETURNING id, import_key")
-_STEP_VOTES = text(
-    "SELECT import_key, model_a_id, model_b_id, annotator_id, winner, issued_at, weight, sided"
-    " FROM importrow WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq"
+# PostgreSQL: one statement per step, nothing through the client. Each staged row draws its battle's
+# id from the column's own sequence, in file order (the scalar subquery names the sequence once per
+# statement; a volatile output is computed after the sort), and the battle and its vote are both written
+# from those rows, so no key is looked up again: a join on the keys over all battles may scan a table
+# bulk-loaded since its last ANALYZE whole for every step, and an insert RETURNING the ids followed by a
+# COPY of the votes spent a second of client CPU per 200,000 battles. The foreign key checks of the votes
+# run at the end of the statement and see its battles.
+_MERGE_POSTGRES = text(
+    "WITH r AS MATERIALIZED (SELECT nextval((SELECT pg_get_serial_sequence('battle', 'id')::regclass))"
+    " AS battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id, issued_at,"
+    " import_key, language, extra, winner, weight, sided FROM importrow"
+    " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq),"
+    " b AS (INSERT INTO battle (id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id,"
+    " annotator_id, issued_at, source, import_key, language, extra)"
+    " SELECT battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id,"
+    " issued_at, 'import', import_key, language, extra FROM r)"
+    " INSERT INTO vote (battle_id, model_a_id, model_b_id, annotator_id, winner, created_at, weight, sided)"
+    " SELECT battle_id, model_a_id, model_b_id, annotator_id, winner, issued_at, weight, sided FROM r"
 )
 _REMOVE_VOTES = text(
     "DELETE FROM vote WHERE battle_id IN (SELECT b.id FROM importrow r JOIN battle b"
@@ -150,25 +167,32 @@ def _step(engine: Engine) -> Iterator[Connection]:
     it too: a finished import is as durable as any other write, and a run cut short by a power loss is
     a run that did not finish, removed by :func:`clean_dead_runs`. On SQLite the step also gets a page
     cache of :data:`STEP_CACHE_KIB` and leaves up to :data:`STEP_CHECKPOINT_PAGES` in the log."""
-    with engine.connect() as conn:
-        driver = conn.connection.driver_connection if conn.dialect.name == "sqlite" else None
-        cache = checkpoint = 0
+    with engine.connect() as conn, _step_on(conn):
+        yield conn
+
+
+@contextmanager
+def _step_on(conn: Connection) -> Iterator[Connection]:
+    """:func:`_step` on a connection the caller holds across steps (:func:`votes.merge_steps.step_ranges`
+    watches it for other connections' commits)."""
+    driver = conn.connection.driver_connection if conn.dialect.name == "sqlite" else None
+    cache = checkpoint = 0
+    if driver is not None:
+        driver.execute("PRAGMA synchronous=NORMAL")
+        cache = int(driver.execute("PRAGMA cache_size").fetchone()[0])
+        checkpoint = int(driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        driver.execute(f"PRAGMA cache_size=-{STEP_CACHE_KIB}")
+        driver.execute(f"PRAGMA wal_autocheckpoint={STEP_CHECKPOINT_PAGES}")
+    try:
+        with conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+            yield conn
+    finally:
         if driver is not None:
-            driver.execute("PRAGMA synchronous=NORMAL")
-            cache = int(driver.execute("PRAGMA cache_size").fetchone()[0])
-            checkpoint = int(driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
-            driver.execute(f"PRAGMA cache_size=-{STEP_CACHE_KIB}")
-            driver.execute(f"PRAGMA wal_autocheckpoint={STEP_CHECKPOINT_PAGES}")
-        try:
-            with conn.begin():
-                if conn.dialect.name == "postgresql":
-                    conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
-                yield conn
-        finally:
-            if driver is not None:
-                driver.execute("PRAGMA synchronous=FULL")
-                driver.execute(f"PRAGMA cache_size={cache}")  # the pooled connection's own settings again
-                driver.execute(f"PRAGMA wal_autocheckpoint={checkpoint}")
+            driver.execute("PRAGMA synchronous=FULL")
+            driver.execute(f"PRAGMA cache_size={cache}")  # the pooled connection's own settings again
+            driver.execute(f"PRAGMA wal_autocheckpoint={checkpoint}")
 
 
 def _new_run(conn: Connection, path: str, state: str) -> int:
@@ -251,7 +275,7 @@ def _merge_step(conn: Connection, run_id: int, lo: int, hi: int, *, marked: bool
     if not marked:
         conn.execute(_MARK_FRESH, bounds)
     if conn.dialect.name == "postgresql":
-        return _merge_returning(conn, bounds)
+        return int(conn.execute(_MERGE_POSTGRES, bounds).rowcount)
     sqlite = conn.dialect.name == "sqlite"
     base = int(conn.scalar(select(func.max(battle_t.c.id))) or 0) if sqlite else 0
     added = int(conn.execute(_MERGE_BATTLES, bounds).rowcount)
@@ -260,20 +284,6 @@ def _merge_step(conn: Connection, run_id: int, lo: int, hi: int, *, marked: bool
     elif added:
         conn.execute(_MERGE_VOTES, bounds)
     return added
-
-
-def _merge_returning(conn: Connection, bounds: dict[str, int]) -> int:
-    """A merge step on PostgreSQL (see ``_MERGE_BATTLES_RETURNING``); returns the battles added."""
-    ids = {str(key): int(i) for i, key in conn.execute(_MERGE_BATTLES_RETURNING, bounds)}
-    if not ids:
-        return 0
-    rows = conn.execute(_STEP_VOTES, bounds).all()
-    names = ("model_a_id", "model_b_id", "annotator_id", "winner", "created_at", "weight", "sided")
-    columns: dict[str, list[Any]] = {"battle_id": [ids[str(r[0])] for r in rows]}
-    for i, name in enumerate(names, start=1):
-        columns[name] = [r[i] for r in rows]
-    bulk_insert_columns(conn, vote_t, columns)
-    return len(ids)
 
 
 def _merged_to(conn: Connection, run_id: int, hi: int) -> None:
@@ -359,18 +369,18 @@ def import_battle_batches(
                 between()
         with _step(engine) as conn:
             _merged_to(conn, run_id, 0)  # state "merging", nothing merged yet
-        for lo in range(0, seq, MERGE_ROWS):
-            hi = min(lo + MERGE_ROWS, seq)
-            try:
-                with _step(engine) as conn:
-                    total.rows += _merge_step(conn, run_id, lo, hi)
-                    _merged_to(conn, run_id, hi)
-            except IntegrityError:  # another run merged some of these keys since they were staged
-                with _step(engine) as conn:
-                    total.rows += _merge_step(conn, run_id, lo, hi, marked=False)
-                    _merged_to(conn, run_id, hi)
-            if between is not None:
-                between()
+        with engine.connect() as merger:
+            for lo, hi in step_ranges(merger, seq, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
+                try:
+                    with _step_on(merger) as conn:
+                        total.rows += _merge_step(conn, run_id, lo, hi)
+                        _merged_to(conn, run_id, hi)
+                except IntegrityError:  # another run merged some of these keys since they were staged
+                    with _step_on(merger) as conn:
+                        total.rows += _merge_step(conn, run_id, lo, hi, marked=False)
+                        _merged_to(conn, run_id, hi)
+                if between is not None:
+                    between()
         with engine.begin() as conn:
             _set_state(conn, run_id, "done")
     except BaseException:
@@ -398,7 +408,8 @@ def _roll_back_after_failure(engine: Engine, run_id: int) -> None:
 def _finish(engine: Engine, run_id: int, added: int) -> None:
     """Drop a done run's staging rows, in short steps, refresh PostgreSQL's statistics, and copy SQLite's
     log into the database (the steps left it long, see :data:`STEP_CHECKPOINT_PAGES`)."""
-    _delete_staged(engine, run_id, remove_merged=False)
+    if not _empty_staging_if_alone(engine, run_id):
+        _delete_staged(engine, run_id, remove_merged=False)
     with engine.begin() as conn:
         _drop_staging(conn, run_id)
         if conn.dialect.name == "postgresql" and added >= _ANALYZE_AFTER:
@@ -407,6 +418,24 @@ def _finish(engine: Engine, run_id: int, added: int) -> None:
             conn.execute(text("ANALYZE battle, vote, prompt, output"))
     if engine.dialect.name == "sqlite":
         _checkpoint(engine)
+
+
+def _empty_staging_if_alone(engine: Engine, run_id: int) -> bool:
+    """On SQLite, empty the staging tables at once when no other run has rows in them; whether it did.
+
+    A ``DELETE`` without ``WHERE`` frees the tables' pages whole instead of removing a million rows one
+    by one (about a second at 1M). The run's own row is written first, so the step holds the writer lock
+    before it looks: no run can start in between."""
+    if engine.dialect.name != "sqlite":
+        return False
+    with _step(engine) as conn:
+        conn.execute(update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow()))
+        other = conn.scalar(select(import_run_t.c.id).where(import_run_t.c.id != run_id).limit(1))
+        if other is not None:
+            return False
+        conn.execute(delete(import_row_t))
+        conn.execute(delete(import_created_t))
+    return True
 
 
 def _checkpoint(engine: Engine) -> None:
@@ -436,21 +465,22 @@ def _delete_staged(engine: Engine, run_id: int, *, remove_merged: bool) -> None:
         )
     if last is None:
         return
-    for lo in range(0, int(last) + 1, MERGE_ROWS):
-        # A run written before merge progress was recorded set its flags only as it merged: all count.
-        reach = int(last) + 1 if merged is None else int(merged)
-        bounds = {"run": run_id, "lo": lo, "hi": min(lo + MERGE_ROWS, reach)}
-        with _step(engine) as conn:
-            if remove_merged and bounds["hi"] > lo:
-                conn.execute(_REMOVE_VOTES, bounds)
-                conn.execute(_REMOVE_BATTLES, bounds)
-            conn.execute(
-                delete(import_row_t).where(
-                    import_row_t.c.import_id == run_id,
-                    import_row_t.c.seq >= lo,
-                    import_row_t.c.seq < lo + MERGE_ROWS,
+    # A run written before merge progress was recorded set its flags only as it merged: all count.
+    reach = int(last) + 1 if merged is None else int(merged)
+    with engine.connect() as remover:
+        for lo, hi in step_ranges(remover, int(last) + 1, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
+            bounds = {"run": run_id, "lo": lo, "hi": min(hi, reach)}
+            with _step_on(remover) as conn:
+                if remove_merged and bounds["hi"] > lo:
+                    conn.execute(_REMOVE_VOTES, bounds)
+                    conn.execute(_REMOVE_BATTLES, bounds)
+                conn.execute(
+                    delete(import_row_t).where(
+                        import_row_t.c.import_id == run_id,
+                        import_row_t.c.seq >= lo,
+                        import_row_t.c.seq < hi,
+                    )
                 )
-            )
 
 
 def rollback_run(engine: Engine, run_id: int) -> None:

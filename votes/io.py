@@ -42,6 +42,7 @@ from votes.records import (
     Refusal,
     detect_kind,
     read_rows,
+    text_cells,
 )
 from votes.row_batches import BATCH_ROWS, arrow_rows, iter_parquet_batches, iter_row_batches, peek_format
 from votes.selection import BattleFilter, keep_mask, record_columns
@@ -148,16 +149,21 @@ def import_file(
             for start in range(0, len(records), BATCH_ROWS):
                 yield records[start : start + BATCH_ROWS]
 
-        # JSON rows come typed: a batch of them is checked as columns too (CSV cells are text to convert).
-        typed_rows = shape == "clean-battle" and fmt in ("jsonl", "json")
+        # Rows read from JSON (typed) or CSV (text cells, converted there) are checked as columns too.
+        row_tables = shape == "clean-battle" and fmt in ("jsonl", "json", "csv")
+        as_text = text_cells(fmt)
 
         def record_batches() -> Iterator[list[BattleRecord] | CleanBatch]:
             for item in read:
                 if isinstance(item, list):
-                    table = rows_table(item) if typed_rows else None
+                    table = rows_table(item) if row_tables else None
                 else:
                     first_row, table = item
-                clean = clean_batch(table) if table is not None and shape == "clean-battle" else None
+                clean = (
+                    clean_batch(table, text_cells=as_text)
+                    if table is not None and shape == "clean-battle"
+                    else None
+                )
                 if clean is not None:
                     keep = keep_mask(clean.selection(), filters)
                     kept = clean if keep.all() else clean.take(keep)

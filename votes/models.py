@@ -114,10 +114,9 @@ class Annotator(SQLModel, table=True):
 class Battle(SQLModel, table=True):
     """A pair shown to an annotator. `model_a` is the left side, `model_b` the right."""
 
-    __table_args__ = (
-        Index("ix_battle_models", "model_a_id", "model_b_id"),
-        Index("ix_battle_judgement_key", "judgement_key", unique=True),
-    )
+    # No index on the model pair: votes carry their battle's pair (``ix_vote_cells``), and what counts
+    # battles per pair counts those votes; a pair-ordered index here would only slow large imports.
+    __table_args__ = (Index("ix_battle_judgement_key", "judgement_key", unique=True),)
 
     id: int | None = Field(default=None, primary_key=True)
     prompt_id: int | None = Field(default=None, foreign_key="prompt.id", index=True)

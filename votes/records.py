@@ -25,7 +25,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +37,7 @@ from leaderboard.spreadsheet import unescape_cell
 from votes.names import model_name
 
 __all__ = [
+    "csv_rows",
     "BATTLE_COLUMNS",
     "BATTLE_EXTRA_COLUMNS",
     "CATALOG_COLUMNS",
@@ -286,16 +287,21 @@ def _read_json(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _read_csv(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
-    reader = csv.reader(io.StringIO(text, newline=""))
+    return list(csv_rows(path, io.StringIO(text, newline="")))
+
+
+def csv_rows(path: Path, text: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A CSV file's rows after its header: ``("line N", cells)``, the cells unescaped (what the writer
+    escaped for spreadsheets) and without the empty ones. Errors name the file and line."""
+    reader = csv.reader(text)
     try:
         header = next(reader)
     except StopIteration:
-        return []
+        return
     except csv.Error as exc:
         raise InputError(path, "line 1", f"invalid CSV ({exc})") from None
     if len(set(header)) != len(header):
         raise InputError(path, "line 1", "duplicate column names in the header")
-    rows: list[tuple[str, dict[str, Any]]] = []
     width = len(header)
     try:
         for cells in reader:
@@ -304,11 +310,10 @@ def _read_csv(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
                 continue
             if len(cells) != width:
                 raise InputError(path, where, f"expected {width} cells like the header, found {len(cells)}")
-            cells = [unescape_cell(v) for v in cells]  # what the writer escaped for spreadsheets
-            rows.append((where, {k: v for k, v in zip(header, cells, strict=True) if v != ""}))
+            cells = [unescape_cell(v) for v in cells]
+            yield where, {k: v for k, v in zip(header, cells, strict=True) if v != ""}
     except csv.Error as exc:
         raise InputError(path, f"line {reader.line_num}", f"invalid CSV ({exc})") from None
-    return rows
 
 
 def _read_parquet(path: Path, data: bytes | None = None) -> list[tuple[str, dict[str, Any]]]:

@@ -8,7 +8,6 @@ find without parsing it whole, so it is read whole (its size is bounded by the d
 
 from __future__ import annotations
 
-import csv
 import gzip
 import io
 import json
@@ -19,13 +18,13 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from leaderboard.spreadsheet import unescape_cell
 from votes.bulk import gc_paused
 from votes.records import (
     MAX_EXPANDED_BYTES,
     FileFormat,
     InputError,
     _type_name,
+    csv_rows,
     detect_format,
     load_json,
     read_rows,
@@ -153,31 +152,12 @@ def _lines(text: IO[str]) -> Iterator[str]:
 
 
 def _csv_batches(path: Path, text: IO[str], size: int) -> Iterator[Rows]:
-    reader = csv.reader(text)
-    try:
-        header = next(reader)
-    except StopIteration:
-        return
-    except csv.Error as exc:
-        raise InputError(path, "line 1", f"invalid CSV ({exc})") from None
-    if len(set(header)) != len(header):
-        raise InputError(path, "line 1", "duplicate column names in the header")
-    width = len(header)
     rows: Rows = []
-    try:
-        for cells in reader:
-            where = f"line {reader.line_num}"
-            if not cells:
-                continue
-            if len(cells) != width:
-                raise InputError(path, where, f"expected {width} cells like the header, found {len(cells)}")
-            cells = [unescape_cell(v) for v in cells]
-            rows.append((where, {k: v for k, v in zip(header, cells, strict=True) if v != ""}))
-            if len(rows) >= size:
-                yield rows
-                rows = []
-    except csv.Error as exc:
-        raise InputError(path, f"line {reader.line_num}", f"invalid CSV ({exc})") from None
+    for row in csv_rows(path, text):
+        rows.append(row)
+        if len(rows) >= size:
+            yield rows
+            rows = []
     if rows:
         yield rows
 

@@ -126,11 +126,10 @@ def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
 
 
 def pair_vote_counts(*, session: Session) -> dict[tuple[int, int], int]:
-    """Votes per unordered model pair (lower id first), aggregated in SQL."""
-    stmt = (
-        select(Battle.model_a_id, Battle.model_b_id, func.count(col(Vote.id)))
-        .join(Vote, col(Vote.battle_id) == col(Battle.id))
-        .group_by(col(Battle.model_a_id), col(Battle.model_b_id))
+    """Votes per unordered model pair (lower id first), aggregated in SQL from the votes' own copies of
+    their battle's pair: the covering ``ix_vote_cells`` alone is read, no battle is joined."""
+    stmt = select(Vote.model_a_id, Vote.model_b_id, func.count()).group_by(
+        col(Vote.model_a_id), col(Vote.model_b_id)
     )
     counts: dict[tuple[int, int], int] = {}
     for a, b, n in session.exec(stmt).all():

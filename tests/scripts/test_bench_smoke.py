@@ -222,7 +222,35 @@ def test_bench_end_to_end_small_run(tmp_path: Path) -> None:
         assert fig[key] is not None and fig[key] > 0, key
     assert fig["cli_start_s"] > 0 and fig["peer_lmsys_current_s"] > 0
     assert fig["recompute_10m_s"] is None  # only with --ten-million
+    assert fig["import_pg_1m_s"] is None  # only with --postgres-url
     assert (fig["votes"], fig["models"], fig["rounds"]) == (3000, 8, 5)
+
+
+@pytest.mark.postgres
+def test_bench_end_to_end_imports_into_postgres_beside_sqlite(tmp_path: Path, pg_url: str) -> None:
+    """``--postgres-url`` times the import into a new database of that server next to SQLite's, and
+    drops that database again."""
+    from sqlalchemy import create_engine, text
+
+    def scratch_databases() -> set[str]:
+        engine = create_engine(pg_url)
+        try:
+            with engine.connect() as conn:
+                query = text("SELECT datname FROM pg_database WHERE datname LIKE 'arena_bench_e2e%'")
+                return {str(name) for name in conn.scalars(query)}
+        finally:
+            engine.dispose()
+
+    before = scratch_databases()
+    fig = _run(
+        "bench_end_to_end.py",
+        *("--votes", "3000", "--models", "8", "--rounds", "5", "--workdir", str(tmp_path)),
+        *("--skip", "publish,peers", "--postgres-url", pg_url),
+        timeout=600,
+    )
+    assert fig["import_pg_1m_s"] > 0 and fig["import_pg_1m_peak_mb"] > 0
+    assert fig["import_1m_s"] > 0
+    assert scratch_databases() == before
 
 
 def test_bench_rater_ability_small_run_compares_both_fits() -> None:

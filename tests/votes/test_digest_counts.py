@@ -48,3 +48,19 @@ def test_digests_sharing_their_first_64_bits_are_counted_apart() -> None:
     digests = [rng.choice(twins + others) for _ in range(500)]
     for batch in (1, 3, 50, 500):
         assert _run(digests, batch) == _expected(digests)
+
+
+def test_many_distinct_digests_merged_through_levels_keep_their_counts() -> None:
+    """Mostly new digests (as in a real file), repeated now and then, in batches of every size: the
+    levels merge many times and every repeat still finds its earlier rows; the levels stay sorted."""
+    rng = random.Random(5)
+    fresh = [f"{rng.getrandbits(160):040x}" for _ in range(6_000)]
+    digests = [fresh[i] if rng.random() < 0.9 else rng.choice(fresh[: i + 1]) for i in range(6_000)]
+    for batch in (1, 13, 250, 6_000):
+        assert _run(digests, batch) == _expected(digests)
+    counts = DigestCounts()
+    counts.keys(digests[:3_000], 0, lambda seqs: {s: digests[s] for s in seqs})
+    for start in range(3_000, 6_000, 97):
+        counts.keys(digests[start : start + 97], start, lambda seqs: {s: digests[s] for s in seqs})
+    for level in counts._levels:
+        assert (level.prefixes[1:] > level.prefixes[:-1]).all()

@@ -5,6 +5,7 @@ leaves nothing; a self-battle is refused by row or, with ``skip_invalid``, liste
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -79,7 +80,7 @@ def _rich_table(n: int, seed: int = 0) -> pa.Table:
 
 def _careful_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every batch through the row-by-row path (what a file the columns cannot take gets)."""
-    monkeypatch.setattr(votes_io, "clean_batch", lambda table: None)
+    monkeypatch.setattr(votes_io, "clean_batch", lambda table, text_cells=False: None)
 
 
 def _tables(engine: Engine) -> dict[str, list[Any]]:
@@ -107,8 +108,8 @@ def _as_columns(monkeypatch: pytest.MonkeyPatch, store: Engine, path: Path) -> I
     """Import ``path`` and check that every batch went as columns."""
     taken: list[bool] = []
 
-    def spy(batch: pa.RecordBatch) -> Any:
-        taken.append((found := clean_batch(batch)) is not None)
+    def spy(batch: pa.RecordBatch, text_cells: bool = False) -> Any:
+        taken.append((found := clean_batch(batch, text_cells=text_cells)) is not None)
         return found
 
     with monkeypatch.context() as m:
@@ -333,8 +334,25 @@ def test_times_round_to_the_microsecond_as_datetime_does() -> None:
     assert not any(math.isnan(t) for t in stamps)
 
 
+def _cell(value: Any, i: int) -> str:
+    """A value as a CSV cell, flags and numbers spelled the ways files spell them."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return [["false", "False", "0", " FALSE "], ["true", "True", "1", "TRUE"]][value][i % 4]
+    if isinstance(value, float):
+        return repr(value) if i % 3 else f"{value:.17e}"  # also in exponent form
+    return str(value)
+
+
 def _json_file(path: Path, table: pa.Table, fmt: str) -> Path:
     rows = table.to_pylist()
+    if fmt == "csv":
+        with path.open("w", encoding="utf-8", newline="") as handle:
+            out = csv.writer(handle)
+            out.writerow(table.column_names)
+            out.writerows([_cell(r[c], i) for c in table.column_names] for i, r in enumerate(rows))
+        return path
     if fmt == "json":
         path.write_text(json.dumps(rows), encoding="utf-8")
     else:  # each line without its missing values: the rows' keys differ (the first row's are not all)
@@ -343,7 +361,7 @@ def _json_file(path: Path, table: pa.Table, fmt: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "csv"])
 def test_json_rows_checked_as_columns_write_the_same_battles(
     two_stores: tuple[Engine, Engine], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
 ) -> None:
@@ -374,3 +392,35 @@ def test_a_bad_json_line_is_named_and_rows_pyarrow_cannot_hold_go_row_by_row(
     rows[250]["winner"] = "tie"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     assert import_file(store, path).n_added == 300
+
+
+@pytest.mark.parametrize(
+    ("cell", "reason"),
+    [("maybe", "'anony' must be true or false"), ("1.5", "'turn' must be an integer"), ("nan", "finite")],
+)
+def test_a_bad_csv_cell_is_named_by_line_and_good_batches_go_as_columns(
+    store: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cell: str, reason: str
+) -> None:
+    """CSV cells are converted as the row path converts them; one it refuses sends its batch to the
+    row path, which names the line (the header is line 1); the file imports once the cell is fixed."""
+    monkeypatch.setattr(votes_io, "BATCH_ROWS", 100)
+    n, bad = 300, 250
+    column = {"maybe": "anony", "1.5": "turn", "nan": "tstamp"}[cell]
+    plain = _plain(n)
+    table = pa.table({**plain, "anony": [True] * n, "turn": [1] * n})
+
+    def write(value: str) -> Path:
+        path = _json_file(tmp_path / "battles.csv", table, "csv")
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        cells = lines[bad + 1].rstrip("\r\n").split(",")
+        cells[table.column_names.index(column)] = value
+        lines[bad + 1] = ",".join(cells) + "\r\n"
+        path.write_text("".join(lines), encoding="utf-8")
+        return path
+
+    with pytest.raises(InputError, match=f"line {bad + 2}") as caught:
+        import_file(store, write(cell))
+    assert reason in str(caught.value)
+    good = {"anony": "true", "turn": "1", "tstamp": repr(plain["tstamp"][bad])}[column]
+    report = _as_columns(monkeypatch, store, write(good))
+    assert report.n_added == n

@@ -24,7 +24,7 @@ from votes.io import import_file
 from votes.models import utcnow
 from votes.ratings import replay_live_ratings
 from votes.records import InputError
-from votes.tables import import_created_t, import_row_t, import_run_t, vote_t
+from votes.tables import battle_t, import_created_t, import_row_t, import_run_t, vote_t
 from votes.writer import GroupCommitWriter
 
 CONFIG = EloConfig()
@@ -35,6 +35,7 @@ BATCH = 40  # rows per batch in these tests, so a small file spans many batches
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(votes.io, "BATCH_ROWS", BATCH)
     monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", 25)
+    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS_ALONE", 25)  # as many steps alone as not
 
 
 def battles_file(path: Path, n: int, *, bad_line: int | None = None, seed: int = 0) -> Path:
@@ -186,6 +187,37 @@ def test_imported_times_are_stored_as_every_other_row_stores_them(engine: Engine
             raw = conn.exec_driver_sql("SELECT created_at FROM vote ORDER BY id LIMIT 1").scalar_one()
             assert raw == "2023-11-14 22:13:21.000000"
     assert stored[0] is not None and stored[0].isoformat() == "2023-11-14T22:13:21+00:00"
+
+
+def test_merged_battles_follow_the_file_and_votes_copy_their_battles(engine: Engine, tmp_path: Path) -> None:
+    """Across merge steps the battles are numbered in file order (live ratings replay the votes in id
+    order), and each vote belongs to the battle of its own row: models, judge and time agree."""
+    import_file(engine, battles_file(tmp_path / "b.jsonl", 130))
+    stmt = (
+        select(
+            battle_t.c.id,
+            battle_t.c.issued_at,
+            battle_t.c.model_a_id,
+            battle_t.c.model_b_id,
+            battle_t.c.annotator_id,
+            vote_t.c.id,
+            vote_t.c.created_at,
+            vote_t.c.model_a_id,
+            vote_t.c.model_b_id,
+            vote_t.c.annotator_id,
+        )
+        .join(vote_t, vote_t.c.battle_id == battle_t.c.id)
+        .order_by(battle_t.c.id)
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    assert len(rows) == 130
+    times = [r[1] for r in rows]
+    assert times == sorted(times) and len(set(times)) == 130  # the file's tstamps ascend
+    vote_ids = [r[5] for r in rows]
+    assert vote_ids == sorted(vote_ids)
+    for row in rows:
+        assert (row[6], row[7], row[8], row[9]) == (row[1], row[2], row[3], row[4])
 
 
 def test_keys_merged_by_another_run_after_staging_are_not_added_twice(engine: Engine, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -22,6 +22,7 @@ from votes.demo import load_demo
 from votes.queries import VoteFilter, iter_vote_rows, load_battles, load_pair_counts, pair_counts_statement
 from votes.recording import record_vote
 from votes.tables import annotator_t, battle_t, model_t, output_t, vote_t
+from votes.views import pair_vote_counts
 
 
 def _site_votes(engine: Engine, n: int) -> None:
@@ -187,3 +188,35 @@ def test_fast_vote_times_equal_the_orm_times(store: Engine) -> None:
     assert any(t.microsecond for t in orm)
     assert arrays.times().tolist() == expected
     assert [r["tstamp"] for r in rows] == expected
+
+
+def test_pairing_counts_votes_per_pair_from_the_votes_alone(store: Engine) -> None:
+    """The pairing's votes per unordered pair equal the plain join's count of votes to their battles'
+    pairs, and on SQLite its query reads only the covering index (no battle, no sort)."""
+    load_demo(store, n_votes=120, seed=2)
+    _site_votes(store, 6)
+    with store.connect() as conn:
+        joined = conn.execute(
+            select(battle_t.c.model_a_id, battle_t.c.model_b_id).join(
+                vote_t, vote_t.c.battle_id == battle_t.c.id
+            )
+        ).all()
+    expected = Counter((min(a, b), max(a, b)) for a, b in joined)
+    issued: list[str] = []
+
+    def seen(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        issued.append(statement)
+
+    event.listen(store, "before_cursor_execute", seen)
+    try:
+        with Session(store) as session:
+            counts = pair_vote_counts(session=session)
+    finally:
+        event.remove(store, "before_cursor_execute", seen)
+    assert counts == dict(expected) and sum(counts.values()) == len(joined) > 0
+    if store.dialect.name == "sqlite":
+        [statement] = [s for s in issued if "GROUP BY" in s]
+        with store.connect() as conn:
+            plan = " / ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement))
+        assert "USING COVERING INDEX ix_vote_cells" in plan and "TEMP B-TREE" not in plan, plan
+        assert "battle" not in plan, plan
