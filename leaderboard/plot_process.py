@@ -20,7 +20,10 @@ from leaderboard.data import PairCounts
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot import draw_plots
 
-__all__ = ["PlotDrawing"]
+__all__ = ["CHILD_TIMEOUT_SECONDS", "PlotDrawing"]
+
+#: Far beyond what drawing any board takes (seconds for a hundred models).
+CHILD_TIMEOUT_SECONDS = 900.0
 
 
 def _draw_in_child(out: Path, leaderboard: Leaderboard, counts: PairCounts) -> None:
@@ -47,11 +50,16 @@ class PlotDrawing:
             self._child = child
 
     def wait(self) -> None:
-        """Block until the figures are in the folder: drawn by the child, or else drawn here."""
+        """Block until the figures are in the folder: drawn by the child, or else drawn here (a child
+        still drawing after :data:`CHILD_TIMEOUT_SECONDS`, say stuck on a lock some other thread held
+        when it was forked, is stopped first)."""
         child, self._child = self._child, None
         if child is not None:
-            child.join()
-            if child.exitcode == 0:
+            child.join(CHILD_TIMEOUT_SECONDS)
+            if child.is_alive():
+                child.terminate()
+                child.join()
+            elif child.exitcode == 0:
                 return
         draw_plots(*self._args)
 

@@ -62,3 +62,26 @@ def test_a_cancelled_child_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     drawing.cancel()
     assert child is not None and not child.is_alive()
     assert not (tmp_path / "out").exists()
+
+
+def test_a_child_that_never_finishes_is_stopped_and_the_parent_draws(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent = os.getpid()
+    drawn_in: list[int] = []
+
+    def stuck_in_child(out: Path, *args: object) -> None:
+        if os.getpid() != parent:
+            import time
+
+            time.sleep(60)
+        drawn_in.append(os.getpid())
+
+    monkeypatch.setattr(plot_process, "draw_plots", stuck_in_child)
+    monkeypatch.setattr(plot_process, "CHILD_TIMEOUT_SECONDS", 0.5)
+    counts = simulated_counts()
+    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts)
+    child = drawing._child
+    drawing.wait()
+    assert drawn_in == [parent]
+    assert child is not None and not child.is_alive()
