@@ -20,10 +20,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DigestCounts", "digest_prefixes"]
+__all__ = ["LEVEL_CAP", "DigestCounts", "digest_prefixes"]
 
 #: Digests read from the database per look-up, for :class:`DigestCounts.keys`.
 FetchDigests = Callable[[Sequence[int]], Mapping[int, str]]
+
+#: Distinct digests a level grows to at most by merging (40 MB): a merge briefly holds the merged level
+#: twice, so the largest level bounds that extra memory; ten million rows make a few more levels to search.
+LEVEL_CAP = 2_000_000
 
 _U64 = npt.NDArray[np.uint64]
 _I64 = npt.NDArray[np.int64]
@@ -120,7 +124,11 @@ class DigestCounts:
         values = np.array(list(new.values()), dtype=np.int64).reshape(-1, 2)
         order = np.argsort(prefixes, kind="stable")
         level = _Level(prefixes[order], values[order, 0].copy(), values[order, 1].astype(np.int32))
-        while self._levels and len(self._levels[-1].prefixes) <= 2 * len(level.prefixes):
+        while (
+            self._levels
+            and len(self._levels[-1].prefixes) <= 2 * len(level.prefixes)
+            and len(self._levels[-1].prefixes) + len(level.prefixes) <= LEVEL_CAP
+        ):
             level = _merged(self._levels.pop(), level)
         self._levels.append(level)
 

@@ -39,6 +39,7 @@ from votes.live import LiveConfig
 from votes.merge_steps import step_ranges
 from votes.models import utcnow
 from votes.ratings import rebuild_live_ratings, rebuild_live_ratings_aside
+from votes.read_ahead import read_ahead
 from votes.tables import battle_t, import_created_t, import_row_t, import_run_t
 
 __all__ = [
@@ -353,19 +354,13 @@ def import_battle_batches(
     counts = DigestCounts()
     seq = 0
     try:
-        for records in batches:
-            if not records:
-                continue
-            size = CLEAN_STAGE_ROWS if isinstance(records, CleanBatch) else STAGE_ROWS
-            for start in range(0, len(records), size):
-                part = records[start : start + size]
-                with gc_paused():  # rows of plain values by the thousand: no cycles to collect
-                    digests = _digests(part)  # hashed before the writer lock is taken
-                    with _step(engine) as conn:
-                        _add(total, _stage(conn, run_id, part, seq, str(file), counts, digests, probe=probe))
-                        _set_state(conn, run_id, "staging")
-                seq += len(part)
-            if between is not None:
+        # the next part is read, checked and hashed in a worker thread while this one is staged
+        for part, digests, batch_ends in read_ahead(_parts(batches)):
+            with gc_paused(), _step(engine) as conn:  # rows of plain values: no cycles to collect
+                _add(total, _stage(conn, run_id, part, seq, str(file), counts, digests, probe=probe))
+                _set_state(conn, run_id, "staging")
+            seq += len(part)
+            if batch_ends and between is not None:
                 between()
         with _step(engine) as conn:
             _merged_to(conn, run_id, 0)  # state "merging", nothing merged yet
@@ -392,6 +387,20 @@ def import_battle_batches(
     finally:
         _finish(engine, run_id, total.rows)
     return total
+
+
+def _parts(
+    batches: Iterable[Sequence[BattleRecord] | CleanBatch],
+) -> Iterator[tuple[Sequence[BattleRecord] | CleanBatch, list[str], bool]]:
+    """The batches cut into staging parts, each with its rows' digests (hashed before the writer lock is
+    taken) and whether it ends its batch."""
+    for records in batches:
+        size = CLEAN_STAGE_ROWS if isinstance(records, CleanBatch) else STAGE_ROWS
+        for start in range(0, len(records), size):
+            part = records[start : start + size]
+            with gc_paused():
+                digests = _digests(part)
+            yield part, digests, start + size >= len(records)
 
 
 def _roll_back_after_failure(engine: Engine, run_id: int) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
+import pytest
+
+import votes.digest_counts
 from votes.digest_counts import DigestCounts
 
 
@@ -64,3 +67,18 @@ def test_many_distinct_digests_merged_through_levels_keep_their_counts() -> None
         counts.keys(digests[start : start + 97], start, lambda seqs: {s: digests[s] for s in seqs})
     for level in counts._levels:
         assert (level.prefixes[1:] > level.prefixes[:-1]).all()
+
+
+def test_levels_stop_merging_at_the_cap_and_still_count_every_repeat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the cap levels are left apart (more levels to search, no big merge): the keys are the same."""
+    monkeypatch.setattr(votes.digest_counts, "LEVEL_CAP", 400)
+    rng = random.Random(6)
+    fresh = [f"{rng.getrandbits(160):040x}" for _ in range(5_000)]
+    digests = [fresh[i] if rng.random() < 0.85 else rng.choice(fresh[: i + 1]) for i in range(5_000)]
+    for batch in (1, 37, 150):
+        assert _run(digests, batch) == _expected(digests)
+    counts = DigestCounts()
+    for start in range(0, 5_000, 150):
+        counts.keys(digests[start : start + 150], start, lambda seqs: {s: digests[s] for s in seqs})
+    sizes = [len(level.prefixes) for level in counts._levels]
+    assert max(sizes) <= 400 and len(sizes) >= 5000 * 0.85 // 400, sizes
