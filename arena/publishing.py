@@ -26,6 +26,7 @@ from leaderboard.clusters import Clusters, choose_clusters, clustering_record, p
 from leaderboard.compute import SOURCE_METHODS, fit_leaderboard
 from leaderboard.data import PairCounts
 from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
+from leaderboard.plot_process import PlotDrawing
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot import (
     DATA_FILES,
@@ -329,6 +330,7 @@ def recompute_snapshot(
     if options.style and (battles is None or battles.features is None):
         raise ValueError("style control needs the votes with their answer texts")
     added: dict[str, Any] = {}
+    point_fit: BTFit | None = None
     if options.by_source:
         if by_source is None:
             raise ValueError(f"method {options.method!r} needs the votes with who cast them")
@@ -337,6 +339,63 @@ def recompute_snapshot(
         board, added["composite"] = fit_by_source(by_source, options)
     else:
         board, point_fit = fit_board(counts, options, progress=progress, clusters=clusters)
+    # the figures need only the board: drawn on another core while the rest is computed
+    drawing = PlotDrawing(out_dir, board, counts) if plots else None
+    try:
+        return _finish_snapshot(
+            board,
+            counts,
+            out_dir,
+            added,
+            options=options,
+            point_fit=point_fit,
+            votes_digest=votes_digest,
+            spec=spec,
+            filters=filters,
+            source=source,
+            created_at=created_at,
+            drawing=drawing,
+            battles=battles,
+            model_info=model_info,
+            agreement=agreement,
+            availability=availability,
+            weekly_shares=weekly_shares,
+            judges=judges,
+            clustering=clustering,
+            pairing_weights=pairing_weights,
+            flagged_annotators=flagged_annotators,
+        )
+    finally:
+        if drawing is not None:
+            drawing.cancel()  # joined already unless the snapshot failed: then it stops drawing
+
+
+def _finish_snapshot(
+    board: Leaderboard,
+    counts: PairCounts,
+    out_dir: Path | str,
+    added: dict[str, Any],
+    *,
+    options: FitOptions,
+    point_fit: BTFit | None,
+    votes_digest: str | None,
+    spec: SliceSpec,
+    filters: Mapping[str, Any] | None,
+    source: str,
+    created_at: datetime | None,
+    drawing: PlotDrawing | None,
+    battles: Battles | None,
+    model_info: Mapping[str, Mapping[str, Any]] | None,
+    agreement: AgreementReport | None,
+    availability: Mapping[str, Mapping[str, Any]] | None,
+    weekly_shares: Mapping[str, Mapping[str, float]] | None,
+    judges: Battles | None,
+    clustering: Mapping[str, Any] | None,
+    pairing_weights: Mapping[str, Mapping[str, float]] | None,
+    flagged_annotators: Mapping[str, Any] | None,
+) -> tuple[Leaderboard, SnapshotManifest]:
+    """:func:`recompute_snapshot` past the fit: the certificates and metadata, the files, the folder."""
+    if not options.by_source:
         added["fragility"] = board_fragility(counts, options, point_fit)
     if clustering is not None:
         added["clustering"] = dict(clustering)
@@ -384,7 +443,7 @@ def recompute_snapshot(
         created_at=created_at,
         category=spec.category,
         language=spec.language,
-        plots=plots,
+        plots=drawing if drawing is not None else False,
         extra_metadata={
             "filters": dict(filters or {}),
             "options": options.describe(),
@@ -498,7 +557,10 @@ def load_votes_with_texts(
         else:
             digest = ledger_sha256(conn, counted)
         judged = judge_votes(conn, who) if judges and who is not None else None
-        if bucket_seconds is None:
+        if who is not None and who.weight is None:
+            # every vote weighs 1: the scan's cells are the GROUP BY's (whole numbers summed in any order)
+            counts = who.counts(bucket_seconds=bucket_seconds)
+        elif bucket_seconds is None:
             counts = load_pair_counts(conn, filters=counted)
         else:  # the same votes, read already with their annotators (who) when asked for
             timed = who if who is not None else load_battles(conn, filters=counted)

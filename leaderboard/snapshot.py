@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -40,11 +40,13 @@ __all__ = [
     "METADATA_FILE",
     "PLOT_FILES",
     "ZIP_FILE",
+    "PlotsUnderWay",
     "SnapshotData",
     "SnapshotManifest",
     "SnapshotDiff",
     "counts_sha256",
     "diff_snapshots",
+    "draw_plots",
     "dump_json",
     "file_sha256",
     "freeze_snapshot",
@@ -240,6 +242,42 @@ def _write_parquet(table: pd.DataFrame, path: Path) -> None:
         pq.write_table(arrow, handle, compression="zstd", write_statistics=True)
 
 
+class PlotsUnderWay(Protocol):
+    """Figures being drawn elsewhere (:class:`leaderboard.plot_process.PlotDrawing`)."""
+
+    def wait(self) -> None:
+        """Return once the figures are in the folder."""
+
+
+def draw_plots(
+    out: Path, leaderboard: Leaderboard, counts: PairCounts, matrices: PairwiseMatrices | None = None
+) -> None:
+    """The board's figures (:data:`PLOT_FILES`, SVG and PNG) in ``out``; ``matrices`` in the table's
+    model order when the caller has them."""
+    # matplotlib loads only where plots are drawn, so reading snapshots (the web pages) stays light
+    from leaderboard.plots import (
+        plot_average_win_rates,
+        plot_battle_counts,
+        plot_bootstrap,
+        plot_intervals,
+        plot_win_rates,
+        save_figure,
+    )
+
+    names = list(leaderboard_table(leaderboard)["model"])
+    if matrices is None:
+        matrices = pairwise_matrices(counts, leaderboard).reorder(names)
+    out.mkdir(parents=True, exist_ok=True)
+    save_figure(plot_intervals(leaderboard), out / "ratings")
+    observed = "Observed win rate of each row model against each column model (ties count half)"
+    save_figure(plot_win_rates(matrices.observed, names, title=observed), out / "winrate_observed")
+    predicted = f"Win rate of each row model against each column model predicted by {leaderboard.method}"
+    save_figure(plot_win_rates(matrices.predicted, names, title=predicted), out / "winrate_predicted")
+    save_figure(plot_battle_counts(matrices.n_battles, names), out / "battle_counts")
+    save_figure(plot_average_win_rates(matrices.observed, names), out / "winrate_average")
+    save_figure(plot_bootstrap(leaderboard), out / "bootstrap")
+
+
 def write_snapshot(
     out_dir: Path | str,
     leaderboard: Leaderboard,
@@ -250,7 +288,7 @@ def write_snapshot(
     created_at: datetime | None = None,
     category: str | None = None,
     language: str | None = None,
-    plots: bool = True,
+    plots: bool | PlotsUnderWay = True,
     make_zip: bool = True,
     extra_metadata: Mapping[str, Any] | None = None,
     extra_files: Mapping[str, bytes] | None = None,
@@ -271,8 +309,9 @@ def write_snapshot(
         Identity of the snapshot; by default now and an id made from it, the slice and the data digest.
     category, language : str, optional
         The slice of the votes this board covers (recorded in the metadata).
-    plots : bool
-        Draw the four figures (SVG and PNG).
+    plots : bool or PlotsUnderWay
+        Draw the figures (SVG and PNG), or wait for them being drawn elsewhere (see
+        :mod:`leaderboard.plot_process`).
     make_zip : bool
         Also write ``snapshot.zip`` with every other file.
     extra_metadata : mapping, optional
@@ -312,25 +351,10 @@ def write_snapshot(
         _replace(out / name, blob)
     _write_parquet(table, out / PARQUET_FILE)
 
-    if plots:
-        # matplotlib loads only where plots are drawn, so reading snapshots (the web pages) stays light
-        from leaderboard.plots import (
-            plot_average_win_rates,
-            plot_battle_counts,
-            plot_bootstrap,
-            plot_intervals,
-            plot_win_rates,
-            save_figure,
-        )
-
-        save_figure(plot_intervals(leaderboard), out / "ratings")
-        observed = "Observed win rate of each row model against each column model (ties count half)"
-        save_figure(plot_win_rates(matrices.observed, names, title=observed), out / "winrate_observed")
-        predicted = f"Win rate of each row model against each column model predicted by {leaderboard.method}"
-        save_figure(plot_win_rates(matrices.predicted, names, title=predicted), out / "winrate_predicted")
-        save_figure(plot_battle_counts(matrices.n_battles, names), out / "battle_counts")
-        save_figure(plot_average_win_rates(matrices.observed, names), out / "winrate_average")
-        save_figure(plot_bootstrap(leaderboard), out / "bootstrap")
+    if plots is True:
+        draw_plots(out, leaderboard, counts, matrices)
+    elif plots is not False:
+        plots.wait()  # drawn meanwhile (leaderboard.plot_process)
 
     data_names = DATA_FILES + tuple(sorted(added))
     files = {name: file_sha256(out / name) for name in data_names + (PLOT_FILES if plots else ())}

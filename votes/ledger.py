@@ -29,6 +29,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from leaderboard.atomic import atomic_file
 from votes.bulk import chunks, column_chunks
+from votes.packed_votes import TIME_FORM, canonical_times
 from votes.queries import StoredChunk, VoteFilter, filter_votes
 from votes.tables import annotator_t, model_t, vote_t
 
@@ -146,10 +147,6 @@ def write_ledger(engine: Engine, out: str | Path, *, filters: VoteFilter | None 
 # The ledger built from the columns of a scan the board reads anyway (SQLite): what the database formats
 # per vote in :func:`_statement` (the time as seconds, cells joined by commas) cost more than the scan.
 
-#: A stored SQLite time, ``YYYY-MM-DD HH:MM:SS.ffffff``: ``0`` where any digit may stand.
-_TIME_FORM = np.frombuffer(b"0000-00-00 00:00:00.000000", dtype=np.uint8)
-#: How far above :data:`_TIME_FORM` each character may be (9 over a digit, 0 over the marks).
-_TIME_SPAN = np.where(_TIME_FORM == ord("0"), 9, 0).astype(np.uint8)
 _MICRO = 1_000_000
 #: Microseconds at which SQLite's millisecond rounding (see :func:`_time_cells`) could go either way.
 _HALF_MS_BEFORE_SECOND = 999_500
@@ -240,7 +237,9 @@ class _Cells:
             self._dense[i + 1] = self._vocabulary.add(cell)
 
 
-def _time_cells(times: Sequence[Any], micro: npt.NDArray[np.int64] | None) -> tuple[_Piece, _Piece]:
+def _time_cells(
+    times: Sequence[Any] | npt.NDArray[np.uint8], micro: npt.NDArray[np.int64] | None
+) -> tuple[_Piece, _Piece]:
     """The ``tstamp`` cell of stored SQLite times as SQLite writes it, ``strftime('%s') || '.' ||
     substr(time, 21, 6)``, and the comma after it, as two pieces (the seconds; ``.ffffff,``); ``micro``
     is the same times in microseconds since the epoch (as numpy read them).
@@ -251,14 +250,19 @@ def _time_cells(times: Sequence[Any], micro: npt.NDArray[np.int64] | None) -> tu
     n = len(times)
     if micro is None or len(micro) != n:  # numpy read them: every one is text
         raise _NotCanonical("a stored time is not text numpy read")
-    if set(map(len, times)) != {len(_TIME_FORM)}:
-        raise _NotCanonical("a stored time is not in SQLite's canonical form")
-    try:
-        text = "".join(times).encode("ascii")
-    except UnicodeEncodeError:
-        raise _NotCanonical("a stored time is not in SQLite's canonical form") from None
-    chars = np.frombuffer(text, dtype=np.uint8).reshape(n, len(_TIME_FORM))
-    if np.any(chars - _TIME_FORM > _TIME_SPAN):  # wraps around below the form: one comparison
+    if isinstance(times, np.ndarray):  # read packed: the texts as rows of bytes already
+        if times.shape != (n, len(TIME_FORM)) or times.dtype != np.uint8:
+            raise _NotCanonical("a stored time is not in SQLite's canonical form")
+        chars = times
+    else:
+        if set(map(len, times)) != {len(TIME_FORM)}:
+            raise _NotCanonical("a stored time is not in SQLite's canonical form")
+        try:
+            text = "".join(times).encode("ascii")
+        except UnicodeEncodeError:
+            raise _NotCanonical("a stored time is not in SQLite's canonical form") from None
+        chars = np.frombuffer(text, dtype=np.uint8).reshape(n, len(TIME_FORM))
+    if not canonical_times(chars):
         raise _NotCanonical("a stored time is not in SQLite's canonical form")
     part = micro % _MICRO
     if np.any(micro < 0) or np.any(part == _HALF_MS_BEFORE_SECOND):
@@ -323,7 +327,7 @@ class LedgerDigest:
             return self._digest.hexdigest()
         return ledger_sha256(self._conn, filters)
 
-    def _winner_codes(self, winner: Sequence[Any]) -> npt.NDArray[np.int64]:
+    def _winner_codes(self, winner: Sequence[Any] | npt.NDArray[np.object_]) -> npt.NDArray[np.int64]:
         """Each outcome's code among the outcome cells (written as stored, quoted: see :func:`_statement`)."""
         for value in set(winner) - self._winners.keys():
             if type(value) is not str:
@@ -331,12 +335,15 @@ class LedgerDigest:
             self._winners[value] = self._winner_cells.add(b'"' + value.encode("utf-8") + b'",')
         return np.fromiter(map(self._winners.__getitem__, winner), dtype=np.int64, count=len(winner))
 
-    def _weight_codes(self, weight: Sequence[Any]) -> npt.NDArray[np.int64]:
+    def _weight_codes(self, weight: Sequence[Any] | npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         """Each weight's code among the weight cells, each distinct weight's text (by its bits) from the
-        database's own ``CAST``."""
-        if not all(type(w) is float for w in set(weight)):
+        database's own ``CAST``. An array holds floats the scan checked were stored as floats."""
+        if isinstance(weight, np.ndarray):
+            if weight.dtype != np.float64:
+                raise _NotCanonical("a stored weight is not a float")
+        elif not all(type(w) is float for w in set(weight)):
             raise _NotCanonical("a stored weight is not a float")
-        bits = np.array(weight, dtype=np.float64).view(np.int64)
+        bits = np.asarray(weight, dtype=np.float64).view(np.int64)
         distinct, inverse = np.unique(bits, return_inverse=True)
         for value in set(distinct.tolist()) - self._weights.keys():
             number = float(np.array([value], dtype=np.int64).view(np.float64)[0])
@@ -345,8 +352,13 @@ class LedgerDigest:
         codes = np.array([self._weights[v] for v in distinct.tolist()], dtype=np.int64)
         return codes[inverse.reshape(-1)]
 
-    def _side_codes(self, sided: Sequence[Any]) -> npt.NDArray[np.int64]:
-        """1 for a known side (any integer but 0, as SQL's ``CASE WHEN``), else 0."""
+    def _side_codes(self, sided: Sequence[Any] | npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        """1 for a known side (any integer but 0, as SQL's ``CASE WHEN``), else 0. An array holds
+        booleans the scan read from stored 0s and 1s."""
+        if isinstance(sided, np.ndarray):
+            if sided.dtype != np.bool_:
+                raise _NotCanonical("a stored side is not an integer")
+            return sided.astype(np.int64)
         if not all(type(v) is int for v in set(sided)):
             raise _NotCanonical("a stored side is not an integer")
         known: npt.NDArray[np.int64] = (np.array(sided, dtype=np.int64) != 0).astype(np.int64)

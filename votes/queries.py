@@ -26,6 +26,7 @@ from sqlalchemy.sql.operators import custom_op
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts, parse_outcome
 from votes.bulk import column_chunks
+from votes.packed_votes import OUTCOME_WORDS, RowsNeeded, packed_chunks, time_micro
 from votes.records import rows_sha256
 from votes.tables import annotator_t, battle_t, generation_t, model_t, output_t, prompt_t, vote_t
 
@@ -55,20 +56,24 @@ class StoredChunk(NamedTuple):
     The model and annotator ids as arrays (annotator -1 for none); the outcome, time, weight (the vote's
     own, whatever weighting the filter asks) and side as the driver gave them; ``micro`` the times in
     microseconds since the epoch as :func:`seconds_array` read them (None where it read them one by one).
+    A chunk SQLite handed packed (:mod:`votes.packed_votes`) has its stored time texts as rows of bytes,
+    its weights (all 1) as floats and its sides as booleans, in arrays.
     """
 
     model_a: npt.NDArray[np.int64]
     model_b: npt.NDArray[np.int64]
     annotator: npt.NDArray[np.int64]
-    winner: Sequence[Any]
-    time: Sequence[Any]
+    winner: Sequence[Any] | npt.NDArray[np.object_]
+    time: Sequence[Any] | npt.NDArray[np.uint8]
     micro: npt.NDArray[np.int64] | None
-    weight: Sequence[Any]
-    sided: Sequence[Any]
+    weight: Sequence[Any] | npt.NDArray[np.float64]
+    sided: Sequence[Any] | npt.NDArray[np.bool_]
 
 
 _STREAM = 2000
 _CHUNK = 100_000
+#: Each outcome code's stored word, to hand a packed chunk's outcomes over as stored.
+_OUTCOME_WORDS = np.array(OUTCOME_WORDS, dtype=object)
 
 
 @dataclass(frozen=True)
@@ -329,28 +334,34 @@ def load_battles(
         raise ValueError("each_chunk reads the votes' annotators: ask for who")
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
-    columns = [
-        vote_t.c.id,
-        vote_t.c.model_a_id,
-        vote_t.c.model_b_id,
-        vote_t.c.winner,
-        _vote_time(conn),
-        _weight(f)[0],
-        vote_t.c.sided,
+    weight, votes = _weight(f)
+    columns: list[ColumnElement[Any]] = [
+        vote_t.c.id.label("id"),
+        vote_t.c.model_a_id.label("model_a"),
+        vote_t.c.model_b_id.label("model_b"),
+        vote_t.c.winner.label("winner"),
+        _vote_time(conn).label("time"),
+        weight.label("weight"),
+        vote_t.c.sided.label("sided"),
     ]
-    votes = _weight(f)[1]
-    base = select(*columns).select_from(votes)
-    own_weight = 5  # the weight column's place, when the filter leaves votes at their own weight
     if who:
-        extra: list[ColumnElement[Any]] = [
-            func.coalesce(vote_t.c.annotator_id, -1),
-            func.coalesce(battle_t.c.prompt_id, -1),
+        columns += [
+            func.coalesce(vote_t.c.annotator_id, -1).label("annotator"),
+            func.coalesce(battle_t.c.prompt_id, -1).label("prompt"),
         ]
-        if each_chunk is not None and _weight(f)[0] is not vote_t.c.weight:
-            own_weight = len(columns) + len(extra)
-            extra.append(vote_t.c.weight)
-        base = select(*columns, *extra).select_from(votes.join(battle_t, vote_t.c.battle_id == battle_t.c.id))
-    stmt = filter_votes(base.order_by(vote_t.c.id), f, battle_joined=who)
+        # the battle is joined only for who: the plain read stays on the vote rows
+        votes = votes.join(battle_t, vote_t.c.battle_id == battle_t.c.id)
+    # the vote's own weight, what the ledger holds, when the filter weighs votes otherwise
+    own_weight = len(columns) if weight is not vote_t.c.weight else 5
+    if own_weight != 5:
+        columns.append(vote_t.c.weight.label("own_weight"))
+    base = select(*columns).select_from(votes)
+
+    def rows(span: tuple[int, int] | None = None) -> Select[Any]:
+        """The votes row by row: all of them, or those with ids in ``(after, last]``."""
+        stmt = base if span is None else base.where(vote_t.c.id > span[0], vote_t.c.id <= span[1])
+        return filter_votes(stmt.order_by(vote_t.c.id), f, battle_joined=who)
+
     # Streamed in chunks straight into arrays: memory follows the arrays, not 10M Python row tuples.
     ids: list[npt.NDArray[np.int64]] = []
     a_ids: list[npt.NDArray[np.int64]] = []
@@ -362,34 +373,75 @@ def load_battles(
     annotators: list[npt.NDArray[np.int64]] = []
     prompts: list[npt.NDArray[np.int64]] = []
     codes: dict[str, int] = {}
-    for columns_read in column_chunks(conn, stmt, size=_CHUNK):
-        winners = columns_read[3]
-        for w in set(winners) - codes.keys():
-            codes[w] = int(parse_outcome(w))
-        ids.append(np.array(columns_read[0], dtype=np.int64))
-        a_ids.append(np.array(columns_read[1], dtype=np.int64))
-        b_ids.append(np.array(columns_read[2], dtype=np.int64))
-        outcomes.append(np.fromiter(map(codes.__getitem__, winners), dtype=np.int8, count=len(winners)))
-        micro = _micro_array(columns_read[4])
-        times.append(_seconds_one_by_one(columns_read[4]) if micro is None else micro / 1e6)
-        weights.append(np.array(columns_read[5], dtype=np.float64))
-        sides.append(np.array(columns_read[6], dtype=bool))
-        if who:
-            annotators.append(np.array(columns_read[7], dtype=np.int64))
-            prompts.append(np.array(columns_read[8], dtype=np.int64))
-        if each_chunk is not None:
-            each_chunk(
-                StoredChunk(
-                    a_ids[-1],
-                    b_ids[-1],
-                    annotators[-1],
-                    winners,
-                    columns_read[4],
-                    micro,
-                    columns_read[own_weight],
-                    columns_read[6],
+
+    def read_rows(stmt: Select[Any]) -> None:
+        for columns_read in column_chunks(conn, stmt, size=_CHUNK):
+            winners = columns_read[3]
+            for w in set(winners) - codes.keys():
+                codes[w] = int(parse_outcome(w))
+            ids.append(np.array(columns_read[0], dtype=np.int64))
+            a_ids.append(np.array(columns_read[1], dtype=np.int64))
+            b_ids.append(np.array(columns_read[2], dtype=np.int64))
+            outcomes.append(np.fromiter(map(codes.__getitem__, winners), dtype=np.int8, count=len(winners)))
+            micro = _micro_array(columns_read[4])
+            times.append(_seconds_one_by_one(columns_read[4]) if micro is None else micro / 1e6)
+            weights.append(np.array(columns_read[5], dtype=np.float64))
+            sides.append(np.array(columns_read[6], dtype=bool))
+            if who:
+                annotators.append(np.array(columns_read[7], dtype=np.int64))
+                prompts.append(np.array(columns_read[8], dtype=np.int64))
+            if each_chunk is not None:
+                each_chunk(
+                    StoredChunk(
+                        a_ids[-1],
+                        b_ids[-1],
+                        annotators[-1],
+                        winners,
+                        columns_read[4],
+                        micro,
+                        columns_read[own_weight],
+                        columns_read[6],
+                    )
                 )
-            )
+
+    if conn.dialect.name != "sqlite":
+        read_rows(rows())
+    else:  # SQLite hands chunks of votes packed in a few texts (votes.packed_votes)
+        if own_weight == 5:
+            columns.append(vote_t.c.weight.label("own_weight"))
+        selected = filter_votes(select(*columns).select_from(votes), f, battle_joined=who)
+        for packed in packed_chunks(conn, selected, who=who, size=_CHUNK):
+            micro = None if isinstance(packed, RowsNeeded) else time_micro(packed.time_chars)
+            if isinstance(packed, RowsNeeded):
+                read_rows(rows((packed.after, packed.last)))
+                continue
+            if micro is None:  # a time numpy does not read: the chunk's rows are parsed one by one
+                read_rows(rows((int(packed.vote_id[0]) - 1, int(packed.vote_id[-1]))))
+                continue
+            n = len(packed.vote_id)
+            ids.append(packed.vote_id)
+            a_ids.append(packed.model_a)
+            b_ids.append(packed.model_b)
+            outcomes.append(packed.outcome)
+            times.append(micro / 1e6)
+            weights.append(np.ones(n, dtype=np.float64))
+            sides.append(packed.sided)
+            if packed.annotator is not None and packed.prompt is not None:
+                annotators.append(packed.annotator)
+                prompts.append(packed.prompt)
+            if each_chunk is not None:
+                each_chunk(
+                    StoredChunk(
+                        packed.model_a,
+                        packed.model_b,
+                        annotators[-1],
+                        _OUTCOME_WORDS[packed.outcome],
+                        packed.time_chars,
+                        micro,
+                        weights[-1],
+                        packed.sided,
+                    )
+                )
     vote_id = _concat(ids, np.int64)
     model_a_id = _concat(a_ids, np.int64)
     model_b_id = _concat(b_ids, np.int64)

@@ -1,0 +1,87 @@
+"""Figures drawn by a forked child (leaderboard.plot_process): the same bytes and the same snapshot as
+drawn in place, an error in the child raised in the parent, and a cancelled child writes nothing more."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from leaderboard import plot_process
+from leaderboard.plot_process import PlotDrawing
+from leaderboard.snapshot import PLOT_FILES, write_snapshot
+from tests.factories import handmade_leaderboard, simulated_counts
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_child_draws_the_snapshot_drawn_in_place(tmp_path: Path) -> None:
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    here = write_snapshot(tmp_path / "here", board, counts, created_at=AT)
+    drawing = PlotDrawing(tmp_path / "child", board, counts)
+    assert drawing._child is not None  # Linux forks: the figures are drawn by the child
+    child = write_snapshot(tmp_path / "child", board, counts, created_at=AT, plots=drawing)
+    assert child.metadata == here.metadata  # every file's sha256 (figures included) and so the id
+    for name in PLOT_FILES:
+        assert (tmp_path / "child" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+
+
+def test_an_error_in_the_child_is_raised_by_the_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent = os.getpid()
+    drawn_in: list[int] = []
+
+    def broken(out: Path, *args: object) -> None:
+        drawn_in.append(os.getpid())  # the child's list is its own copy: only the parent's call shows
+        raise RuntimeError(f"cannot draw in {out.name}")
+
+    monkeypatch.setattr(plot_process, "draw_plots", broken)
+    counts = simulated_counts()
+    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts)
+    with pytest.raises(RuntimeError, match="cannot draw in out"):
+        drawing.wait()
+    assert drawn_in == [parent]
+
+
+def test_a_cancelled_child_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def slow(out: Path, *args: object) -> None:
+        import time
+
+        time.sleep(30)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "late.svg").write_text("drawn after the cancel")
+
+    monkeypatch.setattr(plot_process, "draw_plots", slow)
+    counts = simulated_counts()
+    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts)
+    child = drawing._child
+    drawing.cancel()
+    assert child is not None and not child.is_alive()
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_child_that_never_finishes_is_stopped_and_the_parent_draws(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent = os.getpid()
+    drawn_in: list[int] = []
+
+    def stuck_in_child(out: Path, *args: object) -> None:
+        if os.getpid() != parent:
+            import time
+
+            time.sleep(60)
+        drawn_in.append(os.getpid())
+
+    monkeypatch.setattr(plot_process, "draw_plots", stuck_in_child)
+    monkeypatch.setattr(plot_process, "CHILD_TIMEOUT_SECONDS", 0.5)
+    counts = simulated_counts()
+    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts)
+    child = drawing._child
+    drawing.wait()
+    assert drawn_in == [parent]
+    assert child is not None and not child.is_alive()
