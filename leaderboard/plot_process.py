@@ -14,16 +14,26 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
+import threading
 from pathlib import Path
 
 from leaderboard.data import PairCounts
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot import draw_plots
 
-__all__ = ["CHILD_TIMEOUT_SECONDS", "PlotDrawing"]
+__all__ = ["CHILD_TIMEOUT_SECONDS", "PlotDrawing", "forking_is_safe"]
 
 #: Far beyond what drawing any board takes (seconds for a hundred models).
 CHILD_TIMEOUT_SECONDS = 900.0
+
+
+def forking_is_safe() -> bool:
+    """Whether a child may be forked here: the platform forks, and this process runs one Python thread.
+
+    A lock another thread holds at the fork (a log handler's, an import's, a connection pool's) stays
+    held for ever in the child. ``arena publish`` and ``arena recompute`` run one thread; the web server,
+    whose admin page can publish, runs many, and there the figures are drawn in place."""
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
 def _draw_in_child(out: Path, leaderboard: Leaderboard, counts: PairCounts) -> None:
@@ -34,15 +44,18 @@ def _draw_in_child(out: Path, leaderboard: Leaderboard, counts: PairCounts) -> N
 
 
 class PlotDrawing:
-    """The figures of ``leaderboard`` being drawn into ``out`` by a forked child (see the module).
+    """The figures of ``leaderboard`` being drawn into ``out`` by a forked child (see the module), when
+    ``fork`` says so (by default when :func:`forking_is_safe`); otherwise drawn in place by :meth:`wait`.
 
     :meth:`wait` returns once they are there; :meth:`cancel` stops a child whose folder is being
     given up (the publish failed), so it writes nothing more into it."""
 
-    def __init__(self, out: Path | str, leaderboard: Leaderboard, counts: PairCounts) -> None:
+    def __init__(
+        self, out: Path | str, leaderboard: Leaderboard, counts: PairCounts, *, fork: bool | None = None
+    ) -> None:
         self._args = (Path(out), leaderboard, counts)
         self._child: multiprocessing.process.BaseProcess | None = None
-        if "fork" in multiprocessing.get_all_start_methods():
+        if fork if fork is not None else forking_is_safe():
             child = multiprocessing.get_context("fork").Process(
                 target=_draw_in_child, args=self._args, name="arena-plots", daemon=True
             )

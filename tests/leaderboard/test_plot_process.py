@@ -4,6 +4,7 @@ drawn in place, an error in the child raised in the parent, and a cancelled chil
 from __future__ import annotations
 
 import os
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,7 +22,7 @@ def test_child_draws_the_snapshot_drawn_in_place(tmp_path: Path) -> None:
     counts = simulated_counts()
     board = handmade_leaderboard(counts)
     here = write_snapshot(tmp_path / "here", board, counts, created_at=AT)
-    drawing = PlotDrawing(tmp_path / "child", board, counts)
+    drawing = PlotDrawing(tmp_path / "child", board, counts, fork=True)
     assert drawing._child is not None  # Linux forks: the figures are drawn by the child
     child = write_snapshot(tmp_path / "child", board, counts, created_at=AT, plots=drawing)
     assert child.metadata == here.metadata  # every file's sha256 (figures included) and so the id
@@ -41,7 +42,7 @@ def test_an_error_in_the_child_is_raised_by_the_parent(
 
     monkeypatch.setattr(plot_process, "draw_plots", broken)
     counts = simulated_counts()
-    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts)
+    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts, fork=True)
     with pytest.raises(RuntimeError, match="cannot draw in out"):
         drawing.wait()
     assert drawn_in == [parent]
@@ -57,7 +58,7 @@ def test_a_cancelled_child_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(plot_process, "draw_plots", slow)
     counts = simulated_counts()
-    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts)
+    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts, fork=True)
     child = drawing._child
     drawing.cancel()
     assert child is not None and not child.is_alive()
@@ -80,8 +81,29 @@ def test_a_child_that_never_finishes_is_stopped_and_the_parent_draws(
     monkeypatch.setattr(plot_process, "draw_plots", stuck_in_child)
     monkeypatch.setattr(plot_process, "CHILD_TIMEOUT_SECONDS", 0.5)
     counts = simulated_counts()
-    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts)
+    drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts, fork=True)
     child = drawing._child
     drawing.wait()
     assert drawn_in == [parent]
     assert child is not None and not child.is_alive()
+
+
+def test_a_process_running_other_threads_draws_in_place(tmp_path: Path) -> None:
+    """With another thread alive (as in the web server) no child is forked; the figures are drawn in
+    place when waited for, the same as a child draws them."""
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="a server's thread")
+    other.start()
+    try:
+        assert not plot_process.forking_is_safe()
+        drawing = PlotDrawing(tmp_path / "out", board, counts)
+        assert drawing._child is None
+        drawing.wait()
+    finally:
+        stop.set()
+        other.join()
+    write_snapshot(tmp_path / "here", board, counts, created_at=AT)
+    for name in PLOT_FILES:
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name

@@ -301,3 +301,11 @@ def test_bench_pairing_votes_read_each_pairs_own_stream_whatever_the_order() -> 
     np.testing.assert_array_equal(first.n, second.n)
     np.testing.assert_array_equal(first.s, second.s)
     assert 0.0 < first.s[5] < first.n[5]  # real outcomes, not all one side
+
+
+def test_bench_digest_counts_prints_time_and_peak_memory_beside_another_checkout() -> None:
+    root = SCRIPTS.parent
+    fig = _run("bench_digest_counts.py", "--rows", "60000", "--batch", "7000", "--compare", str(root))
+    assert fig["rows"] == 60_000 and fig["batch"] == 7_000
+    for key in ("seconds", "peak_mb", "compare_seconds", "compare_peak_mb"):
+        assert fig[key] > 0, key
