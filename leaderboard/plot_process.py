@@ -13,6 +13,7 @@ waits, so a drawing error is raised in the parent as it would be without the chi
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 import threading
 from pathlib import Path
@@ -21,22 +22,39 @@ from leaderboard.data import PairCounts
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot import draw_plots
 
-__all__ = ["CHILD_TIMEOUT_SECONDS", "PlotDrawing", "forking_is_safe"]
+__all__ = ["CHILD_TIMEOUT_SECONDS", "PlotDrawing", "command_line_process", "forking_is_safe"]
 
 #: Far beyond what drawing any board takes (seconds for a hundred models).
 CHILD_TIMEOUT_SECONDS = 900.0
 
 
-def forking_is_safe() -> bool:
-    """Whether a child may be forked here: the platform forks, and this process runs one Python thread.
+_command_line = False
 
-    A lock another thread holds at the fork (a log handler's, an import's, a connection pool's) stays
-    held for ever in the child. ``arena publish`` and ``arena recompute`` run one thread; the web server,
-    whose admin page can publish, runs many, and there the figures are drawn in place."""
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+def command_line_process() -> None:
+    """Declare this process a command such as ``arena publish``: besides its main thread it runs at most
+    the progress bar's refresh thread, whose locks (the bar's, the terminal's) the child never takes."""
+    global _command_line
+    _command_line = True
+
+
+def forking_is_safe() -> bool:
+    """Whether a child may be forked here: the platform forks, and no other thread can hold a lock the
+    child needs.
+
+    A lock another thread holds at the fork (a log handler's, an import's, a connection pool's, the
+    drawing backend's) stays held for ever in the child. A process running one Python thread, or a
+    command (:func:`command_line_process`), forks; the web server, whose admin page can publish and
+    whose threads do anything, draws the figures in place."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    return _command_line or threading.active_count() == 1
 
 
 def _draw_in_child(out: Path, leaderboard: Leaderboard, counts: PairCounts) -> None:
+    # Output streams of the child's own: another thread may have held the parent's stderr lock (the
+    # progress bar writing) at the fork, and a warning printed here would wait for it for ever.
+    sys.stdout = sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - until the child exits
     try:
         draw_plots(out, leaderboard, counts)
     except BaseException:  # the parent draws again and raises it; no traceback from the child

@@ -398,8 +398,10 @@ def recompute(
     """
     from arena.publishing import SliceSpec, recompute_snapshot
     from leaderboard.clusters import clustering_record
+    from leaderboard.plot_process import command_line_process
     from votes.records import InputError
 
+    command_line_process()
     options = _options(
         method,
         bootstrap,
@@ -664,9 +666,11 @@ def publish(
     --each-component every part of a comparison graph in parts is published as its own snapshot.
     """
     from arena.publishing import SliceSpec, publish_slices, publish_snapshot
+    from leaderboard.plot_process import command_line_process
     from leaderboard.snapshot import read_snapshot
     from leaderboard.spec import DisconnectedComparisonError
 
+    command_line_process()
     settings = settings_for(database_url)
     options = _options(
         method,

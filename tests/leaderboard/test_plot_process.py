@@ -88,9 +88,13 @@ def test_a_child_that_never_finishes_is_stopped_and_the_parent_draws(
     assert child is not None and not child.is_alive()
 
 
-def test_a_process_running_other_threads_draws_in_place(tmp_path: Path) -> None:
+def test_a_process_running_other_threads_draws_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With another thread alive (as in the web server) no child is forked; the figures are drawn in
-    place when waited for, the same as a child draws them."""
+    place when waited for, the same as a child draws them. A command (its other thread the progress
+    bar's) forks."""
+    monkeypatch.setattr(plot_process, "_command_line", False)  # whatever a command run in this process set
     counts = simulated_counts()
     board = handmade_leaderboard(counts)
     stop = threading.Event()
@@ -101,6 +105,8 @@ def test_a_process_running_other_threads_draws_in_place(tmp_path: Path) -> None:
         drawing = PlotDrawing(tmp_path / "out", board, counts)
         assert drawing._child is None
         drawing.wait()
+        plot_process.command_line_process()
+        assert plot_process.forking_is_safe()
     finally:
         stop.set()
         other.join()
