@@ -14,6 +14,7 @@ import stat
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -339,123 +340,72 @@ def recompute_snapshot(
         board, added["composite"] = fit_by_source(by_source, options)
     else:
         board, point_fit = fit_board(counts, options, progress=progress, clusters=clusters)
-    # the figures need only the board: drawn on another core while the rest is computed
-    drawing = PlotDrawing(out_dir, board, counts) if plots else None
-    try:
-        return _finish_snapshot(
+    with ExitStack() as stack:
+        # the figures need only the board: drawn on another core while the rest is computed
+        drawing = PlotDrawing(out_dir, board, counts) if plots else None
+        if drawing is not None:
+            stack.callback(drawing.cancel)  # joined already unless the snapshot failed: then it stops
+        if not options.by_source:
+            added["fragility"] = board_fragility(counts, options, point_fit)
+        if clustering is not None:
+            added["clustering"] = dict(clustering)
+        if flagged_annotators is not None:
+            added["flagged_annotators"] = dict(flagged_annotators)
+        if judges is not None:
+            added["judge_position"] = board_judge_positions(judges)
+        if availability is not None:
+            added["availability"] = {m: dict(availability[m]) for m in board.models if m in availability}
+        if weekly_shares is not None:
+            added["battle_share_by_week"] = {week: dict(shares) for week, shares in weekly_shares.items()}
+        if pairing_weights:
+            added["sampling_weights_by_day"] = {
+                day: {m: s for m, s in shares.items() if m in board.models}
+                for day, shares in pairing_weights.items()
+            }
+        files: dict[str, bytes] = {}
+        if options.style and battles is not None:
+            styled = fit_style_board(battles, board, options)
+            added["style_control"] = styled.describe()
+            files = style_board_files(styled)
+        if agreement is not None:
+            added["agreement"] = agreement.as_dict()
+            files[AGREEMENT_CSV] = agreement.csv_bytes()
+            files[AGREEMENT_JSON] = dump_json(agreement.as_dict())
+        files[MODELS_FILE] = models_csv([board.models[i] for i in board.order()], model_info or {})
+        card = {
+            "slice": spec.label,
+            "n_models": len(board.models),
+            "n_votes": int(counts.n_votes) if float(counts.n_votes).is_integer() else counts.n_votes,
+            "method": board.method,
+            "interval": board.interval,
+            "seed": options.random_state,
+            "votes_sha256": votes_digest or counts_sha256(counts),
+            "package": PACKAGE,
+            "package_version": package_version(),
+            "parameters": board.parameters,
+        }
+        files[CARD_FILE] = dataset_card(card, [*DATA_FILES, *files])
+        manifest = write_snapshot(
+            out_dir,
             board,
             counts,
-            out_dir,
-            added,
-            options=options,
-            point_fit=point_fit,
-            votes_digest=votes_digest,
-            spec=spec,
-            filters=filters,
-            source=source,
+            votes_sha256=votes_digest,
             created_at=created_at,
-            drawing=drawing,
-            battles=battles,
-            model_info=model_info,
-            agreement=agreement,
-            availability=availability,
-            weekly_shares=weekly_shares,
-            judges=judges,
-            clustering=clustering,
-            pairing_weights=pairing_weights,
-            flagged_annotators=flagged_annotators,
+            category=spec.category,
+            language=spec.language,
+            plots=drawing if drawing is not None else False,
+            extra_metadata={
+                "filters": dict(filters or {}),
+                "options": options.describe(),
+                "source": source,
+                # what votes_sha256 is the sha256 of: from the database the vote ledger (votes.ledger),
+                # from a file the file itself (snapshots made before the ledger carry no such field)
+                "votes_hash": "ledger" if source == "database" else "file",
+                **added,
+            },
+            extra_files=files,
         )
-    finally:
-        if drawing is not None:
-            drawing.cancel()  # joined already unless the snapshot failed: then it stops drawing
-
-
-def _finish_snapshot(
-    board: Leaderboard,
-    counts: PairCounts,
-    out_dir: Path | str,
-    added: dict[str, Any],
-    *,
-    options: FitOptions,
-    point_fit: BTFit | None,
-    votes_digest: str | None,
-    spec: SliceSpec,
-    filters: Mapping[str, Any] | None,
-    source: str,
-    created_at: datetime | None,
-    drawing: PlotDrawing | None,
-    battles: Battles | None,
-    model_info: Mapping[str, Mapping[str, Any]] | None,
-    agreement: AgreementReport | None,
-    availability: Mapping[str, Mapping[str, Any]] | None,
-    weekly_shares: Mapping[str, Mapping[str, float]] | None,
-    judges: Battles | None,
-    clustering: Mapping[str, Any] | None,
-    pairing_weights: Mapping[str, Mapping[str, float]] | None,
-    flagged_annotators: Mapping[str, Any] | None,
-) -> tuple[Leaderboard, SnapshotManifest]:
-    """:func:`recompute_snapshot` past the fit: the certificates and metadata, the files, the folder."""
-    if not options.by_source:
-        added["fragility"] = board_fragility(counts, options, point_fit)
-    if clustering is not None:
-        added["clustering"] = dict(clustering)
-    if flagged_annotators is not None:
-        added["flagged_annotators"] = dict(flagged_annotators)
-    if judges is not None:
-        added["judge_position"] = board_judge_positions(judges)
-    if availability is not None:
-        added["availability"] = {m: dict(availability[m]) for m in board.models if m in availability}
-    if weekly_shares is not None:
-        added["battle_share_by_week"] = {week: dict(shares) for week, shares in weekly_shares.items()}
-    if pairing_weights:
-        added["sampling_weights_by_day"] = {
-            day: {m: s for m, s in shares.items() if m in board.models}
-            for day, shares in pairing_weights.items()
-        }
-    files: dict[str, bytes] = {}
-    if options.style and battles is not None:
-        styled = fit_style_board(battles, board, options)
-        added["style_control"] = styled.describe()
-        files = style_board_files(styled)
-    if agreement is not None:
-        added["agreement"] = agreement.as_dict()
-        files[AGREEMENT_CSV] = agreement.csv_bytes()
-        files[AGREEMENT_JSON] = dump_json(agreement.as_dict())
-    files[MODELS_FILE] = models_csv([board.models[i] for i in board.order()], model_info or {})
-    card = {
-        "slice": spec.label,
-        "n_models": len(board.models),
-        "n_votes": int(counts.n_votes) if float(counts.n_votes).is_integer() else counts.n_votes,
-        "method": board.method,
-        "interval": board.interval,
-        "seed": options.random_state,
-        "votes_sha256": votes_digest or counts_sha256(counts),
-        "package": PACKAGE,
-        "package_version": package_version(),
-        "parameters": board.parameters,
-    }
-    files[CARD_FILE] = dataset_card(card, [*DATA_FILES, *files])
-    manifest = write_snapshot(
-        out_dir,
-        board,
-        counts,
-        votes_sha256=votes_digest,
-        created_at=created_at,
-        category=spec.category,
-        language=spec.language,
-        plots=drawing if drawing is not None else False,
-        extra_metadata={
-            "filters": dict(filters or {}),
-            "options": options.describe(),
-            "source": source,
-            # what votes_sha256 is the sha256 of: from the database the vote ledger (votes.ledger),
-            # from a file the file itself (snapshots made before the ledger carry no such field)
-            "votes_hash": "ledger" if source == "database" else "file",
-            **added,
-        },
-        extra_files=files,
-    )
-    return board, manifest
+        return board, manifest
 
 
 def load_model_info(engine: Engine) -> dict[str, dict[str, Any]]:
