@@ -409,6 +409,9 @@ def write_snapshot(
         _replace(out / name, blob)
     _write_parquet(table, out / PARQUET_FILE)
 
+    # provisional models and the votes still needed (leaderboard.precision); computed before waiting
+    # for figures drawn elsewhere, which it does not need
+    precision = board_precision(leaderboard, counts, level=float(leaderboard.parameters.get("level", 0.95)))
     if plots is True:
         draw_plots(out, leaderboard, counts, matrices)
     elif plots is not False:
@@ -438,10 +441,7 @@ def write_snapshot(
         "package": PACKAGE,
         "package_version": package_version(),
         "files": files,
-        # provisional models and the votes still needed (leaderboard.precision)
-        "precision": board_precision(
-            leaderboard, counts, level=float(leaderboard.parameters.get("level", 0.95))
-        ),
+        "precision": precision,
         **dict(extra_metadata or {}),
     }
     # The id's digest covers the metadata too (its options, its microsecond time): two boards with the
