@@ -409,9 +409,10 @@ def write_snapshot(
         _replace(out / name, blob)
     _write_parquet(table, out / PARQUET_FILE)
 
-    # provisional models and the votes still needed (leaderboard.precision); computed before waiting
-    # for figures drawn elsewhere, which it does not need
+    # What the metadata says besides the files' digests is computed before waiting for figures drawn
+    # elsewhere: provisional models and the votes still needed (leaderboard.precision), the input digest.
     precision = board_precision(leaderboard, counts, level=float(leaderboard.parameters.get("level", 0.95)))
+    counts_digest = counts_sha256(counts)
     if plots is True:
         draw_plots(out, leaderboard, counts, matrices)
     elif plots is not False:
@@ -430,8 +431,8 @@ def write_snapshot(
         # a count reads as one (19882, not 19882.0); summed time weights keep their fraction
         "n_votes": int(counts.n_votes) if float(counts.n_votes).is_integer() else counts.n_votes,
         "n_models": len(names),
-        "votes_sha256": votes_sha256 or counts_sha256(counts),
-        "counts_sha256": counts_sha256(counts),
+        "votes_sha256": votes_sha256 or counts_digest,
+        "counts_sha256": counts_digest,
         "data_sha256": data_digest,
         "method": leaderboard.method,
         "interval": leaderboard.interval,
