@@ -154,7 +154,10 @@ class PlotDrawing:
         self._child: multiprocessing.process.BaseProcess | None = None
         self._handover: _Handover | None = None
         if fork if fork is not None else forking_is_safe():
-            handover = _Handover() if leaderboard is None else None
+            try:
+                handover = _Handover() if leaderboard is None else None
+            except OSError:  # no temporary file to hand the board over in: drawn here when waited for
+                return
             child = multiprocessing.get_context("fork").Process(
                 target=_draw_in_child,
                 args=(self._out, leaderboard, counts, preview, handover),

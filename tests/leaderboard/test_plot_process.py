@@ -5,6 +5,7 @@ a child forked before the fit draws the point ratings' figures ahead, kept only 
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -210,3 +211,36 @@ def test_a_drawing_without_a_child_draws_the_board_it_is_handed(tmp_path: Path) 
     write_snapshot(tmp_path / "here", board, counts, created_at=AT)
     for name in PLOT_FILES:
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+
+
+def test_a_child_gone_before_the_board_is_handed_over_leaves_the_drawing_to_the_parent(
+    tmp_path: Path,
+) -> None:
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    drawing = PlotDrawing(tmp_path / "out", None, counts, fork=True)
+    child = drawing._child
+    assert child is not None
+    child.terminate()
+    child.join()
+    drawing.draw(board)  # the pipe is broken: no error, the parent draws when it waits
+    drawing.wait()
+    write_snapshot(tmp_path / "here", board, counts, created_at=AT)
+    for name in PLOT_FILES:
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+
+
+def test_no_temporary_file_to_hand_the_board_over_in_means_no_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_room(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    drawing = PlotDrawing(tmp_path / "out", None, counts, fork=True)
+    assert drawing._child is None and not drawing.forked
+    drawing.draw(board)
+    drawing.wait()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(PLOT_FILES)
