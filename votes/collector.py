@@ -9,12 +9,11 @@ importing the database stack.
 
 from __future__ import annotations
 
-import atexit
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["gc_paused", "no_collection_at_exit"]
+__all__ = ["gc_paused"]
 
 
 @contextmanager
@@ -31,15 +30,3 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def no_collection_at_exit() -> None:
-    """Spare this process the collector's last pass when it exits, for a command whose process ends
-    with it: every object is frozen (:func:`gc.freeze`) as the interpreter shuts down, so its final
-    collection walks none of them, and the operating system takes the memory back whole.
-
-    Measured: a process with the fit and the figures' libraries loaded (~1,750 modules) took 0.25-0.33 s
-    from its exit handlers to its end, 0.04 s frozen. Only at exit (an exit handler, registered once):
-    a command run inside another process, as the tests do, leaves that process's collector alone."""
-    atexit.unregister(gc.freeze)
-    atexit.register(gc.freeze)

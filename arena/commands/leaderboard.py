@@ -51,7 +51,7 @@ from arena.commands.board_output import (
     progress_bar,
     summary_table,
 )
-from votes.collector import gc_paused, no_collection_at_exit
+from votes.collector import gc_paused
 
 if TYPE_CHECKING:
     from arena.publishing import FitOptions
@@ -402,7 +402,6 @@ def recompute(
     from votes.records import InputError
 
     command_line_process()
-    no_collection_at_exit()
     options = _options(
         method,
         bootstrap,
