@@ -109,12 +109,11 @@ class DigestCounts:
             alone &= np.array([d not in self._apart for d in digests], dtype=bool)
         keys: list[str] = [f"{d}-0" for d in digests]
         copies = np.zeros(len(digests), dtype=np.int64)
-        new: dict[int, list[int]] = {}  # prefix -> [first seq, count] for prefixes new in this batch
-        prefix_list = prefixes.tolist()
-        for row in np.flatnonzero(alone).tolist():
-            new[prefix_list[row]] = [first_seq + row, 1]
+        # prefix -> [first seq, count] for the other prefixes new in this batch (those of rows alone go
+        # to the new level as arrays, without a dictionary entry per row)
+        new: dict[int, list[int]] = {}
         for row in np.flatnonzero(~alone).tolist():
-            digest, prefix, number, i = digests[row], prefix_list[row], int(at_level[row]), int(at[row])
+            digest, prefix, number, i = digests[row], int(prefixes[row]), int(at_level[row]), int(at[row])
             n = self._apart.get(digest)
             if n is not None:
                 self._apart[digest] = n + 1
@@ -136,16 +135,22 @@ class DigestCounts:
                 new[prefix] = [first_seq + row, 1]
             keys[row] = f"{digest}-{n}"
             copies[row] = n
-        if new:
-            self._push(new)
+        rows = np.flatnonzero(alone)
+        values = np.array(list(new.values()), dtype=np.int64).reshape(-1, 2)
+        self._push(
+            np.concatenate([prefixes[rows], np.fromiter(new, dtype=np.uint64, count=len(new))]),
+            np.concatenate([first_seq + rows.astype(np.int64), values[:, 0]]),
+            np.concatenate([np.ones(len(rows), dtype=np.int32), values[:, 1].astype(np.int32)]),
+        )
         return Numbered(keys, prefixes.view(np.int64), copies)
 
-    def _push(self, new: dict[int, list[int]]) -> None:
-        """Add a batch's new prefixes as a level, merging levels of similar size (amortised n log n)."""
-        prefixes = np.fromiter(new, dtype=np.uint64, count=len(new))
-        values = np.array(list(new.values()), dtype=np.int64).reshape(-1, 2)
+    def _push(self, prefixes: _U64, seqs: _I64, counts: npt.NDArray[np.int32]) -> None:
+        """Add a batch's new prefixes (with each one's first sequence number and count) as a level,
+        merging levels of similar size (amortised n log n)."""
+        if not len(prefixes):
+            return
         order = np.argsort(prefixes, kind="stable")
-        level = _Level(prefixes[order], values[order, 0].copy(), values[order, 1].astype(np.int32))
+        level = _Level(prefixes[order], seqs[order], counts[order])
         while (
             self._levels
             and len(self._levels[-1].prefixes) <= 2 * len(level.prefixes)
