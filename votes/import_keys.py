@@ -29,12 +29,23 @@ from votes.bulk import chunks, member
 from votes.digest_counts import Numbered
 from votes.tables import battle_t
 
-__all__ = ["BATTLE_OF_ROW", "MARK_FRESH", "UNSLOT", "Placed", "any_imported", "key_parts", "place_keys"]
+__all__ = [
+    "BATTLE_OF_ROW",
+    "MARK_FRESH",
+    "ROW_KEY",
+    "UNSLOT",
+    "Placed",
+    "any_imported",
+    "key_parts",
+    "place_keys",
+]
 
 _HEX = frozenset("0123456789abcdef")
 _RANGE = "import_id = :run AND seq >= :lo AND seq < :hi"
 _SLOT_HOLDS_ROW = "b.import_digest = {row}.import_digest AND b.import_copy = {row}.import_copy"
-_APART_HOLDS_ROW = "b.import_key IS NOT NULL AND b.import_digest IS NULL AND b.import_key = {row}.import_key"
+#: A staged row's key: ``importrow`` keeps its digest and occurrence number, not the text made of them.
+ROW_KEY = "({row}.digest || '-' || {row}.import_copy)"
+_APART_HOLDS_ROW = f"b.import_key IS NOT NULL AND b.import_digest IS NULL AND b.import_key = {ROW_KEY}"
 
 #: The id of the battle of a staged row ``r`` (an ``importrow``): in its slot, or by its text.
 BATTLE_OF_ROW = (
@@ -45,7 +56,7 @@ BATTLE_OF_ROW = (
 UNSLOT = (
     f"UPDATE importrow SET import_digest = NULL WHERE {_RANGE} AND import_digest IS NOT NULL"
     f" AND EXISTS (SELECT 1 FROM battle b WHERE {_SLOT_HOLDS_ROW.format(row='importrow')}"
-    " AND b.import_key <> importrow.import_key)"
+    f" AND b.import_key <> {ROW_KEY.format(row='importrow')})"
 )
 #: Whether each row of a merge step is still new to ``battle`` (after :data:`UNSLOT`).
 MARK_FRESH = (

@@ -35,7 +35,7 @@ from votes.bulk import ImportCounts, bulk_insert, bulk_insert_columns, chunks, g
 from votes.digest_counts import DigestCounts
 from votes.import_battles import row_digest, stage_battle_batch, stage_clean_batch
 from votes.import_columns import CleanBatch, clean_digests
-from votes.import_keys import BATTLE_OF_ROW, MARK_FRESH, UNSLOT, any_imported, place_keys
+from votes.import_keys import BATTLE_OF_ROW, MARK_FRESH, ROW_KEY, UNSLOT, any_imported, place_keys
 from votes.live import LiveConfig
 from votes.merge_steps import step_ranges
 from votes.models import utcnow
@@ -96,7 +96,8 @@ _MERGE_BATTLES = text(
     "INSERT INTO battle (prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id,"
     " issued_at, source, import_key, import_digest, import_copy, language, extra)"
     " SELECT prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id, issued_at,"
-    " 'import', import_key, import_digest, import_copy, language, extra FROM importrow"
+    f" 'import', {ROW_KEY.format(row='importrow')}, import_digest, import_copy, language, extra"
+    " FROM importrow"
     " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq"
 )
 _MERGE_VOTES = text(
@@ -124,7 +125,8 @@ _MERGE_VOTES_NUMBERED = text(
 _MERGE_POSTGRES = text(
     "WITH r AS MATERIALIZED (SELECT nextval((SELECT pg_get_serial_sequence('battle', 'id')::regclass))"
     " AS battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id, issued_at,"
-    " import_key, import_digest, import_copy, language, extra, winner, weight, sided FROM importrow"
+    f" {ROW_KEY.format(row='importrow')} AS import_key, import_digest, import_copy, language, extra, winner,"
+    " weight, sided FROM importrow"
     " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq),"
     " b AS (INSERT INTO battle (id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id,"
     " annotator_id, issued_at, source, import_key, import_digest, import_copy, language, extra)"
@@ -227,17 +229,14 @@ def _stage(
     placed = place_keys(conn, numbered, counts.apart(digests), probe=probe)
     if isinstance(records, CleanBatch):
         columns = stage_clean_batch(conn, run_id, records, first_seq=first_seq, digests=digests)
-        columns.columns["import_key"] = numbered.keys
         columns.columns["import_digest"] = placed.digests
         columns.columns["import_copy"] = placed.copies
         columns.columns["fresh"] = placed.fresh
         bulk_insert_columns(conn, import_row_t, columns.columns, stored=columns.stored)
         return columns.counts
     staged = stage_battle_batch(conn, run_id, records, first_seq=first_seq, file=file, digests=digests)
-    for row, key, digest, copy, new in zip(
-        staged.rows, numbered.keys, placed.digests, placed.copies, placed.fresh, strict=True
-    ):
-        row.update(import_key=key, import_digest=digest, import_copy=copy, fresh=new)
+    for row, digest, copy, new in zip(staged.rows, placed.digests, placed.copies, placed.fresh, strict=True):
+        row.update(import_digest=digest, import_copy=copy, fresh=new)
     bulk_insert(conn, import_row_t, staged.rows)
     return staged.counts
 

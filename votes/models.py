@@ -196,6 +196,7 @@ class Vote(SQLModel, table=True):
 
     __table_args__ = (
         Index("ix_vote_cells", "model_a_id", "model_b_id", "winner", "annotator_id", "weight", "sided"),
+        Index("ix_vote_address_hash", "address_hash", **_set("address_hash")),  # imported votes have none
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -210,7 +211,7 @@ class Vote(SQLModel, table=True):
     # A keyed hash of the client's network (an IPv4 address, an IPv6 /64), never the address itself: the
     # annotator review groups annotators by it.
     # Indexed: pairing reads the answers revealed to an address, so a fresh cookie does not see them again.
-    address_hash: str | None = Field(default=None, max_length=32, index=True)
+    address_hash: str | None = Field(default=None, max_length=32)
     idempotency_key: str | None = Field(default=None, unique=True, max_length=200)
     # Live Elo of both sides just before and after this vote ({"a_before", "a_after", "b_before",
     # "b_after"}), so a reveal or a retried submission shows exactly the first answer. None for imports.
@@ -434,16 +435,16 @@ class ImportRun(SQLModel, table=True):
 class ImportRow(SQLModel, table=True):
     """A validated battle of an import run, staged aside until the run merges it.
 
-    ``digest`` is the hash of the canonical row; ``import_key`` (digest and occurrence number among the
-    run's identical rows) is filled when the batch is staged; ``fresh`` says, once merged, whether the
-    row added a battle (false: the key was already stored), so a rollback removes only what it added.
+    ``digest`` is the hash of the canonical row; its occurrence number among the run's identical rows
+    (``import_copy``: with the digest, the row's import key, written out only in ``battle``) is filled
+    when the batch is staged; ``fresh`` says, once merged, whether the row added a battle (false: the key
+    was already stored), so a rollback removes only what it added.
     ``digest`` has no index: the run counts repeated digests in memory (:mod:`votes.digest_counts`).
     """
 
     import_id: int = Field(foreign_key="importrun.id", primary_key=True)
     seq: int = Field(primary_key=True)
     digest: str = Field(max_length=40)
-    import_key: str | None = Field(default=None, max_length=80)
     # ``battle.import_digest`` and ``import_copy`` of the row's key (no digest: found by its text).
     import_digest: int | None = Field(default=None, sa_type=BigInteger)
     import_copy: int | None = None

@@ -2,10 +2,12 @@
 
 ``battle.import_key`` loses its unique constraint (a 42-character text in hash order, the largest cost of
 a large import's writes) to ``import_digest`` and ``import_copy``, unique together, filled here from the
-stored keys (see :mod:`votes.import_keys`); ``importrow`` gets the same two columns. Keys sharing a
+stored keys (see :mod:`votes.import_keys`); ``importrow`` gets the same two columns in place of its key's
+text (made of its digest and the occurrence number when it is merged). Keys sharing a
 digest's first 64 bits keep the slot for the oldest battle; the others are found by their text
 (``ix_battle_import_key_apart``). ``token_id`` loses its unique constraint to a unique index of the rows
-that have a token; the judgement key, prompt and annotator indexes leave out empty values too.
+that have a token; the judgement key, prompt and annotator indexes, and the vote's network hash index,
+leave out empty values too.
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 
 Revision ID: 0020_import_slots
@@ -56,6 +58,9 @@ def upgrade() -> None:
     if "import_digest" not in _columns("importrow"):
         _add_columns("importrow")
         _fill(bind, "importrow", ("import_id", "seq"))
+    if "import_key" in _columns("importrow"):
+        with op.batch_alter_table("importrow") as batch:
+            batch.drop_column("import_key")
     if "import_digest" not in _columns("battle"):
         _add_columns("battle")
         _fill(bind, "battle", ("id",))
@@ -89,6 +94,12 @@ def upgrade() -> None:
             sqlite_where=sa.text(where),
             postgresql_where=sa.text(where),
         )
+    if "ix_vote_address_hash" in {i["name"] for i in sa.inspect(bind).get_indexes("vote")}:
+        op.drop_index("ix_vote_address_hash", table_name="vote")
+    hashed = sa.text("address_hash IS NOT NULL")
+    op.create_index(
+        "ix_vote_address_hash", "vote", ["address_hash"], sqlite_where=hashed, postgresql_where=hashed
+    )
 
 
 def _add_columns(table: str) -> None:
@@ -130,6 +141,8 @@ def _fill(bind: sa.engine.Connection, table: str, key: tuple[str, ...]) -> None:
 
 def downgrade() -> None:
     bind = op.get_bind()
+    op.drop_index("ix_vote_address_hash", table_name="vote")
+    op.create_index("ix_vote_address_hash", "vote", ["address_hash"])
     indexes = {i["name"] for i in sa.inspect(bind).get_indexes("battle")}
     for name, columns, is_unique, _ in _INDEXES:
         if name in indexes:
@@ -141,6 +154,9 @@ def downgrade() -> None:
             batch.create_unique_constraint(f"uq_battle_{column}", [column])
         batch.drop_column("import_copy")
         batch.drop_column("import_digest")
+    with op.batch_alter_table("importrow") as batch:
+        batch.add_column(sa.Column("import_key", sa.String(80), nullable=True))
+    op.execute("UPDATE importrow SET import_key = digest || '-' || import_copy WHERE import_copy IS NOT NULL")
     with op.batch_alter_table("importrow") as batch:
         batch.drop_column("import_copy")
         batch.drop_column("import_digest")
