@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -183,8 +184,13 @@ def fit_board(
     *,
     progress: Progress | None = None,
     clusters: Clusters | None = None,
+    n_jobs: int | None = None,
 ) -> tuple[Leaderboard, BTFit]:
-    """:func:`fit_counts` and its point fit, for the certificates of the same board."""
+    """:func:`fit_counts` and its point fit, for the certificates of the same board; ``n_jobs`` bootstrap
+    threads (default: up to two), which change how fast, never what."""
+    extra = dict(options.extra)
+    if n_jobs is not None:
+        extra["n_jobs"] = n_jobs
     return fit_leaderboard(
         counts,
         clusters=clusters,
@@ -195,7 +201,7 @@ def fit_board(
         anchor=options.anchor,
         random_state=options.random_state,
         progress=progress,
-        **dict(options.extra),
+        **extra,
     )
 
 
@@ -332,19 +338,30 @@ def recompute_snapshot(
         raise ValueError("style control needs the votes with their answer texts")
     added: dict[str, Any] = {}
     point_fit: BTFit | None = None
-    if options.by_source:
-        if by_source is None:
-            raise ValueError(f"method {options.method!r} needs the votes with who cast them")
-        if options.style:
-            raise ValueError(f"method {options.method!r} has no style-controlled board")
-        board, added["composite"] = fit_by_source(by_source, options)
-    else:
-        board, point_fit = fit_board(counts, options, progress=progress, clusters=clusters)
     with ExitStack() as stack:
-        # the figures need only the board: drawn on another core while the rest is computed
-        drawing = PlotDrawing(out_dir, board, counts) if plots else None
-        if drawing is not None:
+        # The figures need only the board and are drawn on another core while the rest is computed; the
+        # child starts before the fit, drawing those of the point ratings while the bootstrap runs.
+        drawing = None
+        if plots:
+            preview = None
+            if options.interval == "bootstrap" and not options.by_source:
+                preview = partial(fit_counts, counts, replace(options, interval="none", n_rounds=0))
+            drawing = PlotDrawing(out_dir, None, counts, preview=preview)
             stack.callback(drawing.cancel)  # joined already unless the snapshot failed: then it stops
+        if options.by_source:
+            if by_source is None:
+                raise ValueError(f"method {options.method!r} needs the votes with who cast them")
+            if options.style:
+                raise ValueError(f"method {options.method!r} has no style-controlled board")
+            board, added["composite"] = fit_by_source(by_source, options)
+        else:
+            # one bootstrap thread while the child draws: a second would only take turns with it on its core
+            threads = 1 if drawing is not None and drawing.forked else None
+            board, point_fit = fit_board(
+                counts, options, progress=progress, clusters=clusters, n_jobs=threads
+            )
+        if drawing is not None:
+            drawing.draw(board)
         if not options.by_source:
             added["fragility"] = board_fragility(counts, options, point_fit)
         if clustering is not None:

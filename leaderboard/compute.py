@@ -275,7 +275,8 @@ def fit_leaderboard(
         "n_rounds": n_rounds if interval == "bootstrap" else 0,
         "random_state": random_state,
         "anchor": None if anchor is None else [anchor[0], float(anchor[1])],
-        **{k: v for k, v in options.items() if isinstance(v, (int, float, str, bool))},
+        # the bootstrap's threads are not a parameter of the board: its rounds are the same for any number
+        **{k: v for k, v in options.items() if isinstance(v, (int, float, str, bool)) and k != "n_jobs"},
         **fit_params,
     }
     if clusters is not None:

@@ -1,26 +1,39 @@
 """A snapshot's figures drawn by a forked child while the parent computes the rest of the snapshot.
 
 The six figures (matplotlib, SVG and PNG) of a 100-model board take seconds to draw, as long as the
-fit itself, and need nothing but the fitted board and the counts. Once the fit is done, a child forked
-from the publishing process draws them on another core while the parent computes the fragility
-certificate, the metadata and the data files; :func:`leaderboard.snapshot.write_snapshot` waits for
-them before it hashes the folder. A fork hands the child the parent's modules and arrays as they are
-(nothing pickled, nothing imported again), and the child draws exactly what the parent would: the same
-bytes. Where the platform cannot fork, or the child fails, the parent draws the figures itself when it
-waits, so a drawing error is raised in the parent as it would be without the child.
+fit itself, and need nothing but the fitted board and the counts. A child forked from the publishing
+process draws them on another core while the parent computes the fragility certificate, the metadata and
+the data files; :func:`leaderboard.snapshot.write_snapshot` waits for them before it hashes the folder.
+A fork hands the child the parent's modules and arrays as they are (nothing imported again), and the
+child draws exactly what the parent would: the same bytes. Where the platform cannot fork, or the child
+fails, the parent draws the figures itself when it waits, so a drawing error is raised in the parent as
+it would be without the child.
+
+The child may also be forked before the fit (``leaderboard=None``, with a ``preview``): four of the six
+figures (:data:`~leaderboard.snapshot.POINT_PLOT_STEMS`) need the point ratings only, so while the
+parent runs the bootstrap the child fits the point ratings itself (``preview``, a fit without
+intervals, milliseconds) and draws those four into memory. :meth:`PlotDrawing.draw` then hands it the
+finished board (pickled into an unnamed temporary file both hold, so the parent never waits for the
+child to read); the child writes the four only when the board draws them the same
+(:func:`~leaderboard.snapshot.same_point_plots`), else draws them again, and draws the other two. Nothing
+reaches the folder before the board it shows is known.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import sys
+import tempfile
 import threading
+from collections.abc import Callable, Collection
 from pathlib import Path
 
+from leaderboard.atomic import write_bytes_atomic
 from leaderboard.data import PairCounts
 from leaderboard.result import Leaderboard
-from leaderboard.snapshot import draw_plots
+from leaderboard.snapshot import PLOT_STEMS, POINT_PLOT_STEMS, draw_plots, render_plots, same_point_plots
 
 __all__ = ["CHILD_TIMEOUT_SECONDS", "PlotDrawing", "command_line_process", "forking_is_safe"]
 
@@ -51,39 +64,142 @@ def forking_is_safe() -> bool:
     return _command_line or threading.active_count() == 1
 
 
-def _draw_in_child(out: Path, leaderboard: Leaderboard, counts: PairCounts) -> None:
+def _draw_in_child(
+    out: Path,
+    leaderboard: Leaderboard | None,
+    counts: PairCounts,
+    preview: Callable[[], Leaderboard] | None,
+    handover: _Handover | None,
+) -> None:
     # Output streams of the child's own: another thread may have held the parent's stderr lock (the
     # progress bar writing) at the fork, and a warning printed here would wait for it for ever.
     sys.stdout = sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - until the child exits
     try:
-        draw_plots(out, leaderboard, counts)
+        drawn: list[tuple[str, bytes]] = []
+        ahead: Leaderboard | None = None
+        if handover is not None:
+            handover.writer.close()  # the parent's end: an EOF then means the parent gave up
+            if preview is not None:
+                try:
+                    ahead = preview()
+                    drawn = list(render_plots(ahead, counts, stems=POINT_PLOT_STEMS))
+                except Exception:  # the finished board draws them all
+                    ahead, drawn = None, []
+            leaderboard = handover.receive()
+        if leaderboard is None:
+            raise ValueError("no board to draw")
+        stems: Collection[str] = PLOT_STEMS
+        if ahead is not None and same_point_plots(ahead, leaderboard):
+            out.mkdir(parents=True, exist_ok=True)
+            for name, blob in drawn:
+                write_bytes_atomic(out / name, blob)
+            stems = [stem for stem in PLOT_STEMS if stem not in POINT_PLOT_STEMS]
+        draw_plots(out, leaderboard, counts, stems=stems)
     except BaseException:  # the parent draws again and raises it; no traceback from the child
         sys.exit(1)
+
+
+class _Handover:
+    """The finished board's way to a child forked before it existed: pickled by the parent into an
+    unnamed temporary file both processes hold, then announced by one empty message on a pipe. The
+    parent never waits for the child to read (a board with its bootstrap rounds is larger than a pipe
+    holds), and the child reads it when it is ready for it."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close(), in both processes
+        self.reader, self.writer = multiprocessing.Pipe(duplex=False)
+
+    def send(self, leaderboard: Leaderboard) -> None:
+        """In the parent: the board for the child (an error if the child is gone)."""
+        pickle.dump(leaderboard, self.file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.file.flush()
+        self.writer.send_bytes(b"")
+
+    def receive(self) -> Leaderboard:
+        """In the child: the board, once the parent has sent it (EOFError if it gave up instead)."""
+        self.reader.recv_bytes()
+        self.file.seek(0)
+        board = pickle.load(self.file)  # noqa: S301 - written by the parent this child was forked from
+        if not isinstance(board, Leaderboard):
+            raise TypeError("the parent sent no board")
+        return board
+
+    def close(self) -> None:
+        self.file.close()
+        self.reader.close()
+        self.writer.close()
 
 
 class PlotDrawing:
     """The figures of ``leaderboard`` being drawn into ``out`` by a forked child (see the module), when
     ``fork`` says so (by default when :func:`forking_is_safe`); otherwise drawn in place by :meth:`wait`.
 
+    With ``leaderboard=None`` the child is forked before the board exists and gets it from
+    :meth:`draw`; meanwhile it draws into memory the figures of ``preview()`` that need no interval.
     :meth:`wait` returns once they are there; :meth:`cancel` stops a child whose folder is being
     given up (the publish failed), so it writes nothing more into it."""
 
     def __init__(
-        self, out: Path | str, leaderboard: Leaderboard, counts: PairCounts, *, fork: bool | None = None
+        self,
+        out: Path | str,
+        leaderboard: Leaderboard | None,
+        counts: PairCounts,
+        *,
+        fork: bool | None = None,
+        preview: Callable[[], Leaderboard] | None = None,
     ) -> None:
-        self._args = (Path(out), leaderboard, counts)
+        self._out = Path(out)
+        self._counts = counts
+        self._leaderboard = leaderboard
         self._child: multiprocessing.process.BaseProcess | None = None
+        self._handover: _Handover | None = None
         if fork if fork is not None else forking_is_safe():
+            try:
+                handover = _Handover() if leaderboard is None else None
+            except OSError:  # no temporary file to hand the board over in: drawn here when waited for
+                return
             child = multiprocessing.get_context("fork").Process(
-                target=_draw_in_child, args=self._args, name="arena-plots", daemon=True
+                target=_draw_in_child,
+                args=(self._out, leaderboard, counts, preview, handover),
+                name="arena-plots",
+                daemon=True,
             )
-            child.start()
-            self._child = child
+            try:
+                child.start()
+            except BaseException:
+                if handover is not None:
+                    handover.close()
+                raise
+            if handover is not None:
+                handover.reader.close()  # the child's end
+            self._child, self._handover = child, handover
+
+    @property
+    def forked(self) -> bool:
+        """Whether a child is drawing (on another core, where the platform has two)."""
+        return self._child is not None
+
+    def draw(self, leaderboard: Leaderboard) -> None:
+        """The finished board of a drawing started without one: handed to the child, or kept for
+        :meth:`wait` to draw here."""
+        if self._leaderboard is not None:
+            raise ValueError("this drawing has its board already")
+        self._leaderboard = leaderboard
+        handover, self._handover = self._handover, None
+        if handover is not None:
+            try:
+                handover.send(leaderboard)
+            except OSError:  # the child is gone: wait() draws here
+                pass
+            finally:
+                handover.close()
 
     def wait(self) -> None:
         """Block until the figures are in the folder: drawn by the child, or else drawn here (a child
         still drawing after :data:`CHILD_TIMEOUT_SECONDS`, say stuck on a lock some other thread held
         when it was forked, is stopped first)."""
+        if self._leaderboard is None:
+            raise ValueError("no board to draw: call draw() first")
         child, self._child = self._child, None
         if child is not None:
             child.join(CHILD_TIMEOUT_SECONDS)
@@ -92,11 +208,14 @@ class PlotDrawing:
                 child.join()
             elif child.exitcode == 0:
                 return
-        draw_plots(*self._args)
+        draw_plots(self._out, self._leaderboard, self._counts)
 
     def cancel(self) -> None:
         """Stop the child if it is still drawing (nothing is drawn here)."""
         child, self._child = self._child, None
+        handover, self._handover = self._handover, None
+        if handover is not None:
+            handover.close()
         if child is not None:
             if child.is_alive():
                 child.terminate()

@@ -13,6 +13,7 @@ metadata and a fixed SVG hash salt, so the same leaderboard always gives the sam
 
 from __future__ import annotations
 
+import io
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from leaderboard.atomic import atomic_file
+from leaderboard.atomic import write_bytes_atomic
 from leaderboard.result import Leaderboard
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "plot_intervals",
     "plot_win_rates",
     "relative_luminance",
+    "render_figure",
     "save_figure",
 ]
 
@@ -539,16 +541,27 @@ def plot_calibration(
 
 
 def save_figure(fig: Figure, stem: Path | str, *, formats: Sequence[str] = FIGURE_FORMATS) -> list[Path]:
-    """Save ``fig`` as ``stem.svg`` / ``stem.png`` with byte-stable output; returns the paths written.
+    """Save ``fig`` as ``stem.svg`` / ``stem.png`` with byte-stable output (:func:`render_figure`);
+    returns the paths written, each written all or nothing."""
+    stem = Path(stem)
+    written: list[Path] = []
+    for fmt, blob in render_figure(fig, formats=formats).items():
+        path = stem.with_suffix(f".{fmt}")
+        write_bytes_atomic(path, blob)  # a failed write leaves the previous figure
+        written.append(path)
+    return written
+
+
+def render_figure(fig: Figure, *, formats: Sequence[str] = FIGURE_FORMATS) -> dict[str, bytes]:
+    """``fig`` in each of ``formats`` (``svg``, ``png``), as the bytes :func:`save_figure` writes.
 
     Dates, software names and random SVG ids are what make matplotlib files differ between runs; they
     are switched off here (``metadata`` with ``None`` values and a fixed ``svg.hashsalt``).
     """
-    stem = Path(stem)
     for fmt in formats:
         if fmt not in ("svg", "png"):
             raise ValueError(f"unsupported figure format {fmt!r}")
-    written: list[Path] = []
+    rendered: dict[str, bytes] = {}
     with matplotlib.rc_context(
         {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "none", "text.parse_math": False}
     ):
@@ -559,19 +572,18 @@ def save_figure(fig: Figure, stem: Path | str, *, formats: Sequence[str] = FIGUR
         fig.set_layout_engine(None)  # None, not "none": a placeholder engine would make savefig lay out again
         try:
             for fmt in formats:
-                path = stem.with_suffix(f".{fmt}")
-                with atomic_file(path, "wb") as handle:  # a failed write leaves the previous figure
-                    if fmt == "svg":
-                        metadata = {"Date": None, "Creator": None}
-                        fig.savefig(handle, format="svg", metadata=metadata, bbox_inches=bbox)
-                    else:
-                        fig.savefig(
-                            handle, format="png", dpi=PNG_DPI, metadata={"Software": None}, bbox_inches=bbox
-                        )
-                written.append(path)
+                handle = io.BytesIO()
+                if fmt == "svg":
+                    metadata = {"Date": None, "Creator": None}
+                    fig.savefig(handle, format="svg", metadata=metadata, bbox_inches=bbox)
+                else:
+                    fig.savefig(
+                        handle, format="png", dpi=PNG_DPI, metadata={"Software": None}, bbox_inches=bbox
+                    )
+                rendered[fmt] = handle.getvalue()
         finally:
             fig.set_layout_engine(engine)
-    return written
+    return rendered
 
 
 def _tight_box(fig: Figure) -> Bbox:

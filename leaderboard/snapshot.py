@@ -14,12 +14,12 @@ import math
 import re
 import stat
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -34,11 +34,16 @@ from leaderboard.precision import board_precision
 from leaderboard.result import Leaderboard
 from leaderboard.spreadsheet import escape_frame, unescape_cell
 
+if TYPE_CHECKING:  # matplotlib is imported where figures are drawn
+    from matplotlib.figure import Figure
+
 __all__ = [
     "COLUMNS",
     "DATA_FILES",
     "METADATA_FILE",
     "PLOT_FILES",
+    "PLOT_STEMS",
+    "POINT_PLOT_STEMS",
     "ZIP_FILE",
     "PlotsUnderWay",
     "SnapshotData",
@@ -54,6 +59,8 @@ __all__ = [
     "make_snapshot_id",
     "package_version",
     "read_snapshot",
+    "render_plots",
+    "same_point_plots",
     "slice_label",
     "write_snapshot",
     "write_zip",
@@ -87,6 +94,15 @@ PLOT_STEMS: tuple[str, ...] = (
     "battle_counts",
     "winrate_average",
     "bootstrap",
+)
+#: The figures drawn from the point ratings alone (the models' order, the pairwise matrices and the
+#: method's name): a board fitted without intervals draws them as its bootstrap does
+#: (:func:`same_point_plots`); the others show the intervals and the bootstrap rounds.
+POINT_PLOT_STEMS: tuple[str, ...] = (
+    "winrate_observed",
+    "winrate_predicted",
+    "battle_counts",
+    "winrate_average",
 )
 PLOT_FILES: tuple[str, ...] = tuple(f"{stem}.{ext}" for stem in PLOT_STEMS for ext in ("svg", "png"))
 # Numbers in the files are rounded once, so every format carries the same values and tiny float noise
@@ -250,10 +266,30 @@ class PlotsUnderWay(Protocol):
 
 
 def draw_plots(
-    out: Path, leaderboard: Leaderboard, counts: PairCounts, matrices: PairwiseMatrices | None = None
+    out: Path,
+    leaderboard: Leaderboard,
+    counts: PairCounts,
+    matrices: PairwiseMatrices | None = None,
+    *,
+    stems: Collection[str] = PLOT_STEMS,
 ) -> None:
-    """The board's figures (:data:`PLOT_FILES`, SVG and PNG) in ``out``; ``matrices`` in the table's
-    model order when the caller has them."""
+    """The board's figures (:data:`PLOT_FILES`, SVG and PNG; those of ``stems`` only when given) in
+    ``out``; ``matrices`` in the table's model order when the caller has them."""
+    rendered = render_plots(leaderboard, counts, matrices, stems=stems)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, blob in rendered:
+        write_bytes_atomic(out / name, blob)
+
+
+def render_plots(
+    leaderboard: Leaderboard,
+    counts: PairCounts,
+    matrices: PairwiseMatrices | None = None,
+    *,
+    stems: Collection[str] = PLOT_STEMS,
+) -> Iterator[tuple[str, bytes]]:
+    """Each figure of ``stems`` (in :data:`PLOT_STEMS` order) as ``(file name, bytes)``: what
+    :func:`draw_plots` writes, each figure drawn as the iterator reaches it."""
     # matplotlib loads only where plots are drawn, so reading snapshots (the web pages) stays light
     from leaderboard.plots import (
         plot_average_win_rates,
@@ -261,21 +297,43 @@ def draw_plots(
         plot_bootstrap,
         plot_intervals,
         plot_win_rates,
-        save_figure,
+        render_figure,
     )
 
+    unknown = set(stems) - set(PLOT_STEMS)
+    if unknown:
+        raise ValueError(f"no such figure: {', '.join(sorted(unknown))}")
     names = list(leaderboard_table(leaderboard)["model"])
-    if matrices is None:
-        matrices = pairwise_matrices(counts, leaderboard).reorder(names)
-    out.mkdir(parents=True, exist_ok=True)
-    save_figure(plot_intervals(leaderboard), out / "ratings")
+    grid = matrices
+
+    def pairs() -> PairwiseMatrices:  # made once, and only for the figures that show them
+        nonlocal grid
+        if grid is None:
+            grid = pairwise_matrices(counts, leaderboard).reorder(names)
+        return grid
+
     observed = "Observed win rate of each row model against each column model (ties count half)"
-    save_figure(plot_win_rates(matrices.observed, names, title=observed), out / "winrate_observed")
     predicted = f"Win rate of each row model against each column model predicted by {leaderboard.method}"
-    save_figure(plot_win_rates(matrices.predicted, names, title=predicted), out / "winrate_predicted")
-    save_figure(plot_battle_counts(matrices.n_battles, names), out / "battle_counts")
-    save_figure(plot_average_win_rates(matrices.observed, names), out / "winrate_average")
-    save_figure(plot_bootstrap(leaderboard), out / "bootstrap")
+    figures: dict[str, Callable[[], Figure]] = {
+        "ratings": lambda: plot_intervals(leaderboard),
+        "winrate_observed": lambda: plot_win_rates(pairs().observed, names, title=observed),
+        "winrate_predicted": lambda: plot_win_rates(pairs().predicted, names, title=predicted),
+        "battle_counts": lambda: plot_battle_counts(pairs().n_battles, names),
+        "winrate_average": lambda: plot_average_win_rates(pairs().observed, names),
+        "bootstrap": lambda: plot_bootstrap(leaderboard),
+    }
+    return (
+        (f"{stem}.{fmt}", blob)
+        for stem in PLOT_STEMS
+        if stem in stems
+        for fmt, blob in render_figure(figures[stem]()).items()
+    )
+
+
+def same_point_plots(a: Leaderboard, b: Leaderboard) -> bool:
+    """Whether ``a`` and ``b`` draw the same :data:`POINT_PLOT_STEMS` figures from the same counts: the
+    same models, ratings (so order and predicted rates) and method name, whatever their intervals."""
+    return a.models == b.models and a.method == b.method and np.array_equal(a.rating, b.rating)
 
 
 def write_snapshot(
@@ -351,6 +409,10 @@ def write_snapshot(
         _replace(out / name, blob)
     _write_parquet(table, out / PARQUET_FILE)
 
+    # What the metadata says besides the files' digests is computed before waiting for figures drawn
+    # elsewhere: provisional models and the votes still needed (leaderboard.precision), the input digest.
+    precision = board_precision(leaderboard, counts, level=float(leaderboard.parameters.get("level", 0.95)))
+    counts_digest = counts_sha256(counts)
     if plots is True:
         draw_plots(out, leaderboard, counts, matrices)
     elif plots is not False:
@@ -369,8 +431,8 @@ def write_snapshot(
         # a count reads as one (19882, not 19882.0); summed time weights keep their fraction
         "n_votes": int(counts.n_votes) if float(counts.n_votes).is_integer() else counts.n_votes,
         "n_models": len(names),
-        "votes_sha256": votes_sha256 or counts_sha256(counts),
-        "counts_sha256": counts_sha256(counts),
+        "votes_sha256": votes_sha256 or counts_digest,
+        "counts_sha256": counts_digest,
         "data_sha256": data_digest,
         "method": leaderboard.method,
         "interval": leaderboard.interval,
@@ -380,10 +442,7 @@ def write_snapshot(
         "package": PACKAGE,
         "package_version": package_version(),
         "files": files,
-        # provisional models and the votes still needed (leaderboard.precision)
-        "precision": board_precision(
-            leaderboard, counts, level=float(leaderboard.parameters.get("level", 0.95))
-        ),
+        "precision": precision,
         **dict(extra_metadata or {}),
     }
     # The id's digest covers the metadata too (its options, its microsecond time): two boards with the

@@ -168,7 +168,8 @@ class _Coder:
         coded = array if pa.types.is_dictionary(array.type) else pc.dictionary_encode(array)
         lookup = [self._code(v) for v in coded.dictionary.to_pylist()]
         lookup.append(self._code(None) if coded.null_count else -1)  # where a null row points
-        rows = coded.indices.fill_null(len(lookup) - 1).to_numpy(zero_copy_only=False)
+        indices = coded.indices if not coded.indices.null_count else coded.indices.fill_null(len(lookup) - 1)
+        rows = indices.to_numpy(zero_copy_only=False)
         out: npt.NDArray[np.integer[Any]] = np.asarray(lookup, dtype=self._width())[rows]
         return out
 
@@ -201,7 +202,10 @@ def _coded(coder: _Coder, parts: list[npt.NDArray[np.integer[Any]]], n: int) -> 
 
 
 def _number(array: pa.Array, fill: float) -> npt.NDArray[np.float64]:
-    return np.asarray(array.cast(pa.float64()).fill_null(fill).to_numpy(zero_copy_only=False), np.float64)
+    numbers = array.cast(pa.float64())
+    if numbers.null_count:  # filling copies the column: only where there is something to fill
+        numbers = numbers.fill_null(fill)
+    return np.asarray(numbers.to_numpy(zero_copy_only=False), np.float64)
 
 
 def _reduce(batches: Iterator[pa.RecordBatch]) -> BattleColumns | None:

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from arena.settings import Settings
-
 if TYPE_CHECKING:  # the database stack is imported when a store is opened: not by a file's recompute
     from sqlalchemy.engine import Engine
+
+    from arena.settings import Settings
 
 __all__ = ["DatabaseUrlOption", "open_store", "settings_for"]
 
@@ -25,6 +25,10 @@ DatabaseUrlOption = Annotated[
 
 def settings_for(database_url: str | None = None) -> Settings:
     """Settings from the environment, with ``--database-url`` taking precedence when given."""
+    # imported here: pydantic-settings and the live raters' configuration (scipy.special) cost a file's
+    # recompute, which reads no settings, a tenth of a second
+    from arena.settings import Settings
+
     return Settings(database_url=database_url) if database_url else Settings()
 
 

@@ -1,18 +1,31 @@
 """Figures drawn by a forked child (leaderboard.plot_process): the same bytes and the same snapshot as
-drawn in place, an error in the child raised in the parent, and a cancelled child writes nothing more."""
+drawn in place, an error in the child raised in the parent, and a cancelled child writes nothing more;
+a child forked before the fit draws the point ratings' figures ahead, kept only when the board agrees."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from leaderboard import plot_process
 from leaderboard.plot_process import PlotDrawing
-from leaderboard.snapshot import PLOT_FILES, write_snapshot
+from leaderboard.snapshot import (
+    PLOT_FILES,
+    PLOT_STEMS,
+    POINT_PLOT_STEMS,
+    draw_plots,
+    same_point_plots,
+    write_snapshot,
+)
 from tests.factories import handmade_leaderboard, simulated_counts
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -113,3 +126,121 @@ def test_a_process_running_other_threads_draws_in_place(
     write_snapshot(tmp_path / "here", board, counts, created_at=AT)
     for name in PLOT_FILES:
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+
+
+def _recording_stems(monkeypatch: pytest.MonkeyPatch, log: Path) -> None:
+    """``draw_plots`` as it is, each call's figures written to ``log`` (the child's calls included)."""
+
+    def recorded(out: Path, *args: Any, stems: Sequence[str] = PLOT_STEMS, **kwargs: Any) -> None:
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()} {','.join(stems)}\n")
+        draw_plots(out, *args, stems=stems, **kwargs)
+
+    monkeypatch.setattr(plot_process, "draw_plots", recorded)
+
+
+def test_a_child_forked_before_the_fit_draws_the_point_figures_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forked before the board exists, the child draws the figures of the point ratings from its preview
+    (the same ratings, narrower intervals); once handed the board it writes them and draws the other
+    two: the bytes of the figures drawn in place."""
+    log = tmp_path / "stems.log"
+    _recording_stems(monkeypatch, log)
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    here = write_snapshot(tmp_path / "here", board, counts, created_at=AT)
+    drawing = PlotDrawing(
+        tmp_path / "child", None, counts, fork=True, preview=lambda: handmade_leaderboard(counts, spread=5.0)
+    )
+    assert drawing._child is not None
+    drawing.draw(board)
+    child = write_snapshot(tmp_path / "child", board, counts, created_at=AT, plots=drawing)
+    assert child.metadata == here.metadata
+    for name in PLOT_FILES:
+        assert (tmp_path / "child" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+    ahead = [line.split()[1] for line in log.read_text().splitlines() if int(line.split()[0]) != os.getpid()]
+    assert ahead == [",".join(stem for stem in PLOT_STEMS if stem not in POINT_PLOT_STEMS)]
+
+
+def test_a_preview_other_than_the_board_is_drawn_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A preview whose ratings are not the board's (another order) leaves no figure: the child draws
+    all six from the board."""
+    log = tmp_path / "stems.log"
+    _recording_stems(monkeypatch, log)
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    other = replace(board, rating=board.rating[::-1].copy())
+    assert not same_point_plots(other, board)
+    write_snapshot(tmp_path / "here", board, counts, created_at=AT)
+    drawing = PlotDrawing(tmp_path / "child", None, counts, fork=True, preview=lambda: other)
+    drawing.draw(board)
+    drawing.wait()
+    for name in PLOT_FILES:
+        assert (tmp_path / "child" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+    assert log.read_text().split()[1] == ",".join(PLOT_STEMS)
+
+
+def test_a_child_forked_before_the_fit_writes_nothing_until_it_has_the_board(tmp_path: Path) -> None:
+    """The figures drawn ahead stay in the child's memory: a fit that fails (the drawing cancelled
+    before any board was handed over) leaves no folder."""
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    drawing = PlotDrawing(tmp_path / "out", None, counts, fork=True, preview=lambda: board)
+    child = drawing._child
+    assert child is not None
+    time.sleep(1.0)  # long enough to have drawn some figures ahead
+    drawing.cancel()
+    assert not child.is_alive()
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="no board to draw"):
+        drawing.wait()
+
+
+def test_a_drawing_without_a_child_draws_the_board_it_is_handed(tmp_path: Path) -> None:
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    drawing = PlotDrawing(tmp_path / "out", None, counts, fork=False, preview=lambda: board)
+    assert drawing._child is None
+    drawing.draw(board)
+    with pytest.raises(ValueError, match="has its board already"):
+        drawing.draw(board)
+    drawing.wait()
+    write_snapshot(tmp_path / "here", board, counts, created_at=AT)
+    for name in PLOT_FILES:
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+
+
+def test_a_child_gone_before_the_board_is_handed_over_leaves_the_drawing_to_the_parent(
+    tmp_path: Path,
+) -> None:
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    drawing = PlotDrawing(tmp_path / "out", None, counts, fork=True)
+    child = drawing._child
+    assert child is not None
+    child.terminate()
+    child.join()
+    drawing.draw(board)  # the pipe is broken: no error, the parent draws when it waits
+    drawing.wait()
+    write_snapshot(tmp_path / "here", board, counts, created_at=AT)
+    for name in PLOT_FILES:
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+
+
+def test_no_temporary_file_to_hand_the_board_over_in_means_no_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_room(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    drawing = PlotDrawing(tmp_path / "out", None, counts, fork=True)
+    assert drawing._child is None and not drawing.forked
+    drawing.draw(board)
+    drawing.wait()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(PLOT_FILES)

@@ -23,6 +23,7 @@ from leaderboard.plots import (
     plot_calibration,
     plot_intervals,
     plot_win_rates,
+    render_figure,
     save_figure,
 )
 from tests.factories import handmade_leaderboard, simulated_counts
@@ -80,6 +81,11 @@ def test_files_are_byte_stable(tmp_path: Path) -> None:
     svg = first[0].read_text()
     assert "<dc:date>" not in svg
     assert first[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rendered = render_figure(plot_intervals(board))  # the same bytes, in memory
+    assert rendered == {"svg": first[0].read_bytes(), "png": first[1].read_bytes()}
+    assert list(render_figure(plot_intervals(board), formats=("png",))) == ["png"]
+    with pytest.raises(ValueError, match="unsupported figure format"):
+        render_figure(plot_intervals(board), formats=("pdf",))
 
 
 def test_heatmap_rejects_wrong_shape() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import stat
 import zipfile
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,11 +19,16 @@ from leaderboard.snapshot import (
     DATA_FILES,
     METADATA_FILE,
     PLOT_FILES,
+    PLOT_STEMS,
+    POINT_PLOT_STEMS,
     ZIP_FILE,
     counts_sha256,
     diff_snapshots,
+    draw_plots,
     freeze_snapshot,
     read_snapshot,
+    render_plots,
+    same_point_plots,
     slice_label,
     write_snapshot,
 )
@@ -179,3 +185,28 @@ def test_diff_reports_changes(tmp_path: Path) -> None:
     same = diff_snapshots(read_snapshot(tmp_path / "a"), read_snapshot(tmp_path / "a"))
     assert not same.votes_changed and not same.added and not same.dropped
     assert (same.table["rating_change"] == 0).all()
+
+
+def test_figures_drawn_in_parts_are_the_figures_drawn_whole(tmp_path: Path) -> None:
+    """The figures of the point ratings and the others, drawn apart (as a child forked before the fit
+    does: leaderboard.plot_process), are the bytes of all six drawn at once; a board with the same
+    ratings and other intervals draws the same point figures, another order does not."""
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    draw_plots(tmp_path / "whole", board, counts)
+    narrower = handmade_leaderboard(counts, spread=5.0)
+    assert same_point_plots(narrower, board)
+    ahead = dict(render_plots(narrower, counts, stems=POINT_PLOT_STEMS))
+    assert sorted(ahead) == sorted(f"{stem}.{ext}" for stem in POINT_PLOT_STEMS for ext in ("svg", "png"))
+    rest = [stem for stem in PLOT_STEMS if stem not in POINT_PLOT_STEMS]
+    draw_plots(tmp_path / "parts", board, counts, stems=rest)
+    assert sorted(p.name for p in (tmp_path / "parts").iterdir()) == sorted(
+        f"{stem}.{ext}" for stem in rest for ext in ("svg", "png")
+    )
+    for name in PLOT_FILES:
+        whole = (tmp_path / "whole" / name).read_bytes()
+        assert whole == (ahead[name] if name in ahead else (tmp_path / "parts" / name).read_bytes()), name
+    assert not same_point_plots(replace(board, rating=board.rating[::-1].copy()), board)
+    with pytest.raises(ValueError, match="no such figure: heatmap"):
+        draw_plots(tmp_path / "bad", board, counts, stems=("heatmap",))
+    assert not (tmp_path / "bad").exists()
