@@ -46,6 +46,7 @@ __all__ = [
     "load_pair_counts",
     "pair_counts_statement",
     "robust_weight",
+    "votes_name_annotators",
     "votes_sha256",
 ]
 
@@ -564,6 +565,14 @@ def _seconds_one_by_one(values: Sequence[datetime | str]) -> npt.NDArray[np.floa
 
 def _concat(parts: list[Any], dtype: type[Any]) -> Any:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def votes_name_annotators(db: Session | Connection) -> bool:
+    """Whether any stored vote names an annotator, whatever a filter selects: when none does, no board
+    can be clustered by annotator (one index scan, stopped at the first such vote)."""
+    conn = _connection(db)
+    found = conn.execute(select(vote_t.c.id).where(vote_t.c.annotator_id >= 0).limit(1)).first()
+    return found is not None
 
 
 def load_pair_counts(
