@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Integer,
@@ -68,7 +69,8 @@ def member(conn: Connection, column: ColumnElement[Any], values: Sequence[Any]) 
     per value: psycopg prepares repeated statements, and a generic plan over a thousand parameters on a
     freshly bulk-loaded table can take seconds per lookup."""
     if conn.dialect.name == "postgresql":
-        element_type = Integer() if values and isinstance(values[0], int) else String()
+        numbers = BigInteger() if isinstance(column.type, BigInteger) else Integer()
+        element_type = numbers if values and isinstance(values[0], int) else String()
         return column == any_(bindparam(None, list(values), type_=ARRAY(element_type)))
     return column.in_(values)
 

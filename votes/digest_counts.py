@@ -15,12 +15,12 @@ a digest whose prefix belongs to another is counted apart, exactly, in a small d
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LEVEL_CAP", "DigestCounts", "digest_prefixes"]
+__all__ = ["LEVEL_CAP", "DigestCounts", "Numbered", "digest_prefixes"]
 
 #: Digests read from the database per look-up, for :class:`DigestCounts.keys`.
 FetchDigests = Callable[[Sequence[int]], Mapping[int, str]]
@@ -39,6 +39,15 @@ def digest_prefixes(digests: Iterable[str]) -> _U64:
     if len(heads) % 16:
         raise ValueError("a digest shorter than 16 hexadecimal digits")
     return np.frombuffer(bytes.fromhex(heads), dtype=">u8").astype(np.uint64)
+
+
+class Numbered(NamedTuple):
+    """A batch's import keys, and the two integers the store finds each by: the first 64 bits of its
+    digest as a signed number (what a 64-bit integer column holds) and its occurrence number."""
+
+    keys: list[str]
+    digests: _I64
+    copies: _I64
 
 
 class _Level:
@@ -70,6 +79,17 @@ class DigestCounts:
         """The import keys of a batch numbered from ``first_seq``: each digest and how many rows before
         it (earlier batches' and this batch's) had the same digest. ``fetch`` returns the staged digests
         of the given sequence numbers of this run (earlier batches only)."""
+        return self.numbered(digests, first_seq, fetch).keys
+
+    def apart(self, digests: Sequence[str]) -> npt.NDArray[np.bool_]:
+        """Whether each digest's first 64 bits belong to another digest of the run, seen first: its keys
+        cannot be told by those bits and the occurrence number (:mod:`votes.import_keys`)."""
+        if not self._apart:
+            return np.zeros(len(digests), dtype=bool)
+        return np.array([d in self._apart for d in digests], dtype=bool)
+
+    def numbered(self, digests: Sequence[str], first_seq: int, fetch: FetchDigests) -> Numbered:
+        """:meth:`keys`, with each key's occurrence number apart."""
         prefixes = digest_prefixes(digests)
         # Each row's level (-1: none) and position in it; levels hold disjoint prefixes.
         at_level = np.full(len(digests), -1, dtype=np.int64)
@@ -88,12 +108,12 @@ class DigestCounts:
         if self._apart:
             alone &= np.array([d not in self._apart for d in digests], dtype=bool)
         keys: list[str] = [f"{d}-0" for d in digests]
-        new: dict[int, list[int]] = {}  # prefix -> [first seq, count] for prefixes new in this batch
-        prefix_list = prefixes.tolist()
-        for row in np.flatnonzero(alone).tolist():
-            new[prefix_list[row]] = [first_seq + row, 1]
+        copies = np.zeros(len(digests), dtype=np.int64)
+        # prefix -> [first seq, count] for the other prefixes new in this batch (those of rows alone go
+        # to the new level as arrays, without a dictionary entry per row)
+        new: dict[int, list[int]] = {}
         for row in np.flatnonzero(~alone).tolist():
-            digest, prefix, number, i = digests[row], prefix_list[row], int(at_level[row]), int(at[row])
+            digest, prefix, number, i = digests[row], int(prefixes[row]), int(at_level[row]), int(at[row])
             n = self._apart.get(digest)
             if n is not None:
                 self._apart[digest] = n + 1
@@ -114,16 +134,23 @@ class DigestCounts:
                 n = 0
                 new[prefix] = [first_seq + row, 1]
             keys[row] = f"{digest}-{n}"
-        if new:
-            self._push(new)
-        return keys
-
-    def _push(self, new: dict[int, list[int]]) -> None:
-        """Add a batch's new prefixes as a level, merging levels of similar size (amortised n log n)."""
-        prefixes = np.fromiter(new, dtype=np.uint64, count=len(new))
+            copies[row] = n
+        rows = np.flatnonzero(alone)
         values = np.array(list(new.values()), dtype=np.int64).reshape(-1, 2)
+        self._push(
+            np.concatenate([prefixes[rows], np.fromiter(new, dtype=np.uint64, count=len(new))]),
+            np.concatenate([first_seq + rows.astype(np.int64), values[:, 0]]),
+            np.concatenate([np.ones(len(rows), dtype=np.int32), values[:, 1].astype(np.int32)]),
+        )
+        return Numbered(keys, prefixes.view(np.int64), copies)
+
+    def _push(self, prefixes: _U64, seqs: _I64, counts: npt.NDArray[np.int32]) -> None:
+        """Add a batch's new prefixes (with each one's first sequence number and count) as a level,
+        merging levels of similar size (amortised n log n)."""
+        if not len(prefixes):
+            return
         order = np.argsort(prefixes, kind="stable")
-        level = _Level(prefixes[order], values[order, 0].copy(), values[order, 1].astype(np.int32))
+        level = _Level(prefixes[order], seqs[order], counts[order])
         while (
             self._levels
             and len(self._levels[-1].prefixes) <= 2 * len(level.prefixes)

@@ -35,6 +35,7 @@ from votes.bulk import ImportCounts, bulk_insert, bulk_insert_columns, chunks, g
 from votes.digest_counts import DigestCounts
 from votes.import_battles import row_digest, stage_battle_batch, stage_clean_batch
 from votes.import_columns import CleanBatch, clean_digests
+from votes.import_keys import BATTLE_OF_ROW, MARK_FRESH, UNSLOT, any_imported, place_keys
 from votes.live import LiveConfig
 from votes.merge_steps import step_ranges
 from votes.models import utcnow
@@ -76,7 +77,7 @@ MERGE_ROWS_ALONE = 320_000
 #: A run whose heartbeat is older than this belongs to a dead process (a batch takes seconds).
 STALE_AFTER = timedelta(minutes=10)
 _ANALYZE_AFTER = 10_000
-#: SQLite page cache of a run's step, KiB: a step's dirty pages (hash-ordered ``battle.import_key``
+#: SQLite page cache of a run's step, KiB: a step's dirty pages (hash-ordered ``battle.import_digest``
 #: entries land on thousands of index pages) must fit, or SQLite spills them to the log mid-step and
 #: writes the same page again at commit.
 STEP_CACHE_KIB = 65_536
@@ -91,22 +92,17 @@ STEP_CHECKPOINT_PAGES = 50_000
 #: Called between two short transactions of a run (after each staged batch and each merge step).
 BetweenBatches = Callable[[], None]
 
-_MARK_FRESH = text(
-    "UPDATE importrow SET fresh = NOT EXISTS"
-    " (SELECT 1 FROM battle b WHERE b.import_key = importrow.import_key)"
-    " WHERE import_id = :run AND seq >= :lo AND seq < :hi"
-)
 _MERGE_BATTLES = text(
     "INSERT INTO battle (prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id,"
-    " issued_at, source, import_key, language, extra)"
+    " issued_at, source, import_key, import_digest, import_copy, language, extra)"
     " SELECT prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id, issued_at,"
-    " 'import', import_key, language, extra FROM importrow"
+    " 'import', import_key, import_digest, import_copy, language, extra FROM importrow"
     " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq"
 )
 _MERGE_VOTES = text(
     "INSERT INTO vote (battle_id, model_a_id, model_b_id, annotator_id, winner, created_at, weight, sided)"
-    " SELECT b.id, r.model_a_id, r.model_b_id, r.annotator_id, r.winner, r.issued_at, r.weight, r.sided"
-    " FROM importrow r JOIN battle b ON b.import_key = r.import_key"
+    f" SELECT {BATTLE_OF_ROW}, r.model_a_id, r.model_b_id, r.annotator_id, r.winner, r.issued_at, r.weight,"
+    " r.sided FROM importrow r"
     " WHERE r.import_id = :run AND r.seq >= :lo AND r.seq < :hi AND r.fresh ORDER BY r.seq"
 )
 # SQLite gives the battles of one INSERT consecutive ids (one writer; each new id is the largest plus
@@ -128,21 +124,21 @@ _MERGE_VOTES_NUMBERED = text(
 _MERGE_POSTGRES = text(
     "WITH r AS MATERIALIZED (SELECT nextval((SELECT pg_get_serial_sequence('battle', 'id')::regclass))"
     " AS battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id, issued_at,"
-    " import_key, language, extra, winner, weight, sided FROM importrow"
+    " import_key, import_digest, import_copy, language, extra, winner, weight, sided FROM importrow"
     " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq),"
     " b AS (INSERT INTO battle (id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id,"
-    " annotator_id, issued_at, source, import_key, language, extra)"
+    " annotator_id, issued_at, source, import_key, import_digest, import_copy, language, extra)"
     " SELECT battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id,"
-    " issued_at, 'import', import_key, language, extra FROM r)"
+    " issued_at, 'import', import_key, import_digest, import_copy, language, extra FROM r)"
     " INSERT INTO vote (battle_id, model_a_id, model_b_id, annotator_id, winner, created_at, weight, sided)"
     " SELECT battle_id, model_a_id, model_b_id, annotator_id, winner, issued_at, weight, sided FROM r"
 )
 _REMOVE_VOTES = text(
-    "DELETE FROM vote WHERE battle_id IN (SELECT b.id FROM importrow r JOIN battle b"
-    " ON b.import_key = r.import_key WHERE r.import_id = :run AND r.seq >= :lo AND r.seq < :hi AND r.fresh)"
+    f"DELETE FROM vote WHERE battle_id IN (SELECT {BATTLE_OF_ROW} FROM importrow r"
+    " WHERE r.import_id = :run AND r.seq >= :lo AND r.seq < :hi AND r.fresh)"
 )
 _REMOVE_BATTLES = text(
-    "DELETE FROM battle WHERE import_key IN (SELECT r.import_key FROM importrow r"
+    f"DELETE FROM battle WHERE id IN (SELECT {BATTLE_OF_ROW} FROM importrow r"
     " WHERE r.import_id = :run AND r.seq >= :lo AND r.seq < :hi AND r.fresh)"
 )
 #: ``importcreated`` kind of a run's merge progress: ``row_id`` is the sequence number its merged rows
@@ -222,23 +218,26 @@ def _stage(
     *,
     probe: bool = True,
 ) -> ImportCounts:
-    """Stage a batch: its rows with their import keys and whether each key is new (``probe``: see
-    :func:`_fresh_flags`)."""
+    """Stage a batch: its rows with their import keys, where the store keeps each, and whether each key
+    is new (``probe``: see :func:`votes.import_keys.place_keys`)."""
     fetch = _staged_digests(conn, run_id)
     if digests is None:
         digests = _digests(records)
-    keys = counts.keys(digests, first_seq, fetch)
-    fresh = _fresh_flags(conn, keys, probe=probe)
+    numbered = counts.numbered(digests, first_seq, fetch)
+    placed = place_keys(conn, numbered, counts.apart(digests), probe=probe)
     if isinstance(records, CleanBatch):
         columns = stage_clean_batch(conn, run_id, records, first_seq=first_seq, digests=digests)
-        columns.columns["import_key"] = keys
-        columns.columns["fresh"] = fresh
+        columns.columns["import_key"] = numbered.keys
+        columns.columns["import_digest"] = placed.digests
+        columns.columns["import_copy"] = placed.copies
+        columns.columns["fresh"] = placed.fresh
         bulk_insert_columns(conn, import_row_t, columns.columns, stored=columns.stored)
         return columns.counts
     staged = stage_battle_batch(conn, run_id, records, first_seq=first_seq, file=file, digests=digests)
-    for row, key, new in zip(staged.rows, keys, fresh, strict=True):
-        row["import_key"] = key
-        row["fresh"] = new
+    for row, key, digest, copy, new in zip(
+        staged.rows, numbered.keys, placed.digests, placed.copies, placed.fresh, strict=True
+    ):
+        row.update(import_key=key, import_digest=digest, import_copy=copy, fresh=new)
     bulk_insert(conn, import_row_t, staged.rows)
     return staged.counts
 
@@ -269,12 +268,14 @@ def _staged_digests(conn: Connection, run_id: int) -> Callable[[Sequence[int]], 
 def _merge_step(conn: Connection, run_id: int, lo: int, hi: int, *, marked: bool = True) -> int:
     """Move staged rows ``lo`` to ``hi`` into ``battle`` and ``vote``; returns the battles added.
 
-    ``marked``: the rows' ``fresh`` flags were set when they were staged (:func:`_fresh_flags`); a run
-    that merged the same keys since makes the battle insert fail, and the step is then done again with
-    the flags set anew (``marked=False``)."""
+    ``marked``: the rows' places and ``fresh`` flags were set when they were staged
+    (:func:`votes.import_keys.place_keys`); a run that merged the same keys (or keys in the same slots)
+    since makes the battle insert fail, and the step is then done again with them set anew
+    (``marked=False``)."""
     bounds = {"run": run_id, "lo": lo, "hi": hi}
     if not marked:
-        conn.execute(_MARK_FRESH, bounds)
+        conn.execute(text(UNSLOT), bounds)
+        conn.execute(text(MARK_FRESH), bounds)
     if conn.dialect.name == "postgresql":
         return int(conn.execute(_MERGE_POSTGRES, bounds).rowcount)
     sqlite = conn.dialect.name == "sqlite"
@@ -297,24 +298,6 @@ def _numbered_from(conn: Connection, base: int, added: int) -> bool:
     """Whether the battles just added are exactly ids ``base + 1`` to ``base + added``."""
     count, top = conn.execute(select(func.count(), func.max(battle_t.c.id)).where(battle_t.c.id > base)).one()
     return bool(count == added and top == base + added)
-
-
-def _fresh_flags(conn: Connection, keys: Sequence[str], *, probe: bool) -> list[bool]:
-    """Whether each key is new to ``battle`` (``probe=False``: the store had no imported battle when
-    the run began, so every key is)."""
-    if not probe:
-        return [True] * len(keys)
-    stored: set[str] = set()
-    for chunk in chunks(list(keys)):
-        stmt = select(battle_t.c.import_key).where(member(conn, battle_t.c.import_key, chunk))
-        stored.update(str(k) for k in conn.scalars(stmt))
-    return [k not in stored for k in keys]
-
-
-def _any_imported(conn: Connection) -> bool:
-    """Whether any battle came from an import (then a run's keys are looked up when they are staged)."""
-    stmt = select(battle_t.c.id).where(battle_t.c.import_key.is_not(None)).limit(1)
-    return conn.scalar(stmt) is not None
 
 
 def _drop_staging(conn: Connection, run_id: int) -> None:
@@ -349,7 +332,7 @@ def import_battle_batches(
     clean_dead_runs(engine)
     with engine.begin() as conn:
         run_id = _new_run(conn, str(file), "staging")
-        probe = _any_imported(conn)
+        probe = any_imported(conn)
     total = ImportCounts()
     counts = DigestCounts()
     seq = 0

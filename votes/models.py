@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint, text, true
+from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, text, true
 from sqlmodel import Field, SQLModel
 
 __all__ = [
@@ -39,6 +39,17 @@ __all__ = [
 def utcnow() -> datetime:
     """Aware UTC now, the one time convention of the store."""
     return datetime.now(UTC)
+
+
+#: ``battle``'s imported keys that are found by their text (see ``Battle.import_digest``).
+_APART = "import_key IS NOT NULL AND import_digest IS NULL"
+
+
+def _set(column: str) -> dict[str, Any]:
+    """Index options that leave out the rows whose ``column`` is NULL (a partial index on both stores;
+    an equality on the column still uses it)."""
+    where = text(f"{column} IS NOT NULL")
+    return {"sqlite_where": where, "postgresql_where": where}
 
 
 class ModelBase(SQLModel):
@@ -116,15 +127,33 @@ class Battle(SQLModel, table=True):
 
     # No index on the model pair: votes carry their battle's pair (``ix_vote_cells``), and what counts
     # battles per pair counts those votes; a pair-ordered index here would only slow large imports.
-    __table_args__ = (Index("ix_battle_judgement_key", "judgement_key", unique=True),)
+    # The indexes of columns most battles leave empty (imported battles have no token, judgement key or,
+    # often, prompt and annotator; live ones no import key) hold only the rows that set them: a million
+    # imported battles would otherwise write a million entries to each, for nothing a query asks.
+    __table_args__ = (
+        Index("ix_battle_judgement_key", "judgement_key", unique=True, **_set("judgement_key")),
+        Index("ix_battle_token_id", "token_id", unique=True, **_set("token_id")),
+        Index("ix_battle_prompt_id", "prompt_id", **_set("prompt_id")),
+        Index("ix_battle_annotator_id", "annotator_id", **_set("annotator_id")),
+        # An imported battle's key, found by two integers (see ``import_digest``); a key whose digest's
+        # first 64 bits another stored key holds is found by its text instead.
+        Index("ix_battle_import_slot", "import_digest", "import_copy", unique=True, **_set("import_digest")),
+        Index(
+            "ix_battle_import_key_apart",
+            "import_key",
+            unique=True,
+            sqlite_where=text(_APART),
+            postgresql_where=text(_APART),
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
-    prompt_id: int | None = Field(default=None, foreign_key="prompt.id", index=True)
+    prompt_id: int | None = Field(default=None, foreign_key="prompt.id")
     output_a_id: int | None = Field(default=None, foreign_key="output.id")
     output_b_id: int | None = Field(default=None, foreign_key="output.id")
     model_a_id: int = Field(foreign_key="model.id")
     model_b_id: int = Field(foreign_key="model.id")
-    annotator_id: int | None = Field(default=None, foreign_key="annotator.id", index=True)
+    annotator_id: int | None = Field(default=None, foreign_key="annotator.id")
     issued_at: datetime = Field(default_factory=utcnow)
     # Probability with which the pairing policy chose this (unordered) pair; None for imported battles.
     pair_probability: float | None = None
@@ -132,9 +161,9 @@ class Battle(SQLModel, table=True):
     # answered on the spot), "import" for battles read from a file.
     source: str = Field(default="site", max_length=20)
     # Idempotent imports: a stable key per imported row (content hash + occurrence), unique when set.
-    import_key: str | None = Field(default=None, unique=True, max_length=80)
+    import_key: str | None = Field(default=None, max_length=80)
     # Site battles: the id of the signed battle token, unique, so a token can be used for one vote only.
-    token_id: str | None = Field(default=None, unique=True, max_length=64)
+    token_id: str | None = Field(default=None, max_length=64)
     # Site battles: "annotator:prompt:lower model:higher model", unique, so an annotator judges a prompt
     # for an unordered pair of models once, however many tokens they fetched (see votes.recording).
     judgement_key: str | None = Field(default=None, max_length=100)
@@ -143,6 +172,13 @@ class Battle(SQLModel, table=True):
     language: str | None = Field(default=None, index=True, max_length=50)
     # Extra Chatbot Arena fields kept for faithful export (turn, anony, ...).
     extra: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # The import key as two integers, its unique index (``ix_battle_import_slot``): the first 64 bits of
+    # its digest (signed) and its occurrence number. A text key of 42 characters in a hash-ordered unique
+    # index was the largest cost of a large import's writes; two integers compare in one step and take a
+    # fifth of the pages. Two digests may share 64 bits: the later key then has no digest here and is
+    # unique by its text (``ix_battle_import_key_apart``). See :mod:`votes.import_keys`.
+    import_digest: int | None = Field(default=None, sa_type=BigInteger)
+    import_copy: int | None = None
 
 
 class Vote(SQLModel, table=True):
@@ -408,6 +444,9 @@ class ImportRow(SQLModel, table=True):
     seq: int = Field(primary_key=True)
     digest: str = Field(max_length=40)
     import_key: str | None = Field(default=None, max_length=80)
+    # ``battle.import_digest`` and ``import_copy`` of the row's key (no digest: found by its text).
+    import_digest: int | None = Field(default=None, sa_type=BigInteger)
+    import_copy: int | None = None
     fresh: bool | None = None
     prompt_id: int | None = None
     output_a_id: int | None = None
