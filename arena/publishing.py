@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # the database stack is imported where it is used: a recomput
 
 __all__ = [
     "FitOptions",
+    "FittedBoard",
     "Progress",
     "board_judge_positions",
     "SliceSpec",
@@ -273,6 +274,17 @@ def fit_style_board(
     )
 
 
+class FittedBoard(NamedTuple):
+    """A board fitted before :func:`recompute_snapshot` is called (publishing fits while the votes are
+    still being read): the counts it was fitted on, the board and its point fit, and its figures being
+    drawn into the snapshot's folder (None without figures)."""
+
+    counts: PairCounts
+    board: Leaderboard
+    point_fit: BTFit | None
+    drawing: PlotDrawing | None
+
+
 def recompute_snapshot(
     counts: PairCounts,
     out_dir: Path | str,
@@ -296,8 +308,12 @@ def recompute_snapshot(
     clustering: Mapping[str, Any] | None = None,
     pairing_weights: Mapping[str, Mapping[str, float]] | None = None,
     flagged_annotators: Mapping[str, Any] | None = None,
+    fitted: FittedBoard | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
+
+    ``fitted`` is the board of these very ``counts`` fitted already with ``options`` (and its figures
+    being drawn into ``out_dir`` when ``plots``): it is used instead of fitting again.
 
     With ``options.style`` the same votes, one row per vote with their style covariates (``battles``),
     give a second, style-controlled board: its files sit beside the default board's, its covariates'
@@ -339,16 +355,22 @@ def recompute_snapshot(
     added: dict[str, Any] = {}
     point_fit: BTFit | None = None
     with ExitStack() as stack:
-        # The figures need only the board and are drawn on another core while the rest is computed; the
-        # child starts before the fit, drawing those of the point ratings while the bootstrap runs.
-        drawing = None
-        if plots:
+        # The figures need only the board and are drawn on another core while the rest is computed: by
+        # the child publishing started while it read the votes (``fitted``), or by one started here
+        # before the fit, drawing those of the point ratings while the bootstrap runs.
+        drawing = early = fitted.drawing if fitted is not None else None
+        if plots and drawing is None:
             preview = None
-            if options.interval == "bootstrap" and not options.by_source:
+            if fitted is None and options.interval == "bootstrap" and not options.by_source:
                 preview = partial(fit_counts, counts, replace(options, interval="none", n_rounds=0))
             drawing = PlotDrawing(out_dir, None, counts, preview=preview)
+        if drawing is not None:
             stack.callback(drawing.cancel)  # joined already unless the snapshot failed: then it stops
-        if options.by_source:
+        if fitted is not None:
+            if fitted.counts is not counts or options.by_source:
+                raise ValueError("a board fitted beforehand must be fitted on the counts given, by counts")
+            board, point_fit = fitted.board, fitted.point_fit
+        elif options.by_source:
             if by_source is None:
                 raise ValueError(f"method {options.method!r} needs the votes with who cast them")
             if options.style:
@@ -360,7 +382,7 @@ def recompute_snapshot(
             board, point_fit = fit_board(
                 counts, options, progress=progress, clusters=clusters, n_jobs=threads
             )
-        if drawing is not None:
+        if drawing is not None and drawing is not early:
             drawing.draw(board)
         if not options.by_source:
             added["fragility"] = board_fragility(counts, options, point_fit)
@@ -476,6 +498,8 @@ def load_votes_with_texts(
     by_source: bool = False,
     judges: bool = False,
     flagged: bool = False,
+    fit_first: Callable[[PairCounts], None] | None = None,
+    counted_before: PairCounts | None = None,
 ) -> StoredVotes:
     """As :func:`load_from_database`, plus (with ``style``) the same votes one per row with the style
     covariates of their answers, (with ``agreement``) the agreement report of the votes the filter
@@ -489,7 +513,17 @@ def load_votes_with_texts(
     With ``by_source`` the counts and the hash are of the votes the source-aware fit reads
     (:func:`votes.annotated.source_aware_filter`: every annotator's, judges included), not of the
     filter's: a composite board's ``votes_sha256`` then covers the judge verdicts its ratings use (and
-    its clusters and judges' votes are of the same votes)."""
+    its clusters and judges' votes are of the same votes).
+
+    ``fit_first`` is called, in the same transaction, with the counts before the votes are read one by
+    one, when nothing read one by one can change them or how they are fitted (no time buckets, no
+    source-aware method, and no clusters: ``cluster`` none, or ``auto`` on a store where no vote names an
+    annotator, :func:`votes.queries.votes_name_annotators`): the database
+    aggregates them (``GROUP BY``), and the caller fits (and draws) while the votes are read.
+    ``counted_before`` is the counts of the same filter read just before in another transaction (the
+    components check): given to ``fit_first`` instead of aggregating again, and kept only if the votes
+    read give the very same cells (:meth:`leaderboard.data.PairCounts.same_as`); otherwise the counts
+    returned are those of the votes read, another object, and the caller's early board is not theirs."""
     from votes.annotated import (
         agreement_from_store,
         agreement_input_from_store,
@@ -499,7 +533,7 @@ def load_votes_with_texts(
     from votes.db import read_only
     from votes.flagged import flagged_report
     from votes.ledger import LedgerDigest, ledger_sha256
-    from votes.queries import load_battles, load_pair_counts
+    from votes.queries import load_battles, load_pair_counts, votes_name_annotators
     from votes.sources import battles_from_store
 
     battles: Battles | None = None
@@ -516,6 +550,16 @@ def load_votes_with_texts(
             sourced = agreement_input_from_store(conn, vote_filter)
         counted = source_aware_filter(vote_filter) if by_source else vote_filter
         clustered = cluster.strip().lower() == "auto" or bool(parse_cluster(cluster))
+        first: PairCounts | None = None
+        if fit_first is not None and bucket_seconds is None and not by_source:
+            # "auto" clusters only votes that name annotators (leaderboard.clusters.choose_clusters)
+            auto = cluster.strip().lower() == "auto"
+            if not clustered or (auto and not votes_name_annotators(conn)):
+                first = counted_before
+                if first is None:
+                    first = _counted_votes(load_pair_counts(conn, filters=counted))
+                if first.n_cells:  # no votes: the error is raised where it always was
+                    fit_first(first)
         if clustered or judges:
             # the ledger's digest built from the same scan: the votes are read once, not twice
             ledger = LedgerDigest(conn)
@@ -524,7 +568,9 @@ def load_votes_with_texts(
         else:
             digest = ledger_sha256(conn, counted)
         judged = judge_votes(conn, who) if judges and who is not None else None
-        if who is not None and who.weight is None:
+        if first is not None and counted_before is None:  # the same votes aggregated, in this transaction
+            counts = first
+        elif who is not None and who.weight is None:
             # every vote weighs 1: the scan's cells are the GROUP BY's (whole numbers summed in any order)
             counts = who.counts(bucket_seconds=bucket_seconds)
         elif bucket_seconds is None:
@@ -533,11 +579,9 @@ def load_votes_with_texts(
             timed = who if who is not None else load_battles(conn, filters=counted)
             counts = timed.counts(bucket_seconds=bucket_seconds)
         flagged_found = flagged_report(conn, vote_filter) if flagged else None
-    # The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
-    # raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
-    # counts *are* the votes, so say so (this keeps a database fit identical to a file fit).
-    if counts.votes is not None and not counts.is_weighted:
-        counts = replace(counts, votes=None)
+    counts = _counted_votes(counts)
+    if first is not None and counts.same_as(first):  # read before: the votes have not changed since
+        counts = first
     clusters = choose_clusters(who, counts, cluster) if clustered and who is not None else None
     record = clustering_record(who, cluster, clusters) if clustered else None
     return StoredVotes(
@@ -554,8 +598,23 @@ def load_votes_with_texts(
     )
 
 
+def _counted_votes(counts: PairCounts) -> PairCounts:
+    """The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
+    raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
+    counts *are* the votes, so say so (this keeps a database fit identical to a file fit)."""
+    if counts.votes is not None and not counts.is_weighted:
+        return replace(counts, votes=None)
+    return counts
+
+
 def load_board_votes(
-    engine: Engine, vote_filter: VoteFilter, options: FitOptions, cluster: str
+    engine: Engine,
+    vote_filter: VoteFilter,
+    options: FitOptions,
+    cluster: str,
+    *,
+    fit_first: Callable[[PairCounts], None] | None = None,
+    counted_before: PairCounts | None = None,
 ) -> StoredVotes:
     """What a published board reads from the store, for ``options``: the counts (time-bucketed when a
     half-life asks), the votes with their texts for style control, the agreement report, the clusters,
@@ -572,6 +631,8 @@ def load_board_votes(
         by_source=options.by_source,
         judges=True,
         flagged=True,
+        fit_first=fit_first,
+        counted_before=counted_before,
     )
 
 
@@ -607,18 +668,19 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
     return out
 
 
-def stored_components(engine: Engine, vote_filter: VoteFilter) -> list[tuple[str, ...]]:
+def stored_components(engine: Engine, vote_filter: VoteFilter) -> tuple[list[tuple[str, ...]], PairCounts]:
     """The models of each part of the comparison graph of the selected votes (largest first, as
-    :func:`leaderboard.battles.split_components` orders them), read from the aggregated cells."""
+    :func:`leaderboard.battles.split_components` orders them), read from the aggregated cells, and those
+    cells (what :func:`publish_snapshot` can fit as ``counted`` when the graph is in one part)."""
     from votes.db import read_only
     from votes.queries import load_pair_counts
 
     with read_only(engine).connect() as conn:
-        counts = load_pair_counts(conn, filters=vote_filter)
+        counts = _counted_votes(load_pair_counts(conn, filters=vote_filter))
     cells = Battles(
         models=counts.models, model_a=counts.model_a, model_b=counts.model_b, outcome=counts.outcome
     )
-    return [part.models for part in split_components(cells)]
+    return [part.models for part in split_components(cells)], counts
 
 
 def reconcile_snapshot_dir(engine: Engine, root: Path) -> list[Path]:
@@ -685,6 +747,7 @@ def publish_snapshot(
     component: int | None = None,
     cluster: str = "auto",
     flagged_weight: float | None = None,
+    counted: PairCounts | None = None,
 ) -> Snapshot:
     """Recompute from the database and publish: a read-only folder under ``snapshot_dir`` and a row.
 
@@ -697,17 +760,20 @@ def publish_snapshot(
     in the options of the metadata, and why under ``clustering``. When LLM judges voted in the board,
     each one's position term is in the metadata under ``judge_position``.
 
+    When nothing but the counts decides the board (see ``fit_first`` in :func:`load_votes_with_texts`),
+    the board is fitted before the votes are read one by one, and its figures are drawn while they are
+    read. ``counted``, the same filter's counts read just before (the components check), is then fitted
+    instead of aggregating the votes again; if the votes read turn out to differ (votes came in), the
+    early board and its figures are dropped and the board is fitted on the votes read.
+
     The folder is written under a staging name, frozen (files 0444), moved to its id, and only then
     recorded; if recording fails the folder is removed, so every row has its files and no stray
     folder pretends to be published. Golds good annotators keep missing are retired first
     (:func:`votes.gold_review.retire_golds`). Returns the stored (immutable) :class:`Snapshot` row.
     """
     from votes.annotated import source_aware_filter
-    from votes.battle_shares import battle_shares_of, weekly_battle_shares
     from votes.db import session_scope
     from votes.gold_review import retire_golds
-    from votes.live_battles import availability_ledger
-    from votes.pairing_weights import pairing_weight_history
     from votes.queries import VoteFilter
     from votes.snapshots import ensure_snapshot_guards, insert_snapshot
 
@@ -725,43 +791,43 @@ def publish_snapshot(
     if component is not None:
         filters["component"] = component
     retire_golds(engine)  # each publish also runs the gold review's retirement (golds count in no board)
-    stored = load_board_votes(engine, vote_filter, options, cluster)
-    if stored.clusters is not None:
-        options = replace(options, cluster=stored.clusters.label)
-    # the board's votes were read with their times already: counted from them, not read again
-    if stored.who is not None and not options.by_source:
-        weekly_shares = battle_shares_of(stored.who)
-    else:
-        weekly_shares = weekly_battle_shares(engine, vote_filter)
-    stored = stored._replace(who=None)  # the votes one by one are not needed past here
     root = Path(snapshot_dir)
     root.mkdir(parents=True, exist_ok=True)
     reconcile_snapshot_dir(engine, root)
     staging = root / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     try:
-        _, manifest = recompute_snapshot(
-            stored.counts,
-            staging,
-            options=options,
-            clusters=stored.clusters,
-            votes_digest=stored.digest,
-            spec=spec,
-            filters=filters,
-            source="database",
-            progress=progress,
-            created_at=created_at or datetime.now(UTC),
-            plots=plots,
-            battles=stored.battles,
-            model_info=load_model_info(engine),
-            agreement=stored.agreement,
-            availability=availability_ledger(engine),
-            weekly_shares=weekly_shares,
-            by_source=stored.by_source,
-            judges=stored.judges,
-            clustering=stored.clustering,
-            pairing_weights=pairing_weight_history(engine),
-            flagged_annotators=stored.flagged,
-        )
+        with ExitStack() as stack:
+            fitted: list[FittedBoard] = []
+
+            def fit_first(counts: PairCounts) -> None:
+                """Fitted before the votes are read one by one, so the figures are drawn meanwhile."""
+                board, point_fit = fit_board(counts, options, progress=progress)
+                drawing = PlotDrawing(staging, board, counts) if plots else None
+                if drawing is not None:
+                    stack.callback(drawing.cancel)  # joined already unless the publish failed
+                fitted.append(FittedBoard(counts, board, point_fit, drawing))
+
+            stored = load_board_votes(
+                engine, vote_filter, options, cluster, fit_first=fit_first, counted_before=counted
+            )
+            if fitted and fitted[0].counts is not stored.counts:  # votes came in since ``counted``
+                if fitted[0].drawing is not None:
+                    fitted[0].drawing.cancel()
+                fitted.clear()
+                _remove_tree(staging)  # whatever the stopped child wrote
+            manifest = _write_published(
+                engine,
+                stored,
+                staging,
+                options=options,
+                vote_filter=vote_filter,
+                spec=spec,
+                filters=filters,
+                progress=progress,
+                created_at=created_at,
+                plots=plots,
+                fitted=fitted[0] if fitted else None,
+            )
         # Frozen before it gets its id: a folder under a snapshot id is never writable, even after a crash.
         freeze_snapshot(staging)
         final = root / manifest.id
@@ -778,6 +844,61 @@ def publish_snapshot(
         _remove_tree(final)
         raise
     return row
+
+
+def _write_published(
+    engine: Engine,
+    stored: StoredVotes,
+    staging: Path,
+    *,
+    options: FitOptions,
+    vote_filter: VoteFilter,
+    spec: SliceSpec,
+    filters: dict[str, Any],
+    progress: Progress | None,
+    created_at: datetime | None,
+    plots: bool,
+    fitted: FittedBoard | None,
+) -> SnapshotManifest:
+    """The snapshot folder of :func:`publish_snapshot` written under ``staging`` from the votes read
+    (``fitted``: their board, fitted while they were read)."""
+    from votes.battle_shares import battle_shares_of, weekly_battle_shares
+    from votes.live_battles import availability_ledger
+    from votes.pairing_weights import pairing_weight_history
+
+    if stored.clusters is not None:
+        options = replace(options, cluster=stored.clusters.label)
+    # the board's votes were read with their times already: counted from them, not read again
+    if stored.who is not None and not options.by_source:
+        weekly_shares = battle_shares_of(stored.who)
+    else:
+        weekly_shares = weekly_battle_shares(engine, vote_filter)
+    stored = stored._replace(who=None)  # the votes one by one are not needed past here
+    _, manifest = recompute_snapshot(
+        stored.counts,
+        staging,
+        options=options,
+        clusters=stored.clusters,
+        votes_digest=stored.digest,
+        spec=spec,
+        filters=filters,
+        source="database",
+        progress=progress,
+        created_at=created_at or datetime.now(UTC),
+        plots=plots,
+        battles=stored.battles,
+        model_info=load_model_info(engine),
+        agreement=stored.agreement,
+        availability=availability_ledger(engine),
+        weekly_shares=weekly_shares,
+        by_source=stored.by_source,
+        judges=stored.judges,
+        clustering=stored.clustering,
+        pairing_weights=pairing_weight_history(engine),
+        flagged_annotators=stored.flagged,
+        fitted=fitted,
+    )
+    return manifest
 
 
 def publish_slices(

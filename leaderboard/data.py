@@ -125,6 +125,19 @@ class PairCounts:
     def is_weighted(self) -> bool:
         return self.votes is not None and not np.array_equal(self.votes, self.count)
 
+    def same_as(self, other: PairCounts) -> bool:
+        """Whether ``other`` holds the very same cells: same models, and every array present in both
+        with the same type and values (what a board fitted on one would give on the other)."""
+        if self.models != other.models:
+            return False
+        for name in ("model_a", "model_b", "outcome", "count", "time", "votes", "sided"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if (mine is None) != (theirs is None):
+                return False
+            if mine is not None and (mine.dtype != theirs.dtype or not np.array_equal(mine, theirs)):
+                return False
+        return True
+
 
 def aggregate_battles(
     model_a: Sequence[str] | npt.NDArray[np.str_] | npt.NDArray[np.object_],

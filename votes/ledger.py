@@ -163,7 +163,10 @@ _TIME_PROBES = (
     "2100-03-01 12:34:56.789012",
 )
 
-_Piece = tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_]]
+#: Cells of many lines as the rows of one matrix, each cell's bytes followed by NUL bytes up to the
+#: matrix's width: the lines are the rows of the pieces side by side with every NUL taken out (a ledger
+#: holds none: a text with one is not formatted here).
+_Piece = npt.NDArray[np.uint8]
 
 
 class _NotCanonical(Exception):
@@ -172,15 +175,17 @@ class _NotCanonical(Exception):
 
 
 class _Vocabulary:
-    """Byte strings as the rows of one padded matrix, for cutting many lines out of few values at once."""
+    """Byte strings as the rows of one NUL-padded matrix, for cutting many lines out of few values at
+    once."""
 
     def __init__(self) -> None:
         self._items: list[bytes] = []
         self._matrix = np.zeros((0, 1), dtype=np.uint8)
-        self._masks = np.zeros((0, 1), dtype=np.bool_)
 
     def add(self, item: bytes) -> int:
         """The code of a new item (the matrix is rebuilt by the next :meth:`take`)."""
+        if b"\0" in item:
+            raise _NotCanonical("a text with a NUL byte")
         self._items.append(item)
         return len(self._items) - 1
 
@@ -188,11 +193,10 @@ class _Vocabulary:
         if len(self._matrix) != len(self._items):
             width = max([1, *(len(item) for item in self._items)])
             self._matrix = np.zeros((len(self._items), width), dtype=np.uint8)
-            self._masks = np.zeros((len(self._items), width), dtype=np.bool_)
             for k, item in enumerate(self._items):
                 self._matrix[k, : len(item)] = np.frombuffer(item, dtype=np.uint8)
-                self._masks[k, : len(item)] = True
-        return self._matrix[codes], self._masks[codes]
+        taken: _Piece = self._matrix[codes]
+        return taken
 
 
 class _Cells:
@@ -269,13 +273,12 @@ def _time_cells(
         raise _NotCanonical("a time before 1970, or one SQLite's rounding may put either side")
     seconds = micro // _MICRO + (part > _HALF_MS_BEFORE_SECOND)
     width = len(str(int(seconds.max())))
-    powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)
-    whole = (seconds[:, None] // powers % 10 + ord("0")).astype(np.uint8)
-    shown = (seconds[:, None] >= powers) | (powers == 1)  # no leading zeros; zero itself is "0"
+    # numpy writes each whole number in decimal as str() does, NUL-padded to the width
+    whole = seconds.astype(f"S{width}").view(np.uint8).reshape(n, width)
     fraction = np.empty((n, 8), dtype=np.uint8)
     fraction[:, 0], fraction[:, 7] = ord("."), ord(",")
     fraction[:, 1:7] = chars[:, 20:26]
-    return (whole, shown), (fraction, np.ones(fraction.shape, dtype=np.bool_))
+    return whole, fraction
 
 
 class LedgerDigest:
@@ -307,8 +310,8 @@ class LedgerDigest:
     def _times_agree(self) -> bool:
         said = self._conn.execute(select(*(func.strftime("%s", literal(t)) for t in _TIME_PROBES))).one()
         micro = np.array(_TIME_PROBES, dtype="datetime64[us]").astype(np.int64)
-        (whole, shown), _ = _time_cells(_TIME_PROBES, micro)
-        ours = [bytes(row[keep]).decode("ascii") for row, keep in zip(whole, shown, strict=True)]
+        whole, _ = _time_cells(_TIME_PROBES, micro)
+        ours = [bytes(row[row != 0]).decode("ascii") for row in whole]
         return list(said) == ours
 
     def update(self, chunk: StoredChunk) -> None:
@@ -344,7 +347,10 @@ class LedgerDigest:
         elif not all(type(w) is float for w in set(weight)):
             raise _NotCanonical("a stored weight is not a float")
         bits = np.asarray(weight, dtype=np.float64).view(np.int64)
-        distinct, inverse = np.unique(bits, return_inverse=True)
+        if len(bits) and np.all(bits == bits[0]):  # one weight (1 for every vote, most often)
+            distinct, inverse = bits[:1], np.zeros(len(bits), dtype=np.int64)
+        else:
+            distinct, inverse = np.unique(bits, return_inverse=True)
         for value in set(distinct.tolist()) - self._weights.keys():
             number = float(np.array([value], dtype=np.int64).view(np.float64)[0])
             text = self._conn.execute(select(cast(literal(number), String))).scalar_one()
@@ -376,7 +382,6 @@ class LedgerDigest:
             self._weight_cells.take(self._weight_codes(chunk.weight)),
             self._sides.take(self._side_codes(chunk.sided)),
         ]
-        lines = np.concatenate([p[0] for p in pieces], axis=1)
-        keep = np.concatenate([p[1] for p in pieces], axis=1)
-        block: bytes = lines[keep].tobytes()
+        lines = np.concatenate(pieces, axis=1)
+        block: bytes = lines[lines != 0].tobytes()
         return block

@@ -46,6 +46,7 @@ __all__ = [
     "load_pair_counts",
     "pair_counts_statement",
     "robust_weight",
+    "votes_name_annotators",
     "votes_sha256",
 ]
 
@@ -418,13 +419,13 @@ def load_battles(
             if micro is None:  # a time numpy does not read: the chunk's rows are parsed one by one
                 read_rows(rows((int(packed.vote_id[0]) - 1, int(packed.vote_id[-1]))))
                 continue
-            n = len(packed.vote_id)
             ids.append(packed.vote_id)
             a_ids.append(packed.model_a)
             b_ids.append(packed.model_b)
             outcomes.append(packed.outcome)
             times.append(micro / 1e6)
-            weights.append(np.ones(n, dtype=np.float64))
+            # every weight is 1 (read packed): a read-only view of one 1, made an array only if needed
+            weights.append(np.broadcast_to(np.float64(1.0), len(packed.vote_id)))
             sides.append(packed.sided)
             if packed.annotator is not None and packed.prompt is not None:
                 annotators.append(packed.annotator)
@@ -442,24 +443,32 @@ def load_battles(
                         packed.sided,
                     )
                 )
-    vote_id = _concat(ids, np.int64)
+    # Each column's chunks are let go as soon as the column is joined: the votes are held twice one
+    # column at a time, not all of them at once (what bounds a 10M-vote read's peak).
     model_a_id = _concat(a_ids, np.int64)
     model_b_id = _concat(b_ids, np.int64)
-    names = _model_names(conn, set(np.unique(np.concatenate([model_a_id, model_b_id])).tolist()))
+    present = np.union1d(np.unique(model_a_id), np.unique(model_b_id))
+    names = _model_names(conn, set(present.tolist()))
     models = tuple(sorted(names.values()))
     lookup = np.zeros(max(names, default=0) + 1, dtype=np.int64)
     for model_id, name in names.items():
         lookup[model_id] = models.index(name)
-    weight = _concat(weights, np.float64)
+    model_a = lookup[model_a_id]
+    del model_a_id
+    model_b = lookup[model_b_id]
+    del model_b_id
+    weighed_one = all(bool(np.all(part == 1.0)) for part in weights)
+    vote_weight = None if weighed_one else _concat(weights, np.float64)
+    weights.clear()
     sided = _concat(sides, np.bool_)
     return Battles(
         models=models,
-        vote_id=vote_id,
-        model_a=lookup[model_a_id],
-        model_b=lookup[model_b_id],
+        vote_id=_concat(ids, np.int64),
+        model_a=model_a,
+        model_b=model_b,
         outcome=_concat(outcomes, np.int8),
         time=_concat(times, np.float64),
-        weight=None if np.all(weight == 1.0) else weight,
+        weight=vote_weight,
         sided=None if np.all(sided) else sided,
         annotator=_concat(annotators, np.int64) if who else None,
         prompt=_concat(prompts, np.int64) if who else None,
@@ -563,7 +572,18 @@ def _seconds_one_by_one(values: Sequence[datetime | str]) -> npt.NDArray[np.floa
 
 
 def _concat(parts: list[Any], dtype: type[Any]) -> Any:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    """The chunks joined into one array; the list is emptied, so the chunks can be freed."""
+    joined = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    parts.clear()
+    return joined
+
+
+def votes_name_annotators(db: Session | Connection) -> bool:
+    """Whether any stored vote names an annotator, whatever a filter selects: when none does, no board
+    can be clustered by annotator (one index scan, stopped at the first such vote)."""
+    conn = _connection(db)
+    found = conn.execute(select(vote_t.c.id).where(vote_t.c.annotator_id >= 0).limit(1)).first()
+    return found is not None
 
 
 def load_pair_counts(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from leaderboard.battles import Battles
+    from leaderboard.data import PairCounts
     from votes.columns import BattleRead
     from votes.queries import VoteFilter
     from votes.records import Refusal
@@ -38,6 +39,7 @@ __all__ = [
     "ShapeOpt",
     "SinceOpt",
     "SkipInvalidOpt",
+    "StoredPart",
     "UntilOpt",
     "battle_filter",
     "database_filter",
@@ -198,19 +200,28 @@ def database_filter(
     )
 
 
+class StoredPart(NamedTuple):
+    """A part of the stored votes' comparison graph to fit: its number (None when the graph is
+    connected), its filter (the part's models), and, for a connected graph, the votes' counts as the
+    check read them (None for a part)."""
+
+    number: int | None
+    filter: VoteFilter
+    counts: PairCounts | None
+
+
 def pick_stored_components(
     engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool
-) -> list[tuple[int | None, VoteFilter]]:
-    """The parts of the stored votes' comparison graph to fit, each as a filter (the part's models) and
-    its number (None when the graph is connected); an error (exit 1) naming the parts when the graph is
-    in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen."""
+) -> list[StoredPart]:
+    """The parts of the stored votes' comparison graph to fit; an error (exit 1) naming the parts when
+    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen."""
     from dataclasses import replace
 
     from arena.publishing import stored_components
 
-    parts = stored_components(engine, vote_filter)
+    parts, counts = stored_components(engine, vote_filter)
     if len(parts) <= 1:
-        return [(None, vote_filter)]
+        return [StoredPart(None, vote_filter, counts)]
     sizes = "; ".join(f"{k}: {len(p)} models ({', '.join(p[:4])})" for k, p in enumerate(parts, 1))
     if not (largest or each):
         typer.echo(
@@ -221,7 +232,7 @@ def pick_stored_components(
         raise typer.Exit(1)  # the data, not the command line, is at fault
     typer.echo(f"the database: the comparison graph has {len(parts)} parts ({sizes})", err=True)
     chosen = parts[:1] if largest else parts
-    return [(k, replace(vote_filter, models=p)) for k, p in enumerate(chosen, 1)]
+    return [StoredPart(k, replace(vote_filter, models=p), None) for k, p in enumerate(chosen, 1)]
 
 
 def read_battle_file(

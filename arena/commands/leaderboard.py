@@ -550,7 +550,7 @@ def recompute(
                 chosen = pick_stored_components(
                     engine, vote_filter, largest=largest_component, each=each_component
                 )
-                for number, part_filter in chosen:
+                for number, part_filter, _ in chosen:
                     stored = load_board_votes(engine, part_filter, options, cluster)
                     folder = out_dir / f"component-{number}" if len(chosen) > 1 else out_dir
                     part_sources[folder] = stored.by_source
@@ -739,7 +739,7 @@ def publish(
                     engine, vote_filter, largest=largest_component, each=each_component
                 )
                 rows = []
-                for k, part_filter in chosen:
+                for k, part_filter, counted in chosen:
                     label = spec.label if k is None else f"{spec.label}, component {k}"
 
                     def part_progress(done: int, total: int, label: str = label) -> None:
@@ -754,6 +754,7 @@ def publish(
                             component=k,
                             progress=part_progress,
                             cluster=cluster,
+                            counted=counted,
                         )
                     )
     except DisconnectedComparisonError as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,16 @@ def test_performance_rating() -> None:
     assert performance_rating(opp, np.ones(3)) == np.inf
     table = expected_score_table([0, 400])
     assert table["expected_higher"].tolist() == [pytest.approx(0.5), pytest.approx(10 / 11)]
+
+
+def test_same_counts_only_for_the_same_cells() -> None:
+    codes = np.array([0, 1, 0, 2]), np.array([1, 0, 1, 0]), np.array([0, 2, 0, 1], dtype=np.int8)
+    counts = aggregate_codes(*codes, models=("a", "b", "c"))
+    again = aggregate_codes(*(c.copy() for c in codes), models=("a", "b", "c"))
+    assert counts.same_as(again) and again.same_as(counts)
+    weighted = aggregate_codes(*codes, models=("a", "b", "c"), weight=np.array([1.0, 1.0, 0.5, 1.0]))
+    assert not counts.same_as(weighted)  # other counts, and votes only on one side
+    assert not counts.same_as(replace(counts, models=("a", "b", "d")))
+    assert not counts.same_as(replace(counts, count=counts.count.astype(np.float32)))
+    assert not counts.same_as(replace(counts, sided=np.ones(counts.n_cells, dtype=bool)))
+    assert not counts.same_as(replace(counts, count=counts.count + 1))

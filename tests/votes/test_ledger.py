@@ -153,6 +153,33 @@ def test_ledger_digest_reads_the_statement_for_times_it_does_not_format(
     assert not formatted
 
 
+@pytest.mark.parametrize("stored", ["1970-01-01 00:00:07.125000", "1970-01-02 03:46:40.000001"])
+def test_ledger_digest_writes_seconds_of_every_width(engine: Engine, tmp_path: Path, stored: str) -> None:
+    """A chunk's seconds are as wide as its largest: the smaller ones have no leading zeros."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("stored time text is SQLite's")
+    import_file(engine, write_jsonl(tmp_path / "battles.jsonl", _rows(50)))
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE vote SET created_at = :t WHERE id = (SELECT MIN(id) FROM vote)"), {"t": stored}
+        )
+    scanned, statement, formatted = _scan_digest(engine, None)
+    assert scanned == statement
+    assert formatted
+
+
+def test_ledger_digest_reads_the_statement_for_a_name_with_a_nul(engine: Engine, tmp_path: Path) -> None:
+    """The lines are cut out of NUL-padded cells: a name holding a NUL byte is left to the statement."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL text holds no NUL byte")
+    import_file(engine, write_jsonl(tmp_path / "battles.jsonl", _rows(50)))
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE model SET name = 'nul' || char(0) || 'model' WHERE name = 'plain-model'"))
+    scanned, statement, formatted = _scan_digest(engine, None)
+    assert scanned == statement
+    assert not formatted
+
+
 def test_weekly_shares_of_the_scan_are_the_stored_shares(engine: Engine, tmp_path: Path) -> None:
     rows = _rows(300)
     for k, row in enumerate(rows):
