@@ -141,29 +141,30 @@ def test_ledger_digest_from_the_scan_is_the_ledger_statements(
 def test_ledger_digest_reads_the_statement_for_times_it_does_not_format(
     engine: Engine, tmp_path: Path, stored: str
 ) -> None:
+    scanned, statement, formatted = _digest_with_stored_time(engine, tmp_path, stored, "MAX")
+    assert scanned == statement
+    assert not formatted
+
+
+def _digest_with_stored_time(
+    engine: Engine, tmp_path: Path, stored: str, which: str
+) -> tuple[str, str, bool]:
+    """The scan's and the statement's digests after one vote's time (the ``which`` id) is stored as
+    ``stored``, and whether the scan formatted the times itself (SQLite only: its time text)."""
     if engine.dialect.name != "sqlite":
         pytest.skip("stored time text is SQLite's")
     import_file(engine, write_jsonl(tmp_path / "battles.jsonl", _rows(50)))
     with engine.begin() as conn:
         conn.execute(
-            text("UPDATE vote SET created_at = :t WHERE id = (SELECT MAX(id) FROM vote)"), {"t": stored}
+            text(f"UPDATE vote SET created_at = :t WHERE id = (SELECT {which}(id) FROM vote)"), {"t": stored}
         )
-    scanned, statement, formatted = _scan_digest(engine, None)
-    assert scanned == statement
-    assert not formatted
+    return _scan_digest(engine, None)
 
 
 @pytest.mark.parametrize("stored", ["1970-01-01 00:00:07.125000", "1970-01-02 03:46:40.000001"])
 def test_ledger_digest_writes_seconds_of_every_width(engine: Engine, tmp_path: Path, stored: str) -> None:
     """A chunk's seconds are as wide as its largest: the smaller ones have no leading zeros."""
-    if engine.dialect.name != "sqlite":
-        pytest.skip("stored time text is SQLite's")
-    import_file(engine, write_jsonl(tmp_path / "battles.jsonl", _rows(50)))
-    with engine.begin() as conn:
-        conn.execute(
-            text("UPDATE vote SET created_at = :t WHERE id = (SELECT MIN(id) FROM vote)"), {"t": stored}
-        )
-    scanned, statement, formatted = _scan_digest(engine, None)
+    scanned, statement, formatted = _digest_with_stored_time(engine, tmp_path, stored, "MIN")
     assert scanned == statement
     assert formatted
 
