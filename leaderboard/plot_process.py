@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import pickle
+import pickle  # nosec B403  # only a board the parent process wrote
 import sys
 import tempfile
 import threading
@@ -119,7 +119,7 @@ class _Handover:
         """In the child: the board, once the parent has sent it (EOFError if it gave up instead)."""
         self.reader.recv_bytes()
         self.file.seek(0)
-        board = pickle.load(self.file)  # noqa: S301 - written by the parent this child was forked from
+        board = pickle.load(self.file)  # noqa: S301  # nosec B301  # the parent wrote it
         if not isinstance(board, Leaderboard):
             raise TypeError("the parent sent no board")
         return board

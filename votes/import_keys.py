@@ -49,18 +49,21 @@ _APART_HOLDS_ROW = f"b.import_key IS NOT NULL AND b.import_digest IS NULL AND b.
 
 #: The id of the battle of a staged row ``r`` (an ``importrow``): in its slot, or by its text.
 BATTLE_OF_ROW = (
-    f"COALESCE((SELECT b.id FROM battle b WHERE {_SLOT_HOLDS_ROW.format(row='r')}),"
+    "COALESCE("  # nosec B608  # constant fragments of this module
+    f"(SELECT b.id FROM battle b WHERE {_SLOT_HOLDS_ROW.format(row='r')}),"
     f" (SELECT b.id FROM battle b WHERE {_APART_HOLDS_ROW.format(row='r')}))"
 )
 #: Rows of a merge step whose slot a battle with another key has taken since they were staged lose it.
 UNSLOT = (
-    f"UPDATE importrow SET import_digest = NULL WHERE {_RANGE} AND import_digest IS NOT NULL"
+    "UPDATE importrow"  # nosec B608  # constant fragments of this module
+    f" SET import_digest = NULL WHERE {_RANGE} AND import_digest IS NOT NULL"
     f" AND EXISTS (SELECT 1 FROM battle b WHERE {_SLOT_HOLDS_ROW.format(row='importrow')}"
     f" AND b.import_key <> {ROW_KEY.format(row='importrow')})"
 )
 #: Whether each row of a merge step is still new to ``battle`` (after :data:`UNSLOT`).
 MARK_FRESH = (
-    "UPDATE importrow SET fresh ="
+    "UPDATE importrow"  # nosec B608  # constant fragments of this module
+    " SET fresh ="
     f" NOT EXISTS (SELECT 1 FROM battle b WHERE {_SLOT_HOLDS_ROW.format(row='importrow')})"
     f" AND NOT EXISTS (SELECT 1 FROM battle b WHERE {_APART_HOLDS_ROW.format(row='importrow')})"
     f" WHERE {_RANGE}"
