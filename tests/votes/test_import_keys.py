@@ -8,10 +8,11 @@ import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import func, select, text
+from sqlalchemy import event, func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -220,3 +221,44 @@ def test_the_migration_fills_the_slots_from_the_stored_keys(db_url: str, tmp_pat
             )
     finally:
         engine.dispose()
+
+
+def test_sqlite_finds_keys_through_their_indexes(engine: Engine, tmp_path: Path) -> None:
+    """Every look-up of ``battle`` a second import and a stopped run make (slots, keys by their text, the
+    battle of a staged row) goes through an index: at ten million battles a scan per batch would be
+    minutes."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
+    import_file(engine, battles_file(tmp_path / "first.jsonl", 20, seed=10))
+    issued: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, many: bool) -> None:
+        if "battle" in statement and statement.lstrip().upper().startswith(("SELECT", "DELETE", "UPDATE")):
+            issued.append((statement, None if many else parameters))
+
+    calls = 0
+
+    def stop() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # staged, one merge step done
+            raise KeyboardInterrupt
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            import_file(engine, battles_file(tmp_path / "second.jsonl", 40, seed=11), between_batches=stop)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    with engine.connect() as conn:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        for lookup in ("import_digest IN", "import_key IN", "COALESCE("):
+            found = [(s, p) for s, p in issued if lookup in s]
+            assert found, f"no statement with {lookup!r} was issued"
+            for statement, parameters in found:
+                plan = " / ".join(
+                    str(r[-1]) for r in driver.execute("EXPLAIN QUERY PLAN " + statement, parameters or ())
+                )
+                assert "SCAN b " not in plan + " " and "SCAN battle" not in plan, plan
+                assert "ix_battle_import_slot" in plan or "ix_battle_import_key_apart" in plan, plan
