@@ -8,6 +8,7 @@ import random
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select, update
@@ -296,3 +297,25 @@ def test_a_dead_run_from_before_merge_progress_was_recorded_is_removed_whole(
     assert _store(engine)["vote"] == before["vote"] + merged
     import_file(engine, battles_file(tmp_path / "other.jsonl", 10, seed=5))
     assert _store(engine)["vote"] == before["vote"] + 10
+
+
+def test_a_run_alone_leaves_every_connection_enforcing_foreign_keys(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run alone empties its staging tables with SQLite's foreign keys off on one connection (so the
+    pages are freed whole); the connection goes back to the pool enforcing them again."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's foreign-key switch")
+    drivers: list[Any] = []
+    step_on = votes.import_runs._step_on
+
+    def watched(conn: Any) -> Any:
+        drivers.append(conn.connection.driver_connection)
+        return step_on(conn)
+
+    monkeypatch.setattr(votes.import_runs, "_step_on", watched)
+    import_file(engine, battles_file(tmp_path / "b.jsonl", 60))
+    assert _store(engine)["importrow"] == 0
+    assert drivers
+    for driver in drivers:
+        assert driver.execute("PRAGMA foreign_keys").fetchone()[0] == 1
