@@ -18,6 +18,7 @@ stored is: its slot holds it, or its text is among the keys without a digest.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -26,7 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from votes.bulk import chunks, member
-from votes.digest_counts import Numbered
+from votes.digest_counts import Numbered, digest_prefixes
 from votes.tables import battle_t
 
 __all__ = [
@@ -126,12 +127,22 @@ def any_imported(conn: Connection) -> bool:
     return conn.scalar(slotted) is not None or conn.scalar(by_text) is not None
 
 
-def key_parts(key: str) -> tuple[int, int] | None:
-    """The ``import_digest`` and ``import_copy`` of a key of the form ``"<40 hex digits>-<n>"`` (what
-    :class:`votes.digest_counts.DigestCounts` numbers); None for any other text, found by its text."""
-    digest, dash, copy = key.partition("-")
-    if len(digest) != 40 or not dash or not set(digest) <= _HEX:
-        return None
-    if not (copy.isascii() and copy.isdigit()) or len(copy) > 9 or str(int(copy)) != copy:
-        return None
-    return int.from_bytes(bytes.fromhex(digest[:16]), "big", signed=True), int(copy)
+def key_parts(keys: Sequence[str]) -> list[tuple[int, int] | None]:
+    """The ``import_digest`` and ``import_copy`` of each key of the form ``"<40 hex digits>-<n>"`` (what
+    :class:`votes.digest_counts.DigestCounts` numbers, its digests turned into integers by the same
+    :func:`votes.digest_counts.digest_prefixes`); None for any other text, found by its text."""
+    numbered: list[tuple[int, str, int]] = []
+    for row, key in enumerate(keys):
+        digest, dash, occurrence = key.partition("-")
+        if len(digest) != 40 or not dash or not set(digest) <= _HEX:
+            continue
+        if not (occurrence.isascii() and occurrence.isdigit()) or len(occurrence) > 9:
+            continue
+        if str(int(occurrence)) != occurrence:  # no leading zeros: one text per key
+            continue
+        numbered.append((row, digest, int(occurrence)))
+    parts: list[tuple[int, int] | None] = [None] * len(keys)
+    signed = digest_prefixes([digest for _, digest, _ in numbered]).view(np.int64).tolist()
+    for (row, _, copy), number in zip(numbered, signed, strict=True):
+        parts[row] = (int(number), copy)
+    return parts

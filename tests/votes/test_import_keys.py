@@ -85,7 +85,7 @@ def test_a_stored_key_is_found_by_its_digest_and_occurrence(engine: Engine, tmp_
     report = import_file(engine, battles_file(tmp_path / "b.jsonl", 30, seed=1, repeats=4))
     assert report.n_added == 34
     stored = _battles(engine)
-    assert all((d, c) == key_parts(k) for k, d, c in stored)
+    assert [(d, c) for _, d, c in stored] == key_parts([k for k, _, _ in stored])
     assert sorted(c for _, _, c in stored if c) == [1, 1, 1, 1]  # the four rows written twice
     assert any(d is not None and d < 0 for _, d, _ in stored)  # the top bit set: a negative 64-bit number
     assert import_file(engine, tmp_path / "b.jsonl").n_added == 0
@@ -100,7 +100,7 @@ def test_digests_sharing_64_bits_are_stored_apart_and_found_again(engine: Engine
     stored = _battles(engine)
     slotted = [(d, c) for _, d, c in stored if d is not None]
     assert len(slotted) == len(set(slotted)) >= 1
-    assert {d for d, _ in slotted} == {key_parts(SHARED + "0" * 24 + "-0")[0]}  # type: ignore[index]
+    assert {d for d, _ in slotted} == {int.from_bytes(bytes.fromhex(SHARED), "big", signed=True)}
     assert len(stored) - len(slotted) >= 40 - 2  # all but the first digest's rows are apart
 
     second = battles_file(tmp_path / "second.jsonl", 25, seed=3)
@@ -170,18 +170,19 @@ def test_the_slot_index_refuses_a_second_battle_in_one_slot(engine: Engine, tmp_
 
 def test_key_parts_read_only_keys_of_the_numbered_form() -> None:
     digest = "f" * 40
-    assert key_parts(f"{digest}-0") == (-1, 0)
-    assert key_parts(f"{'0' * 15}1{'0' * 24}-12") == (1, 12)
-    for bad in (
-        f"{digest}",
+    bad = [
+        digest,
         f"{digest}-",
         f"{digest}-01",
         f"{digest}-x",
         f"{'F' * 40}-0",
         "legacy-1",
         f"{digest}-1234567890",
-    ):
-        assert key_parts(bad) is None
+    ]
+    good = [f"{digest}-0", f"{'0' * 15}1{'0' * 24}-12"]
+    assert key_parts([good[0], *bad, good[1]]) == [(-1, 0), *[None] * len(bad), (1, 12)]
+    assert key_parts(bad) == [None] * len(bad)
+    assert key_parts([]) == []
 
 
 def test_the_migration_fills_the_slots_from_the_stored_keys(db_url: str, tmp_path: Path) -> None:
@@ -208,7 +209,7 @@ def test_the_migration_fills_the_slots_from_the_stored_keys(db_url: str, tmp_pat
                 )
         assert upgrade_database(db_url) == head_revision()
         stored = {k: (d, c) for k, d, c in _battles(engine)}
-        assert all(stored[k] == key_parts(k) for k in keys)
+        assert [stored[k] for k in keys] == key_parts(keys)
         assert stored[twin][0] is None  # the older battle keeps the slot
         assert stored["legacy-1"] == (None, None)
         assert import_file(engine, path).n_added == 0

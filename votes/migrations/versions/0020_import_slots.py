@@ -123,8 +123,7 @@ def _fill(bind: sa.engine.Connection, table: str, key: tuple[str, ...]) -> None:
         if not rows:
             return
         updates = []
-        for row in rows:
-            parts = key_parts(str(row[-1]))
+        for row, parts in zip(rows, key_parts([str(r[-1]) for r in rows]), strict=True):
             if parts is not None:
                 values = {f"k{i}": v for i, v in enumerate(row[:-1])}
                 updates.append({**values, "digest": parts[0], "copy": parts[1]})
