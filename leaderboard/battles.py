@@ -13,8 +13,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from leaderboard.data import OUTCOME_STRINGS, Outcome, PairCounts, aggregate_codes
 
@@ -151,6 +149,10 @@ def split_components(battles: Battles) -> list[Battles]:
     pair += battles.model_b
     met = np.flatnonzero(np.bincount(pair, minlength=m * m)) if m * m <= 50_000_000 else np.unique(pair)
     del pair
+    # imported here: scipy's graph code is what only this needs, and every importer would pay for it
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
     graph = sp.csr_matrix((np.ones(met.size), (met // m, met % m)), shape=(m, m))
     n_labels, labels = connected_components(graph, directed=False)
     if n_labels == 1 and len(battles):

@@ -14,8 +14,10 @@ export gives the same bytes.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FORMULA_STARTS", "escape_cell", "escape_frame", "unescape_cell"]
 
@@ -42,6 +44,8 @@ def unescape_cell(cell: str) -> str:
 
 def escape_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` with its text cells, column names and index labels escaped."""
+    import pandas as pd  # the frame's own library, not imported by the importers that only unescape
+
     out = frame.copy()
     for column in out.columns:
         if out[column].dtype == object:

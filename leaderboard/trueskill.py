@@ -25,8 +25,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.special import log_ndtr, ndtri
-
 from leaderboard.raters import OnlineRater, TieMode
 
 __all__ = ["TrueSkillRater", "TrueSkillState", "draw_margin"]
@@ -46,7 +44,17 @@ def draw_margin(draw_probability: float, beta: float) -> float:
     """The margin ``eps`` at which two equal players draw with ``draw_probability`` (two players)."""
     if not 0.0 <= draw_probability < 1.0:
         raise ValueError("draw_probability must be in [0, 1)")
+    from scipy.special import ndtri
+
     return float(ndtri((draw_probability + 1.0) / 2.0)) * math.sqrt(2.0) * beta
+
+
+def _log_cdf(x: float) -> float:
+    """``log Phi(x)``, accurate far into the tails. scipy is imported on the first rating, not when the
+    module is: every command that can replay live ratings imports this one."""
+    from scipy.special import log_ndtr
+
+    return float(log_ndtr(x))
 
 
 def _log_pdf(x: float) -> float:
@@ -56,7 +64,7 @@ def _log_pdf(x: float) -> float:
 def _win_corrections(t: float, e: float) -> tuple[float, float]:
     """``v = N(t - e) / Phi(t - e)`` and ``w = v (v + t - e)``."""
     x = t - e
-    v = math.exp(_log_pdf(x) - float(log_ndtr(x)))
+    v = math.exp(_log_pdf(x) - _log_cdf(x))
     return v, v * (v + x)
 
 
@@ -69,8 +77,8 @@ def _draw_corrections(t: float, e: float) -> tuple[float, float]:
     """
     u = abs(t)
     a, b = e - u, -e - u
-    log_phi_a = float(log_ndtr(a))
-    log_den = log_phi_a + math.log(-math.expm1(float(log_ndtr(b)) - log_phi_a))
+    log_phi_a = _log_cdf(a)
+    log_den = log_phi_a + math.log(-math.expm1(_log_cdf(b) - log_phi_a))
     pdf_a = math.exp(_log_pdf(a) - log_den)
     pdf_b = math.exp(_log_pdf(b) - log_den)
     v = pdf_b - pdf_a
@@ -136,8 +144,8 @@ class TrueSkillRater(OnlineRater[TrueSkillState]):
         c = math.sqrt(2.0 * self.beta**2 + self._widened(a) + self._widened(b))
         gap = (a.mu - b.mu + self.left_advantage) / c
         e = self.margin / c
-        left = math.exp(float(log_ndtr(gap - e)))
-        right = math.exp(float(log_ndtr(-gap - e)))
+        left = math.exp(_log_cdf(gap - e))
+        right = math.exp(_log_cdf(-gap - e))
         return left, max(0.0, 1.0 - left - right), right
 
     def _step(

@@ -16,7 +16,6 @@ from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.battles import Battles
 from leaderboard.data import OUTCOME_STRINGS
@@ -83,6 +82,8 @@ class CodedColumn:
     @classmethod
     def of(cls, objects: npt.NDArray[np.object_]) -> CodedColumn:
         """``objects`` coded in order of first appearance (``None`` last, whether or not it occurs)."""
+        import pandas as pd  # its factorize is the fast one; imported by the reads that code columns
+
         codes, uniques = pd.factorize(objects, use_na_sentinel=True)
         values = np.empty(len(uniques) + 1, dtype=object)
         values[:-1] = list(uniques)
@@ -190,6 +191,8 @@ def _where(column: Text, test: _Test) -> npt.NDArray[np.bool_]:
 
 def _member(names: tuple[str, ...]) -> _Test:
     def test(values: npt.NDArray[np.object_]) -> npt.NDArray[np.bool_]:
+        import pandas as pd
+
         out: npt.NDArray[np.bool_] = pd.Series(values, dtype=object).isin(list(names)).to_numpy()
         return out
 
@@ -230,6 +233,8 @@ def _first_seen(
 ) -> tuple[npt.NDArray[np.int64], list[Any]]:
     """The values of ``rows`` (codes of ``column``) coded anew in order of first appearance, a missing
     value -1; and the values in that order."""
+    import pandas as pd
+
     seen, uniques = pd.factorize(rows)
     known = column.known()[uniques]
     renumber = np.cumsum(known, dtype=np.int64) - 1

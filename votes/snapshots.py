@@ -12,14 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, event, func
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, SQLModel, col, select
 
-from leaderboard.snapshot import SnapshotManifest
 from votes.models import Battle, Prompt, Snapshot, Vote
+
+if TYPE_CHECKING:  # the snapshot writer's libraries (pandas) are not needed to guard or record a row
+    from leaderboard.snapshot import SnapshotManifest
 
 __all__ = [
     "AmbiguousSnapshotError",

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 
 from alembic import op
 
-from votes.snapshots import ensure_snapshot_guards
-
 revision: str = "0002"
 down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
@@ -20,6 +18,10 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    # imported here: alembic loads every revision file on each upgrade, and this module pulls in the
+    # snapshot writer's libraries
+    from votes.snapshots import ensure_snapshot_guards
+
     ensure_snapshot_guards(op.get_bind())
 
 
