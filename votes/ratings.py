@@ -14,7 +14,7 @@ so a vote without a known side is replayed like any other.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import delete, func, insert, select, text
@@ -33,10 +33,14 @@ from votes.tables import annotator_t, liverating_t, model_t, vote_t
 
 __all__ = [
     "REPLAY_CHUNK",
+    "Replayed",
     "ensure_live_rater",
     "rebuild_live_ratings",
+    "rebuild_live_ratings_aside",
+    "replay_aside",
     "replay_live_ratings",
     "replay_live_rows",
+    "store_replay",
 ]
 
 #: Votes read and replayed per chunk by :func:`rebuild_live_ratings`.
@@ -195,28 +199,52 @@ def rebuild_live_ratings(conn: Connection, *, config: LiveConfig | None = None) 
 
 
 def rebuild_live_ratings_aside(
-    engine: Engine, *, config: LiveConfig | None = None, attempts: int = 3
+    engine: Engine, *, config: LiveConfig | None = None, attempts: int = 3, first: Replayed | None = None
 ) -> None:
     """:func:`rebuild_live_ratings` with the replay outside the write transaction, for a large store.
 
     Replaying a million votes takes seconds; inside the write transaction it would hold every live vote
     back (the SQLite writer lock, PostgreSQL's live-rating table lock) that long. Here the replay reads
-    first, and the short write transaction stores it only if no vote was added and no annotator flagged
-    meanwhile; after ``attempts`` such races the replay is done inside the write transaction.
+    first (:func:`replay_aside`), and the short write transaction stores it only if no vote was added
+    and no annotator flagged meanwhile (:func:`store_replay`); after ``attempts`` such races the replay
+    is done inside the write transaction. ``first``: a replay read already, tried before the others.
     """
+    if first is not None and store_replay(engine, first):
+        return
     for _ in range(attempts):
-        with read_only(engine).connect() as conn:  # one snapshot, no write lock taken on SQLite
-            with conn.begin():
-                mark = _vote_mark(conn)
-                rows, _ = _replayed_rows(conn, config)
-        with engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
-            if _vote_mark(conn) == mark:
-                _write_rows(conn, rows)
-                return
+        if store_replay(engine, replay_aside(engine, config=config)):
+            return
     with engine.begin() as conn:
         rebuild_live_ratings(conn, config=config)
+
+
+class Replayed(NamedTuple):
+    """A replay of the counted votes read from one snapshot, with what it depends on."""
+
+    mark: tuple[Any, ...]
+    rows: list[dict[str, Any]]
+
+
+def replay_aside(engine: Engine, *, config: LiveConfig | None = None) -> Replayed:
+    """The live-rating rows of a replay of the counted votes, read in one snapshot without the write
+    lock: SQLite's reading runs beside a writer (even in another thread of the same process)."""
+    with read_only(engine).connect() as conn:  # one snapshot, no write lock taken on SQLite
+        with conn.begin():
+            mark = _vote_mark(conn)
+            rows, _ = _replayed_rows(conn, config)
+    return Replayed(mark, rows)
+
+
+def store_replay(engine: Engine, replayed: Replayed) -> bool:
+    """Store ``replayed`` as the live ratings, in one short write transaction, if no vote was added and
+    no annotator flagged since it was read; whether it did."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
+        if _vote_mark(conn) != replayed.mark:
+            return False
+        _write_rows(conn, replayed.rows)
+        return True
 
 
 def _vote_mark(conn: Connection) -> tuple[Any, ...]:
