@@ -56,3 +56,20 @@ def test_a_command_runs_through_the_lazy_registry_as_through_the_eager_app() -> 
         lazy = runner.invoke(build_app(), args, terminal_width=120)
         eager = runner.invoke(build_app(lazy=False), args, terminal_width=120)
         assert (lazy.exit_code, lazy.output) == (eager.exit_code, eager.output), args
+
+
+def test_the_import_command_and_the_migrations_load_neither_pandas_nor_scipy() -> None:
+    """An import reads through pyarrow and writes through SQLAlchemy; pandas and scipy (half a second of
+    start-up together) are imported only by what uses them. The migrations of a new store included."""
+    code = (
+        "import sys, tempfile, pathlib\n"
+        "import arena.commands.data, votes.io, votes.import_runs\n"
+        "from votes.migrate import upgrade_database\n"
+        "upgrade_database('sqlite:///' + str(pathlib.Path(tempfile.mkdtemp()) / 'new.db'))\n"
+        "heavy = ('pandas', 'scipy', 'sklearn', 'matplotlib')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert proc.stdout.strip() == "[]", proc.stdout
