@@ -39,6 +39,7 @@ from votes.import_battles import row_digest, stage_battle_batch, stage_clean_bat
 from votes.import_columns import CleanBatch, clean_digests
 from votes.import_keys import BATTLE_OF_ROW, MARK_FRESH, ROW_KEY, UNSLOT, any_imported, place_keys
 from votes.live import LiveConfig
+from votes.merge_checks import MergeChecks, merge_checks_for
 from votes.merge_steps import step_ranges
 from votes.models import utcnow
 from votes.ratings import rebuild_live_ratings, rebuild_live_ratings_aside, replay_aside
@@ -271,18 +272,22 @@ def _staged_digests(conn: Connection, run_id: int) -> Callable[[Sequence[int]], 
     return fetch
 
 
-def _merge_step(conn: Connection, run_id: int, lo: int, hi: int, *, marked: bool = True) -> int:
+def _merge_step(
+    conn: Connection, run_id: int, lo: int, hi: int, *, marked: bool = True, checks: MergeChecks | None = None
+) -> int:
     """Move staged rows ``lo`` to ``hi`` into ``battle`` and ``vote``; returns the battles added.
 
     ``marked``: the rows' places and ``fresh`` flags were set when they were staged
     (:func:`votes.import_keys.place_keys`); a run that merged the same keys (or keys in the same slots)
     since makes the battle insert fail, and the step is then done again with them set anew
-    (``marked=False``)."""
+    (``marked=False``). ``checks``: PostgreSQL's foreign keys checked set-wise (:mod:`votes.merge_checks`)."""
     bounds = {"run": run_id, "lo": lo, "hi": hi}
     if not marked:
         conn.execute(text(UNSLOT), bounds)
         conn.execute(text(MARK_FRESH), bounds)
     if conn.dialect.name == "postgresql":
+        if checks is not None:
+            return checks.run(conn, bounds, _MERGE_POSTGRES)
         return int(conn.execute(_MERGE_POSTGRES, bounds).rowcount)
     sqlite = conn.dialect.name == "sqlite"
     base = int(conn.scalar(select(func.max(battle_t.c.id))) or 0) if sqlite else 0
@@ -357,15 +362,16 @@ def import_battle_batches(
         with engine.connect() as merger:
             with _step_on(merger) as conn:
                 aside = set_cells_aside(conn, seq)  # a run that dwarfs the store builds it once after
+                checks = merge_checks_for(conn)  # PostgreSQL's foreign keys checked once per row referred to
             try:
                 for lo, hi in step_ranges(merger, seq, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
                     try:
                         with _step_on(merger) as conn:
-                            total.rows += _merge_step(conn, run_id, lo, hi)
+                            total.rows += _merge_step(conn, run_id, lo, hi, checks=checks)
                             _merged_to(conn, run_id, hi)
                     except IntegrityError:  # another run merged some of these keys since they were staged
                         with _step_on(merger) as conn:
-                            total.rows += _merge_step(conn, run_id, lo, hi, marked=False)
+                            total.rows += _merge_step(conn, run_id, lo, hi, marked=False, checks=checks)
                             _merged_to(conn, run_id, hi)
                     if between is not None:
                         between()

@@ -1,0 +1,191 @@
+"""PostgreSQL merge steps check their foreign keys once per row referred to: only where the role may skip
+the per-row checks and the tables hold exactly the declared keys; a row referred to and gone fails the
+step as the per-row check would; an import without the privilege keeps the per-row checks and the same
+result."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import SQLModel
+
+import votes.import_runs
+import votes.io
+from tests.conftest import scratch_pg_database
+from tests.factories import live_ratings, row_counts
+from tests.votes.test_import_runs import battles_file
+from votes.db import make_engine
+from votes.io import import_file
+from votes.merge_checks import MergeChecks, merge_checks_for
+from votes.models import utcnow
+from votes.tables import import_row_t, import_run_t, model_t, vote_t
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(autouse=True)
+def small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(votes.io, "BATCH_ROWS", 40)
+    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", 25)
+    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS_ALONE", 25)
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[Engine]:
+    engine = make_engine(pg_url)
+    SQLModel.metadata.create_all(engine)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def plain_role(admin: Engine, *, may_skip_checks: bool = False) -> Iterator[Engine]:
+    """The database of ``admin`` through a new role that is no superuser and owns nothing, granted the
+    tables (and with ``may_skip_checks`` the setting that skips the per-row checks)."""
+    name = f"arena_plain_{uuid.uuid4().hex[:10]}"
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE ROLE "{name}" LOGIN'))
+        conn.execute(text(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{name}"'))
+        conn.execute(text(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{name}"'))
+        if may_skip_checks:
+            conn.execute(text(f'GRANT SET ON PARAMETER session_replication_role TO "{name}"'))
+    engine = make_engine(admin.url.set(username=name).render_as_string(hide_password=False))
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP OWNED BY "{name}"'))
+            if may_skip_checks:
+                conn.execute(text(f'REVOKE SET ON PARAMETER session_replication_role FROM "{name}"'))
+            conn.execute(text(f'DROP ROLE "{name}"'))
+
+
+def _checks(engine: Engine) -> MergeChecks | None:
+    with engine.begin() as conn:
+        return merge_checks_for(conn)
+
+
+def test_a_superuser_gets_one_lock_statement_per_table_referred_to(pg: Engine) -> None:
+    checks = _checks(pg)
+    assert checks is not None
+    assert {parent: columns for parent, _, columns in checks.parents} == {
+        "annotator": ("annotator_id",),
+        "model": ("model_a_id", "model_b_id"),
+        "output": ("output_a_id", "output_b_id"),
+        "prompt": ("prompt_id",),
+    }
+
+
+def test_a_role_gets_them_only_when_granted_the_setting(pg: Engine) -> None:
+    with plain_role(pg) as engine:
+        assert _checks(engine) is None
+    with plain_role(pg, may_skip_checks=True) as engine:
+        assert _checks(engine) is not None
+
+
+def test_an_import_with_set_wise_checks_equals_one_with_per_row_checks(pg: Engine, tmp_path: Path) -> None:
+    path = battles_file(tmp_path / "b.jsonl", 300)
+    assert _checks(pg) is not None
+    fast = import_file(pg, path)
+    with scratch_pg_database() as url:
+        admin = make_engine(url)
+        try:
+            SQLModel.metadata.create_all(admin)
+            with plain_role(admin) as other:
+                assert _checks(other) is None
+                slow = import_file(other, path)
+                assert fast.n_added == slow.n_added == 300
+                assert row_counts(pg) == row_counts(other)
+                assert live_ratings(pg) == live_ratings(other)
+                assert _votes(pg) == _votes(other)
+        finally:
+            admin.dispose()
+
+
+def _votes(engine: Engine) -> list[tuple[object, ...]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(vote_t.c.battle_id, model_t.c.name, vote_t.c.winner)
+            .join(model_t, model_t.c.id == vote_t.c.model_a_id)
+            .order_by(vote_t.c.id)
+        ).all()
+    return [tuple(r) for r in rows]
+
+
+def test_a_row_referred_to_and_gone_fails_the_step_and_adds_nothing(pg: Engine, tmp_path: Path) -> None:
+    checks = _checks(pg)
+    assert checks is not None
+    with pg.begin() as conn:
+        now = utcnow()
+        run = conn.execute(
+            import_run_t.insert()
+            .values(path="f", state="merging", started_at=now, heartbeat_at=now)
+            .returning(import_run_t.c.id)
+        ).scalar_one()
+        model = conn.execute(
+            model_t.insert().values(name="m", created_at=now).returning(model_t.c.id)
+        ).scalar_one()
+        row = {
+            "import_id": run,
+            "digest": "0" * 40,
+            "fresh": True,
+            "model_a_id": model,
+            "model_b_id": model + 1000,  # no such model
+            "issued_at": now,
+            "winner": "tie",
+            "weight": 1.0,
+            "sided": True,
+            "import_digest": 7,
+            "import_copy": 0,
+        }
+        conn.execute(import_row_t.insert().values(seq=0, **row))
+    with pg.connect() as conn, conn.begin():
+        with pytest.raises(IntegrityError, match="1 model row"):
+            votes.import_runs._merge_step(conn, run, 0, 1, checks=checks)
+    with pg.connect() as conn, conn.begin():  # the same step with the per-row checks fails the same way
+        with pytest.raises(IntegrityError):
+            votes.import_runs._merge_step(conn, run, 0, 1, checks=None)
+    with pg.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(vote_t)) == 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        [
+            "CREATE FUNCTION arena_t() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'",
+            "CREATE TRIGGER own BEFORE INSERT ON vote FOR EACH ROW EXECUTE FUNCTION arena_t()",
+        ],
+        [
+            "CREATE TABLE extra (id integer PRIMARY KEY)",
+            "ALTER TABLE battle ADD COLUMN extra_id integer REFERENCES extra (id)",
+        ],
+    ],
+    ids=["a trigger of its own", "a foreign key not declared"],
+)
+def test_a_store_with_more_than_the_declared_keys_keeps_the_per_row_checks(
+    pg: Engine, change: list[str]
+) -> None:
+    assert _checks(pg) is not None
+    with pg.begin() as conn:
+        for statement in change:
+            conn.execute(text(statement))
+    assert _checks(pg) is None
+
+
+def test_sqlite_has_no_set_wise_checks(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path}/a.db")
+    try:
+        assert _checks(engine) is None
+    finally:
+        engine.dispose()
