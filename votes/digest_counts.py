@@ -91,20 +91,28 @@ class DigestCounts:
     def numbered(self, digests: Sequence[str], first_seq: int, fetch: FetchDigests) -> Numbered:
         """:meth:`keys`, with each key's occurrence number apart."""
         prefixes = digest_prefixes(digests)
+        # The batch's prefixes in order, once: each level is searched with sorted keys (a binary search
+        # that starts where the last one ended touches few new pages: a quarter of the time of keys in
+        # hash order), and rows sharing a prefix are neighbours.
+        order = np.argsort(prefixes, kind="stable")
+        ordered = prefixes[order]
         # Each row's level (-1: none) and position in it; levels hold disjoint prefixes.
         at_level = np.full(len(digests), -1, dtype=np.int64)
         at = np.zeros(len(digests), dtype=np.int64)
         first_seqs: list[int] = []
+        found = np.empty(len(digests), dtype=np.int64)
         for number, level in enumerate(self._levels):
-            found = level.find(prefixes)
+            found[order] = level.find(ordered)
             hit = found >= 0
             at_level[hit], at[hit] = number, found[hit]
             first_seqs.extend(level.seqs[found[hit]].tolist())
         stored = fetch(sorted(set(first_seqs))) if first_seqs else {}
         # A row whose prefix no level holds and no other row of the batch shares is its digest's first
         # occurrence (nearly every row of a file): its key is made without the walk below.
-        _, inverse, shared = np.unique(prefixes, return_inverse=True, return_counts=True)
-        alone = (at_level < 0) & (shared[inverse] == 1)
+        group = np.cumsum(np.concatenate(([True], ordered[1:] != ordered[:-1]))) - 1
+        shared = np.empty(len(digests), dtype=np.int64)
+        shared[order] = np.bincount(group)[group]
+        alone = (at_level < 0) & (shared == 1)
         if self._apart:
             alone &= np.array([d not in self._apart for d in digests], dtype=bool)
         keys: list[str] = [f"{d}-0" for d in digests]

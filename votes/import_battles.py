@@ -278,11 +278,18 @@ class StagedColumns:
 
 
 def stage_clean_batch(
-    conn: Connection, run_id: int, batch: CleanBatch, *, first_seq: int, digests: Sequence[str]
+    conn: Connection,
+    run_id: int,
+    batch: CleanBatch,
+    *,
+    first_seq: int,
+    digests: Sequence[str],
+    times: Sequence[str] | None = None,
 ) -> StagedColumns:
     """:func:`stage_battle_batch` of a batch checked as columns (no conversations, so nothing to store
     besides models, judges and links to the prompts and catalog answers already stored): the same
-    staging values, computed per distinct value instead of per row."""
+    staging values, computed per distinct value instead of per row. ``times``: the batch's
+    :func:`votes.import_columns.iso_times`, when the reading thread computed them already."""
     counts = ImportCounts()
     created_models: list[int] = []
     model_a, model_b = batch.model_a.tolist(), batch.model_b.tolist()
@@ -328,7 +335,7 @@ def stage_clean_batch(
         "model_a_id": a_ids,
         "model_b_id": b_ids,
         "annotator_id": [annotator_ids[j] if j is not None else None for j in judges],
-        "issued_at": iso_times(batch.tstamp, utcnow()),
+        "issued_at": list(times) if times is not None else iso_times(batch.tstamp, utcnow()),
         "language": batch.language.tolist(),
         "extra": extra,
         "winner": batch.winner.tolist(),

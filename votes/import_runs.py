@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
@@ -36,7 +37,7 @@ from votes.bulk import ImportCounts, bulk_insert, bulk_insert_columns, chunks, g
 from votes.cell_index import restore_cells_index, set_cells_aside
 from votes.digest_counts import DigestCounts
 from votes.import_battles import row_digest, stage_battle_batch, stage_clean_batch
-from votes.import_columns import CleanBatch, clean_digests
+from votes.import_columns import CleanBatch, clean_digests, iso_times
 from votes.import_keys import BATTLE_OF_ROW, MARK_FRESH, ROW_KEY, UNSLOT, any_imported, place_keys
 from votes.live import LiveConfig
 from votes.merge_checks import MergeChecks, merge_checks_for
@@ -227,16 +228,18 @@ def _stage(
     digests: Sequence[str] | None = None,
     *,
     probe: bool = True,
+    times: Sequence[str] | None = None,
 ) -> ImportCounts:
     """Stage a batch: its rows with their import keys, where the store keeps each, and whether each key
-    is new (``probe``: see :func:`votes.import_keys.place_keys`)."""
+    is new (``probe``: see :func:`votes.import_keys.place_keys`). ``times``: a clean batch's times as
+    stored, when computed already."""
     fetch = _staged_digests(conn, run_id)
     if digests is None:
         digests = _digests(records)
     numbered = counts.numbered(digests, first_seq, fetch)
     placed = place_keys(conn, numbered, counts.apart(digests), probe=probe)
     if isinstance(records, CleanBatch):
-        columns = stage_clean_batch(conn, run_id, records, first_seq=first_seq, digests=digests)
+        columns = stage_clean_batch(conn, run_id, records, first_seq=first_seq, digests=digests, times=times)
         columns.columns["import_digest"] = placed.digests
         columns.columns["import_copy"] = placed.copies
         columns.columns["fresh"] = placed.fresh
@@ -350,9 +353,10 @@ def import_battle_batches(
     aside = False  # whether the merge set the votes' cell index aside (votes.cell_index)
     try:
         # the next part is read, checked and hashed in a worker thread while this one is staged
-        for part, digests, batch_ends in read_ahead(_parts(batches)):
+        for part, digests, times, batch_ends in read_ahead(_parts(batches)):
             with gc_paused(), _step(engine) as conn:  # rows of plain values: no cycles to collect
-                _add(total, _stage(conn, run_id, part, seq, str(file), counts, digests, probe=probe))
+                staged = _stage(conn, run_id, part, seq, str(file), counts, digests, probe=probe, times=times)
+                _add(total, staged)
                 _set_state(conn, run_id, "staging")
             seq += len(part)
             if batch_ends and between is not None:
@@ -412,18 +416,26 @@ def _after_merge(engine: Engine, added: int, config: LiveConfig | None, *, cells
         rebuild_live_ratings_aside(engine, config=config, first=first)
 
 
-def _parts(
-    batches: Iterable[Sequence[BattleRecord] | CleanBatch],
-) -> Iterator[tuple[Sequence[BattleRecord] | CleanBatch, list[str], bool]]:
-    """The batches cut into staging parts, each with its rows' digests (hashed before the writer lock is
-    taken) and whether it ends its batch."""
+class _Part(NamedTuple):
+    """A staging part with what the reading thread computes for it before the writer lock is taken: its
+    rows' digests and, for battles checked as columns, their times as the store keeps them."""
+
+    records: Sequence[BattleRecord] | CleanBatch
+    digests: list[str]
+    times: list[str] | None
+    batch_ends: bool
+
+
+def _parts(batches: Iterable[Sequence[BattleRecord] | CleanBatch]) -> Iterator[_Part]:
+    """The batches cut into staging parts (:class:`_Part`), each noting whether it ends its batch."""
     for records in batches:
         size = CLEAN_STAGE_ROWS if isinstance(records, CleanBatch) else STAGE_ROWS
         for start in range(0, len(records), size):
             part = records[start : start + size]
             with gc_paused():
                 digests = _digests(part)
-            yield part, digests, start + size >= len(records)
+                times = iso_times(part.tstamp, utcnow()) if isinstance(part, CleanBatch) else None
+            yield _Part(part, digests, times, start + size >= len(records))
 
 
 def _roll_back_after_failure(engine: Engine, run_id: int) -> None:
