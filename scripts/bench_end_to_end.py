@@ -147,7 +147,8 @@ def warm_bytecode(tree: Path, work: Path, args: argparse.Namespace) -> None:
 
 
 def _arena(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from arena.cli import app; app()", *args]
+    # the console script (arena.cli:main); a checkout from before it had none, only the app
+    return [sys.executable, "-c", "import arena.cli as c; getattr(c, 'main', c.app)()", *args]
 
 
 class Runs(dict[str, Run]):

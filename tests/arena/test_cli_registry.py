@@ -6,9 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
-from arena.cli import COMMAND_MODULES, COMMANDS, _module_commands, build_app, load_command_module
+from arena.cli import COMMAND_MODULES, COMMANDS, _module_commands, build_app, exit_status, load_command_module
 
 
 def _first_paragraph(text: str | None) -> str:
@@ -73,3 +74,36 @@ def test_the_import_command_and_the_migrations_load_neither_pandas_nor_scipy() -
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+def test_the_console_script_exits_with_the_command_s_status_after_the_exit_functions() -> None:
+    """main() leaves without tearing the interpreter down, but only after what a normal exit does first:
+    atexit functions run, output flushed, the status the command gave."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stdout.write('exit functions ran\\n'))\n"
+        "from arena.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "Usage:" in ran.stdout and ran.stdout.endswith("exit functions ran\n")
+    refused = subprocess.run(
+        [sys.executable, "-c", code, "no-such-command"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "No such command" in refused.stderr and "exit functions ran" in refused.stdout
+
+
+@pytest.mark.parametrize(("code", "status"), [(None, 0), (0, 0), (3, 3), (256, 0), (-1, 255), ("stopped", 1)])
+def test_exit_status_is_what_sys_exit_gives(
+    code: object, status: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert exit_status(code) == status
+    assert capsys.readouterr().err == ("stopped\n" if code == "stopped" else "")
