@@ -68,7 +68,7 @@ def set_cells_aside(conn: Connection, rows: int) -> bool:
     except OperationalError:  # readers held the table: merge with the index, as a small run does
         return False
     finally:
-        conn.execute(text("SET LOCAL lock_timeout = 0"))
+        conn.execute(text("SET LOCAL lock_timeout = DEFAULT"))  # the configured value again
     return True
 
 
