@@ -72,15 +72,29 @@ def db_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
     return url
 
 
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    """An engine on a fresh database of each backend with the schema created."""
-    eng = make_engine(db_url)
+@contextmanager
+def schema_engine(url: str) -> Iterator[Engine]:
+    """An engine on the database at ``url`` with the schema created, disposed of on exit."""
+    eng = make_engine(url)
     SQLModel.metadata.create_all(eng)
     try:
         yield eng
     finally:
         eng.dispose()
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """An engine on a fresh database of each backend with the schema created."""
+    with schema_engine(db_url) as eng:
+        yield eng
+
+
+@pytest.fixture
+def pg_engine(pg_url: str) -> Iterator[Engine]:
+    """An engine on a fresh PostgreSQL database with the schema created."""
+    with schema_engine(pg_url) as eng:
+        yield eng
 
 
 @pytest.fixture(scope="session")

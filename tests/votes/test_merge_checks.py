@@ -14,11 +14,10 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import SQLModel
 
 import votes.import_runs
 import votes.io
-from tests.conftest import scratch_pg_database
+from tests.conftest import schema_engine, scratch_pg_database
 from tests.factories import live_ratings, row_counts
 from tests.votes.test_import_runs import battles_file
 from votes.db import make_engine
@@ -38,13 +37,8 @@ def small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def pg(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    SQLModel.metadata.create_all(engine)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
+def pg(pg_engine: Engine) -> Engine:
+    return pg_engine
 
 
 @contextmanager
@@ -97,19 +91,13 @@ def test_an_import_with_set_wise_checks_equals_one_with_per_row_checks(pg: Engin
     path = battles_file(tmp_path / "b.jsonl", 300)
     assert _checks(pg) is not None
     fast = import_file(pg, path)
-    with scratch_pg_database() as url:
-        admin = make_engine(url)
-        try:
-            SQLModel.metadata.create_all(admin)
-            with plain_role(admin) as other:
-                assert _checks(other) is None
-                slow = import_file(other, path)
-                assert fast.n_added == slow.n_added == 300
-                assert row_counts(pg) == row_counts(other)
-                assert live_ratings(pg) == live_ratings(other)
-                assert _votes(pg) == _votes(other)
-        finally:
-            admin.dispose()
+    with scratch_pg_database() as url, schema_engine(url) as admin, plain_role(admin) as other:
+        assert _checks(other) is None
+        slow = import_file(other, path)
+        assert fast.n_added == slow.n_added == 300
+        assert row_counts(pg) == row_counts(other)
+        assert live_ratings(pg) == live_ratings(other)
+        assert _votes(pg) == _votes(other)
 
 
 def _votes(engine: Engine) -> list[tuple[object, ...]]:
