@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
 from votes.collector import gc_paused
 from votes.models import utcnow
@@ -75,7 +76,9 @@ def member(conn: Connection, column: ColumnElement[Any], values: Sequence[Any]) 
     return column.in_(values)
 
 
-def column_chunks(conn: Connection, stmt: Executable, *, size: int) -> Iterator[list[tuple[Any, ...]]]:
+def column_chunks(
+    conn: Connection, stmt: Executable, *, size: int, plain: bool = False
+) -> Iterator[list[tuple[Any, ...]]]:
     """The rows of ``stmt`` in chunks of at most ``size`` rows, each chunk as its columns (one tuple of
     values per selected column), streamed.
 
@@ -83,8 +86,15 @@ def column_chunks(conn: Connection, stmt: Executable, *, size: int) -> Iterator[
     result processing (a third of reading a million votes): values are as the driver gives them, so a
     time is its stored text and a boolean 0 or 1 (select a time with ``type_coerce(..., String)`` so that
     every backend hands back what the caller parses). PostgreSQL's streamed result reads ahead on its
-    cursor, so there the rows go through SQLAlchemy.
+    cursor, so there the rows go through SQLAlchemy, unless ``plain``: the statement selects only
+    integers, floats and text and binds only plain values (no column type of the project's own that
+    converts them either way), which the driver hands over as SQLAlchemy would, and the rows are read
+    through a server-side cursor of the driver's own (the live-rating replay of 1M votes: 1.6 s
+    instead of 2.7 s).
     """
+    if plain and conn.dialect.name == "postgresql":
+        yield from _driver_chunks(conn, stmt, size)
+        return
     if conn.dialect.name == "sqlite":
         # Executed without ``yield_per``: a streamed result reads its first row ahead, and that row would
         # be missing from the cursor. sqlite3 steps through the rows as they are fetched anyway.
@@ -104,6 +114,26 @@ def column_chunks(conn: Connection, stmt: Executable, *, size: int) -> Iterator[
         for part in streamed.partitions():
             with gc_paused():
                 chunk = list(zip(*part, strict=True))
+            yield chunk
+
+
+def _driver_chunks(conn: Connection, stmt: Executable, size: int) -> Iterator[list[tuple[Any, ...]]]:
+    """:func:`column_chunks` on PostgreSQL through a named (server-side) psycopg cursor, in the
+    connection's transaction: the statement compiled as SQLAlchemy would send it."""
+    if not isinstance(stmt, ClauseElement):
+        raise TypeError(f"a statement to compile, not {type(stmt).__name__}")
+    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    conn.exec_driver_sql("SELECT 1")  # the transaction SQLAlchemy knows of, begun if it was not
+    driver = conn.connection.driver_connection
+    with driver.cursor(name=f"arena_chunks_{next(_CURSOR_NUMBERS)}") as cursor:  # type: ignore[union-attr]
+        cursor.itersize = size
+        cursor.execute(str(compiled), compiled.params)
+        while True:
+            with gc_paused():
+                rows = cursor.fetchmany(size)
+                chunk = list(zip(*rows, strict=True))
+            if not rows:
+                return
             yield chunk
 
 
@@ -195,6 +225,10 @@ def _sqlite_column(column_type: Any, values: list[Any]) -> list[Any]:
     if isinstance(column_type, Boolean):
         return [None if v is None else int(v) for v in values]
     return values
+
+
+#: Names of the driver's server-side cursors, unique in the process.
+_CURSOR_NUMBERS = itertools.count()
 
 
 def _number_literal(values: Sequence[Any]) -> str | None:

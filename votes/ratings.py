@@ -83,7 +83,7 @@ def _replay(conn: Connection, config: EloConfig) -> tuple[list[int], EloStanding
     )
     codes = {w: int(parse_outcome(w)) for w in OUTCOME_STRINGS.values()}
     # Streamed in chunks and replayed chunk by chunk: memory stays bounded whatever the number of votes.
-    for a_ids, b_ids, winners, weights in column_chunks(conn, stmt, size=REPLAY_CHUNK):
+    for a_ids, b_ids, winners, weights in column_chunks(conn, stmt, size=REPLAY_CHUNK, plain=True):
         n = len(winners)
         for w in set(winners) - codes.keys():
             codes[w] = int(parse_outcome(w))

@@ -40,6 +40,30 @@ def test_column_chunks_give_every_row_once_in_order(engine: Engine) -> None:
     assert all(len(c) == 2 for c in chunks)
 
 
+def test_plain_chunks_read_through_the_driver_equal_the_result_s(engine: Engine) -> None:
+    """Numbers and text read through PostgreSQL's own server-side cursor (``plain``), bound values and
+    an IN list included, are the rows SQLAlchemy's result gives; elsewhere ``plain`` changes nothing."""
+    now = datetime(2024, 1, 1, tzinfo=UTC)
+    names = [f"m-{i:02d}" for i in range(25)]
+    with engine.begin() as conn:
+        conn.execute(insert(model_t), [{"name": n, "active": True, "created_at": now} for n in names])
+    stmt = (
+        select(model_t.c.id, model_t.c.name, (model_t.c.id * 0.5).label("half"))
+        .where(model_t.c.name != "m-03", model_t.c.name.in_(names[:20]))
+        .order_by(model_t.c.id)
+    )
+    with engine.connect() as conn, conn.begin():
+        plain = list(column_chunks(conn, stmt, size=7, plain=True))
+        again = list(column_chunks(conn, stmt, size=7, plain=True))  # a second cursor, the same transaction
+    with engine.connect() as conn:
+        rows = [tuple(r) for r in conn.execute(stmt).all()]
+    assert [len(c[0]) for c in plain] == [7, 7, 5]
+    read = [row for chunk in plain for row in zip(*chunk, strict=True)]
+    assert read == rows
+    assert [tuple(map(type, row)) for row in read] == [tuple(map(type, row)) for row in rows]
+    assert again == plain
+
+
 def test_weekly_shares_count_each_side_in_its_utc_monday_week(engine: Engine) -> None:
     rng = np.random.default_rng(3)
     start = datetime(2024, 3, 3, 23, 59, 59, tzinfo=UTC)  # a Sunday, one second before a new week
