@@ -319,3 +319,39 @@ def test_a_run_alone_leaves_every_connection_enforcing_foreign_keys(
     assert drivers
     for driver in drivers:
         assert driver.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_a_run_alone_empties_the_staging_tables_at_once_but_not_beside_another_run(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alone, a finished run empties the staging tables whole (SQLite: a DELETE without WHERE;
+    PostgreSQL: TRUNCATE under an exclusive lock); beside another run's staged rows it removes only its
+    own, and the other run's rows are all still there."""
+    emptied: list[bool] = []
+    empty = votes.import_runs._empty_staging_if_alone
+
+    def watched(engine_: Engine, run_id: int) -> bool:
+        emptied.append(empty(engine_, run_id))
+        return emptied[-1]
+
+    monkeypatch.setattr(votes.import_runs, "_empty_staging_if_alone", watched)
+    import_file(engine, battles_file(tmp_path / "alone.jsonl", 60, seed=1))
+    assert emptied == [True]
+    assert _store(engine)["importrow"] == _store(engine)["importcreated"] == 0
+
+    class Stopped(Exception):
+        pass
+
+    def stop_before_merging(*_args: Any, **_kwargs: Any) -> Iterator[tuple[int, int]]:
+        raise Stopped
+        yield  # a generator, as step_ranges is
+
+    with monkeypatch.context() as patch:  # another run, still staged (its process busy elsewhere)
+        patch.setattr(votes.import_runs, "step_ranges", stop_before_merging)
+        patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)
+        with pytest.raises(Stopped):
+            import_file(engine, battles_file(tmp_path / "other.jsonl", 90, seed=2))
+    assert _store(engine)["importrow"] == 90
+    import_file(engine, battles_file(tmp_path / "beside.jsonl", 60, seed=3))
+    assert emptied == [True, False]
+    assert _store(engine)["importrow"] == 90  # the other run's rows, every one
