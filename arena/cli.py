@@ -203,21 +203,21 @@ def main(args: list[str] | None = None) -> None:
     Once a command is done, CPython still frees every module it loaded and runs a last garbage
     collection before the process ends: half a second after ``publish`` or ``recompute``, with
     scikit-learn, scipy and pandas loaded, for nothing (the operating system reclaims the memory at
-    once). So the end does what a normal exit does first, in its order, and then leaves: threads that
-    are not daemons are joined, the ``atexit`` functions run (multiprocessing's, logging's flush), the
-    standard streams are flushed; only then ``os._exit`` with the command's status. Files are written
-    and closed (atomically) by the commands themselves, and stores disposed of, before this point. A
-    command that fails with an exception other than its exit leaves the ordinary way, traceback and all.
+    once). So the end does what a normal exit does first, in its order, and then leaves: threading's
+    shutdown (executors' idle workers stopped, threads that are not daemons joined), the ``atexit``
+    functions (multiprocessing's, logging's flush), the standard streams flushed; only then
+    ``os._exit`` with the command's status. Files are written and closed (atomically) by the commands
+    themselves, and stores disposed of, before this point. A command that fails with an exception other
+    than its exit leaves the ordinary way, traceback and all.
     """
     try:
         app(args)
         status = 0
     except SystemExit as done:
         status = exit_status(done.code)
-    current = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not current and not thread.daemon:
-            thread.join()
+    # What the interpreter does first on the way out: threading's own exit functions (idle executor
+    # workers told to stop), then the wait for threads that are not daemons; then the atexit functions.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

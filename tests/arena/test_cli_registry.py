@@ -81,7 +81,10 @@ def test_the_console_script_exits_with_the_command_s_status_after_the_exit_funct
     atexit functions run, output flushed, the status the command gave."""
     code = (
         "import atexit, sys\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
         "atexit.register(lambda: sys.stdout.write('exit functions ran\\n'))\n"
+        "pool = ThreadPoolExecutor(1)  # never shut down, as a server's import pool: its idle worker\n"
+        "pool.submit(print, 'worker', flush=True).result()  # must not keep the process waiting\n"
         "from arena.cli import main\n"
         "main(sys.argv[1:])\n"
     )
