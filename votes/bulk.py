@@ -100,16 +100,10 @@ def column_chunks(
         # be missing from the cursor. sqlite3 steps through the rows as they are fetched anyway.
         result = conn.execute(stmt)
         try:
-            cursor = result.cursor
-            while True:
-                with gc_paused():
-                    rows = cursor.fetchmany(size)
-                    chunk = list(zip(*rows, strict=True))
-                if not rows:
-                    return
-                yield chunk
+            yield from _cursor_chunks(result.cursor, size)
         finally:
             result.close()
+        return
     with conn.execute(stmt, execution_options={"yield_per": size}) as streamed:
         for part in streamed.partitions():
             with gc_paused():
@@ -128,13 +122,18 @@ def _driver_chunks(conn: Connection, stmt: Executable, size: int) -> Iterator[li
     with driver.cursor(name=f"arena_chunks_{next(_CURSOR_NUMBERS)}") as cursor:  # type: ignore[union-attr]
         cursor.itersize = size
         cursor.execute(str(compiled), compiled.params)
-        while True:
-            with gc_paused():
-                rows = cursor.fetchmany(size)
-                chunk = list(zip(*rows, strict=True))
-            if not rows:
-                return
-            yield chunk
+        yield from _cursor_chunks(cursor, size)
+
+
+def _cursor_chunks(cursor: Any, size: int) -> Iterator[list[tuple[Any, ...]]]:
+    """A driver cursor's rows, ``size`` at a time, each chunk as its columns."""
+    while True:
+        with gc_paused():
+            rows = cursor.fetchmany(size)
+            chunk = list(zip(*rows, strict=True))
+        if not rows:
+            return
+        yield chunk
 
 
 def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
