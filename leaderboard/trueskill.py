@@ -23,7 +23,9 @@ The package is kept as a test oracle only (dev extra): the tests compare the two
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from leaderboard.raters import OnlineRater, TieMode
 
@@ -49,12 +51,20 @@ def draw_margin(draw_probability: float, beta: float) -> float:
     return float(ndtri((draw_probability + 1.0) / 2.0)) * math.sqrt(2.0) * beta
 
 
+#: scipy's ``log_ndtr``, looked up on the first rating (see :func:`_log_cdf`).
+_LOG_NDTR: Callable[[float], Any] | None = None
+
+
 def _log_cdf(x: float) -> float:
     """``log Phi(x)``, accurate far into the tails. scipy is imported on the first rating, not when the
-    module is: every command that can replay live ratings imports this one."""
-    from scipy.special import log_ndtr
+    module is (every command that can replay live ratings imports this one), and kept: an import
+    statement per call would cost a replay more than the function itself."""
+    global _LOG_NDTR
+    if _LOG_NDTR is None:
+        from scipy.special import log_ndtr
 
-    return float(log_ndtr(x))
+        _LOG_NDTR = log_ndtr
+    return float(_LOG_NDTR(x))
 
 
 def _log_pdf(x: float) -> float:
