@@ -18,6 +18,7 @@ import votes.import_runs
 import votes.io
 from leaderboard.elo import EloConfig
 from tests.factories import live_ratings
+from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
 from votes.cell_index import CELLS_INDEX, restore_cells_index, set_cells_aside
 from votes.io import import_file
@@ -29,9 +30,7 @@ from votes.tables import import_run_t, vote_t
 
 @pytest.fixture(autouse=True)
 def small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(votes.io, "BATCH_ROWS", 40)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", 25)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS_ALONE", 25)
+    small_import_steps(monkeypatch, batch=40, merge=25, alone=25)
     monkeypatch.setattr(votes.cell_index, "ASIDE_MIN_ROWS", 100)
 
 

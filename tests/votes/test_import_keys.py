@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 import votes.import_runs
 import votes.io
 from tests.factories import WINNERS
+from tests.votes.conftest import small_import_steps
 from votes.battle_rows import BattleRecord
 from votes.db import make_engine
 from votes.import_columns import CleanBatch
@@ -32,9 +33,7 @@ SHARED = "0123456789abcdef"  # the first 64 bits every digest gets below
 
 @pytest.fixture(autouse=True)
 def small_steps(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(votes.io, "BATCH_ROWS", 20)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", 15)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS_ALONE", 15)
+    small_import_steps(monkeypatch, batch=20, merge=15, alone=15)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import votes.import_runs
 import votes.io
 from leaderboard.elo import EloConfig
 from tests.factories import WINNERS, battles_for, live_ratings, row_counts
+from tests.votes.conftest import small_import_steps
 from votes.annotators import create_annotator
 from votes.battles import IssuedBattle, VoteRequest
 from votes.io import import_file
@@ -34,9 +35,7 @@ BATCH = 40  # rows per batch in these tests, so a small file spans many batches
 
 @pytest.fixture(autouse=True)
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(votes.io, "BATCH_ROWS", BATCH)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", 25)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS_ALONE", 25)  # as many steps alone as not
+    small_import_steps(monkeypatch, batch=BATCH, merge=25, alone=25)  # as many steps alone as not
 
 
 def battles_file(path: Path, n: int, *, bad_line: int | None = None, seed: int = 0) -> Path:

@@ -19,6 +19,7 @@ import votes.import_runs
 import votes.io
 from tests.conftest import schema_engine, scratch_pg_database
 from tests.factories import live_ratings, row_counts
+from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
 from votes.db import make_engine
 from votes.io import import_file
@@ -31,9 +32,7 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture(autouse=True)
 def small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(votes.io, "BATCH_ROWS", 40)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", 25)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS_ALONE", 25)
+    small_import_steps(monkeypatch, batch=40, merge=25, alone=25)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 import votes.import_runs
 import votes.io
 from tests.factories import row_counts
+from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
 from votes.io import import_file
 from votes.merge_steps import step_ranges
@@ -63,9 +64,7 @@ def test_an_import_alone_merges_in_fewer_longer_steps(
 ) -> None:
     """A whole import, alone: its merge steps (recorded as it goes) grow from the shortest, and the
     rows are those of an import in short steps."""
-    monkeypatch.setattr(votes.io, "BATCH_ROWS", 40)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", 25)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS_ALONE", 200)
+    small_import_steps(monkeypatch, batch=40, merge=25, alone=200)
     reached: list[int] = []
     original = votes.import_runs._merged_to
 
