@@ -489,8 +489,7 @@ def _empty_staging_if_alone(engine: Engine, run_id: int) -> bool:
     if engine.dialect.name == "postgresql":
         with _step(engine) as conn:
             conn.execute(text("LOCK TABLE importrow, importcreated IN ACCESS EXCLUSIVE MODE"))
-            other = conn.scalar(select(import_run_t.c.id).where(import_run_t.c.id != run_id).limit(1))
-            if other is not None:
+            if _another_run(conn, run_id):
                 return False
             conn.execute(text("TRUNCATE importrow, importcreated"))
         return True
@@ -506,14 +505,18 @@ def _empty_staging_if_alone(engine: Engine, run_id: int) -> bool:
                 conn.execute(
                     update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow())
                 )
-                other = conn.scalar(select(import_run_t.c.id).where(import_run_t.c.id != run_id).limit(1))
-                if other is not None:
+                if _another_run(conn, run_id):
                     return False
                 conn.execute(delete(import_row_t))
                 conn.execute(delete(import_created_t))
         finally:
             driver.execute("PRAGMA foreign_keys=ON")  # the pooled connection's own setting again
     return True
+
+
+def _another_run(conn: Connection, run_id: int) -> bool:
+    """Whether any run but ``run_id`` is recorded (staging, merging, or dead and not yet removed)."""
+    return conn.scalar(select(import_run_t.c.id).where(import_run_t.c.id != run_id).limit(1)) is not None
 
 
 def _checkpoint(engine: Engine) -> None:
