@@ -22,11 +22,13 @@ COPY --chown=arena:arena votes ./votes
 COPY --chown=arena:arena leaderboard ./leaderboard
 COPY --chown=arena:arena templates ./templates
 # As ./dev sets up: uv into the system Python, a virtual environment, the locked run-time versions checked
-# against their hashes (requirements.lock, without [dev]), then the project itself adding nothing.
+# against their hashes (requirements.lock, without [dev]), then the project itself adding nothing, all
+# compiled to bytecode once (PYTHONDONTWRITEBYTECODE: no process would ever cache what it compiles).
 RUN python -m pip install --quiet --disable-pip-version-check --user uv \
     && python -m uv venv --quiet .venv --python python \
     && python -m uv pip install --quiet --python .venv/bin/python --require-hashes -r requirements.lock \
-    && python -m uv pip install --quiet --python .venv/bin/python --no-deps -e .
+    && python -m uv pip install --quiet --python .venv/bin/python --no-deps -e . \
+    && { .venv/bin/python -m compileall -qq -j 0 .venv/lib arena votes leaderboard || true; }
 
 VOLUME ["/data"]
 EXPOSE 8000
