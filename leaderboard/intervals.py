@@ -29,6 +29,7 @@ __all__ = [
     "IntervalResult",
     "cluster_meat",
     "percentile_intervals",
+    "plain_cell_scores",
     "rank_intervals",
     "rank_upper_bound",
     "ranks_of",
@@ -98,17 +99,28 @@ def rank_upper_bound(ci_low: npt.ArrayLike, ci_high: npt.ArrayLike) -> IntArray:
     return out
 
 
+def plain_cell_scores(fit: BTFit, counts: PairCounts) -> FloatArray:
+    """A plain fit's per-vote score of each cell w.r.t. ``fit.x`` (weighted by the vote's weight), as one
+    number per cell: the score vector of a vote of cell ``c`` is this number at ``model_a[c]``, its
+    negative at ``model_b[c]`` and zero elsewhere (what :func:`vote_scores` spells out as a matrix)."""
+    if not fit.spec.is_plain:
+        raise ValueError("one number per cell is the score of a plain fit only")
+    votes = counts.vote_counts
+    weight = np.divide(counts.count, votes, out=np.ones_like(votes), where=votes > 0)
+    theta = fit.theta
+    a, b = counts.model_a, counts.model_b
+    won = np.array([1.0, 0.0, 0.5, 0.5])[counts.outcome.astype(np.int64)]
+    p = 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
+    g: FloatArray = math.log(fit.base) * (won - p) * weight
+    return g
+
+
 def vote_scores(fit: BTFit, counts: PairCounts) -> tuple[FloatArray, FloatArray]:
     """Per-vote score of each cell of ``counts`` w.r.t. ``fit.x`` (weighted by the vote's weight), and
     the columns of ``counts`` those rows belong to."""
     if fit.spec.is_plain:
-        votes = counts.vote_counts
-        weight = np.divide(counts.count, votes, out=np.ones_like(votes), where=votes > 0)
-        theta = fit.theta
+        g = plain_cell_scores(fit, counts)
         a, b = counts.model_a, counts.model_b
-        won = np.array([1.0, 0.0, 0.5, 0.5])[counts.outcome.astype(np.int64)]
-        p = 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
-        g = math.log(fit.base) * (won - p) * weight
         rows = np.arange(counts.n_cells)
         out = np.zeros((counts.n_cells, len(fit.models)))
         np.add.at(out, (rows, a), g)

@@ -100,6 +100,7 @@ def solve_bt_batch(
     n_models: int,
     theta0: FloatArray | None = None,
     fixed_hessian: FloatArray | None = None,
+    fixed_inverse: FloatArray | None = None,
     ridge: float = 0.0,
     tol: float = 1e-10,
     max_iter: int = 100,
@@ -121,6 +122,9 @@ def solve_bt_batch(
         A Laplacian close to every problem's Hessian (say the full data's): first iterate
         ``theta += (L0 + J)^-1 g`` with it, which costs one small matrix product per iteration, then
         finish the rows that have not converged with full Newton steps.
+    fixed_inverse : array, shape (M, M), optional
+        ``inv(fixed_hessian + ridge I + 1 / M)`` made beforehand, instead of ``fixed_hessian``, by a
+        caller that solves many batches against one Hessian (the same iterations, one inversion).
     ridge : float
         Penalty ``ridge / 2 * |theta|^2`` (0: the maximum-likelihood estimate).
     tol : float
@@ -154,10 +158,16 @@ def solve_bt_batch(
     iters = 0
     centre = np.full((m, m), 1.0 / m)
     active = np.arange(b)
-    if fixed_hessian is not None and max_fixed_iter > 0:
+    if fixed_hessian is not None and fixed_inverse is not None:
+        raise ValueError("give the fixed Hessian or its inverse, not both")
+    if fixed_inverse is not None and fixed_inverse.shape != (m, m):
+        raise ValueError(f"the fixed inverse has shape {fixed_inverse.shape}, expected ({m}, {m})")
+    if fixed_inverse is None and fixed_hessian is not None:
+        fixed_inverse = np.linalg.inv(fixed_hessian + ridge * np.eye(m) + centre)
+    if fixed_inverse is not None and max_fixed_iter > 0:
         # Pair-major layout (pairs x problems): gathering whole rows of theta and the sparse product
         # with the incidence matrix both run on contiguous memory, about twice as fast as row-major.
-        k = np.linalg.inv(fixed_hessian + ridge * np.eye(m) + centre)
+        k = fixed_inverse
         theta_t = np.ascontiguousarray(theta.T)
         half_n_t = np.ascontiguousarray(0.5 * n.T)
         c_t = np.ascontiguousarray(s.T) - half_n_t

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from leaderboard import BTSpec, PairCounts, collapse_pairs, fit_bt, simulate_battles, solve_bt_batch
-from leaderboard.fragility import _greedy, fragility, remove_votes, swap_votes
+from leaderboard.fragility import _Board, _greedy, _ratings_after, fragility, remove_votes, swap_votes
+from leaderboard.intervals import plain_cell_scores, vote_scores
 from leaderboard.spec import UnboundedRatingWarning
 
 
@@ -137,3 +138,80 @@ def test_greedy_partial_sort_walks_the_full_order(seed: int) -> None:
             np.testing.assert_array_equal(
                 _greedy(effects, available, need), _greedy_full_sort(effects, available, need)
             )
+
+
+def test_plain_cell_scores_are_the_score_matrix_in_one_number_per_cell() -> None:
+    """The plain fit's per-cell score is the score matrix's value at model a, its negative at model b,
+    and zero elsewhere: the certificate's effects use the number, the intervals the matrix."""
+    counts = simulate_battles(np.linspace(900, 1100, 5), 400, random_state=2).counts()
+    fit = fit_bt(counts)
+    matrix, columns = vote_scores(fit, counts)
+    g = plain_cell_scores(fit, counts)
+    rows = np.arange(counts.n_cells)
+    expected = np.zeros_like(matrix)
+    expected[rows, counts.model_a] = g
+    expected[rows, counts.model_b] = -g
+    np.testing.assert_array_equal(columns, rows)
+    np.testing.assert_allclose(matrix, expected, rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="plain fit"):
+        plain_cell_scores(fit_bt(counts, spec=BTSpec(position="common")), counts)
+
+
+def test_a_fixed_inverse_iterates_as_the_fixed_hessian_does() -> None:
+    """Refits with the Hessian's inverse made once give the fixed-Hessian iterations' answer, and the full
+    Newton answer to the solver's tolerance; giving both, or an inverse of the wrong size, is refused."""
+    counts = simulate_battles(np.linspace(900, 1100, 6), 3000, random_state=4).counts()
+    fit = fit_bt(counts)
+    stats = collapse_pairs(counts)
+    m = counts.n_models
+    rng = np.random.default_rng(0)
+    n = stats.n[None, :] - rng.integers(0, 3, (4, len(stats.lo)))
+    s = np.minimum(stats.score_lo[None, :], n)
+    hessian = fit.hessian / np.log(10.0) ** 2
+    inverse = np.linalg.inv(hessian + np.full((m, m), 1.0 / m))
+    by_inverse = solve_bt_batch(stats.lo, stats.hi, n, s, n_models=m, theta0=fit.theta, fixed_inverse=inverse)
+    by_hessian = solve_bt_batch(stats.lo, stats.hi, n, s, n_models=m, theta0=fit.theta, fixed_hessian=hessian)
+    full = solve_bt_batch(stats.lo, stats.hi, n, s, n_models=m, theta0=fit.theta)
+    np.testing.assert_array_equal(by_inverse[0], by_hessian[0])
+    assert by_inverse[1].all() and full[1].all()
+    np.testing.assert_allclose(by_inverse[0], full[0], rtol=0, atol=1e-9)
+    with pytest.raises(ValueError, match="not both"):
+        solve_bt_batch(stats.lo, stats.hi, n, s, n_models=m, fixed_hessian=hessian, fixed_inverse=inverse)
+    with pytest.raises(ValueError, match="shape"):
+        solve_bt_batch(stats.lo, stats.hi, n, s, n_models=m, fixed_inverse=inverse[:-1, :-1])
+
+
+def test_a_plain_boards_effects_and_refits_are_the_dense_computations_own() -> None:
+    """The shared board's effects (one score per cell) and refits (iterations on the board's inverse
+    Hessian) equal the plain, obvious computations: the dense score matrix times the pseudo-inverse, and
+    full Newton refits from the board's fit."""
+    counts = simulate_battles(np.linspace(950, 1050, 7), 600, random_state=5).counts()
+    fit = fit_bt(counts)
+    board = _Board(counts, fit)
+    assert board.fixed_inverse is not None
+    h_inv = np.linalg.pinv(fit.hessian, hermitian=True)
+    matrix, _ = vote_scores(fit, counts)
+    stats = collapse_pairs(counts)
+    rng = np.random.default_rng(1)
+    order = np.argsort(-fit.rating, kind="stable")
+    for a, b in itertools.pairwise(order):
+        lever = np.zeros(counts.n_models)
+        lever[a], lever[b] = 1.0, -1.0
+        dense = -(matrix @ (h_inv @ lever)) * fit.scale
+        np.testing.assert_allclose(
+            board.gap_effects(fit, counts, int(a), int(b)), dense, rtol=1e-12, atol=1e-12
+        )
+        removed = np.minimum(rng.integers(0, 3, counts.n_cells), counts.vote_counts).astype(float)
+        fewer = remove_votes(counts, removed)
+        refit = _ratings_after(fewer, fit, board)
+        left = collapse_pairs(fewer)
+        full, ok, _ = solve_bt_batch(
+            stats.lo,
+            stats.hi,
+            left.n[None, :],
+            left.score_lo[None, :],
+            n_models=counts.n_models,
+            theta0=fit.theta,
+        )
+        assert refit is not None and ok[0]
+        np.testing.assert_allclose(refit, full[0], rtol=0, atol=1e-9)
