@@ -21,8 +21,10 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import numpy.typing as npt
+from matplotlib import cbook
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
 from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
 from matplotlib.text import Text
@@ -73,6 +75,8 @@ CELL_NUMBER_MIN_INCHES = 0.2
 COLORBAR_INCHES = 1.3
 TITLE_INCHES = 0.9
 TITLE_POINTS = 12.0
+# Height of a bootstrap box, in rows (its caps are half as wide).
+BOX_HEIGHT = 0.6
 # Width of the plotting area of the one-row-per-model figures (inches).
 PLOT_INCHES = 6.5
 AXIS_LABEL_INCHES = 0.5
@@ -466,15 +470,7 @@ def plot_bootstrap(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     rounds = leaderboard.rounds
     if rounds is not None and len(rounds):
         samples = np.asarray(rounds, dtype=np.float64)[:, order]
-        ax.boxplot(
-            [samples[:, k] for k in range(n)],
-            positions=y,
-            orientation="horizontal",
-            widths=0.6,
-            whis=(2.5, 97.5),
-            showfliers=False,
-            medianprops={"color": "#1f4e79"},
-        )
+        _boxes(ax, samples, y)
         described = f"over {samples.shape[0]} bootstrap rounds (whiskers: 2.5th to 97.5th percentile)"
     else:
         ax.plot(leaderboard.rating[order], y, "o", color="#1f4e79", markersize=4)
@@ -488,6 +484,36 @@ def plot_bootstrap(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     _title(ax, title or f"Distribution of each model's rating {described}", PLOT_INCHES)
     _literal(fig)
     return fig
+
+
+def _boxes(ax: Axes, samples: npt.NDArray[np.float64], y: npt.NDArray[np.int64]) -> None:
+    """Horizontal box-and-whisker marks of each column of ``samples`` at ``y``: matplotlib's own box
+    statistics (quartiles, whiskers at the last rounds inside the 2.5th and 97.5th percentiles), drawn as
+    four line collections instead of six lines per model (at 100 models, 600 artists each laid out and
+    drawn on their own took two thirds of the figure's time)."""
+    stats = cbook.boxplot_stats(samples, whis=(2.5, 97.5))
+    q1 = np.array([s["q1"] for s in stats])
+    q3 = np.array([s["q3"] for s in stats])
+    median = np.array([s["med"] for s in stats])
+    low = np.array([s["whislo"] for s in stats])
+    high = np.array([s["whishi"] for s in stats])
+    half, cap = BOX_HEIGHT / 2.0, BOX_HEIGHT / 4.0
+    top, bottom = y - half, y + half
+
+    def segments(*points: tuple[npt.ArrayLike, npt.ArrayLike]) -> list[npt.NDArray[np.float64]]:
+        """One polyline per model through ``points`` (each a pair of x and y arrays)."""
+        lines = np.stack([np.column_stack(point) for point in points], axis=1).astype(np.float64)
+        return list(lines)
+
+    marks = (
+        (segments((q1, y), (low, y)) + segments((q3, y), (high, y)), "black"),  # whiskers
+        (segments((low, y - cap), (low, y + cap)) + segments((high, y - cap), (high, y + cap)), "black"),
+        (segments((q1, bottom), (q3, bottom), (q3, top), (q1, top), (q1, bottom)), "black"),  # boxes
+        (segments((median, bottom), (median, top)), "#1f4e79"),
+    )
+    for lines, colour in marks:
+        ax.add_collection(LineCollection(lines, colors=colour, linewidths=1.0), autolim=True)
+    ax.autoscale_view()
 
 
 def plot_calibration(
