@@ -32,9 +32,9 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from votes.aside_indexes import SLOT_INDEX, Aside, restore_indexes, set_indexes_aside
 from votes.battle_rows import BattleRecord
 from votes.bulk import ImportCounts, bulk_insert, bulk_insert_columns, chunks, gc_paused, member
-from votes.cell_index import restore_cells_index, set_cells_aside
 from votes.digest_counts import DigestCounts
 from votes.import_battles import row_digest, stage_battle_batch, stage_clean_batch
 from votes.import_columns import CleanBatch, clean_digests, iso_times
@@ -350,8 +350,12 @@ def import_battle_batches(
     total = ImportCounts()
     counts = DigestCounts()
     seq = 0
-    aside = False  # whether the merge set the votes' cell index aside (votes.cell_index)
+    aside = Aside()  # the indexes the merge set aside (votes.aside_indexes)
     try:
+        # A run alone may have set the unique import-slot index aside since this one looked (it checks
+        # for other runs under a lock, so only before this run was recorded): built again before any key
+        # is placed or merged here.
+        restore_indexes(engine, (SLOT_INDEX,))
         # the next part is read, checked and hashed in a worker thread while this one is staged
         for part, digests, times, batch_ends in read_ahead(_parts(batches)):
             with gc_paused(), _step(engine) as conn:  # rows of plain values: no cycles to collect
@@ -365,7 +369,7 @@ def import_battle_batches(
             _merged_to(conn, run_id, 0)  # state "merging", nothing merged yet
         with engine.connect() as merger:
             with _step_on(merger) as conn:
-                aside = set_cells_aside(conn, seq)  # a run that dwarfs the store builds it once after
+                aside = set_indexes_aside(conn, seq, run_id)  # a run that dwarfs the store builds them after
                 checks = merge_checks_for(conn)  # PostgreSQL's foreign keys checked once per row referred to
             try:
                 for lo, hi in step_ranges(merger, seq, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
@@ -379,37 +383,42 @@ def import_battle_batches(
                             _merged_to(conn, run_id, hi)
                     if between is not None:
                         between()
+                if aside.slots:  # unique: built while the run can still be rolled back if it fails
+                    with _step_on(merger) as conn:
+                        restore_indexes(conn, (SLOT_INDEX,))
             except BaseException:
                 if aside:
-                    _restore_cells_quietly(engine)
+                    _restore_indexes_quietly(engine)
                 raise
         with engine.begin() as conn:
             _set_state(conn, run_id, "done")
     except BaseException:
         _roll_back_after_failure(engine, run_id)
+        if aside:  # whatever could not be built before the rollback
+            _restore_indexes_quietly(engine)
         raise
     try:
-        _after_merge(engine, total.rows, elo_config, cells_aside=aside)
+        _after_merge(engine, total.rows, elo_config, aside=bool(aside))
     finally:
         _finish(engine, run_id, total.rows)
     return total
 
 
-def _after_merge(engine: Engine, added: int, config: LiveConfig | None, *, cells_aside: bool) -> None:
-    """Replay the live ratings of a done run, and build the votes' cell index it set aside meanwhile.
+def _after_merge(engine: Engine, added: int, config: LiveConfig | None, *, aside: bool) -> None:
+    """Replay the live ratings of a done run, and build the indexes it set aside meanwhile.
 
     The two share no table and each runs mostly inside SQLite (or the server), so the replay's read
-    runs in a worker thread while this one builds the index; the replay is stored once the index is
+    runs in a worker thread while this one builds the indexes; the replay is stored once they are
     built (and only if no vote came in meanwhile, :func:`votes.ratings.store_replay`). 1M votes on two
     cores: 1.4 s and 1.2 s side by side instead of one after the other."""
-    if not cells_aside:
+    if not aside:
         if added:
             rebuild_live_ratings_aside(engine, config=config)
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-replay") as pool:
         replay = pool.submit(replay_aside, engine, config=config) if added else None
         try:
-            _restore_cells_quietly(engine)  # the run is done: a failure here leaves it to the next run
+            _restore_indexes_quietly(engine)  # the run is done: a failure here leaves it to the next run
         finally:
             first = replay.result() if replay is not None else None
     if first is not None:
@@ -449,13 +458,13 @@ def _roll_back_after_failure(engine: Engine, run_id: int) -> None:
         )
 
 
-def _restore_cells_quietly(engine: Engine) -> None:
-    """Build the votes' cell index a run set aside; if that fails, the run's own failure (or its result)
-    is what the caller sees, and the next import or publish builds it (:func:`clean_dead_runs`)."""
+def _restore_indexes_quietly(engine: Engine) -> None:
+    """Build the indexes a run set aside; if that fails, the run's own failure (or its result) is what the
+    caller sees, and the next import or publish builds them (:func:`clean_dead_runs`)."""
     try:
-        restore_cells_index(engine)
+        restore_indexes(engine)
     except Exception as exc:  # noqa: BLE001 - the import's own failure is re-raised by the caller
-        log.warning("the votes' cell index is not built again now (%s); the next import or publish does", exc)
+        log.warning("indexes set aside are not built again now (%s); the next import or publish does", exc)
 
 
 def _finish(engine: Engine, run_id: int, added: int) -> None:
@@ -612,17 +621,24 @@ def clean_dead_runs(engine: Engine, *, stale_after: timedelta = STALE_AFTER) -> 
     """Roll back the runs whose process died (no heartbeat for ``stale_after``); returns their ids.
 
     Called when any import or publish starts, so a crashed import's rows never reach a board. Also
-    builds the votes' cell index if a run that set it aside died before building it again
-    (:mod:`votes.cell_index`)."""
+    builds the indexes a run set aside and died before building again (:mod:`votes.aside_indexes`):
+    first, as a dead run's battles are found through the import-slot index; should its unique build
+    fail, after the dead runs' rows are gone."""
     cutoff = utcnow() - stale_after
     with engine.connect() as conn:
         dead = [
             int(i)
             for i in conn.scalars(select(import_run_t.c.id).where(import_run_t.c.heartbeat_at < cutoff))
         ]
+    try:
+        restore_indexes(engine)
+    except IntegrityError:
+        if not dead:
+            raise
     for run_id in dead:
         rollback_run(engine, run_id)
-    restore_cells_index(engine)
+    if dead:
+        restore_indexes(engine)
     return dead
 
 
@@ -640,6 +656,7 @@ def import_battle_records(
     battle's conversation contradicts an answer already stored for the same prompt and model.
     """
     run_id = _new_run(conn, str(file), "merging")
+    restore_indexes(conn, (SLOT_INDEX,))  # set aside by a run alone before this one was recorded
     total = _stage(conn, run_id, records, 0, str(file), DigestCounts()) if records else ImportCounts()
     for lo in range(0, len(records), MERGE_ROWS):
         total.rows += _merge_step(conn, run_id, lo, min(lo + MERGE_ROWS, len(records)))
