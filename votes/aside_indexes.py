@@ -46,6 +46,7 @@ __all__ = [
     "LOCK_WAIT",
     "SLOT_INDEX",
     "Aside",
+    "present_indexes",
     "restore_indexes",
     "set_indexes_aside",
 ]
@@ -135,7 +136,7 @@ def _drop(conn: Connection, name: str) -> bool:
     return True
 
 
-def _present(conn: Connection) -> frozenset[str]:
+def present_indexes(conn: Connection) -> frozenset[str]:
     """The indexes of ``battle`` and ``vote`` by name, in one statement (every import and publish asks)."""
     if conn.dialect.name == "sqlite":
         query = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('battle', 'vote')"
@@ -156,7 +157,7 @@ def restore_indexes(target: Engine | Connection, names: tuple[str, ...] = _MANAG
     if isinstance(target, Engine):
         with target.begin() as conn:
             return restore_indexes(conn, names)
-    present = _present(target)
+    present = present_indexes(target)
     built: list[str] = []
     for name in names:
         table, index = _index(name)

@@ -13,18 +13,24 @@ for it (tens of seconds at a few hundred thousand rows). Here an import is a run
 
 A failure before *done* (a bad row late in the file, a crash, Ctrl-C) removes every row the run wrote,
 again in short steps (:func:`rollback_run`). A process that dies cannot roll back: its run stops beating
-(``heartbeat_at``), and the next import or publish removes it (:func:`clean_dead_runs`). On PostgreSQL
-readers never wait for writers, so the same steps simply run there too.
+(``heartbeat_at``), and the next import or publish removes it (:func:`clean_dead_runs`).
+
+On PostgreSQL readers never wait for writers, and nothing needs the merge to be in short steps: there it
+runs beside the staging (from :data:`BESIDE_AFTER_ROWS` staged rows on, or after the staging for fewer)
+as one transaction of its own that commits with *done* (:mod:`votes.merge_alongside`): no reader sees
+part of an import, and a failure or a crash rolls its battles and votes back whole.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,7 +38,14 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from votes.aside_indexes import SLOT_INDEX, Aside, restore_indexes, set_indexes_aside
+from votes.aside_indexes import (
+    ASIDE_MIN_ROWS,
+    SLOT_INDEX,
+    Aside,
+    present_indexes,
+    restore_indexes,
+    set_indexes_aside,
+)
 from votes.battle_rows import BattleRecord
 from votes.bulk import ImportCounts, bulk_insert, bulk_insert_columns, chunks, gc_paused, member
 from votes.digest_counts import DigestCounts
@@ -40,6 +53,7 @@ from votes.import_battles import row_digest, stage_battle_batch, stage_clean_bat
 from votes.import_columns import CleanBatch, clean_digests, iso_times
 from votes.import_keys import BATTLE_OF_ROW, MARK_FRESH, ROW_KEY, UNSLOT, any_imported, place_keys
 from votes.live import LiveConfig
+from votes.merge_alongside import Alongside
 from votes.merge_checks import MergeChecks, merge_checks_for
 from votes.merge_steps import step_ranges
 from votes.models import utcnow
@@ -93,7 +107,15 @@ STEP_CACHE_KIB = 65_536
 #: truncates the log when it ends.
 STEP_CHECKPOINT_PAGES = 50_000
 
-#: Called between two short transactions of a run (after each staged batch and each merge step).
+#: PostgreSQL: the merge starts beside the staging once this many rows are staged (at the end for fewer);
+#: the indexes a run sets aside are decided then, on the rows staged so far (as many as a run that dwarfs
+#: the store must bring at least, :data:`votes.aside_indexes.ASIDE_MIN_ROWS`).
+BESIDE_AFTER_ROWS = ASIDE_MIN_ROWS
+#: Seconds between two looks of a run waiting for another to build the unique import-slot index again.
+SLOT_WAIT_SECONDS = 0.5
+
+#: Called between two short transactions of a run (after each staged batch and each merge step; on
+#: PostgreSQL a merge step is a savepoint of the merge's transaction, and the call is in its thread).
 BetweenBatches = Callable[[], None]
 
 _MERGE_BATTLES = text(
@@ -336,8 +358,9 @@ def import_battle_batches(
     elo_config: LiveConfig | None = None,
     between: BetweenBatches | None = None,
 ) -> ImportCounts:
-    """Import validated battle batches as one run: staged batch by batch, merged in short steps, live
-    ratings replayed at the end. Every transaction is short, so live votes keep being written.
+    """Import validated battle batches as one run: staged batch by batch, merged in short steps (on
+    PostgreSQL in one transaction beside the staging), live ratings replayed at the end. Live votes keep
+    being written throughout.
 
     ``batches`` may validate lazily and raise :class:`votes.records.InputError` for a bad row in any
     batch; that (or any other failure, Ctrl-C included) removes every row the run wrote and re-raises.
@@ -351,11 +374,9 @@ def import_battle_batches(
     counts = DigestCounts()
     seq = 0
     aside = Aside()  # the indexes the merge set aside (votes.aside_indexes)
+    beside: Alongside | None = None  # PostgreSQL: the merge's own transaction (votes.merge_alongside)
     try:
-        # A run alone may have set the unique import-slot index aside since this one looked (it checks
-        # for other runs under a lock, so only before this run was recorded): built again before any key
-        # is placed or merged here.
-        restore_indexes(engine, (SLOT_INDEX,))
+        _wait_for_slots(engine, run_id)
         # the next part is read, checked and hashed in a worker thread while this one is staged
         for part, digests, times, batch_ends in read_ahead(_parts(batches)):
             with gc_paused(), _step(engine) as conn:  # rows of plain values: no cycles to collect
@@ -363,36 +384,25 @@ def import_battle_batches(
                 _add(total, staged)
                 _set_state(conn, run_id, "staging")
             seq += len(part)
+            if _merges_beside(engine) and (beside is not None or seq >= BESIDE_AFTER_ROWS):
+                if beside is None:
+                    aside, beside = _merge_beside(engine, run_id, seq, between)
+                beside.staged(seq)
             if batch_ends and between is not None:
                 between()
-        with _step(engine) as conn:
-            _merged_to(conn, run_id, 0)  # state "merging", nothing merged yet
-        with engine.connect() as merger:
-            with _step_on(merger) as conn:
-                aside = set_indexes_aside(conn, seq, run_id)  # a run that dwarfs the store builds them after
-                checks = merge_checks_for(conn)  # PostgreSQL's foreign keys checked once per row referred to
-            try:
-                for lo, hi in step_ranges(merger, seq, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
-                    try:
-                        with _step_on(merger) as conn:
-                            total.rows += _merge_step(conn, run_id, lo, hi, checks=checks)
-                            _merged_to(conn, run_id, hi)
-                    except IntegrityError:  # another run merged some of these keys since they were staged
-                        with _step_on(merger) as conn:
-                            total.rows += _merge_step(conn, run_id, lo, hi, marked=False, checks=checks)
-                            _merged_to(conn, run_id, hi)
-                    if between is not None:
-                        between()
-                if aside.slots:  # unique: built while the run can still be rolled back if it fails
-                    with _step_on(merger) as conn:
-                        restore_indexes(conn, (SLOT_INDEX,))
-            except BaseException:
-                if aside:
-                    _restore_indexes_quietly(engine)
-                raise
-        with engine.begin() as conn:
-            _set_state(conn, run_id, "done")
+        if _merges_beside(engine):
+            if beside is None:
+                aside, beside = _merge_beside(engine, run_id, seq, between)
+            beside.staged(seq)
+            total.rows = beside.finish(
+                partial(_done_beside, run_id=run_id, slots=aside.slots), wait=partial(_beat, engine, run_id)
+            )
+            beside = None
+        else:
+            total.rows, aside = _merge_in_steps(engine, run_id, seq, between)
     except BaseException:
+        if beside is not None:
+            beside.abort()  # the merge's transaction rolled back: nothing of it was ever seen
         _roll_back_after_failure(engine, run_id)
         if aside:  # whatever could not be built before the rollback
             _restore_indexes_quietly(engine)
@@ -402,6 +412,113 @@ def import_battle_batches(
     finally:
         _finish(engine, run_id, total.rows)
     return total
+
+
+def _merges_beside(engine: Engine) -> bool:
+    """Whether a run merges in one transaction beside its staging (PostgreSQL, where readers never wait
+    and a writer waits only for the rows it shares) rather than in short steps after it (SQLite)."""
+    return engine.dialect.name == "postgresql"
+
+
+def _merge_in_steps(
+    engine: Engine, run_id: int, seq: int, between: BetweenBatches | None
+) -> tuple[int, Aside]:
+    """Merge a staged run in short transactions (SQLite: live votes write between them) and call it
+    done; the battles added and the indexes set aside meanwhile (built again here if a step fails)."""
+    added = 0
+    with _step(engine) as conn:
+        _merged_to(conn, run_id, 0)  # state "merging", nothing merged yet
+    with engine.connect() as merger:
+        with _step_on(merger) as conn:
+            aside = set_indexes_aside(conn, seq, run_id)  # a run that dwarfs the store builds them after
+            checks = merge_checks_for(conn)  # PostgreSQL's foreign keys checked once per row referred to
+        try:
+            for lo, hi in step_ranges(merger, seq, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
+                try:
+                    with _step_on(merger) as conn:
+                        added += _merge_step(conn, run_id, lo, hi, checks=checks)
+                        _merged_to(conn, run_id, hi)
+                except IntegrityError:  # another run merged some of these keys since they were staged
+                    with _step_on(merger) as conn:
+                        added += _merge_step(conn, run_id, lo, hi, marked=False, checks=checks)
+                        _merged_to(conn, run_id, hi)
+                if between is not None:
+                    between()
+            if aside.slots:  # unique: built while the run can still be rolled back if it fails
+                with _step_on(merger) as conn:
+                    restore_indexes(conn, (SLOT_INDEX,))
+        except BaseException:
+            if aside:  # before the caller's rollback finds the run's battles by their slots
+                _restore_indexes_quietly(engine)
+            raise
+    with engine.begin() as conn:
+        _set_state(conn, run_id, "done")
+    return added, aside
+
+
+def _merge_beside(
+    engine: Engine, run_id: int, staged: int, between: BetweenBatches | None
+) -> tuple[Aside, Alongside]:
+    """PostgreSQL: set the indexes aside that ``staged`` rows warrant (in a short transaction of its own:
+    a drop waits for readers, the merge's transaction would hold it to the end) and start the merge in
+    its own transaction (:mod:`votes.merge_alongside`)."""
+    with _step(engine) as conn:
+        aside = set_indexes_aside(conn, staged, run_id)
+    checks: list[MergeChecks | None] = []
+
+    def step(conn: Connection, lo: int, hi: int) -> int:
+        if not checks:  # PostgreSQL's foreign keys checked once per row referred to
+            checks.append(merge_checks_for(conn))
+        try:
+            with conn.begin_nested():
+                return _merge_step(conn, run_id, lo, hi, checks=checks[0])
+        except IntegrityError:  # another run merged some of these keys since they were staged
+            with conn.begin_nested():
+                return _merge_step(conn, run_id, lo, hi, marked=False, checks=checks[0])
+
+    return aside, Alongside(engine, step, longest=MERGE_ROWS_ALONE, after_step=between)
+
+
+def _done_beside(conn: Connection, *, run_id: int, slots: bool) -> None:
+    """The end of a merge beside the staging, in its transaction: the import slots built again if they
+    were set aside (a failure rolls the whole merge back), and the run done, seen with its rows."""
+    if slots:
+        restore_indexes(conn, (SLOT_INDEX,))
+    _set_state(conn, run_id, "done")
+
+
+def _beat(engine: Engine, run_id: int) -> None:
+    """The run's heartbeat alone (its state stays what its last committed transaction said)."""
+    with engine.begin() as conn:
+        conn.execute(update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow()))
+
+
+def _wait_for_slots(engine: Engine, run_id: int) -> None:
+    """Make sure the unique import-slot index is there before this run places a key.
+
+    A run alone may have set it aside since this one looked for missing indexes (it checks for other
+    runs under a lock, so only before this run was recorded). While that run lives it builds the index
+    itself at its end, and building it here would take a lock behind its writes (on PostgreSQL behind its
+    one long transaction, and every live vote would queue behind this one): so this run waits, beating,
+    for the index to be back or for the other runs to end or die."""
+    said = False
+    while True:
+        with engine.connect() as conn:
+            if SLOT_INDEX in present_indexes(conn):
+                return
+            cutoff = utcnow() - STALE_AFTER
+            others = select(import_run_t.c.id).where(
+                import_run_t.c.id != run_id, import_run_t.c.heartbeat_at >= cutoff
+            )
+            waiting = conn.scalar(others.limit(1)) is not None
+        if not waiting:  # the run that set it aside died: removed, and the index built again
+            clean_dead_runs(engine, own=run_id)
+            return
+        if not said:
+            log.info("import run %d waits for another import to build its unique index again", run_id)
+            said = True
+        _beat(engine, run_id)
+        time.sleep(SLOT_WAIT_SECONDS)
 
 
 def _after_merge(engine: Engine, added: int, config: LiveConfig | None, *, aside: bool) -> None:
@@ -617,27 +734,36 @@ def _undo(conn: Connection, statement: str, ids: list[int]) -> None:
                 log.info("import rollback keeps row %d, which other rows use now", i)
 
 
-def clean_dead_runs(engine: Engine, *, stale_after: timedelta = STALE_AFTER) -> list[int]:
+def clean_dead_runs(
+    engine: Engine, *, stale_after: timedelta = STALE_AFTER, own: int | None = None
+) -> list[int]:
     """Roll back the runs whose process died (no heartbeat for ``stale_after``); returns their ids.
 
     Called when any import or publish starts, so a crashed import's rows never reach a board. Also
     builds the indexes a run set aside and died before building again (:mod:`votes.aside_indexes`):
     first, as a dead run's battles are found through the import-slot index; should its unique build
-    fail, after the dead runs' rows are gone."""
+    fail, after the dead runs' rows are gone. Not while a run lives: it builds its own at its end, and a
+    build here would wait behind its writes (on PostgreSQL its one long transaction) with every live vote
+    queued behind the build. ``own``: the caller's own run, alive and not counted as another."""
     cutoff = utcnow() - stale_after
     with engine.connect() as conn:
         dead = [
             int(i)
             for i in conn.scalars(select(import_run_t.c.id).where(import_run_t.c.heartbeat_at < cutoff))
         ]
-    try:
-        restore_indexes(engine)
-    except IntegrityError:
-        if not dead:
-            raise
+        living = select(import_run_t.c.id).where(import_run_t.c.heartbeat_at >= cutoff)
+        if own is not None:  # the caller's own run
+            living = living.where(import_run_t.c.id != own)
+        live = conn.scalar(living.limit(1))
+    if live is None:
+        try:
+            restore_indexes(engine)
+        except IntegrityError:
+            if not dead:
+                raise
     for run_id in dead:
         rollback_run(engine, run_id)
-    if dead:
+    if dead and live is None:
         restore_indexes(engine)
     return dead
 

@@ -6,6 +6,7 @@ builds it again before placing a key. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -177,16 +178,34 @@ def test_a_run_beside_another_keeps_the_unique_index(engine: Engine) -> None:
     restore_indexes(engine)
 
 
-def test_a_run_recorded_after_the_unique_index_was_set_aside_builds_it_before_placing_a_key(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("first_dies", [False, True], ids=["first-finishes", "first-dies"])
+def test_a_run_recorded_after_the_unique_index_was_set_aside_waits_for_it_before_placing_a_key(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_dies: bool
 ) -> None:
     """A run alone sets the import slots aside just after another import looked for missing indexes and
-    before it was recorded: that import builds the index again right after it is recorded, so its keys
-    are placed and merged against it, and importing the same file again stores each key once."""
+    before it was recorded. That import waits (beating) until the first run builds them again at its end,
+    or, if the first run dies, until it is found dead, removed, and the index built; only then are its
+    keys placed and merged, against the index, and importing the same file again stores each key once."""
+    monkeypatch.setattr(votes.import_runs, "SLOT_WAIT_SECONDS", 0.05)
     path = battles_file(tmp_path / "twice.jsonl", 150, seed=3)
     import_file(engine, path)
     clean = votes.import_runs.clean_dead_runs
     first: list[int] = []
+
+    def first_run_ends() -> None:
+        time.sleep(0.5)
+        with engine.begin() as conn:
+            if first_dies:  # its heartbeat stops: the waiting run finds it dead
+                conn.execute(
+                    update(import_run_t)
+                    .values(heartbeat_at=utcnow() - timedelta(hours=1))
+                    .where(import_run_t.c.id == first[0])
+                )
+            else:  # it builds the index again and is done
+                restore_indexes(conn, (SLOT_INDEX,))
+                conn.execute(delete(import_run_t).where(import_run_t.c.id == first[0]))
+
+    ending = threading.Thread(target=first_run_ends)
 
     def clean_then_set_aside(target: Engine, **kwargs: Any) -> list[int]:
         dead = clean(target, **kwargs)
@@ -194,6 +213,7 @@ def test_a_run_recorded_after_the_unique_index_was_set_aside_builds_it_before_pl
             with target.begin() as conn:
                 first.append(_record_run(conn, "first.jsonl"))
                 assert set_indexes_aside(conn, 1_000, first[0]).slots
+            ending.start()
         return dead
 
     monkeypatch.setattr(votes.import_runs, "clean_dead_runs", clean_then_set_aside)
@@ -206,11 +226,16 @@ def test_a_run_recorded_after_the_unique_index_was_set_aside_builds_it_before_pl
         return place(conn, *args, **kwargs)
 
     monkeypatch.setattr(votes.import_runs, "place_keys", watched)
+    began = time.monotonic()
     report = import_file(engine, path)
+    ending.join()
+    assert time.monotonic() - began >= 0.5  # it waited for the first run
     assert first and report.n_added == 0 and placed and all(placed)
     with engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(vote_t)) == 150
         assert _has_slots(conn)
+        left = conn.scalars(select(import_run_t.c.id)).all()
+    assert left == []  # the first run removed (done, or dead and cleaned up), the second finished
 
 
 def test_a_unique_index_that_cannot_be_built_again_fails_the_run_and_leaves_no_row_of_it(

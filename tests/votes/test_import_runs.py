@@ -105,10 +105,18 @@ def test_a_crash_mid_import_removes_every_row_of_the_run(
     assert again.n_added == 400
 
 
+def _merge_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs merge in short transactions after their staging on PostgreSQL too, as the versions before
+    the merge beside the staging did (the leftovers of their dead runs are what these tests make)."""
+    monkeypatch.setattr(votes.import_runs, "_merges_beside", lambda _engine: False)
+
+
 def test_a_dead_imports_rows_are_removed_by_the_next_import(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A process killed mid-merge cannot roll back: its run stops beating and the next import removes it."""
+    """A process killed mid-merge cannot roll back: its run stops beating and the next import removes it
+    (merged in short steps, as on SQLite: on PostgreSQL a run's merge is one transaction, see below)."""
+    _merge_in_steps(monkeypatch)
     before = _store(engine)
     calls = 0
 
@@ -128,6 +136,58 @@ def test_a_dead_imports_rows_are_removed_by_the_next_import(
     report = import_file(engine, battles_file(tmp_path / "other.jsonl", 10, seed=5))
     assert _store(engine)["vote"] == before["vote"] + report.n_added == before["vote"] + 10
     assert _store(engine)["importrun"] == 0
+
+
+def test_on_postgresql_a_run_killed_mid_merge_shows_nothing_and_the_next_import_removes_it(
+    pg_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge beside the staging is one transaction: a process killed while it merges (the server
+    rolls the transaction back when the connection goes) leaves no battle or vote of the run, only its
+    staged rows and run, which the next import removes once the run stops beating."""
+    monkeypatch.setattr(votes.import_runs, "BESIDE_AFTER_ROWS", 100)  # the merge follows the staging
+    engine = pg_engine
+    before = _store(engine)
+    merged: list[int] = []
+
+    def die() -> None:
+        with engine.connect() as conn:
+            merged.append(int(conn.scalar(select(func.count()).select_from(import_row_t)) or 0))
+        if len(merged) == 12:  # staging and merging side by side
+            raise Crash("killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)  # a dead process
+        with pytest.raises(Crash):
+            import_file(engine, battles_file(tmp_path / "dead.jsonl", 400), between_batches=die)
+    after = _store(engine)
+    assert after["vote"] == before["vote"] and after["battle"] == before["battle"]  # nothing was seen
+    assert after["importrow"] > 0 and after["importrun"] == 1
+    with engine.begin() as conn:
+        conn.execute(update(import_run_t).values(heartbeat_at=utcnow() - timedelta(hours=1)))
+    report = import_file(engine, battles_file(tmp_path / "other.jsonl", 10, seed=5))
+    assert _store(engine)["vote"] == before["vote"] + report.n_added == before["vote"] + 10
+    assert _store(engine)["importrun"] == 0 and _store(engine)["importrow"] == 0
+
+
+def test_on_postgresql_the_merge_follows_the_staging_and_is_seen_all_at_once(
+    pg_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``BESIDE_AFTER_ROWS`` staged rows the merge runs beside the staging in its own transaction:
+    while the file is still being read, no reader sees any of its votes; once done, all of them."""
+    monkeypatch.setattr(votes.import_runs, "BESIDE_AFTER_ROWS", 100)
+    engine = pg_engine
+    seen: list[int] = []
+
+    def look() -> None:
+        with engine.connect() as conn:
+            seen.append(int(conn.scalar(select(func.count()).select_from(vote_t)) or 0))
+
+    report = import_file(engine, battles_file(tmp_path / "big.jsonl", 400), between_batches=look)
+    assert report.n_added == 400 and len(seen) > 10
+    assert set(seen) == {0}
+    assert _store(engine)["vote"] == 400
+    with engine.connect() as conn:
+        assert live_ratings(engine) == replay_live_ratings(session=conn, config=CONFIG)
 
 
 def test_a_running_import_is_not_taken_for_dead(engine: Engine, tmp_path: Path) -> None:
@@ -273,6 +333,7 @@ def test_a_dead_run_from_before_merge_progress_was_recorded_is_removed_whole(
 ) -> None:
     """A run left by an older version (flags set only on merged rows, no merge progress) loses every
     battle it merged when the next import cleans it up."""
+    _merge_in_steps(monkeypatch)
     before = _store(engine)
     calls = 0
 
@@ -341,12 +402,12 @@ def test_a_run_alone_empties_the_staging_tables_at_once_but_not_beside_another_r
     class Stopped(Exception):
         pass
 
-    def stop_before_merging(*_args: Any, **_kwargs: Any) -> Iterator[tuple[int, int]]:
+    def stop_before_merging(*_args: Any, **_kwargs: Any) -> Any:
         raise Stopped
-        yield  # a generator, as step_ranges is
 
     with monkeypatch.context() as patch:  # another run, still staged (its process busy elsewhere)
-        patch.setattr(votes.import_runs, "step_ranges", stop_before_merging)
+        patch.setattr(votes.import_runs, "step_ranges", stop_before_merging)  # SQLite
+        patch.setattr(votes.import_runs, "_merge_beside", stop_before_merging)  # PostgreSQL
         patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)
         with pytest.raises(Stopped):
             import_file(engine, battles_file(tmp_path / "other.jsonl", 90, seed=2))
