@@ -78,10 +78,13 @@ class Alongside:
         self._orders.put(_FINISH)
         while True:
             try:
-                return self._result.result(timeout=5.0)
+                added = self._result.result(timeout=5.0)
             except TimeoutError:
                 if wait is not None:
                     wait()
+                continue
+            self._thread.join()  # its connection back in the pool
+            return added
 
     def abort(self) -> None:
         """Stop the worker (cancelling the statement it runs) and roll its transaction back."""
