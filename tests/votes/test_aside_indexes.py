@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -47,18 +47,24 @@ def _has_slots(conn: Connection) -> bool:
     return bool(conn.dialect.has_index(conn, battle_t.name, SLOT_INDEX))
 
 
+def _watch(
+    monkeypatch: pytest.MonkeyPatch, name: str, original: Any, probe: Callable[[Connection], bool]
+) -> list[bool]:
+    """``probe`` of the connection at each call of the import runs' ``name`` (``original`` itself)."""
+    seen: list[bool] = []
+
+    def watched(conn: Connection, *args: Any, **kwargs: Any) -> Any:
+        seen.append(probe(conn))
+        return original(conn, *args, **kwargs)
+
+    monkeypatch.setattr(votes.import_runs, name, watched)
+    return seen
+
+
 @pytest.fixture
 def merge_sees(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     """Whether the cell index was there at each merge step."""
-    seen: list[bool] = []
-    merge = votes.import_runs._merge_step
-
-    def watched(conn: Connection, *args: Any, **kwargs: Any) -> int:
-        seen.append(_has_cells(conn))
-        return merge(conn, *args, **kwargs)
-
-    monkeypatch.setattr(votes.import_runs, "_merge_step", watched)
-    yield seen
+    yield _watch(monkeypatch, "_merge_step", votes.import_runs._merge_step, _has_cells)
 
 
 def test_a_run_that_dwarfs_the_store_merges_without_the_index_and_builds_it_after(
@@ -218,14 +224,7 @@ def test_a_run_recorded_after_the_unique_index_was_set_aside_waits_for_it_before
 
     monkeypatch.setattr(votes.import_runs, "clean_dead_runs", clean_then_set_aside)
     monkeypatch.setattr(votes.aside_indexes, "ASIDE_FACTOR", 0)  # 150 votes stored: dwarfed anyway
-    placed: list[bool] = []
-    place = votes.import_keys.place_keys
-
-    def watched(conn: Connection, *args: Any, **kwargs: Any) -> Any:
-        placed.append(_has_slots(conn))
-        return place(conn, *args, **kwargs)
-
-    monkeypatch.setattr(votes.import_runs, "place_keys", watched)
+    placed = _watch(monkeypatch, "place_keys", votes.import_keys.place_keys, _has_slots)
     began = time.monotonic()
     report = import_file(engine, path)
     ending.join()
