@@ -162,7 +162,7 @@ def solve_bt_batch(
         raise ValueError("give the fixed Hessian or its inverse, not both")
     if fixed_inverse is not None and fixed_inverse.shape != (m, m):
         raise ValueError(f"the fixed inverse has shape {fixed_inverse.shape}, expected ({m}, {m})")
-    if fixed_inverse is None and fixed_hessian is not None:
+    if fixed_hessian is not None and max_fixed_iter > 0:
         fixed_inverse = np.linalg.inv(fixed_hessian + ridge * np.eye(m) + centre)
     if fixed_inverse is not None and max_fixed_iter > 0:
         # Pair-major layout (pairs x problems): gathering whole rows of theta and the sparse product

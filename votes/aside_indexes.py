@@ -100,8 +100,9 @@ def set_indexes_aside(conn: Connection, rows: int, run_id: int) -> Aside:
     stored = int(conn.scalar(select(func.max(vote_t.c.id))) or 0)  # an upper bound of the votes' number
     if rows < ASIDE_FACTOR * stored:
         return Aside()
-    dropped = [name for name in _SECONDARY.get(conn.dialect.name, ()) if _drop(conn, name)]
-    if _alone(conn, run_id) and _drop(conn, SLOT_INDEX):
+    present = present_indexes(conn)
+    dropped = [name for name in _SECONDARY.get(conn.dialect.name, ()) if _drop(conn, name, present)]
+    if _alone(conn, run_id) and _drop(conn, SLOT_INDEX, present):
         dropped.append(SLOT_INDEX)
     return Aside(tuple(dropped))
 
@@ -117,11 +118,12 @@ def _alone(conn: Connection, run_id: int) -> bool:
     return conn.scalar(other) is None
 
 
-def _drop(conn: Connection, name: str) -> bool:
-    """Drop one index if present; whether it did (on PostgreSQL not if readers hold its table too long)."""
-    table, index = _index(name)
-    if not conn.dialect.has_index(conn, table.name, name):
+def _drop(conn: Connection, name: str, present: frozenset[str]) -> bool:
+    """Drop one index if ``present``; whether it did (on PostgreSQL not if readers hold its table too
+    long)."""
+    if name not in present:
         return False
+    _, index = _index(name)
     if conn.dialect.name != "postgresql":
         index.drop(conn)
         return True
@@ -137,7 +139,8 @@ def _drop(conn: Connection, name: str) -> bool:
 
 
 def present_indexes(conn: Connection) -> frozenset[str]:
-    """The indexes of ``battle`` and ``vote`` by name, in one statement (every import and publish asks)."""
+    """Those of the indexes this module manages that exist, by name: in one statement on SQLite and
+    PostgreSQL (every import and publish asks), one look-up per index elsewhere."""
     if conn.dialect.name == "sqlite":
         query = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('battle', 'vote')"
     elif conn.dialect.name == "postgresql":
@@ -145,9 +148,10 @@ def present_indexes(conn: Connection) -> frozenset[str]:
             "SELECT indexname FROM pg_indexes"
             " WHERE schemaname = current_schema() AND tablename IN ('battle', 'vote')"
         )
-    else:  # asked one by one
-        return frozenset()
-    return frozenset(str(name) for name in conn.execute(text(query)).scalars())
+    else:
+        return frozenset(n for n in _MANAGED if conn.dialect.has_index(conn, _index(n)[0].name, n))
+    names = {str(name) for name in conn.execute(text(query)).scalars()}
+    return frozenset(n for n in _MANAGED if n in names)
 
 
 def restore_indexes(target: Engine | Connection, names: tuple[str, ...] = _MANAGED) -> tuple[str, ...]:
@@ -160,9 +164,8 @@ def restore_indexes(target: Engine | Connection, names: tuple[str, ...] = _MANAG
     present = present_indexes(target)
     built: list[str] = []
     for name in names:
-        table, index = _index(name)
-        if name not in present and not target.dialect.has_index(target, table.name, name):
-            index.create(target)
+        if name not in present:
+            _index(name)[1].create(target)
             built.append(name)
     if built and target.dialect.name == "postgresql":
         # the planner learns the new indexes' sizes at once

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -506,11 +506,7 @@ def _wait_for_slots(engine: Engine, run_id: int) -> None:
         with engine.connect() as conn:
             if SLOT_INDEX in present_indexes(conn):
                 return
-            cutoff = utcnow() - STALE_AFTER
-            others = select(import_run_t.c.id).where(
-                import_run_t.c.id != run_id, import_run_t.c.heartbeat_at >= cutoff
-            )
-            waiting = conn.scalar(others.limit(1)) is not None
+            waiting = _live_run(conn, utcnow() - STALE_AFTER, own=run_id)
         if not waiting:  # the run that set it aside died: removed, and the index built again
             clean_dead_runs(engine, own=run_id)
             return
@@ -751,11 +747,8 @@ def clean_dead_runs(
             int(i)
             for i in conn.scalars(select(import_run_t.c.id).where(import_run_t.c.heartbeat_at < cutoff))
         ]
-        living = select(import_run_t.c.id).where(import_run_t.c.heartbeat_at >= cutoff)
-        if own is not None:  # the caller's own run
-            living = living.where(import_run_t.c.id != own)
-        live = conn.scalar(living.limit(1))
-    if live is None:
+        live = _live_run(conn, cutoff, own=own)
+    if not live:
         try:
             restore_indexes(engine)
         except IntegrityError:
@@ -763,9 +756,17 @@ def clean_dead_runs(
                 raise
     for run_id in dead:
         rollback_run(engine, run_id)
-    if dead and live is None:
+    if dead and not live:
         restore_indexes(engine)
     return dead
+
+
+def _live_run(conn: Connection, cutoff: datetime, *, own: int | None) -> bool:
+    """Whether a run other than ``own`` has beaten since ``cutoff`` (is alive)."""
+    living = select(import_run_t.c.id).where(import_run_t.c.heartbeat_at >= cutoff)
+    if own is not None:
+        living = living.where(import_run_t.c.id != own)
+    return conn.scalar(living.limit(1)) is not None
 
 
 def import_battle_records(
