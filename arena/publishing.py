@@ -47,7 +47,9 @@ if TYPE_CHECKING:  # the database stack is imported where it is used: a recomput
     from sqlalchemy.engine import Engine
 
     from votes.annotated import AgreementInput
+    from votes.early_read import EarlyRead
     from votes.models import Snapshot
+    from votes.packed_votes import FetchedTexts
     from votes.queries import VoteFilter
 
 __all__ = [
@@ -500,6 +502,7 @@ def load_votes_with_texts(
     flagged: bool = False,
     fit_first: Callable[[PairCounts], None] | None = None,
     counted_before: PairCounts | None = None,
+    early: EarlyRead | None = None,
 ) -> StoredVotes:
     """As :func:`load_from_database`, plus (with ``style``) the same votes one per row with the style
     covariates of their answers, (with ``agreement``) the agreement report of the votes the filter
@@ -523,7 +526,11 @@ def load_votes_with_texts(
     ``counted_before`` is the counts of the same filter read just before in another transaction (the
     components check): given to ``fit_first`` instead of aggregating again, and kept only if the votes
     read give the very same cells (:meth:`leaderboard.data.PairCounts.same_as`); otherwise the counts
-    returned are those of the votes read, another object, and the caller's early board is not theirs."""
+    returned are those of the votes read, another object, and the caller's early board is not theirs.
+
+    ``early`` is a read begun while the command was starting (:mod:`votes.early_read`): its transaction,
+    when it has one, is the one everything here is read in, and its texts fetched ahead are the scan's
+    first chunks. It is closed here either way."""
     from votes.annotated import (
         agreement_from_store,
         agreement_input_from_store,
@@ -540,8 +547,18 @@ def load_votes_with_texts(
     report: AgreementReport | None = None
     who: Battles | None = None
     sourced: AgreementInput | None = None
+    fetched: FetchedTexts | None = None
     # A deferred transaction: one consistent snapshot without holding SQLite's write lock meanwhile.
-    with read_only(engine).connect() as conn, conn.begin():
+    with ExitStack() as stack:
+        taken = None
+        if early is not None:
+            stack.callback(early.close)
+            taken = early.take()
+        if taken is not None:  # its transaction is begun already, and ends as it closes
+            conn, fetched = taken
+        else:
+            conn = stack.enter_context(read_only(engine).connect())
+            stack.enter_context(conn.begin())
         if style:
             battles = battles_from_store(conn, style=True, filters=vote_filter)
         if agreement:
@@ -563,7 +580,7 @@ def load_votes_with_texts(
         if clustered or judges:
             # the ledger's digest built from the same scan: the votes are read once, not twice
             ledger = LedgerDigest(conn)
-            who = load_battles(conn, filters=counted, who=True, each_chunk=ledger.update)
+            who = load_battles(conn, filters=counted, who=True, each_chunk=ledger.update, fetched=fetched)
             digest = ledger.hexdigest(counted)
         else:
             digest = ledger_sha256(conn, counted)
@@ -615,6 +632,7 @@ def load_board_votes(
     *,
     fit_first: Callable[[PairCounts], None] | None = None,
     counted_before: PairCounts | None = None,
+    early: EarlyRead | None = None,
 ) -> StoredVotes:
     """What a published board reads from the store, for ``options``: the counts (time-bucketed when a
     half-life asks), the votes with their texts for style control, the agreement report, the clusters,
@@ -633,6 +651,7 @@ def load_board_votes(
         flagged=True,
         fit_first=fit_first,
         counted_before=counted_before,
+        early=early,
     )
 
 
@@ -668,15 +687,22 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
     return out
 
 
-def stored_components(engine: Engine, vote_filter: VoteFilter) -> tuple[list[tuple[str, ...]], PairCounts]:
+def stored_components(
+    engine: Engine, vote_filter: VoteFilter, *, early: EarlyRead | None = None
+) -> tuple[list[tuple[str, ...]], PairCounts]:
     """The models of each part of the comparison graph of the selected votes (largest first, as
     :func:`leaderboard.battles.split_components` orders them), read from the aggregated cells, and those
-    cells (what :func:`publish_snapshot` can fit as ``counted`` when the graph is in one part)."""
+    cells (what :func:`publish_snapshot` can fit as ``counted`` when the graph is in one part).
+    ``early``: the same filter's counts read already (:mod:`votes.early_read`), when it has them."""
     from votes.db import read_only
     from votes.queries import load_pair_counts
 
-    with read_only(engine).connect() as conn:
-        counts = _counted_votes(load_pair_counts(conn, filters=vote_filter))
+    read = early.counts() if early is not None and early.filter == vote_filter else None
+    if read is not None:
+        counts = _counted_votes(read)
+    else:
+        with read_only(engine).connect() as conn:
+            counts = _counted_votes(load_pair_counts(conn, filters=vote_filter))
     cells = Battles(
         models=counts.models, model_a=counts.model_a, model_b=counts.model_b, outcome=counts.outcome
     )
@@ -748,6 +774,7 @@ def publish_snapshot(
     cluster: str = "auto",
     flagged_weight: float | None = None,
     counted: PairCounts | None = None,
+    early: EarlyRead | None = None,
 ) -> Snapshot:
     """Recompute from the database and publish: a read-only folder under ``snapshot_dir`` and a row.
 
@@ -764,7 +791,8 @@ def publish_snapshot(
     the board is fitted before the votes are read one by one, and its figures are drawn while they are
     read. ``counted``, the same filter's counts read just before (the components check), is then fitted
     instead of aggregating the votes again; if the votes read turn out to differ (votes came in), the
-    early board and its figures are dropped and the board is fitted on the votes read.
+    early board and its figures are dropped and the board is fitted on the votes read. ``early``, a
+    read begun as the command started (:mod:`votes.early_read`), is read in and closed.
 
     The folder is written under a staging name, frozen (files 0444), moved to its id, and only then
     recorded; if recording fails the folder is removed, so every row has its files and no stray
@@ -790,7 +818,11 @@ def publish_snapshot(
     filters = filters_metadata(source_aware_filter(vote_filter) if options.by_source else vote_filter)
     if component is not None:
         filters["component"] = component
-    retire_golds(engine)  # each publish also runs the gold review's retirement (golds count in no board)
+    # each publish also runs the gold review's retirement (golds count in no board; the flagged report
+    # counts the retired ones, so an early read's older snapshot is given up if any is retired now)
+    if retire_golds(engine) and early is not None:
+        early.close()
+        early = None
     root = Path(snapshot_dir)
     root.mkdir(parents=True, exist_ok=True)
     reconcile_snapshot_dir(engine, root)
@@ -808,7 +840,13 @@ def publish_snapshot(
                 fitted.append(FittedBoard(counts, board, point_fit, drawing))
 
             stored = load_board_votes(
-                engine, vote_filter, options, cluster, fit_first=fit_first, counted_before=counted
+                engine,
+                vote_filter,
+                options,
+                cluster,
+                fit_first=fit_first,
+                counted_before=counted,
+                early=early,
             )
             if fitted and fitted[0].counts is not stored.counts:  # votes came in since ``counted``
                 if fitted[0].drawing is not None:

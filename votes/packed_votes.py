@@ -16,8 +16,10 @@ votes in increasing id order, yields :class:`RowsNeeded` and the caller reads th
 
 from __future__ import annotations
 
+import threading
 import warnings
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -30,13 +32,18 @@ from votes.tables import vote_t
 
 __all__ = [
     "OUTCOME_WORDS",
+    "FetchedTexts",
     "TIME_FORM",
     "TIME_SPAN",
     "TIME_WIDTH",
+    "PackedCells",
     "PackedChunk",
+    "PackedTexts",
     "RowsNeeded",
     "canonical_times",
+    "packed_cells",
     "packed_chunks",
+    "packed_texts",
     "time_micro",
 ]
 
@@ -76,17 +83,31 @@ class RowsNeeded(NamedTuple):
     last: int
 
 
-def packed_chunks(
-    conn: Connection, selected: Select[Any], *, who: bool, size: int
-) -> Iterator[PackedChunk | RowsNeeded]:
-    """The votes ``selected`` selects, chunk by chunk in vote-id order, about ``size`` votes a chunk.
+class PackedTexts(NamedTuple):
+    """What the database sends for one chunk of votes with ids in ``(after, last]``: their number, how
+    many weigh exactly 1 on both weights, and the aggregated texts (see :func:`packed_texts`)."""
+
+    after: int
+    last: int
+    n: int
+    weighed_one: int
+    texts: list[Any]
+
+    def size(self) -> int:
+        """About the bytes its texts hold (what a read fetched ahead counts against its budget)."""
+        return sum(len(text) for text in self.texts if isinstance(text, str))
+
+
+def packed_texts(conn: Connection, selected: Select[Any], *, who: bool, size: int) -> Iterator[PackedTexts]:
+    """The database's part of :func:`packed_chunks`: each chunk's statement run and its texts returned
+    as sent, not parsed. SQLite lets the interpreter lock go while it works, so a thread can fetch these
+    while another imports or computes (:mod:`votes.early_read`); an empty chunk is not yielded.
 
     ``selected`` has the filter's joins and conditions and, labelled, ``id``, ``model_a``, ``model_b``,
     ``winner``, ``time`` (the stored text), ``weight`` (the board's), ``own_weight`` (the vote's),
     ``sided`` and with ``who`` ``annotator`` and ``prompt`` (never NULL). A chunk is the votes with ids
     in ``(after, last]``, ``last`` the ``size``-th stored id after ``after`` (read off the primary key),
-    aggregated by one statement over the same scan (no sorted subquery in between); one that does not
-    qualify (see the module) comes back as its id range, to read row by row.
+    aggregated by one statement over the same scan (no sorted subquery in between).
 
     The statement checks only the weights (a float's text would round it); every other column is
     checked where it is parsed, which costs the database nothing: a NULL is left out by
@@ -112,9 +133,113 @@ def packed_chunks(
         last = int(top if found is None else found)
         n, weighed_one, *texts = conn.execute(stmt, {"after": after, "last": last}).one()
         if n:
-            parsed = _parse(int(n), after, last, texts, who) if weighed_one == n else None
-            yield parsed if parsed is not None else RowsNeeded(after, last)
+            yield PackedTexts(after, last, int(n), int(weighed_one or 0), texts)
         after = last
+
+
+class FetchedTexts:
+    """A packed scan's texts fetched ahead of their parsing: the first chunks by a thread while the
+    process did something else (:meth:`fetch`, within a budget of bytes, so memory never holds a large
+    store's texts), the rest of the same scan fetched as they are needed. ``key`` names the scan (its
+    filter and columns), for the reader to check that the texts are those of the scan it would run.
+    Read once: iterating gives the fetched texts (each let go as it is handed over), then the rest."""
+
+    def __init__(self, key: object, texts: Iterator[PackedTexts]) -> None:
+        self.key = key
+        self._rest = texts
+        self._fetched: deque[PackedTexts] = deque()
+        self._used = False
+        self.bytes = 0
+
+    def fetch(self, stop: threading.Event, budget: int) -> None:
+        """Fetch chunks until the scan ends, ``stop`` is set or ``budget`` bytes are held (each chunk
+        ends before the next is looked at)."""
+        while not stop.is_set() and self.bytes < budget:
+            chunk = next(self._rest, None)
+            if chunk is None:
+                return
+            self._fetched.append(chunk)
+            self.bytes += chunk.size()
+
+    @property
+    def used(self) -> bool:
+        """Whether the texts were handed over already (they are read once)."""
+        return self._used
+
+    def __iter__(self) -> Iterator[PackedTexts]:
+        if self._used:
+            raise RuntimeError("a scan fetched ahead is read once")
+        self._used = True
+        while self._fetched:
+            yield self._fetched.popleft()
+        yield from self._rest
+
+
+def packed_chunks(
+    conn: Connection,
+    selected: Select[Any],
+    *,
+    who: bool,
+    size: int,
+    fetched: Iterable[PackedTexts] | None = None,
+) -> Iterator[PackedChunk | RowsNeeded]:
+    """The votes ``selected`` selects, chunk by chunk in vote-id order, about ``size`` votes a chunk
+    (the statement and its chunks: :func:`packed_texts`). A chunk that does not qualify (see the
+    module) comes back as its id range, to read row by row.
+
+    ``fetched`` is that statement's texts fetched already (by a thread, while the process did something
+    else: :mod:`votes.early_read`), used instead of running it here; its caller answers for it being
+    the texts of this very statement."""
+    for chunk in packed_texts(conn, selected, who=who, size=size) if fetched is None else fetched:
+        whole = chunk.weighed_one == chunk.n  # every weight 1, or the chunk is read row by row
+        parsed = _parse(chunk.n, chunk.after, chunk.last, chunk.texts, who) if whole else None
+        yield parsed if parsed is not None else RowsNeeded(chunk.after, chunk.last)
+
+
+class PackedCells(NamedTuple):
+    """The cells of a ``GROUP BY model_a, model_b, winner`` as arrays: the model ids, the outcome codes,
+    each cell's vote number and the number of its votes without a known side (every weight was 1)."""
+
+    model_a: npt.NDArray[np.int64]
+    model_b: npt.NDArray[np.int64]
+    outcome: npt.NDArray[np.int8]
+    votes: npt.NDArray[np.int64]
+    unsided: npt.NDArray[np.int64]
+
+
+def packed_cells(conn: Connection, grouped: Select[Any]) -> PackedCells | None:
+    """The rows of ``grouped`` (columns: the model ids, the outcome word, the number of votes, their
+    summed weight, and the number and summed weight of those without a known side) aggregated once more
+    into one row of texts, as :func:`packed_chunks` reads votes: tens of thousands of cells arrive as
+    six strings, not as a row each (each row is a step of the database taken and given back the
+    interpreter lock, what a thread reading beside busy work pays dearly for: :mod:`votes.early_read`).
+
+    None, for the caller to read the rows, unless every cell's summed weights equal its vote numbers
+    (the counts are then whole numbers) and every text parses (a NULL id or an unknown outcome word
+    shortens its text)."""
+    sub = grouped.subquery()
+    model_a, model_b, winner, votes, weight, unsided, unsided_weight = sub.c
+    digit = case({word: literal(str(code)) for code, word in enumerate(OUTCOME_WORDS)}, value=winner)
+    plain = and_(weight == votes, unsided_weight == unsided)
+    stmt = select(
+        func.count(),
+        func.sum(case((plain, 1), else_=0)),
+        *(func.group_concat(column) for column in (model_a, model_b, votes, unsided)),
+        func.group_concat(digit, ""),
+    )
+    n, plain_n, *texts = conn.execute(stmt).one()
+    n = int(n)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return PackedCells(empty, empty, np.zeros(0, dtype=np.int8), empty, empty)
+    if plain_n != n:
+        return None
+    columns = [_integers(text, n) for text in texts[:4]]
+    outcome = _digits(texts[4], n, len(OUTCOME_WORDS))
+    a, b, counted, side_less = columns
+    if a is None or b is None or counted is None or side_less is None or outcome is None:
+        return None
+    return PackedCells(a, b, outcome.astype(np.int8), counted, side_less)
 
 
 def _bytes(text: Any) -> npt.NDArray[np.uint8] | None:

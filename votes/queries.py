@@ -26,7 +26,15 @@ from sqlalchemy.sql.operators import custom_op
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts, parse_outcome
 from votes.bulk import column_chunks
-from votes.packed_votes import OUTCOME_WORDS, RowsNeeded, packed_chunks, time_micro
+from votes.packed_votes import (
+    OUTCOME_WORDS,
+    FetchedTexts,
+    RowsNeeded,
+    packed_cells,
+    packed_chunks,
+    packed_texts,
+    time_micro,
+)
 from votes.records import rows_sha256
 from votes.tables import annotator_t, battle_t, generation_t, model_t, output_t, prompt_t, vote_t
 
@@ -44,6 +52,7 @@ __all__ = [
     "iter_vote_texts",
     "load_battles",
     "load_pair_counts",
+    "packed_scan",
     "pair_counts_statement",
     "robust_weight",
     "votes_name_annotators",
@@ -311,30 +320,15 @@ def _model_names(conn: Connection, ids: set[int]) -> dict[int, str]:
     return {int(i): str(n) for i, n in conn.execute(stmt)}
 
 
-def load_battles(
-    db: Session | Connection,
-    *,
-    category: str | None = None,
-    language: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    exclude_flagged: bool = False,
-    filters: VoteFilter | None = None,
-    who: bool = False,
-    each_chunk: Callable[[StoredChunk], None] | None = None,
-) -> Battles:
-    """Every selected vote as arrays, in vote-id order (for Elo replays, time weights, held-out splits).
+class _Scan(NamedTuple):
+    """The columns :func:`load_battles` reads, and the votes (joined as the filter needs) they come from."""
 
-    Models are the ones that appear in the selection, sorted by name. With ``who`` each vote also
-    carries its annotator id and its battle's prompt id (-1 where there is none), what clustered
-    intervals resample; the battle is then joined, so the plain read stays on the vote rows.
-    ``each_chunk`` (with ``who``) sees each chunk as stored (:class:`StoredChunk`), so what else needs
-    the same votes (the ledger's digest) does not read them again.
-    """
-    if each_chunk is not None and not who:
-        raise ValueError("each_chunk reads the votes' annotators: ask for who")
-    conn = _connection(db)
-    f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
+    columns: list[ColumnElement[Any]]
+    votes: Any  # the FROM clause: the votes, joined
+    own_weight: int  # the position of the vote's own weight among the columns (the board's when equal)
+
+
+def _scan(conn: Connection, f: VoteFilter, who: bool) -> _Scan:
     weight, votes = _weight(f)
     columns: list[ColumnElement[Any]] = [
         vote_t.c.id.label("id"),
@@ -356,6 +350,56 @@ def load_battles(
     own_weight = len(columns) if weight is not vote_t.c.weight else 5
     if own_weight != 5:
         columns.append(vote_t.c.weight.label("own_weight"))
+    return _Scan(columns, votes, own_weight)
+
+
+def _packed_statement(f: VoteFilter, scan: _Scan, who: bool) -> Select[Any]:
+    """The statement of SQLite's packed read (:func:`votes.packed_votes.packed_chunks`) of ``scan``."""
+    columns = scan.columns
+    if scan.own_weight == 5:
+        columns = [*columns, vote_t.c.weight.label("own_weight")]
+    return filter_votes(select(*columns).select_from(scan.votes), f, battle_joined=who)
+
+
+def packed_scan(conn: Connection, filters: VoteFilter, *, who: bool = False) -> FetchedTexts | None:
+    """The texts of the scan :func:`load_battles` runs on SQLite for ``filters`` and ``who``, not
+    fetched yet: what a thread fetches ahead (:meth:`~votes.packed_votes.FetchedTexts.fetch`) and
+    ``load_battles(..., fetched=...)`` then parses. None on another database (read row by row)."""
+    if conn.dialect.name != "sqlite":
+        return None
+    selected = _packed_statement(filters, _scan(conn, filters, who), who)
+    return FetchedTexts((filters, who), packed_texts(conn, selected, who=who, size=_CHUNK))
+
+
+def load_battles(
+    db: Session | Connection,
+    *,
+    category: str | None = None,
+    language: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    exclude_flagged: bool = False,
+    filters: VoteFilter | None = None,
+    who: bool = False,
+    each_chunk: Callable[[StoredChunk], None] | None = None,
+    fetched: FetchedTexts | None = None,
+) -> Battles:
+    """Every selected vote as arrays, in vote-id order (for Elo replays, time weights, held-out splits).
+
+    Models are the ones that appear in the selection, sorted by name. With ``who`` each vote also
+    carries its annotator id and its battle's prompt id (-1 where there is none), what clustered
+    intervals resample; the battle is then joined, so the plain read stays on the vote rows.
+    ``each_chunk`` (with ``who``) sees each chunk as stored (:class:`StoredChunk`), so what else needs
+    the same votes (the ledger's digest) does not read them again. ``fetched`` is the texts of this
+    very read fetched ahead on the same connection (:func:`packed_scan`), used when its key is this
+    read's filter and ``who`` and it was not read before; otherwise the read is run here.
+    """
+    if each_chunk is not None and not who:
+        raise ValueError("each_chunk reads the votes' annotators: ask for who")
+    conn = _connection(db)
+    f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
+    scan = _scan(conn, f, who)
+    columns, votes, own_weight = scan
     base = select(*columns).select_from(votes)
 
     def rows(span: tuple[int, int] | None = None) -> Select[Any]:
@@ -408,10 +452,9 @@ def load_battles(
     if conn.dialect.name != "sqlite":
         read_rows(rows())
     else:  # SQLite hands chunks of votes packed in a few texts (votes.packed_votes)
-        if own_weight == 5:
-            columns.append(vote_t.c.weight.label("own_weight"))
-        selected = filter_votes(select(*columns).select_from(votes), f, battle_joined=who)
-        for packed in packed_chunks(conn, selected, who=who, size=_CHUNK):
+        selected = _packed_statement(f, scan, who)
+        ahead = fetched if fetched is not None and fetched.key == (f, who) and not fetched.used else None
+        for packed in packed_chunks(conn, selected, who=who, size=_CHUNK, fetched=ahead):
             micro = None if isinstance(packed, RowsNeeded) else time_micro(packed.time_chars)
             if isinstance(packed, RowsNeeded):
                 read_rows(rows((packed.after, packed.last)))
@@ -603,18 +646,29 @@ def load_pair_counts(
     """
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
-    rows = conn.execute(pair_counts_statement(f, dialect=conn.dialect.name)).all()
-    names = _model_names(conn, {r[0] for r in rows} | {r[1] for r in rows})
+    stmt = pair_counts_statement(f, dialect=conn.dialect.name)
+    # SQLite hands whole-number cells packed in a few texts (votes.packed_votes); else a row per cell
+    packed = packed_cells(conn, stmt) if conn.dialect.name == "sqlite" else None
+    if packed is not None:
+        a_ids, b_ids, outcome = packed.model_a, packed.model_b, packed.outcome
+        votes = weight = packed.votes.astype(np.float64)
+        votes_unsided = weight_unsided = packed.unsided.astype(np.float64)
+    else:
+        rows = conn.execute(stmt).all()
+        a_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        b_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        outcome = np.fromiter((parse_outcome(r[2]) for r in rows), dtype=np.int8, count=len(rows))
+        votes = np.fromiter((r[3] for r in rows), dtype=np.float64, count=len(rows))
+        weight = np.fromiter((r[4] for r in rows), dtype=np.float64, count=len(rows))
+        votes_unsided = np.fromiter((r[5] for r in rows), dtype=np.float64, count=len(rows))
+        weight_unsided = np.fromiter((r[6] for r in rows), dtype=np.float64, count=len(rows))
+    n = len(a_ids)
+    names = _model_names(conn, set(np.union1d(a_ids, b_ids).tolist()))
     models = tuple(sorted(names.values()))
-    position = {model_id: models.index(name) for model_id, name in names.items()}
-    n = len(rows)
-    model_a = np.fromiter((position[r[0]] for r in rows), dtype=np.int64, count=n)
-    model_b = np.fromiter((position[r[1]] for r in rows), dtype=np.int64, count=n)
-    outcome = np.fromiter((parse_outcome(r[2]) for r in rows), dtype=np.int8, count=n)
-    votes = np.fromiter((r[3] for r in rows), dtype=np.float64, count=n)
-    weight = np.fromiter((r[4] for r in rows), dtype=np.float64, count=n)
-    votes_unsided = np.fromiter((r[5] for r in rows), dtype=np.float64, count=n)
-    weight_unsided = np.fromiter((r[6] for r in rows), dtype=np.float64, count=n)
+    lookup = np.zeros(max(names, default=0) + 1, dtype=np.int64)
+    for model_id, name in names.items():
+        lookup[model_id] = models.index(name)
+    model_a, model_b = lookup[a_ids], lookup[b_ids]
     sided: npt.NDArray[np.bool_] | None = None
     if np.any(votes_unsided > 0):
         # Each (model_a, model_b, outcome) row splits into its sided and its side-less cell.

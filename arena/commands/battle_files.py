@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from leaderboard.battles import Battles
     from leaderboard.data import PairCounts
     from votes.columns import BattleRead
+    from votes.early_read import EarlyRead
     from votes.queries import VoteFilter
     from votes.records import Refusal
     from votes.selection import BattleFilter
@@ -211,15 +212,16 @@ class StoredPart(NamedTuple):
 
 
 def pick_stored_components(
-    engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool
+    engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool, early: EarlyRead | None = None
 ) -> list[StoredPart]:
     """The parts of the stored votes' comparison graph to fit; an error (exit 1) naming the parts when
-    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen."""
+    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen.
+    ``early``: a read begun as the command started, whose counts are used when it has them."""
     from dataclasses import replace
 
     from arena.publishing import stored_components
 
-    parts, counts = stored_components(engine, vote_filter)
+    parts, counts = stored_components(engine, vote_filter, early=early)
     if len(parts) <= 1:
         return [StoredPart(None, vote_filter, counts)]
     sizes = "; ".join(f"{k}: {len(p)} models ({', '.join(p[:4])})" for k, p in enumerate(parts, 1))

@@ -665,28 +665,11 @@ def publish(
     The filters select the votes as for recompute and are recorded in the snapshot's metadata; with
     --each-component every part of a comparison graph in parts is published as its own snapshot.
     """
-    from arena.publishing import SliceSpec, publish_slices, publish_snapshot
-    from leaderboard.plot_process import command_line_process
-    from leaderboard.snapshot import read_snapshot
-    from leaderboard.spec import DisconnectedComparisonError
+    from votes.early_read import EarlyRead
+    from votes.import_runs import STALE_AFTER, clean_dead_runs
+    from votes.models import utcnow
 
-    command_line_process()
     settings = settings_for(database_url)
-    options = _options(
-        method,
-        bootstrap,
-        seed,
-        anchor,
-        level,
-        interval,
-        half_life=half_life,
-        prior=prior,
-        both_bad=both_bad,
-        style=style,
-        families=family,
-        rectify=rectify,
-    )
-    _check_cluster(cluster)
     vote_filter = database_filter(
         category=category,
         language=language,
@@ -702,94 +685,128 @@ def publish(
         robust=robust,
         flagged_weight=settings.flagged_down_weight,
     )
-    if all_slices and vote_filter != database_filter(
-        exclude_flagged=exclude_flagged, flagged_weight=settings.flagged_down_weight
-    ):
-        raise typer.BadParameter(
-            "--all-slices publishes every category and language of all votes; no filters"
-        )
-    from votes.import_runs import clean_dead_runs
-
-    engine = open_store(settings)
-    folder = snapshot_dir or Path(settings.snapshot_dir)
+    # The board's read begun in a thread while the fitting stack is imported and the options checked
+    # (votes.early_read): a read only, of a store that exists at the newest revision, or nothing.
+    early = None
+    if not all_slices:
+        early = EarlyRead(settings.database_url, vote_filter, stale_before=utcnow() - STALE_AFTER)
     try:
-        clean_dead_runs(engine)  # a crashed import's rows never reach a board
-        with progress_bar(not as_json) as bar, gc_paused():  # batch work: see votes.collector
-            tasks: dict[str, Any] = {}
+        from arena.publishing import SliceSpec, publish_slices, publish_snapshot
+        from leaderboard.plot_process import command_line_process
+        from leaderboard.snapshot import read_snapshot
+        from leaderboard.spec import DisconnectedComparisonError
 
-            def report(label: str, done: int, total: int) -> None:
-                if label not in tasks:
-                    tasks[label] = bar.add_task(f"{label}: bootstrap", total=total)
-                bar.update(tasks[label], completed=done, total=total)
-
-            if all_slices:
-                rows = publish_slices(
-                    engine,
-                    snapshot_dir=folder,
-                    options=options,
-                    min_votes=min_votes,
-                    exclude_flagged=exclude_flagged,
-                    progress=report,
-                    cluster=cluster,
-                    flagged_weight=settings.flagged_down_weight,
-                )
-            else:
-                spec = SliceSpec(category=category, language=language)
-                chosen = pick_stored_components(
-                    engine, vote_filter, largest=largest_component, each=each_component
-                )
-                rows = []
-                for k, part_filter, counted in chosen:
-                    label = spec.label if k is None else f"{spec.label}, component {k}"
-
-                    def part_progress(done: int, total: int, label: str = label) -> None:
-                        report(label, done, total)
-
-                    rows.append(
-                        publish_snapshot(
-                            engine,
-                            snapshot_dir=folder,
-                            options=options,
-                            vote_filter=part_filter,
-                            component=k,
-                            progress=part_progress,
-                            cluster=cluster,
-                            counted=counted,
-                        )
-                    )
-    except DisconnectedComparisonError as exc:
-        # One line (no wrapping), exit 1, and how to get a board for each part.
-        typer.echo(
-            f"error: {exc}. No common scale exists; publish each part as its own snapshot with "
-            "--each-component, or only the largest part with --largest-component.",
-            err=True,
+        command_line_process()
+        options = _options(
+            method,
+            bootstrap,
+            seed,
+            anchor,
+            level,
+            interval,
+            half_life=half_life,
+            prior=prior,
+            both_bad=both_bad,
+            style=style,
+            families=family,
+            rectify=rectify,
         )
-        raise typer.Exit(1) from None
-    except ValueError as exc:  # no votes, no answer texts for --style, no ids to cluster by
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    finally:
-        engine.dispose()
-    if as_json:
-        import json
+        _check_cluster(cluster)
+        if all_slices and vote_filter != database_filter(
+            exclude_flagged=exclude_flagged, flagged_weight=settings.flagged_down_weight
+        ):
+            raise typer.BadParameter(
+                "--all-slices publishes every category and language of all votes; no filters"
+            )
+        engine = open_store(settings)
+        folder = snapshot_dir or Path(settings.snapshot_dir)
+        try:
+            clean_dead_runs(engine)  # a crashed import's rows never reach a board
+            with progress_bar(not as_json) as bar, gc_paused():  # batch work: see votes.collector
+                tasks: dict[str, Any] = {}
 
-        boards = [
-            json.loads(board_json(d.leaderboard, Path(d.path), d.metadata))
-            for d in map(read_snapshot, [r.path for r in rows])
-        ]
-        print(json.dumps(boards))  # noqa: T201 - the command's output
-        return
-    for row in rows:
-        data = read_snapshot(row.path)
-        part = data.metadata.get("filters", {}).get("component")
-        named = "" if part is None else f", component {part}"
-        title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice}{named})"
-        out.print(summary_table(data.leaderboard, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
-        print_style(data.metadata, Path(row.path))
-        print_agreement(data.metadata)
-        out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")
-        if part is not None:
-            typer.echo(f"  component {part}: {', '.join(sorted(data.leaderboard.models))}")
+                def report(label: str, done: int, total: int) -> None:
+                    if label not in tasks:
+                        tasks[label] = bar.add_task(f"{label}: bootstrap", total=total)
+                    bar.update(tasks[label], completed=done, total=total)
+
+                if all_slices:
+                    rows = publish_slices(
+                        engine,
+                        snapshot_dir=folder,
+                        options=options,
+                        min_votes=min_votes,
+                        exclude_flagged=exclude_flagged,
+                        progress=report,
+                        cluster=cluster,
+                        flagged_weight=settings.flagged_down_weight,
+                    )
+                else:
+                    spec = SliceSpec(category=category, language=language)
+                    chosen = pick_stored_components(
+                        engine, vote_filter, largest=largest_component, each=each_component, early=early
+                    )
+                    if early is not None and any(part != vote_filter for _, part, _ in chosen):
+                        early.close()  # not the read of these parts; stopped before a child is forked
+                        early = None
+                    rows = []
+                    for k, part_filter, counted in chosen:
+                        label = spec.label if k is None else f"{spec.label}, component {k}"
+
+                        def part_progress(done: int, total: int, label: str = label) -> None:
+                            report(label, done, total)
+
+                        rows.append(
+                            publish_snapshot(
+                                engine,
+                                snapshot_dir=folder,
+                                options=options,
+                                vote_filter=part_filter,
+                                component=k,
+                                progress=part_progress,
+                                cluster=cluster,
+                                counted=counted,
+                                early=early if part_filter == vote_filter else None,
+                            )
+                        )
+        except DisconnectedComparisonError as exc:
+            # One line (no wrapping), exit 1, and how to get a board for each part.
+            typer.echo(
+                f"error: {exc}. No common scale exists; publish each part as its own snapshot with "
+                "--each-component, or only the largest part with --largest-component.",
+                err=True,
+            )
+            raise typer.Exit(1) from None
+        except ValueError as exc:  # no votes, no answer texts for --style, no ids to cluster by
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from None
+        finally:
+            engine.dispose()
+        if as_json:
+            import json
+
+            boards = [
+                json.loads(board_json(d.leaderboard, Path(d.path), d.metadata))
+                for d in map(read_snapshot, [r.path for r in rows])
+            ]
+            print(json.dumps(boards))  # noqa: T201 - the command's output
+            return
+        for row in rows:
+            data = read_snapshot(row.path)
+            part = data.metadata.get("filters", {}).get("component")
+            named = "" if part is None else f", component {part}"
+            title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice}{named})"
+            out.print(
+                summary_table(data.leaderboard, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS)
+            )
+            print_style(data.metadata, Path(row.path))
+            print_agreement(data.metadata)
+            out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")
+            if part is not None:
+                typer.echo(f"  component {part}: {', '.join(sorted(data.leaderboard.models))}")
+    finally:
+        if early is not None:
+            early.close()
 
 
 def register(app: typer.Typer) -> None:

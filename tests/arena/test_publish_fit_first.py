@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 import arena.publishing
+import votes.early_read
 import votes.queries
 from arena.cli import build_app
 from arena.publishing import FitOptions, publish_snapshot, stored_components
@@ -90,6 +91,15 @@ def test_board_fitted_before_the_scan_is_the_file_board(
     with engine.connect() as conn:
         assert not votes_name_annotators(conn)
     calls = _calls(monkeypatch)
+    taken: list[bool] = []
+    take = votes.early_read.EarlyRead.take
+
+    def spy(self: votes.early_read.EarlyRead) -> Any:
+        found = take(self)
+        taken.append(found is not None and found[1] is not None and len(found[1]._fetched) > 0)
+        return found
+
+    monkeypatch.setattr(votes.early_read.EarlyRead, "take", spy)
     fit = ["--bootstrap", str(ROUNDS), "--seed", str(SEED)]
     published = CliRunner().invoke(
         build_app(),
@@ -98,6 +108,8 @@ def test_board_fitted_before_the_scan_is_the_file_board(
     assert published.exit_code == 0, published.output
     # fitted once, on the database's counts, before the votes were read one by one
     assert calls == ["fit", "scan"]
+    # on SQLite in the transaction the command began in a thread as it started, its texts fetched ahead
+    assert taken == [engine.dialect.name == "sqlite"]
     (folder,) = (tmp_path / "snap").iterdir()
     offline = tmp_path / "offline"
     recomputed = CliRunner().invoke(

@@ -166,3 +166,63 @@ def test_integer_texts_are_read_strictly() -> None:
         assert read(bad, 3 if bad.count(",") == 2 else bad.count(",") + 1) is None, bad
     assert read("1,2", 3) is None
     assert read(None, 1) is None
+
+
+@pytest.mark.parametrize("filters", FILTERS)
+@pytest.mark.parametrize("weighted", [True, False])
+def test_packed_cells_are_the_row_cells(
+    engine: Engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    filters: VoteFilter | None,
+    weighted: bool,
+) -> None:
+    """SQLite's counts come packed (one row of texts) when every cell's weights sum to its vote number,
+    else row by row: either way the cells the rows give, side-less votes in cells of their own."""
+    import_file(engine, write_jsonl(tmp_path / "battles.jsonl", _rows(60, weighted=weighted)))
+    packed: list[bool] = []
+    real = packed_votes.packed_cells
+
+    def spy(*args: Any) -> packed_votes.PackedCells | None:
+        found = real(*args)
+        packed.append(found is not None)
+        return found
+
+    monkeypatch.setattr(queries, "packed_cells", spy)
+    with engine.connect() as conn:
+        counts = queries.load_pair_counts(conn, filters=filters)
+        monkeypatch.setattr(queries, "packed_cells", lambda *args: None)
+        rows = queries.load_pair_counts(conn, filters=filters)
+    assert counts.models == rows.models
+    for name in ("model_a", "model_b", "outcome", "count", "votes", "sided"):
+        x, y = getattr(counts, name), getattr(rows, name)
+        if x is None or y is None:
+            assert x is None and y is None, name
+        else:
+            assert x.dtype == y.dtype, name
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    assert counts.sided is not None  # some votes have no known side
+    if engine.dialect.name != "sqlite":
+        assert packed == []
+    else:
+        # weighted: the 1/3 vote's cell (unless a flagged weight or the language leaves it out) and a
+        # down-weighted filter's cells are not whole numbers
+        whole = not weighted or (filters is not None and filters.language is not None)
+        if filters is not None and filters.flagged_weight is not None:
+            whole = whole and counts.votes is None
+        assert packed == [whole]
+
+
+def test_cells_with_an_unknown_outcome_are_read_by_rows(engine: Engine, tmp_path: Path) -> None:
+    """An outcome word no write stores has no digit: the packed counts give way to the rows, whose
+    reading names the word."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the packed read is SQLite's")
+    import_file(engine, write_jsonl(tmp_path / "battles.jsonl", _rows(30, weighted=False)))
+    with closing(sqlite3.connect(str(engine.url.database))) as raw, raw:
+        raw.execute("UPDATE vote SET winner = 'draw' WHERE id = (SELECT MIN(id) FROM vote)")
+    with engine.connect() as conn:
+        stmt = queries.pair_counts_statement(VoteFilter(), dialect="sqlite")
+        assert packed_votes.packed_cells(conn, stmt) is None
+        with pytest.raises(ValueError, match="draw"):
+            queries.load_pair_counts(conn)
