@@ -17,6 +17,11 @@ finished board (pickled into an unnamed temporary file both hold, so the parent 
 child to read); the child writes the four only when the board draws them the same
 (:func:`~leaderboard.snapshot.same_point_plots`), else draws them again, and draws the other two. Nothing
 reaches the folder before the board it shows is known.
+
+The two processes share the figures out as they go (:class:`_Claims`, flags in memory both hold): the
+child takes them first to last, and the parent, once the rest of the snapshot is written and it would
+only wait, takes what is left from the last one back, so whichever has time to spare draws, and both
+end about together. Each figure is drawn by one of them, in the same bytes either way.
 """
 
 from __future__ import annotations
@@ -64,12 +69,40 @@ def forking_is_safe() -> bool:
     return _command_line or threading.active_count() == 1
 
 
+class _Claims:
+    """Which figures are taken, as flags in shared memory under one lock, made before the fork so both
+    processes hold them: each figure is drawn by whichever process takes it first."""
+
+    def __init__(self) -> None:
+        self._flags = multiprocessing.get_context("fork").Array("b", len(PLOT_STEMS))
+
+    def take(self, stem: str) -> bool:
+        """Take ``stem``'s figure; whether it was still free (then the caller draws it)."""
+        i = PLOT_STEMS.index(stem)
+        with self._flags.get_lock():
+            if self._flags[i]:
+                return False
+            self._flags[i] = 1
+            return True
+
+    def from_the_end(self) -> list[str]:
+        """Take the free figures from the last one back, stopping at the first one taken (what is before
+        it the child has taken, or is about to): the figures the parent then draws."""
+        taken: list[str] = []
+        for stem in reversed(PLOT_STEMS):
+            if not self.take(stem):
+                break
+            taken.append(stem)
+        return taken
+
+
 def _draw_in_child(
     out: Path,
     leaderboard: Leaderboard | None,
     counts: PairCounts,
     preview: Callable[[], Leaderboard] | None,
     handover: _Handover | None,
+    claims: _Claims | None = None,
 ) -> None:
     # Output streams of the child's own: another thread may have held the parent's stderr lock (the
     # progress bar writing) at the fork, and a warning printed here would wait for it for ever.
@@ -88,13 +121,16 @@ def _draw_in_child(
             leaderboard = handover.receive()
         if leaderboard is None:
             raise ValueError("no board to draw")
+        take = claims.take if claims is not None else None
         stems: Collection[str] = PLOT_STEMS
         if ahead is not None and same_point_plots(ahead, leaderboard):
             out.mkdir(parents=True, exist_ok=True)
+            kept = {stem for stem in POINT_PLOT_STEMS if take is None or take(stem)}
             for name, blob in drawn:
-                write_bytes_atomic(out / name, blob)
+                if name.rsplit(".", 1)[0] in kept:
+                    write_bytes_atomic(out / name, blob)
             stems = [stem for stem in PLOT_STEMS if stem not in POINT_PLOT_STEMS]
-        draw_plots(out, leaderboard, counts, stems=stems)
+        draw_plots(out, leaderboard, counts, stems=stems, take=take)
     except BaseException:  # the parent draws again and raises it; no traceback from the child
         sys.exit(1)
 
@@ -153,14 +189,19 @@ class PlotDrawing:
         self._leaderboard = leaderboard
         self._child: multiprocessing.process.BaseProcess | None = None
         self._handover: _Handover | None = None
+        self._claims: _Claims | None = None
         if fork if fork is not None else forking_is_safe():
             try:
                 handover = _Handover() if leaderboard is None else None
             except OSError:  # no temporary file to hand the board over in: drawn here when waited for
                 return
+            try:
+                claims: _Claims | None = _Claims()
+            except OSError:  # no shared memory or semaphore here: the child draws every figure
+                claims = None
             child = multiprocessing.get_context("fork").Process(
                 target=_draw_in_child,
-                args=(self._out, leaderboard, counts, preview, handover),
+                args=(self._out, leaderboard, counts, preview, handover, claims),
                 name="arena-plots",
                 daemon=True,
             )
@@ -172,7 +213,7 @@ class PlotDrawing:
                 raise
             if handover is not None:
                 handover.reader.close()  # the child's end
-            self._child, self._handover = child, handover
+            self._child, self._handover, self._claims = child, handover, claims
 
     @property
     def forked(self) -> bool:
@@ -195,20 +236,33 @@ class PlotDrawing:
                 handover.close()
 
     def wait(self) -> None:
-        """Block until the figures are in the folder: drawn by the child, or else drawn here (a child
-        still drawing after :data:`CHILD_TIMEOUT_SECONDS`, say stuck on a lock some other thread held
-        when it was forked, is stopped first)."""
+        """Block until the figures are in the folder: the last ones the child has not taken yet drawn
+        here meanwhile (see the module), the others by the child, or else all drawn here (a child still
+        drawing after :data:`CHILD_TIMEOUT_SECONDS`, say stuck on a lock some other thread held when it
+        was forked, is stopped first)."""
         if self._leaderboard is None:
             raise ValueError("no board to draw: call draw() first")
         child, self._child = self._child, None
+        claims, self._claims = self._claims, None
+        drawn_here: list[str] = []
         if child is not None:
+            try:
+                for stem in claims.from_the_end() if claims is not None else ():
+                    draw_plots(self._out, self._leaderboard, self._counts, stems=(stem,))
+                    drawn_here.append(stem)
+            except BaseException:  # raised here as without a child, which is stopped first
+                child.terminate()
+                child.join()
+                raise
             child.join(CHILD_TIMEOUT_SECONDS)
             if child.is_alive():
                 child.terminate()
                 child.join()
             elif child.exitcode == 0:
                 return
-        draw_plots(self._out, self._leaderboard, self._counts)
+        # the child's figures drawn here (it failed, or was stopped): every one not drawn here already
+        rest = [stem for stem in PLOT_STEMS if stem not in drawn_here]
+        draw_plots(self._out, self._leaderboard, self._counts, stems=rest)
 
     def cancel(self) -> None:
         """Stop the child if it is still drawing (nothing is drawn here)."""

@@ -272,10 +272,12 @@ def draw_plots(
     matrices: PairwiseMatrices | None = None,
     *,
     stems: Collection[str] = PLOT_STEMS,
+    take: Callable[[str], bool] | None = None,
 ) -> None:
     """The board's figures (:data:`PLOT_FILES`, SVG and PNG; those of ``stems`` only when given) in
-    ``out``; ``matrices`` in the table's model order when the caller has them."""
-    rendered = render_plots(leaderboard, counts, matrices, stems=stems)
+    ``out``; ``matrices`` in the table's model order when the caller has them; ``take``: see
+    :func:`render_plots`."""
+    rendered = render_plots(leaderboard, counts, matrices, stems=stems, take=take)
     out.mkdir(parents=True, exist_ok=True)
     for name, blob in rendered:
         write_bytes_atomic(out / name, blob)
@@ -287,9 +289,12 @@ def render_plots(
     matrices: PairwiseMatrices | None = None,
     *,
     stems: Collection[str] = PLOT_STEMS,
+    take: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[str, bytes]]:
     """Each figure of ``stems`` (in :data:`PLOT_STEMS` order) as ``(file name, bytes)``: what
-    :func:`draw_plots` writes, each figure drawn as the iterator reaches it."""
+    :func:`draw_plots` writes, each figure drawn as the iterator reaches it. ``take(stem)``, when given,
+    is asked just before a figure is drawn, and the figure is left out unless it says yes (figures
+    shared out between two processes as they go: :mod:`leaderboard.plot_process`)."""
     # matplotlib loads only where plots are drawn, so reading snapshots (the web pages) stays light
     from leaderboard.plots import (
         plot_average_win_rates,
@@ -325,7 +330,7 @@ def render_plots(
     return (
         (f"{stem}.{fmt}", blob)
         for stem in PLOT_STEMS
-        if stem in stems
+        if stem in stems and (take is None or take(stem))
         for fmt, blob in render_figure(figures[stem]()).items()
     )
 

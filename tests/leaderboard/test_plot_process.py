@@ -49,7 +49,7 @@ def test_an_error_in_the_child_is_raised_by_the_parent(
     parent = os.getpid()
     drawn_in: list[int] = []
 
-    def broken(out: Path, *args: object) -> None:
+    def broken(out: Path, *args: object, **kwargs: object) -> None:
         drawn_in.append(os.getpid())  # the child's list is its own copy: only the parent's call shows
         raise RuntimeError(f"cannot draw in {out.name}")
 
@@ -84,7 +84,7 @@ def test_a_child_that_never_finishes_is_stopped_and_the_parent_draws(
     parent = os.getpid()
     drawn_in: list[int] = []
 
-    def stuck_in_child(out: Path, *args: object) -> None:
+    def stuck_in_child(out: Path, *args: object, **kwargs: object) -> None:
         if os.getpid() != parent:
             import time
 
@@ -97,7 +97,8 @@ def test_a_child_that_never_finishes_is_stopped_and_the_parent_draws(
     drawing = PlotDrawing(tmp_path / "out", handmade_leaderboard(counts), counts, fork=True)
     child = drawing._child
     drawing.wait()
-    assert drawn_in == [parent]
+    # the figures the child never took drawn here as it waited, then the rest once it was stopped
+    assert drawn_in and set(drawn_in) == {parent}
     assert child is not None and not child.is_alive()
 
 
@@ -180,7 +181,8 @@ def test_a_preview_other_than_the_board_is_drawn_again(
     drawing.wait()
     for name in PLOT_FILES:
         assert (tmp_path / "child" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
-    assert log.read_text().split()[1] == ",".join(PLOT_STEMS)
+    asked = [line.split()[1] for line in log.read_text().splitlines() if int(line.split()[0]) != os.getpid()]
+    assert asked == [",".join(PLOT_STEMS)]  # by the child: the six from the board (those it still takes)
 
 
 def test_a_child_forked_before_the_fit_writes_nothing_until_it_has_the_board(tmp_path: Path) -> None:
@@ -244,3 +246,52 @@ def test_no_temporary_file_to_hand_the_board_over_in_means_no_child(
     drawing.draw(board)
     drawing.wait()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(PLOT_FILES)
+
+
+def test_figures_are_taken_once_the_parent_from_the_last_back() -> None:
+    claims = plot_process._Claims()
+    assert claims.take("ratings") and not claims.take("ratings")
+    assert claims.take("battle_counts")
+    # from the end back to the first taken one: what lies before it is the child's
+    assert claims.from_the_end() == ["bootstrap", "winrate_average"]
+    assert claims.from_the_end() == []
+
+
+def test_the_parent_draws_the_last_figures_the_child_has_not_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow child (a second before it takes each figure after its first): the parent, waiting, draws
+    the figures from the last one back until it meets the one the child took; together they draw each
+    figure once, the bytes drawn in place."""
+    parent = os.getpid()
+    real_take = plot_process._Claims.take
+
+    def slow_in_child(self: plot_process._Claims, stem: str) -> bool:
+        if os.getpid() != parent and stem != PLOT_STEMS[0]:
+            time.sleep(1.0)
+        return real_take(self, stem)
+
+    monkeypatch.setattr(plot_process._Claims, "take", slow_in_child)
+    counts = simulated_counts()
+    board = handmade_leaderboard(counts)
+    here = write_snapshot(tmp_path / "here", board, counts, created_at=AT)
+    drawing = PlotDrawing(tmp_path / "shared", board, counts, fork=True)
+    assert drawing._child is not None and drawing._claims is not None
+    flags = drawing._claims._flags
+    deadline = time.monotonic() + 60
+    while not flags[0] and time.monotonic() < deadline:  # the child has taken its first figure
+        time.sleep(0.01)
+    drawn_here: list[str] = []
+
+    def recorded(out: Path, *args: Any, stems: Sequence[str] = PLOT_STEMS, **kwargs: Any) -> None:
+        drawn_here.extend(stems)  # the parent's calls only: the child was forked before this patch
+        draw_plots(out, *args, stems=stems, **kwargs)
+
+    monkeypatch.setattr(plot_process, "draw_plots", recorded)
+    shared = write_snapshot(tmp_path / "shared", board, counts, created_at=AT, plots=drawing)
+    assert shared.metadata == here.metadata
+    for name in PLOT_FILES:
+        assert (tmp_path / "shared" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+    # the last figures, drawn here from the last one back; the child drew the first one at least
+    assert drawn_here and drawn_here == list(reversed(PLOT_STEMS))[: len(drawn_here)]
+    assert PLOT_STEMS[0] not in drawn_here
