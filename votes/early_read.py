@@ -3,19 +3,21 @@
 ``arena publish`` spends its first seconds importing scikit-learn, scipy, pandas and matplotlib on one
 core, then reads the votes' counts (a ``GROUP BY``) and, after the fit, scans the votes one by one
 (:func:`votes.queries.load_battles`, the ledger's digest from the same chunks). Most of that reading is
-SQLite's own work, during which it lets the interpreter lock go. So the command starts this read as
-soon as it knows its filter: a thread opens the store, reads the counts, then fetches the scan's packed
-texts (:func:`votes.queries.packed_scan`) within a budget of bytes, while the main thread imports,
-checks its options and opens the store itself. When the board's read starts, the main thread stops the
-thread and takes its connection over, the transaction still open: the counts, the texts fetched and
-everything read after them are of one snapshot of the store, as when one thread reads it all.
+the database's own work, during which SQLite and the PostgreSQL driver let the interpreter lock go. So
+the command starts this read as soon as it knows its filter: a thread opens the store, reads the
+counts, then on SQLite fetches the scan's packed texts (:func:`votes.queries.packed_scan`) within a
+budget of bytes, while the main thread imports, checks its options and opens the store itself. When
+the board's read starts, the main thread stops the thread and takes its connection over, the
+transaction still open: everything the board reads is read in that one transaction, as when one thread
+reads it all (on SQLite one snapshot of the store; on PostgreSQL the counts are checked against the
+votes scanned, as before: :func:`arena.publishing.load_votes_with_texts`).
 
-The read changes nothing and may come to nothing: it only reads a SQLite file that exists and is at
-the newest schema revision (the command's own opening creates or migrates a store, after its options
-were checked), and it gives up when an import run has died (the command rolls that run back first, and
-the board reads what is left). Any failure of the thread is the same: no early read, and the command
-reads as it would have without one. The thread is stopped and joined before its connection is handed
-over, and before the command forks a child.
+The read changes nothing and may come to nothing: it only reads a store at the newest schema revision,
+on SQLite only a file that exists (the command's own opening creates or migrates a store, after its
+options were checked), and it gives up when an import run has died (the command rolls that run back
+first, and the board reads what is left). Any failure of the thread is the same: no early read, and
+the command reads as it would have without one. The thread is stopped and joined before its
+connection is handed over, and before the command forks a child.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ EARLY_READ_BYTES = 128 * 1024 * 1024
 
 
 class EarlyRead:
-    """The counts of ``vote_filter``'s votes in the store at ``url`` and the first texts of their scan
-    with annotators and prompts, read in a thread, in one read transaction :meth:`take` hands over.
+    """The counts of ``vote_filter``'s votes in the store at ``url`` and, on SQLite, the first texts of
+    their scan with annotators and prompts, read in a thread, in one read transaction :meth:`take`
+    hands over.
 
     ``stale_before`` is when an import run that has not beaten since is dead (the command's clean-up
     rolls it back; :data:`votes.import_runs.STALE_AFTER` before now). Use it as a context manager (or
@@ -74,7 +77,7 @@ class EarlyRead:
         from votes.schema_head import at_newest_revision
 
         try:
-            if not _existing_sqlite_file(self._url):
+            if is_sqlite(self._url) and not _existing_sqlite_file(self._url):
                 return
             self._engine = make_engine(self._url)
             if not at_newest_revision(self._engine):
@@ -134,9 +137,7 @@ class EarlyRead:
 
 
 def _existing_sqlite_file(url: str) -> bool:
-    """Whether ``url`` names a SQLite store in a file that exists (opening it then creates nothing)."""
-    if not is_sqlite(url):
-        return False
+    """Whether the SQLite ``url`` names a store in a file that exists (opening it then creates nothing)."""
     database = make_url(normalise_url(url)).database
     if not database or database == ":memory:" or database.startswith("file:"):
         return False

@@ -91,12 +91,13 @@ def test_board_fitted_before_the_scan_is_the_file_board(
     with engine.connect() as conn:
         assert not votes_name_annotators(conn)
     calls = _calls(monkeypatch)
-    taken: list[bool] = []
+    taken: list[tuple[bool, bool]] = []
     take = votes.early_read.EarlyRead.take
 
     def spy(self: votes.early_read.EarlyRead) -> Any:
         found = take(self)
-        taken.append(found is not None and found[1] is not None and len(found[1]._fetched) > 0)
+        fetched = found is not None and found[1] is not None and len(found[1]._fetched) > 0
+        taken.append((found is not None, fetched))
         return found
 
     monkeypatch.setattr(votes.early_read.EarlyRead, "take", spy)
@@ -108,8 +109,9 @@ def test_board_fitted_before_the_scan_is_the_file_board(
     assert published.exit_code == 0, published.output
     # fitted once, on the database's counts, before the votes were read one by one
     assert calls == ["fit", "scan"]
-    # on SQLite in the transaction the command began in a thread as it started, its texts fetched ahead
-    assert taken == [engine.dialect.name == "sqlite"]
+    # read in the transaction the command began in a thread as it started (on SQLite, its scan's first
+    # texts fetched ahead)
+    assert taken == [(True, engine.dialect.name == "sqlite")]
     (folder,) = (tmp_path / "snap").iterdir()
     offline = tmp_path / "offline"
     recomputed = CliRunner().invoke(

@@ -199,3 +199,21 @@ def test_closing_ends_the_thread_and_the_transaction(store: tuple[str, Engine], 
     with closing(sqlite3.connect(engine.url.database, isolation_level=None)) as raw:
         busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     assert busy == 0
+
+
+def test_the_counts_are_read_early_on_either_database(engine: Engine, db_url: str, tmp_path: Path) -> None:
+    """On PostgreSQL too the counts come from the thread and the transaction is handed over (no texts:
+    its scan is read row by row)."""
+    upgrade_database(db_url)
+    import_file(engine, write_jsonl(tmp_path / "battles.jsonl", _rows(40)))
+    with engine.connect() as conn:
+        counts = load_pair_counts(conn, filters=FILTER)
+    with EarlyRead(db_url, FILTER, stale_before=_stale()) as early:
+        early_counts = early.counts()
+        assert early_counts is not None
+        _same_counts(early_counts, counts)
+        taken = early.take()
+        assert taken is not None
+        conn, fetched = taken
+        assert (fetched is not None) == (engine.dialect.name == "sqlite")
+        assert len(load_battles(conn, filters=FILTER, who=True, fetched=fetched).model_a) == 40
