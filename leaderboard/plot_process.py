@@ -20,8 +20,9 @@ reaches the folder before the board it shows is known.
 
 The two processes share the figures out as they go (:class:`_Claims`, flags in memory both hold): the
 child takes them first to last, and the parent, once the rest of the snapshot is written and it would
-only wait, takes what is left from the last one back, so whichever has time to spare draws, and both
-end about together. Each figure is drawn by one of them, in the same bytes either way.
+only wait, takes them from the last one back while the child has more left than it can soon draw
+(:data:`CHILD_KEEPS`), so both end about together. Each figure is drawn by one of them, in the same
+bytes either way.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import pickle  # nosec B403  # only a board the parent process wrote
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from leaderboard.atomic import write_bytes_atomic
@@ -42,6 +43,9 @@ from leaderboard.snapshot import PLOT_STEMS, POINT_PLOT_STEMS, draw_plots, rende
 
 __all__ = ["CHILD_TIMEOUT_SECONDS", "PlotDrawing", "command_line_process", "forking_is_safe"]
 
+#: Figures the parent leaves to the child when it could help: it takes one only while more than this
+#: many others are free (:meth:`_Claims.spare`).
+CHILD_KEEPS = 2
 #: Far beyond what drawing any board takes (seconds for a hundred models).
 CHILD_TIMEOUT_SECONDS = 900.0
 
@@ -85,15 +89,17 @@ class _Claims:
             self._flags[i] = 1
             return True
 
-    def from_the_end(self) -> list[str]:
-        """Take the free figures from the last one back, stopping at the first one taken (what is before
-        it the child has taken, or is about to): the figures the parent then draws."""
-        taken: list[str] = []
-        for stem in reversed(PLOT_STEMS):
-            if not self.take(stem):
-                break
-            taken.append(stem)
-        return taken
+    def spare(self, keep: int) -> Iterator[str]:
+        """Figures for the parent, from the last one back, each taken just before it is drawn (the
+        iterator goes on once it is), while more than ``keep`` others are still free: the first figure
+        the parent draws costs it about two of the child's (matplotlib is imported and warmed up), so it
+        helps only where the child has that many left to draw."""
+        for i in reversed(range(len(PLOT_STEMS))):
+            with self._flags.get_lock():
+                if self._flags[i] or sum(not flag for flag in self._flags[:]) <= keep:
+                    return
+                self._flags[i] = 1
+            yield PLOT_STEMS[i]
 
 
 def _draw_in_child(
@@ -247,7 +253,7 @@ class PlotDrawing:
         drawn_here: list[str] = []
         if child is not None:
             try:
-                for stem in claims.from_the_end() if claims is not None else ():
+                for stem in claims.spare(CHILD_KEEPS) if claims is not None else ():
                     draw_plots(self._out, self._leaderboard, self._counts, stems=(stem,))
                     drawn_here.append(stem)
             except BaseException:  # raised here as without a child, which is stopped first

@@ -252,9 +252,19 @@ def test_figures_are_taken_once_the_parent_from_the_last_back() -> None:
     claims = plot_process._Claims()
     assert claims.take("ratings") and not claims.take("ratings")
     assert claims.take("battle_counts")
-    # from the end back to the first taken one: what lies before it is the child's
-    assert claims.from_the_end() == ["bootstrap", "winrate_average"]
-    assert claims.from_the_end() == []
+    # from the end back to the first taken one, what lies before it being the child's
+    assert list(claims.spare(0)) == ["bootstrap", "winrate_average"]
+    assert list(claims.spare(0)) == []
+    # each taken only as it is reached, and only while more than ``keep`` others are free
+    fresh = plot_process._Claims()
+    spare = fresh.spare(2)
+    assert next(spare) == "bootstrap"
+    assert fresh.take("winrate_average")  # the child took it meanwhile: the parent stops there
+    assert list(spare) == []
+    last = plot_process._Claims()
+    for stem in PLOT_STEMS[:3]:
+        assert last.take(stem)
+    assert list(last.spare(2)) == ["bootstrap"]  # three were free: one taken, two left to the child
 
 
 def test_the_parent_draws_the_last_figures_the_child_has_not_reached(
