@@ -46,6 +46,9 @@ __all__ = ["CHILD_TIMEOUT_SECONDS", "PlotDrawing", "command_line_process", "fork
 #: Figures the parent leaves to the child when it could help: it takes one only while more than this
 #: many others are free (:meth:`_Claims.spare`).
 CHILD_KEEPS = 2
+#: Far beyond the microseconds the figures' lock is held: a process that waits longer stops taking
+#: figures (the other died holding it; :meth:`PlotDrawing.wait` then draws what is missing).
+CLAIM_LOCK_SECONDS = 10.0
 #: Far beyond what drawing any board takes (seconds for a hundred models).
 CHILD_TIMEOUT_SECONDS = 900.0
 
@@ -83,22 +86,32 @@ class _Claims:
     def take(self, stem: str) -> bool:
         """Take ``stem``'s figure; whether it was still free (then the caller draws it)."""
         i = PLOT_STEMS.index(stem)
-        with self._flags.get_lock():
+        lock = self._flags.get_lock()
+        if not lock.acquire(timeout=CLAIM_LOCK_SECONDS):  # the other process died holding it
+            return False
+        try:
             if self._flags[i]:
                 return False
             self._flags[i] = 1
             return True
+        finally:
+            lock.release()
 
     def spare(self, keep: int) -> Iterator[str]:
         """Figures for the parent, from the last one back, each taken just before it is drawn (the
         iterator goes on once it is), while more than ``keep`` others are still free: the first figure
         the parent draws costs it about two of the child's (matplotlib is imported and warmed up), so it
         helps only where the child has that many left to draw."""
+        lock = self._flags.get_lock()
         for i in reversed(range(len(PLOT_STEMS))):
-            with self._flags.get_lock():
+            if not lock.acquire(timeout=CLAIM_LOCK_SECONDS):  # the child died holding it: it waits
+                return
+            try:
                 if self._flags[i] or sum(not flag for flag in self._flags[:]) <= keep:
                     return
                 self._flags[i] = 1
+            finally:
+                lock.release()
             yield PLOT_STEMS[i]
 
 

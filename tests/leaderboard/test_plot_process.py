@@ -305,3 +305,27 @@ def test_the_parent_draws_the_last_figures_the_child_has_not_reached(
     # the last figures, drawn here from the last one back; the child drew the first one at least
     assert drawn_here and drawn_here == list(reversed(PLOT_STEMS))[: len(drawn_here)]
     assert PLOT_STEMS[0] not in drawn_here
+
+
+def test_a_lock_held_for_ever_stops_the_taking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other process died holding the figures' lock: nothing more is taken (and nobody waits for
+    ever); the parent then draws what is missing once the child is found dead."""
+    monkeypatch.setattr(plot_process, "CLAIM_LOCK_SECONDS", 0.05)
+    claims = plot_process._Claims()
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:  # another holder (the lock is re-entrant for its own thread)
+        with claims._flags.get_lock():
+            held.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        assert not claims.take("ratings")
+        assert list(claims.spare(0)) == []
+    finally:
+        done.set()
+        holder.join()
+    assert claims.take("ratings")
