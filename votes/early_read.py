@@ -80,7 +80,7 @@ class EarlyRead:
             if is_sqlite(self._url) and not _existing_sqlite_file(self._url):
                 return
             self._engine = make_engine(self._url)
-            if not at_newest_revision(self._engine):
+            if not at_newest_revision(read_only(self._engine)):  # a deferred transaction: no write lock
                 return
             self._conn = read_only(self._engine).connect()
             self._conn.begin()

@@ -217,3 +217,18 @@ def test_the_counts_are_read_early_on_either_database(engine: Engine, db_url: st
         conn, fetched = taken
         assert (fetched is not None) == (engine.dialect.name == "sqlite")
         assert len(load_battles(conn, filters=FILTER, who=True, fetched=fetched).model_a) == 40
+
+
+def test_a_writer_holding_the_lock_does_not_stop_the_read(store: tuple[str, Engine]) -> None:
+    """The read takes no write lock, not even to look at the schema's revision: a writer in the middle
+    of a transaction (a live vote, an import's step) does not hold it up."""
+    url, engine = store
+    assert engine.url.database is not None
+    with closing(sqlite3.connect(engine.url.database, isolation_level=None)) as writer:
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            with EarlyRead(url, FILTER, stale_before=_stale()) as early:
+                assert early._counted.wait(10)  # well inside the store's 30 s busy timeout
+                assert early.counts() is not None
+        finally:
+            writer.execute("ROLLBACK")
