@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlmodel import SQLModel
 
 from leaderboard.snapshot import package_version
-from votes.db import is_sqlite, make_engine, normalise_url
+from votes.db import is_sqlite, make_engine, normalise_url, sqlite_file
 from votes.queries import votes_sha256
 
 __all__ = [
@@ -95,10 +95,10 @@ def _content(conn: Connection) -> tuple[dict[str, int], str, str | None]:
 
 
 def _sqlite_path(url: str) -> Path:
-    database = make_url(normalise_url(url)).database
-    if database in (None, "", ":memory:"):
+    path = sqlite_file(url)
+    if path is None:
         raise BackupError("an in-memory SQLite database cannot be backed up or restored; use a file")
-    return Path(database)
+    return path
 
 
 def _libpq(url: str) -> tuple[str, dict[str, str]]:

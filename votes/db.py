@@ -12,6 +12,7 @@ import errno
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
@@ -27,6 +28,7 @@ __all__ = [
     "read_session",
     "read_only",
     "normalise_url",
+    "sqlite_file",
     "storage_failure",
     "storage_failure_line",
 ]
@@ -89,6 +91,12 @@ def is_sqlite(engine_or_url: Engine | str) -> bool:
     return url.get_backend_name() == "sqlite"
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite ``url`` names, or None for an in-memory database."""
+    database = make_url(normalise_url(url)).database
+    return None if database in (None, "", ":memory:") else Path(str(database))
+
+
 def make_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Engine:
     """Create an engine with the store's durability settings.
 
@@ -99,8 +107,7 @@ def make_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Engine:
     """
     url = normalise_url(url)
     if is_sqlite(url):
-        parsed = make_url(url)
-        memory = parsed.database in (None, "", ":memory:")
+        memory = sqlite_file(url) is None
         kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
         if memory:
             kwargs["poolclass"] = StaticPool
