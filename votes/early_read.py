@@ -23,16 +23,13 @@ connection is handed over, and before the command forks a child.
 from __future__ import annotations
 
 import threading
-from datetime import datetime
-from pathlib import Path
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
-from sqlalchemy.engine import make_url
-
-from votes.db import is_sqlite, make_engine, normalise_url, read_only
+from votes.db import is_sqlite, make_engine, read_only, sqlite_file
+from votes.import_runs import STALE_AFTER, dead_runs
+from votes.models import utcnow
 from votes.queries import VoteFilter, load_pair_counts, packed_scan
-from votes.tables import import_run_t
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -52,16 +49,21 @@ class EarlyRead:
     their scan with annotators and prompts, read in a thread, in one read transaction :meth:`take`
     hands over.
 
-    ``stale_before`` is when an import run that has not beaten since is dead (the command's clean-up
-    rolls it back; :data:`votes.import_runs.STALE_AFTER` before now). Use it as a context manager (or
+    An import run that has not beaten for ``stale_after`` is dead, as for the command's clean-up
+    (:func:`votes.import_runs.clean_dead_runs`). Use it as a context manager (or
     call :meth:`close`): the thread is stopped, the transaction ended and the engine disposed of."""
 
     def __init__(
-        self, url: str, vote_filter: VoteFilter, *, stale_before: datetime, budget: int = EARLY_READ_BYTES
+        self,
+        url: str,
+        vote_filter: VoteFilter,
+        *,
+        stale_after: timedelta = STALE_AFTER,
+        budget: int = EARLY_READ_BYTES,
     ) -> None:
         self.filter = vote_filter
         self._url = url
-        self._stale_before = stale_before
+        self._stale_after = stale_after
         self._budget = budget
         self._stop = threading.Event()
         self._counted = threading.Event()
@@ -77,15 +79,16 @@ class EarlyRead:
         from votes.schema_head import at_newest_revision
 
         try:
-            if is_sqlite(self._url) and not _existing_sqlite_file(self._url):
-                return
+            if is_sqlite(self._url):
+                path = sqlite_file(self._url)
+                if path is None or not path.is_file():  # in memory (nothing to read), or opening creates it
+                    return
             self._engine = make_engine(self._url)
             if not at_newest_revision(read_only(self._engine)):  # a deferred transaction: no write lock
                 return
             self._conn = read_only(self._engine).connect()
             self._conn.begin()
-            dead = select(import_run_t.c.id).where(import_run_t.c.heartbeat_at < self._stale_before)
-            if self._conn.scalar(dead.limit(1)) is not None:
+            if dead_runs(self._conn, utcnow() - self._stale_after):
                 return
             self._counts = load_pair_counts(self._conn, filters=self.filter)
             self._counted.set()
@@ -134,11 +137,3 @@ class EarlyRead:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _existing_sqlite_file(url: str) -> bool:
-    """Whether the SQLite ``url`` names a store in a file that exists (opening it then creates nothing)."""
-    database = make_url(normalise_url(url)).database
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return False
-    return Path(database).is_file()

@@ -69,6 +69,7 @@ __all__ = [
     "STALE_AFTER",
     "BetweenBatches",
     "clean_dead_runs",
+    "dead_runs",
     "import_battle_batches",
     "import_battle_records",
     "rollback_run",
@@ -743,10 +744,7 @@ def clean_dead_runs(
     queued behind the build. ``own``: the caller's own run, alive and not counted as another."""
     cutoff = utcnow() - stale_after
     with engine.connect() as conn:
-        dead = [
-            int(i)
-            for i in conn.scalars(select(import_run_t.c.id).where(import_run_t.c.heartbeat_at < cutoff))
-        ]
+        dead = dead_runs(conn, cutoff)
         live = _live_run(conn, cutoff, own=own)
     if not live:
         try:
@@ -759,6 +757,12 @@ def clean_dead_runs(
     if dead and not live:
         restore_indexes(engine)
     return dead
+
+
+def dead_runs(conn: Connection, cutoff: datetime) -> list[int]:
+    """The runs that have not beaten since ``cutoff``: their process died (see :data:`STALE_AFTER`)."""
+    stale = select(import_run_t.c.id).where(import_run_t.c.heartbeat_at < cutoff)
+    return [int(i) for i in conn.scalars(stale)]
 
 
 def _live_run(conn: Connection, cutoff: datetime, *, own: int | None) -> bool:

@@ -666,8 +666,7 @@ def publish(
     --each-component every part of a comparison graph in parts is published as its own snapshot.
     """
     from votes.early_read import EarlyRead
-    from votes.import_runs import STALE_AFTER, clean_dead_runs
-    from votes.models import utcnow
+    from votes.import_runs import clean_dead_runs
 
     settings = settings_for(database_url)
     vote_filter = database_filter(
@@ -689,7 +688,7 @@ def publish(
     # (votes.early_read): a read only, of a store that exists at the newest revision, or nothing.
     early = None
     if not all_slices:
-        early = EarlyRead(settings.database_url, vote_filter, stale_before=utcnow() - STALE_AFTER)
+        early = EarlyRead(settings.database_url, vote_filter)
     try:
         from arena.publishing import SliceSpec, publish_slices, publish_snapshot
         from leaderboard.plot_process import command_line_process
