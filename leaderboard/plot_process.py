@@ -43,8 +43,8 @@ from leaderboard.snapshot import PLOT_STEMS, POINT_PLOT_STEMS, draw_plots, rende
 
 __all__ = ["CHILD_TIMEOUT_SECONDS", "PlotDrawing", "command_line_process", "forking_is_safe"]
 
-#: Figures the parent leaves to the child when it could help: it takes one only while more than this
-#: many others are free (:meth:`_Claims.spare`).
+#: Figures the parent leaves to the child: it takes one only while at least this many others stay free
+#: (:meth:`_Claims.spare`).
 CHILD_KEEPS = 2
 #: Far beyond the microseconds the figures' lock is held: a process that waits longer stops taking
 #: figures (the other died holding it; :meth:`PlotDrawing.wait` then draws what is missing).
@@ -85,34 +85,31 @@ class _Claims:
 
     def take(self, stem: str) -> bool:
         """Take ``stem``'s figure; whether it was still free (then the caller draws it)."""
-        i = PLOT_STEMS.index(stem)
+        return self._take(PLOT_STEMS.index(stem), keep=-1)
+
+    def spare(self, keep: int) -> Iterator[str]:
+        """Figures for the parent, from the last one back, each taken just before it is drawn (the
+        iterator goes on once it is), while that leaves at least ``keep`` free for the child: the first
+        figure the parent draws costs it about two of the child's (matplotlib is imported and warmed
+        up), so it helps only where the child has more than that left to draw."""
+        for i in reversed(range(len(PLOT_STEMS))):
+            if not self._take(i, keep=keep):
+                return
+            yield PLOT_STEMS[i]
+
+    def _take(self, i: int, *, keep: int) -> bool:
+        """Take figure ``i`` if it is free and at least ``keep`` others stay free; whether it did (not if
+        the lock could not be had: the other process died holding it)."""
         lock = self._flags.get_lock()
-        if not lock.acquire(timeout=CLAIM_LOCK_SECONDS):  # the other process died holding it
+        if not lock.acquire(timeout=CLAIM_LOCK_SECONDS):
             return False
         try:
-            if self._flags[i]:
+            if self._flags[i] or sum(not flag for flag in self._flags[:]) <= keep:
                 return False
             self._flags[i] = 1
             return True
         finally:
             lock.release()
-
-    def spare(self, keep: int) -> Iterator[str]:
-        """Figures for the parent, from the last one back, each taken just before it is drawn (the
-        iterator goes on once it is), while more than ``keep`` others are still free: the first figure
-        the parent draws costs it about two of the child's (matplotlib is imported and warmed up), so it
-        helps only where the child has that many left to draw."""
-        lock = self._flags.get_lock()
-        for i in reversed(range(len(PLOT_STEMS))):
-            if not lock.acquire(timeout=CLAIM_LOCK_SECONDS):  # the child died holding it: it waits
-                return
-            try:
-                if self._flags[i] or sum(not flag for flag in self._flags[:]) <= keep:
-                    return
-                self._flags[i] = 1
-            finally:
-                lock.release()
-            yield PLOT_STEMS[i]
 
 
 def _draw_in_child(

@@ -83,6 +83,12 @@ class RowsNeeded(NamedTuple):
     last: int
 
 
+def _outcome_digit(winner: Any) -> Any:
+    """The outcome word's code as one digit (:data:`OUTCOME_WORDS`); NULL for any other word, so
+    ``group_concat`` leaves it out and the text comes up short."""
+    return case({word: literal(str(code)) for code, word in enumerate(OUTCOME_WORDS)}, value=winner)
+
+
 class PackedTexts(NamedTuple):
     """What the database sends for one chunk of votes with ids in ``(after, last]``: their number, how
     many weigh exactly 1 on both weights, and the aggregated texts (see :func:`packed_texts`)."""
@@ -114,7 +120,7 @@ def packed_texts(conn: Connection, selected: Select[Any], *, who: bool, size: in
     ``group_concat`` and an unknown outcome word has no digit, so either shortens its text."""
     c = {column.name: getattr(column, "element", column) for column in selected.selected_columns}
     ids = [c["id"], c["model_a"], c["model_b"], *((c["annotator"], c["prompt"]) if who else ())]
-    digit = case({word: literal(str(code)) for code, word in enumerate(OUTCOME_WORDS)}, value=c["winner"])
+    digit = _outcome_digit(c["winner"])
     stmt = selected.where(vote_t.c.id > bindparam("after"), vote_t.c.id <= bindparam("last"))
     stmt = stmt.with_only_columns(
         func.count(),
@@ -219,7 +225,7 @@ def packed_cells(conn: Connection, grouped: Select[Any]) -> PackedCells | None:
     shortens its text)."""
     sub = grouped.subquery()
     model_a, model_b, winner, votes, weight, unsided, unsided_weight = sub.c
-    digit = case({word: literal(str(code)) for code, word in enumerate(OUTCOME_WORDS)}, value=winner)
+    digit = _outcome_digit(winner)
     plain = and_(weight == votes, unsided_weight == unsided)
     stmt = select(
         func.count(),
