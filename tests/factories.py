@@ -6,6 +6,7 @@ tests compare against (row counts, live ratings) and the wipe that empties it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import secrets
@@ -21,6 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from arena.settings import Settings
+from leaderboard.battles import Battles
 from leaderboard.data import OUTCOME_STRINGS, PairCounts, aggregate_battles
 from leaderboard.result import Leaderboard
 from votes.battles import CatalogRow, IssuedBattle, issue_battle
@@ -236,3 +238,14 @@ def handmade_leaderboard(counts: PairCounts, *, spread: float = 20.0) -> Leaderb
         parameters_fitted={"position_advantage": {"value": 12.5, "ci_low": 8.0, "ci_high": 17.0}},
         n_votes=counts.n_votes,
     )
+
+
+def assert_same_battles(a: Battles, b: Battles) -> None:
+    """Every field of two reads of the votes equal: arrays value for value and of one dtype."""
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert isinstance(y, np.ndarray) and x.dtype == y.dtype, f.name
+            np.testing.assert_array_equal(x, y, err_msg=f.name)
+        else:
+            assert x == y, f.name

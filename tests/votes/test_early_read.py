@@ -5,7 +5,6 @@ before) where it cannot be a plain read of an up-to-date store."""
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -14,14 +13,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts
-from tests.factories import write_jsonl
+from tests.factories import assert_same_battles, write_jsonl
 from votes import queries
 from votes.db import make_engine
 from votes.early_read import EarlyRead
@@ -67,21 +65,8 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(queries, "_CHUNK", 7)
 
 
-def _stale() -> Any:
-    return utcnow() - timedelta(minutes=10)
-
-
 def _same_counts(a: PairCounts, b: PairCounts) -> None:
     assert a.models == b.models and a.same_as(b)
-
-
-def _same(a: Battles, b: Battles) -> None:
-    for field in dataclasses.fields(a):
-        x, y = getattr(a, field.name), getattr(b, field.name)
-        if isinstance(x, np.ndarray):
-            np.testing.assert_array_equal(x, y, err_msg=field.name)
-        else:
-            assert x == y, field.name
 
 
 def _scan(conn: Any, fetched: Any = None) -> tuple[Battles, str]:
@@ -100,7 +85,7 @@ def test_the_early_read_is_the_main_threads_read(
         counts = load_pair_counts(conn, filters=FILTER)
         battles, digest = _scan(conn)
         assert digest == ledger_sha256(conn, FILTER)
-    with EarlyRead(url, FILTER, stale_before=_stale(), budget=budget) as early:
+    with EarlyRead(url, FILTER, budget=budget) as early:
         early_counts = early.counts()
         assert early_counts is not None
         _same_counts(early_counts, counts)
@@ -115,7 +100,7 @@ def test_the_early_read_is_the_main_threads_read(
         assert fetched.used
         with pytest.raises(RuntimeError):
             early.take()
-    _same(early_battles, battles)
+    assert_same_battles(early_battles, battles)
     assert early_digest == digest
 
 
@@ -130,7 +115,7 @@ def test_what_changes_after_the_read_began_is_not_in_it(store: tuple[str, Engine
     """Votes deleted once the counts are read are still in the scan fetched ahead and in anything read
     afterwards on the connection taken over: one snapshot, as in one thread."""
     url, engine = store
-    with EarlyRead(url, FILTER, stale_before=_stale(), budget=1) as early:
+    with EarlyRead(url, FILTER, budget=1) as early:
         counts = early.counts()
         assert counts is not None
         _delete_votes(engine, 30)
@@ -150,17 +135,17 @@ def test_texts_of_another_scan_are_not_used(store: tuple[str, Engine], small_chu
     other = VoteFilter(exclude_flagged=True, annotators=("j-one",))
     with engine.connect() as conn:
         expected = load_battles(conn, filters=other, who=True)
-    with EarlyRead(url, FILTER, stale_before=_stale()) as early:
+    with EarlyRead(url, FILTER) as early:
         taken = early.take()
         assert taken is not None
         conn, fetched = taken
-        _same(load_battles(conn, filters=other, who=True, fetched=fetched), expected)
+        assert_same_battles(load_battles(conn, filters=other, who=True, fetched=fetched), expected)
         assert fetched is not None and not fetched.used
 
 
 def test_no_store_file_no_read_and_nothing_created(tmp_path: Path) -> None:
     missing = tmp_path / "typo.db"
-    with EarlyRead(f"sqlite:///{missing}", FILTER, stale_before=_stale()) as early:
+    with EarlyRead(f"sqlite:///{missing}", FILTER) as early:
         assert early.counts() is None
         assert early.take() is None
     assert not missing.exists()
@@ -170,7 +155,7 @@ def test_a_store_behind_the_newest_revision_is_not_read(tmp_path: Path) -> None:
     """The command migrates such a store after its options were checked; the early read leaves it."""
     url = f"sqlite:///{tmp_path}/old.db"
     upgrade_database(url, revision="0001")
-    with EarlyRead(url, FILTER, stale_before=_stale()) as early:
+    with EarlyRead(url, FILTER) as early:
         assert early.counts() is None and early.take() is None
 
 
@@ -182,7 +167,7 @@ def test_a_dead_import_run_gives_the_read_up(store: tuple[str, Engine]) -> None:
         conn.execute(
             insert(import_run_t).values(path="x.jsonl", state="staging", started_at=old, heartbeat_at=old)
         )
-    with EarlyRead(url, FILTER, stale_before=_stale()) as early:
+    with EarlyRead(url, FILTER) as early:
         assert early.counts() is None and early.take() is None
 
 
@@ -190,7 +175,7 @@ def test_closing_ends_the_thread_and_the_transaction(store: tuple[str, Engine], 
     """A read never taken over (the command failed first) is stopped and ends its transaction: a writer
     can then checkpoint the whole log (a reader's snapshot would hold its frames back)."""
     url, engine = store
-    early = EarlyRead(url, FILTER, stale_before=_stale())
+    early = EarlyRead(url, FILTER)
     assert early.counts() is not None
     early.close()
     early.close()  # again: nothing
@@ -208,7 +193,7 @@ def test_the_counts_are_read_early_on_either_database(engine: Engine, db_url: st
     import_file(engine, write_jsonl(tmp_path / "battles.jsonl", _rows(40)))
     with engine.connect() as conn:
         counts = load_pair_counts(conn, filters=FILTER)
-    with EarlyRead(db_url, FILTER, stale_before=_stale()) as early:
+    with EarlyRead(db_url, FILTER) as early:
         early_counts = early.counts()
         assert early_counts is not None
         _same_counts(early_counts, counts)
@@ -227,7 +212,7 @@ def test_a_writer_holding_the_lock_does_not_stop_the_read(store: tuple[str, Engi
     with closing(sqlite3.connect(engine.url.database, isolation_level=None)) as writer:
         writer.execute("BEGIN IMMEDIATE")
         try:
-            with EarlyRead(url, FILTER, stale_before=_stale()) as early:
+            with EarlyRead(url, FILTER) as early:
                 assert early._counted.wait(10)  # well inside the store's 30 s busy timeout
                 assert early.counts() is not None
         finally:

@@ -4,7 +4,6 @@ canonical form, values of other types), and which chunks fell back to rows is wh
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
@@ -16,7 +15,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from leaderboard.battles import Battles
-from tests.factories import write_jsonl
+from tests.factories import assert_same_battles, write_jsonl
 from votes import packed_votes, queries
 from votes.io import import_file
 from votes.ledger import LedgerDigest, ledger_sha256
@@ -60,16 +59,6 @@ def _read(engine: Engine, filters: VoteFilter | None, who: bool) -> tuple[Battle
         return battles, ledger.hexdigest(filters), ledger._usable
 
 
-def _same(a: Battles, b: Battles) -> None:
-    for f in dataclasses.fields(a):
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, np.ndarray):
-            assert isinstance(y, np.ndarray) and x.dtype == y.dtype, f.name
-            np.testing.assert_array_equal(x, y, err_msg=f.name)
-        else:
-            assert x == y, f.name
-
-
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     """Chunks of 7 votes; the list records, chunk by chunk, whether it was read packed."""
@@ -105,7 +94,7 @@ def test_packed_read_is_the_row_read(
     read_packed = list(small_chunks)
     _rows_only(monkeypatch)
     rows, row_digest, _ = _read(engine, filters, who)
-    _same(packed, rows)
+    assert_same_battles(packed, rows)
     assert digest == row_digest
     if engine.dialect.name == "sqlite":
         assert formatted == who
@@ -151,7 +140,7 @@ def test_a_chunk_the_texts_cannot_carry_is_read_by_rows(
         except (ValueError, TypeError) as exc:
             got = type(exc)
     if isinstance(expected, Battles):
-        _same(got, expected)
+        assert_same_battles(got, expected)
     else:
         assert got is expected
     # the chunk holding the changed vote (the second of 7) fell back to rows, the first was packed (and
