@@ -7,17 +7,17 @@ Chatbot Arena methods run from the same file.
         [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
 
 The battles file is written once (seeded, :func:`_bench_common.synthetic_battles`) as Parquet in
-``--workdir``. Every path runs in its own process, timed from start to exit (imports included), and its
-peak memory is the child's own ``ru_maxrss`` (from ``os.wait4``). Bytecode is cached in ``--workdir`` and
-compiled by an untimed warm-up run (a small recompute and import), as an installed package has its ``.pyc``
-files, even where the shell sets ``PYTHONDONTWRITEBYTECODE``. With ``--compare DIR`` every path of
-Arena runs a second time with ``PYTHONPATH=DIR`` (another checkout, e.g. before a change), so the table
-shows both side by side from one run on one machine load. The peers (:mod:`bench_fit`'s public methods)
-read the Parquet file with pandas, code the models and fit with 1,000 bootstrap rounds; a bootstrap too
-slow for ``--budget`` is timed on fewer rounds and extrapolated (marked ``*``). With ``--postgres-url``
-the same file is also imported into PostgreSQL, right after the SQLite import of the same tree: into a
-new database on that server (never the database the URL names), migrated by the tree's own ``arena db
-upgrade`` untimed (the SQLite import migrates its new file inside its timed run) and dropped after.
+``--workdir``. Every path runs in its own process, timed from start to exit (imports included), and its peak
+memory is the child's own ``ru_maxrss`` (from ``os.wait4``). Bytecode is cached in ``--workdir`` (or
+``--pycache``) and compiled by an untimed warm-up run (a small recompute and import), as an installed package
+has its ``.pyc`` files, even where the shell sets ``PYTHONDONTWRITEBYTECODE``. With ``--compare DIR`` every
+path of Arena runs a second time with ``PYTHONPATH=DIR`` (another checkout, e.g. before a change), so the
+table shows both side by side from one run on one machine load. The peers (:mod:`bench_fit`'s public methods)
+read the Parquet file with pandas, code the models and fit with 1,000 bootstrap rounds; a bootstrap too slow
+for ``--budget`` is timed on fewer rounds and extrapolated (marked ``*``). With ``--postgres-url`` the same
+file is also imported into PostgreSQL, right after the SQLite import of the same tree: into a new database on
+that server (never the database the URL names), migrated by the tree's own ``arena db upgrade`` untimed (the
+SQLite import migrates its new file inside its timed run) and dropped after.
 
 The last line is one JSON object: ``recompute_1m_s``, ``recompute_1m_peak_mb``, ``import_1m_s``,
 ``import_1m_peak_mb``, ``import_pg_1m_s``, ``import_pg_1m_peak_mb`` (null without ``--postgres-url``),
@@ -115,13 +115,13 @@ def run_child(cmd: list[str], *, env: dict[str, str], timeout: float, cwd: Path 
     return Run(seconds, usage.ru_maxrss / 1024.0, proc.returncode, tail, text)
 
 
-def _env(tree: Path, work: Path) -> dict[str, str]:
-    """The child's environment: ``tree`` on the path, and bytecode cached under ``work`` (written even
+def _env(tree: Path, pycache: Path) -> dict[str, str]:
+    """The child's environment: ``tree`` on the path, and bytecode cached in ``pycache`` (written even
     when this shell sets ``PYTHONDONTWRITEBYTECODE``), as an installed package has its ``.pyc`` files;
     recompiling some 1,700 modules in every process would time the compiler, not Arena."""
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONWARNINGS="ignore", ARENA_LOG_LEVEL="WARNING")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")  # mirrors source paths: trees do not collide
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)  # mirrors source paths: trees do not collide
     return env
 
 
@@ -131,7 +131,7 @@ def warm_bytecode(tree: Path, work: Path, args: argparse.Namespace) -> None:
     small = work / f"warm-{args.models}-{args.seed}.parquet"
     if not small.exists():
         write_apart(small, 5_000, args.models, args.seed)
-    env = _env(tree, work)
+    env = _env(tree, args.pycache)
     run_child(_arena("--help"), env=env, timeout=args.timeout)
     run_child(
         _arena("recompute", "--from", str(small), "--bootstrap", "10", "--out", str(work / "warm-out")),
@@ -172,7 +172,7 @@ def arena_paths(tree: Path, data: Path, work: Path, args: argparse.Namespace, ta
     """Every Arena path on one checkout: start-up, recompute, import into SQLite, publish from it (its
     bytecode compiled beforehand, see :func:`warm_bytecode`)."""
     warm_bytecode(tree, work, args)
-    env = _env(tree, work)
+    env = _env(tree, args.pycache)
     runs = Runs(tag)
     runs["cli_start"] = min(
         (run_child(_arena("--help"), env=env, timeout=120) for _ in range(3)), key=lambda r: r.seconds
@@ -285,6 +285,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=1000, help="bootstrap rounds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path("bench-end-to-end"))
+    parser.add_argument(
+        "--pycache",
+        type=Path,
+        help="where the bytecode is cached (default: WORKDIR/pycache); one shared by runs compiles once",
+    )
     parser.add_argument("--ten-million", action="store_true", help="also recompute from 10M votes (slow)")
     parser.add_argument("--compare", type=Path, help="another checkout to run side by side (PYTHONPATH)")
     parser.add_argument(
@@ -308,6 +313,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    if args.pycache is None:
+        args.pycache = args.workdir / "pycache"
     return args
 
 
@@ -367,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                     "--out",
                     str(args.workdir / f"r10-{prefix or 'this'}"),
                 ),
-                env=_env(tree, args.workdir),
+                env=_env(tree, args.pycache),
                 timeout=args.timeout,
             )
     peers: dict[str, dict[str, Any]] = {}
@@ -376,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, str(Path(__file__).resolve()), "--peer-worker", name, "--data", str(data)]
             cmd += ["--rounds", str(args.rounds), "--seed", str(args.seed), "--budget", str(args.budget)]
             cmd += ["--extrapolate-seconds", str(args.extrapolate_seconds)]
-            run = run_child(cmd, env=_env(ROOT, args.workdir), timeout=args.timeout)
+            run = run_child(cmd, env=_env(ROOT, args.pycache), timeout=args.timeout)
             lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
             peers[name] = {"run": run, **(json.loads(lines[-1]) if run.status == 0 and lines else {})}
 
@@ -427,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(header, rows)
     print("* bootstrap timed on fewer rounds and extrapolated")
     print(
-        f"bytecode cached in {args.workdir / 'pycache'} (PYTHONPYCACHEPREFIX), compiled by an untimed "
+        f"bytecode cached in {args.pycache} (PYTHONPYCACHEPREFIX), compiled by an untimed "
         "warm-up run of each tree: an installed package has its .pyc files"
     )
     figures["machine_before"] = load_before

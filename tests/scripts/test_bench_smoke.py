@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -211,10 +212,20 @@ def test_bench_pairing_quick_prints_savings_per_setting_and_target() -> None:
     assert 0.0 < figures["new_models"]["min_old_share"] < 1.0
 
 
-def test_bench_end_to_end_small_run(tmp_path: Path) -> None:
+@pytest.fixture(scope="session")
+def bench_pycache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One bytecode cache for the end-to-end benchmark's runs in this test session (shared by the xdist
+    workers: CPython writes each ``.pyc`` atomically), so the installed packages are compiled once, not
+    in every run's own work folder."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "bench-pycache"
+
+
+def test_bench_end_to_end_small_run(tmp_path: Path, bench_pycache: Path) -> None:
     fig = _run(
         "bench_end_to_end.py",
         *("--votes", "3000", "--models", "8", "--rounds", "5", "--workdir", str(tmp_path)),
+        *("--pycache", str(bench_pycache)),
         *("--peers", "lmsys-current", "--budget", "30", "--extrapolate-seconds", "2"),
         timeout=600,
     )
@@ -227,7 +238,9 @@ def test_bench_end_to_end_small_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_bench_end_to_end_imports_into_postgres_beside_sqlite(tmp_path: Path, pg_url: str) -> None:
+def test_bench_end_to_end_imports_into_postgres_beside_sqlite(
+    tmp_path: Path, pg_url: str, bench_pycache: Path
+) -> None:
     """``--postgres-url`` times the import into a new database of that server next to SQLite's, and
     drops that database again."""
     from sqlalchemy import create_engine, text
@@ -245,7 +258,7 @@ def test_bench_end_to_end_imports_into_postgres_beside_sqlite(tmp_path: Path, pg
     fig = _run(
         "bench_end_to_end.py",
         *("--votes", "3000", "--models", "8", "--rounds", "5", "--workdir", str(tmp_path)),
-        *("--skip", "publish,peers", "--postgres-url", pg_url),
+        *("--skip", "recompute,publish,peers", "--postgres-url", pg_url, "--pycache", str(bench_pycache)),
         timeout=600,
     )
     assert fig["import_pg_1m_s"] > 0 and fig["import_pg_1m_peak_mb"] > 0
