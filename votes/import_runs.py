@@ -54,7 +54,7 @@ from votes.import_columns import CleanBatch, clean_digests, iso_times
 from votes.import_keys import BATTLE_OF_ROW, MARK_FRESH, ROW_KEY, UNSLOT, any_imported, place_keys
 from votes.live import LiveConfig
 from votes.merge_alongside import Alongside
-from votes.merge_checks import MergeChecks, merge_checks_for
+from votes.merge_checks import REFERRING, MergeChecks, Referred, merge_checks_for
 from votes.merge_steps import step_ranges
 from votes.models import utcnow
 from votes.ratings import rebuild_live_ratings, rebuild_live_ratings_aside, replay_aside
@@ -203,17 +203,21 @@ def _step(engine: Engine) -> Iterator[Connection]:
 
 
 @contextmanager
-def _step_on(conn: Connection) -> Iterator[Connection]:
+def _step_on(conn: Connection, *, foreign_keys: bool = True) -> Iterator[Connection]:
     """:func:`_step` on a connection the caller holds across steps (:func:`votes.merge_steps.step_ranges`
-    watches it for other connections' commits)."""
+    watches it for other connections' commits). ``foreign_keys=False``: SQLite checks no foreign key in
+    this step (a merge step whose keys :mod:`votes.merge_checks` checks set-wise)."""
     driver = conn.connection.driver_connection if conn.dialect.name == "sqlite" else None
-    cache = checkpoint = 0
+    cache = checkpoint = keys = 0
     if driver is not None:
         driver.execute("PRAGMA synchronous=NORMAL")
         cache = int(driver.execute("PRAGMA cache_size").fetchone()[0])
         checkpoint = int(driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
         driver.execute(f"PRAGMA cache_size=-{STEP_CACHE_KIB}")
         driver.execute(f"PRAGMA wal_autocheckpoint={STEP_CHECKPOINT_PAGES}")
+        if not foreign_keys:  # before the transaction begins: SQLite ignores the setting inside one
+            keys = int(driver.execute("PRAGMA foreign_keys").fetchone()[0])
+            driver.execute("PRAGMA foreign_keys=OFF")
     try:
         with conn.begin():
             if conn.dialect.name == "postgresql":
@@ -224,6 +228,8 @@ def _step_on(conn: Connection) -> Iterator[Connection]:
             driver.execute("PRAGMA synchronous=FULL")
             driver.execute(f"PRAGMA cache_size={cache}")  # the pooled connection's own settings again
             driver.execute(f"PRAGMA wal_autocheckpoint={checkpoint}")
+            if not foreign_keys:
+                driver.execute(f"PRAGMA foreign_keys={keys}")
 
 
 def _new_run(conn: Connection, path: str, state: str) -> int:
@@ -235,10 +241,12 @@ def _new_run(conn: Connection, path: str, state: str) -> int:
     return int(key[0])
 
 
-def _set_state(conn: Connection, run_id: int, state: str) -> None:
-    conn.execute(
+def _set_state(conn: Connection, run_id: int, state: str) -> bool:
+    """Set the run's state and heartbeat; whether the run is still recorded."""
+    result = conn.execute(
         update(import_run_t).where(import_run_t.c.id == run_id).values(state=state, heartbeat_at=utcnow())
     )
+    return bool(result.rowcount)
 
 
 def _stage(
@@ -252,10 +260,11 @@ def _stage(
     *,
     probe: bool = True,
     times: Sequence[str] | None = None,
+    referred: Referred | None = None,
 ) -> ImportCounts:
     """Stage a batch: its rows with their import keys, where the store keeps each, and whether each key
     is new (``probe``: see :func:`votes.import_keys.place_keys`). ``times``: a clean batch's times as
-    stored, when computed already."""
+    stored, when computed already. ``referred`` gathers the ids the rows refer to."""
     fetch = _staged_digests(conn, run_id)
     if digests is None:
         digests = _digests(records)
@@ -267,11 +276,15 @@ def _stage(
         columns.columns["import_copy"] = placed.copies
         columns.columns["fresh"] = placed.fresh
         bulk_insert_columns(conn, import_row_t, columns.columns, stored=columns.stored)
+        if referred is not None:
+            referred.add(columns.columns)
         return columns.counts
     staged = stage_battle_batch(conn, run_id, records, first_seq=first_seq, file=file, digests=digests)
     for row, digest, copy, new in zip(staged.rows, placed.digests, placed.copies, placed.fresh, strict=True):
         row.update(import_digest=digest, import_copy=copy, fresh=new)
     bulk_insert(conn, import_row_t, staged.rows)
+    if referred is not None:
+        referred.add({name: [row.get(name) for row in staged.rows] for name in REFERRING})
     return staged.counts
 
 
@@ -316,6 +329,8 @@ def _merge_step(
             return checks.run(conn, bounds, _MERGE_POSTGRES)
         return int(conn.execute(_MERGE_POSTGRES, bounds).rowcount)
     sqlite = conn.dialect.name == "sqlite"
+    if checks is not None and checks.referred is not None:
+        checks.check_referred(conn)
     base = int(conn.scalar(select(func.max(battle_t.c.id))) or 0) if sqlite else 0
     added = int(conn.execute(_MERGE_BATTLES, bounds).rowcount)
     if sqlite and added and _numbered_from(conn, base, added):
@@ -326,9 +341,13 @@ def _merge_step(
 
 
 def _merged_to(conn: Connection, run_id: int, hi: int) -> None:
-    """Record (in the step's transaction) that the run's rows before ``hi`` are merged; the heartbeat."""
+    """Record (in the step's transaction) that the run's rows before ``hi`` are merged; the heartbeat.
+    The run's own row is checked here, as its foreign key would (a merge step may run without them)."""
+    if not _set_state(conn, run_id, "merging"):
+        raise IntegrityError(
+            "record a merge step", {"run": run_id}, ValueError(f"import run {run_id} is no longer recorded")
+        )
     conn.execute(insert(import_created_t).values(import_id=run_id, kind=_MERGED, row_id=hi))
-    _set_state(conn, run_id, "merging")
 
 
 def _numbered_from(conn: Connection, base: int, added: int) -> bool:
@@ -375,13 +394,25 @@ def import_battle_batches(
     counts = DigestCounts()
     seq = 0
     aside = Aside()  # the indexes the merge set aside (votes.aside_indexes)
+    referred = Referred()  # what the staged rows refer to, for SQLite's set-wise key checks
     beside: Alongside | None = None  # PostgreSQL: the merge's own transaction (votes.merge_alongside)
     try:
         _wait_for_slots(engine, run_id)
         # the next part is read, checked and hashed in a worker thread while this one is staged
         for part, digests, times, batch_ends in read_ahead(_parts(batches)):
             with gc_paused(), _step(engine) as conn:  # rows of plain values: no cycles to collect
-                staged = _stage(conn, run_id, part, seq, str(file), counts, digests, probe=probe, times=times)
+                staged = _stage(
+                    conn,
+                    run_id,
+                    part,
+                    seq,
+                    str(file),
+                    counts,
+                    digests,
+                    probe=probe,
+                    times=times,
+                    referred=referred,
+                )
                 _add(total, staged)
                 _set_state(conn, run_id, "staging")
             seq += len(part)
@@ -400,7 +431,7 @@ def import_battle_batches(
             )
             beside = None
         else:
-            total.rows, aside = _merge_in_steps(engine, run_id, seq, between)
+            total.rows, aside = _merge_in_steps(engine, run_id, seq, between, referred)
     except BaseException:
         if beside is not None:
             beside.abort()  # the merge's transaction rolled back: nothing of it was ever seen
@@ -422,25 +453,27 @@ def _merges_beside(engine: Engine) -> bool:
 
 
 def _merge_in_steps(
-    engine: Engine, run_id: int, seq: int, between: BetweenBatches | None
+    engine: Engine, run_id: int, seq: int, between: BetweenBatches | None, referred: Referred | None = None
 ) -> tuple[int, Aside]:
     """Merge a staged run in short transactions (SQLite: live votes write between them) and call it
-    done; the battles added and the indexes set aside meanwhile (built again here if a step fails)."""
+    done; the battles added and the indexes set aside meanwhile (built again here if a step fails).
+    ``referred``: the ids the staged rows refer to, for SQLite's set-wise key checks."""
     added = 0
     with _step(engine) as conn:
         _merged_to(conn, run_id, 0)  # state "merging", nothing merged yet
     with engine.connect() as merger:
         with _step_on(merger) as conn:
             aside = set_indexes_aside(conn, seq, run_id)  # a run that dwarfs the store builds them after
-            checks = merge_checks_for(conn)  # PostgreSQL's foreign keys checked once per row referred to
+            checks = merge_checks_for(conn, referred)  # foreign keys checked once per row referred to
+        keys = checks is None or checks.referred is None  # SQLite's own checks, per row and key
         try:
             for lo, hi in step_ranges(merger, seq, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
                 try:
-                    with _step_on(merger) as conn:
+                    with _step_on(merger, foreign_keys=keys) as conn:
                         added += _merge_step(conn, run_id, lo, hi, checks=checks)
                         _merged_to(conn, run_id, hi)
                 except IntegrityError:  # another run merged some of these keys since they were staged
-                    with _step_on(merger) as conn:
+                    with _step_on(merger, foreign_keys=keys) as conn:
                         added += _merge_step(conn, run_id, lo, hi, marked=False, checks=checks)
                         _merged_to(conn, run_id, hi)
                 if between is not None:

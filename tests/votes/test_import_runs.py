@@ -363,15 +363,16 @@ def test_a_run_alone_leaves_every_connection_enforcing_foreign_keys(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run alone empties its staging tables with SQLite's foreign keys off on one connection (so the
-    pages are freed whole); the connection goes back to the pool enforcing them again."""
+    pages are freed whole), and merges with them off (checked set-wise); every connection goes back to
+    the pool enforcing them again."""
     if engine.dialect.name != "sqlite":
         pytest.skip("SQLite's foreign-key switch")
     drivers: list[Any] = []
     step_on = votes.import_runs._step_on
 
-    def watched(conn: Any) -> Any:
+    def watched(conn: Any, **options: Any) -> Any:
         drivers.append(conn.connection.driver_connection)
-        return step_on(conn)
+        return step_on(conn, **options)
 
     monkeypatch.setattr(votes.import_runs, "_step_on", watched)
     import_file(engine, battles_file(tmp_path / "b.jsonl", 60))

@@ -1,7 +1,7 @@
-"""PostgreSQL merge steps check their foreign keys once per row referred to: only where the role may skip
-the per-row checks and the tables hold exactly the declared keys; a row referred to and gone fails the
-step as the per-row check would; an import without the privilege keeps the per-row checks and the same
-result."""
+"""Merge steps check their foreign keys once per row referred to: on PostgreSQL only where the role may
+skip the per-row checks, on both only where the tables hold exactly the declared keys; a row referred to
+and gone fails the step as the per-row check would; an import that keeps the per-row checks gives the
+same result."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select, text
@@ -23,11 +24,9 @@ from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
 from votes.db import make_engine
 from votes.io import import_file
-from votes.merge_checks import MergeChecks, merge_checks_for
+from votes.merge_checks import MergeChecks, Referred, merge_checks_for
 from votes.models import utcnow
 from votes.tables import import_row_t, import_run_t, model_t, vote_t
-
-pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture(autouse=True)
@@ -38,6 +37,14 @@ def small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def pg(pg_engine: Engine) -> Engine:
     return pg_engine
+
+
+PARENTS = {
+    "annotator": ("annotator_id",),
+    "model": ("model_a_id", "model_b_id"),
+    "output": ("output_a_id", "output_b_id"),
+    "prompt": ("prompt_id",),
+}
 
 
 @contextmanager
@@ -63,22 +70,42 @@ def plain_role(admin: Engine, *, may_skip_checks: bool = False) -> Iterator[Engi
             conn.execute(text(f'DROP ROLE "{name}"'))
 
 
-def _checks(engine: Engine) -> MergeChecks | None:
+def _checks(engine: Engine, referred: Referred | None = None) -> MergeChecks | None:
     with engine.begin() as conn:
-        return merge_checks_for(conn)
+        return merge_checks_for(conn, referred)
 
 
+@pytest.mark.postgres
 def test_a_superuser_gets_one_lock_statement_per_table_referred_to(pg: Engine) -> None:
     checks = _checks(pg)
-    assert checks is not None
-    assert {parent: columns for parent, _, columns in checks.parents} == {
-        "annotator": ("annotator_id",),
-        "model": ("model_a_id", "model_b_id"),
-        "output": ("output_a_id", "output_b_id"),
-        "prompt": ("prompt_id",),
+    assert checks is not None and checks.referred is None
+    assert {parent: columns for parent, _, columns in checks.parents} == PARENTS
+
+
+def test_sqlite_checks_the_ids_the_run_gathered(tmp_path: Path) -> None:
+    with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
+        assert _checks(engine) is None  # nothing gathered: SQLite's own checks
+        referred = Referred()
+        checks = _checks(engine, referred)
+        assert checks is not None and checks.referred is referred
+        assert {parent: columns for parent, _, columns in checks.parents} == PARENTS
+
+
+def test_referred_gathers_each_columns_ids_without_none() -> None:
+    referred = Referred()
+    referred.add({"model_a_id": [1, 2, 2], "model_b_id": [3, None], "prompt_id": [None, None]})
+    referred.add({"model_a_id": [5], "annotator_id": (9,), "unrelated": [7]})
+    assert referred.ids == {
+        "annotator_id": {9},
+        "model_a_id": {1, 2, 5},
+        "model_b_id": {3},
+        "output_a_id": set(),
+        "output_b_id": set(),
+        "prompt_id": set(),
     }
 
 
+@pytest.mark.postgres
 def test_a_role_gets_them_only_when_granted_the_setting(pg: Engine) -> None:
     with plain_role(pg) as engine:
         assert _checks(engine) is None
@@ -86,6 +113,7 @@ def test_a_role_gets_them_only_when_granted_the_setting(pg: Engine) -> None:
         assert _checks(engine) is not None
 
 
+@pytest.mark.postgres
 def test_an_import_with_set_wise_checks_equals_one_with_per_row_checks(pg: Engine, tmp_path: Path) -> None:
     path = battles_file(tmp_path / "b.jsonl", 300)
     assert _checks(pg) is not None
@@ -109,10 +137,49 @@ def _votes(engine: Engine) -> list[tuple[object, ...]]:
     return [tuple(r) for r in rows]
 
 
-def test_a_row_referred_to_and_gone_fails_the_step_and_adds_nothing(pg: Engine, tmp_path: Path) -> None:
-    checks = _checks(pg)
-    assert checks is not None
-    with pg.begin() as conn:
+def test_an_sqlite_import_with_set_wise_checks_equals_one_with_per_row_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite merges with its foreign keys off, checked set-wise; the same file imported with the per-row
+    checks (no set-wise checks made) gives the same store."""
+    path = battles_file(tmp_path / "b.jsonl", 300)
+    switched: list[bool] = []
+    step_on = votes.import_runs._step_on
+
+    def watched(conn: Any, *, foreign_keys: bool = True) -> Any:
+        switched.append(foreign_keys)
+        return step_on(conn, foreign_keys=foreign_keys)
+
+    monkeypatch.setattr(votes.import_runs, "_step_on", watched)
+    with (
+        schema_engine(f"sqlite:///{tmp_path}/fast.db") as fast,
+        schema_engine(f"sqlite:///{tmp_path}/slow.db") as slow,
+    ):
+        assert import_file(fast, path).n_added == 300
+        assert switched.count(False) >= 300 // 25  # every merge step of 25 rows
+        switched.clear()
+        monkeypatch.setattr(votes.import_runs, "merge_checks_for", lambda conn, referred=None: None)
+        assert import_file(slow, path).n_added == 300
+        assert False not in switched
+        assert row_counts(fast) == row_counts(slow)
+        assert live_ratings(fast) == live_ratings(slow)
+        assert _votes(fast) == _votes(slow)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    """An engine with the schema on each backend, whose role may skip PostgreSQL's per-row checks."""
+    if request.param == "sqlite":
+        with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
+            yield engine
+    else:
+        with scratch_pg_database() as url, schema_engine(url) as engine:
+            yield engine
+
+
+def _staged_run(engine: Engine, referred: Referred) -> int:
+    """A run in its merge, one staged row referring to a model and to a model that is not stored."""
+    with engine.begin() as conn:
         now = utcnow()
         run = conn.execute(
             import_run_t.insert()
@@ -124,6 +191,7 @@ def test_a_row_referred_to_and_gone_fails_the_step_and_adds_nothing(pg: Engine, 
         ).scalar_one()
         row = {
             "import_id": run,
+            "seq": 0,
             "digest": "0" * 40,
             "fresh": True,
             "model_a_id": model,
@@ -135,17 +203,42 @@ def test_a_row_referred_to_and_gone_fails_the_step_and_adds_nothing(pg: Engine, 
             "import_digest": 7,
             "import_copy": 0,
         }
-        conn.execute(import_row_t.insert().values(seq=0, **row))
-    with pg.connect() as conn, conn.begin():
-        with pytest.raises(IntegrityError, match="1 model row"):
-            votes.import_runs._merge_step(conn, run, 0, 1, checks=checks)
-    with pg.connect() as conn, conn.begin():  # the same step with the per-row checks fails the same way
+        conn.execute(import_row_t.insert().values(**row))
+        referred.add({k: [v] for k, v in row.items()})
+    return int(run)
+
+
+def test_a_row_referred_to_and_gone_fails_the_step_and_adds_nothing(both: Engine) -> None:
+    referred = Referred()
+    run = _staged_run(both, referred)
+    checks = _checks(both, referred)
+    assert checks is not None
+    with both.connect() as merger:
+        with votes.import_runs._step_on(merger, foreign_keys=False) as conn:  # SQLite: no per-row checks
+            with pytest.raises(IntegrityError, match="1 model row"):
+                votes.import_runs._merge_step(conn, run, 0, 1, checks=checks)
+            conn.rollback()
+    with both.connect() as conn, conn.begin():  # the same step with the per-row checks fails the same way
         with pytest.raises(IntegrityError):
             votes.import_runs._merge_step(conn, run, 0, 1, checks=None)
-    with pg.connect() as conn:
+    with both.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(vote_t)) == 0
+        assert conn.scalar(text("SELECT count(*) FROM battle")) == 0
 
 
+def test_a_merge_step_of_a_run_no_longer_recorded_fails(both: Engine) -> None:
+    """A merge step checks its run's own row as the row recording the step would refer to it."""
+    run = _staged_run(both, Referred())
+    with both.begin() as conn:
+        conn.execute(import_row_t.delete())
+        conn.execute(import_run_t.delete())
+    with both.connect() as merger, votes.import_runs._step_on(merger, foreign_keys=False) as conn:
+        with pytest.raises(IntegrityError, match=f"import run {run} is no longer recorded"):
+            votes.import_runs._merged_to(conn, run, 1)
+        conn.rollback()
+
+
+@pytest.mark.postgres
 @pytest.mark.parametrize(
     "change",
     [
@@ -170,9 +263,10 @@ def test_a_store_with_more_than_the_declared_keys_keeps_the_per_row_checks(
     assert _checks(pg) is None
 
 
-def test_sqlite_has_no_set_wise_checks(tmp_path: Path) -> None:
-    engine = make_engine(f"sqlite:///{tmp_path}/a.db")
-    try:
-        assert _checks(engine) is None
-    finally:
-        engine.dispose()
+def test_an_sqlite_store_with_a_key_not_declared_keeps_the_per_row_checks(tmp_path: Path) -> None:
+    with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
+        assert _checks(engine, Referred()) is not None
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE extra (id integer PRIMARY KEY)"))
+            conn.execute(text("ALTER TABLE vote ADD COLUMN extra_id integer REFERENCES extra (id)"))
+        assert _checks(engine, Referred()) is None
