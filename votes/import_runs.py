@@ -203,14 +203,15 @@ def _step(engine: Engine) -> Iterator[Connection]:
 
 
 @contextmanager
-def _step_on(conn: Connection, *, foreign_keys: bool = True) -> Iterator[Connection]:
+def _step_on(conn: Connection, *, foreign_keys: bool = True, synced: bool = False) -> Iterator[Connection]:
     """:func:`_step` on a connection the caller holds across steps (:func:`votes.merge_steps.step_ranges`
     watches it for other connections' commits). ``foreign_keys=False``: SQLite checks no foreign key in
-    this step (a merge step whose keys :mod:`votes.merge_checks` checks set-wise)."""
+    this step (a merge step whose keys :mod:`votes.merge_checks` checks set-wise). ``synced``: the
+    commit waits for the disk, as an ordinary one (the run's *done*), and still leaves the log long."""
     driver = conn.connection.driver_connection if conn.dialect.name == "sqlite" else None
     cache = checkpoint = keys = 0
     if driver is not None:
-        driver.execute("PRAGMA synchronous=NORMAL")
+        driver.execute(f"PRAGMA synchronous={'FULL' if synced else 'NORMAL'}")
         cache = int(driver.execute("PRAGMA cache_size").fetchone()[0])
         checkpoint = int(driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
         driver.execute(f"PRAGMA cache_size=-{STEP_CACHE_KIB}")
@@ -220,7 +221,7 @@ def _step_on(conn: Connection, *, foreign_keys: bool = True) -> Iterator[Connect
             driver.execute("PRAGMA foreign_keys=OFF")
     try:
         with conn.begin():
-            if conn.dialect.name == "postgresql":
+            if conn.dialect.name == "postgresql" and not synced:
                 conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
             yield conn
     finally:
@@ -485,7 +486,7 @@ def _merge_in_steps(
             if aside:  # before the caller's rollback finds the run's battles by their slots
                 _restore_indexes_quietly(engine)
             raise
-    with engine.begin() as conn:
+    with engine.connect() as last, _step_on(last, synced=True) as conn:  # the log copied at the run's end
         _set_state(conn, run_id, "done")
     return added, aside
 
@@ -609,7 +610,8 @@ def _restore_indexes_quietly(engine: Engine) -> None:
     """Build the indexes a run set aside; if that fails, the run's own failure (or its result) is what the
     caller sees, and the next import or publish builds them (:func:`clean_dead_runs`)."""
     try:
-        restore_indexes(engine)
+        with engine.connect() as held, _step_on(held, synced=True) as conn:
+            restore_indexes(conn)
     except Exception as exc:  # noqa: BLE001 - the import's own failure is re-raised by the caller
         log.warning("indexes set aside are not built again now (%s); the next import or publish does", exc)
 
@@ -619,7 +621,7 @@ def _finish(engine: Engine, run_id: int, added: int) -> None:
     log into the database (the steps left it long, see :data:`STEP_CHECKPOINT_PAGES`)."""
     if not _empty_staging_if_alone(engine, run_id):
         _delete_staged(engine, run_id, remove_merged=False)
-    with engine.begin() as conn:
+    with _step(engine) as conn:
         _drop_staging(conn, run_id)
         if conn.dialect.name == "postgresql" and added >= _ANALYZE_AFTER:
             # Fresh statistics for the planner: without them the next import's key lookups on the
@@ -651,22 +653,12 @@ def _empty_staging_if_alone(engine: Engine, run_id: int) -> bool:
         return True
     if engine.dialect.name != "sqlite":
         return False
-    with engine.connect() as held:
-        driver = held.connection.driver_connection
-        if driver is None:
-            raise RuntimeError("the SQLite connection has no driver connection")
-        driver.execute("PRAGMA foreign_keys=OFF")  # outside a transaction: SQLite honours it only there
-        try:
-            with _step_on(held) as conn:
-                conn.execute(
-                    update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow())
-                )
-                if _another_run(conn, run_id):
-                    return False
-                conn.execute(delete(import_row_t))
-                conn.execute(delete(import_created_t))
-        finally:
-            driver.execute("PRAGMA foreign_keys=ON")  # the pooled connection's own setting again
+    with engine.connect() as held, _step_on(held, foreign_keys=False) as conn:
+        conn.execute(update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow()))
+        if _another_run(conn, run_id):
+            return False
+        conn.execute(delete(import_row_t))
+        conn.execute(delete(import_created_t))
     return True
 
 
