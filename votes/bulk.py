@@ -222,6 +222,8 @@ def _sqlite_column(column_type: Any, values: list[Any]) -> list[Any]:
     if isinstance(column_type, JSON):
         return _json_texts(values)
     if isinstance(column_type, Boolean):
+        if values and type(values[0]) is bool and values.count(values[0]) == len(values):  # counted in C
+            return [int(values[0])] * len(values)  # one flag throughout (a run's own rows, mostly)
         return [None if v is None else int(v) for v in values]
     return values
 
