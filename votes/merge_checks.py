@@ -27,11 +27,11 @@ A vote's battle is inserted by the same statement (PostgreSQL) or step (SQLite) 
 (:mod:`votes.import_runs`), so that key needs no check: the row is the step's own.
 
 Used only where it checks exactly what the per-row checks would (:func:`merge_checks_for`, once per run):
-``battle`` and ``vote`` hold exactly the foreign keys the tables declare here, each on one column the
-staging table also holds; on PostgreSQL moreover the role may set ``session_replication_role`` (a
-superuser, or on PostgreSQL 15 and later a role granted it: ``GRANT SET ON PARAMETER
-session_replication_role TO arena``) and the tables have no trigger but the foreign keys' own. Otherwise
-the step keeps the per-row checks.
+``battle`` and ``vote`` hold exactly the foreign keys the tables declare here, each on one column the staging
+table also holds; on SQLite moreover the run refers to at most :data:`REFERRED_MAX` rows; on PostgreSQL the
+role may set ``session_replication_role`` (a superuser, or on PostgreSQL 15 and later a role granted it:
+``GRANT SET ON PARAMETER session_replication_role TO arena``) and the tables have no trigger but the foreign
+keys' own. Otherwise the step keeps the per-row checks.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from votes.bulk import chunks, member
 from votes.tables import battle_t, import_row_t, vote_t
 
-__all__ = ["REFERRING", "MergeChecks", "Referred", "merge_checks_for"]
+__all__ = ["REFERRED_MAX", "REFERRING", "MergeChecks", "Referred", "merge_checks_for"]
 
 #: The staged rows of one merge step (the merge statement's own condition).
 _STEP = "import_id = :run AND seq >= :lo AND seq < :hi AND fresh"
@@ -75,21 +75,34 @@ _OWN_TRIGGERS = text(
 )
 
 
+#: Ids a run gathers at most for SQLite's set-wise checks. A run that refers to more (a file of
+#: conversations stores a prompt and two answers per battle) keeps SQLite's per-row checks: every step
+#: counts all of a run's ids, at most ten statements of a thousand ids each.
+REFERRED_MAX = 10_000
+
+
 class Referred:
     """The ids a run's staged rows refer to, by staged column (:data:`REFERRING`), gathered as each batch
-    is staged: a few hundred distinct ids (models, judges, prompts, answers) for a million rows."""
+    is staged: a few hundred distinct ids (models, judges, prompts, answers) for a million battles of a
+    battles file. Past :data:`REFERRED_MAX` ids it lets them go and says so (``overflowed``)."""
 
     def __init__(self) -> None:
         self.ids: dict[str, set[int]] = {name: set() for name in REFERRING}
+        self.overflowed = False
 
     def add(self, columns: Mapping[str, Iterable[int | None]]) -> None:
         """Note the ids of a staged batch given as columns (a column left out refers to nothing)."""
+        if self.overflowed:
+            return
         for name, ids in self.ids.items():
             values = columns.get(name)
             if values is not None:
                 found: set[int | None] = set(values)  # in C: a batch's column of 20,000 in a fraction of a ms
                 found.discard(None)  # no row referred to
                 ids.update(cast("set[int]", found))
+        if sum(map(len, self.ids.values())) > REFERRED_MAX:
+            self.overflowed = True
+            self.ids = {name: set() for name in REFERRING}
 
 
 class MergeChecks(NamedTuple):
@@ -165,7 +178,7 @@ def merge_checks_for(conn: Connection, referred: Referred | None = None) -> Merg
         rows = conn.execute(_CATALOG).all()
         if any(int(n) != 1 for *_, n in rows) or conn.execute(_OWN_TRIGGERS).scalar():
             return None
-    elif conn.dialect.name == "sqlite" and referred is not None:
+    elif conn.dialect.name == "sqlite" and referred is not None and not referred.overflowed:
         rows = conn.execute(_SQLITE_CATALOG).all()
         if any(int(n) != 0 or k is None for *_, k, n in rows):  # a key of several columns, or implied
             return None

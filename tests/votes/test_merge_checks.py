@@ -18,13 +18,14 @@ from sqlalchemy.exc import IntegrityError
 
 import votes.import_runs
 import votes.io
+import votes.merge_checks
 from tests.conftest import schema_engine, scratch_pg_database
 from tests.factories import live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
 from votes.db import make_engine
 from votes.io import import_file
-from votes.merge_checks import MergeChecks, Referred, merge_checks_for
+from votes.merge_checks import REFERRED_MAX, MergeChecks, Referred, merge_checks_for
 from votes.models import utcnow
 from votes.tables import import_row_t, import_run_t, model_t, vote_t
 
@@ -103,6 +104,35 @@ def test_referred_gathers_each_columns_ids_without_none() -> None:
         "output_b_id": set(),
         "prompt_id": set(),
     }
+
+
+def test_referred_lets_its_ids_go_past_its_bound_and_sqlite_then_checks_per_row(tmp_path: Path) -> None:
+    referred = Referred()
+    referred.add({"prompt_id": list(range(REFERRED_MAX))})
+    assert not referred.overflowed
+    referred.add({"output_a_id": [1, 2]})  # a file of conversations: a prompt and answers per battle
+    assert referred.overflowed and not any(referred.ids.values())
+    referred.add({"model_a_id": [1]})
+    assert not any(referred.ids.values())
+    with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
+        assert _checks(engine, referred) is None
+
+
+def test_an_sqlite_import_referring_to_more_rows_than_the_bound_keeps_the_per_row_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(votes.merge_checks, "REFERRED_MAX", 10)  # the file's 8 models and 7 judges: 15
+    switched: list[bool] = []
+    step_on = votes.import_runs._step_on
+
+    def watched(conn: Any, **options: Any) -> Any:
+        switched.append(options.get("foreign_keys", True))
+        return step_on(conn, **options)
+
+    monkeypatch.setattr(votes.import_runs, "_step_on", watched)
+    with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
+        assert import_file(engine, battles_file(tmp_path / "b.jsonl", 300)).n_added == 300
+        assert switched.count(False) == 1  # only the staging tables emptied at the end
 
 
 @pytest.mark.postgres
