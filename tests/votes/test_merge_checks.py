@@ -106,6 +106,19 @@ def test_referred_gathers_each_columns_ids_without_none() -> None:
     }
 
 
+def _watch_key_switch(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each step of the import runs that follow keeps SQLite's foreign keys on, in order."""
+    switched: list[bool] = []
+    step_on = votes.import_runs._step_on
+
+    def watched(conn: Any, **options: Any) -> Any:
+        switched.append(options.get("foreign_keys", True))
+        return step_on(conn, **options)
+
+    monkeypatch.setattr(votes.import_runs, "_step_on", watched)
+    return switched
+
+
 def test_referred_lets_its_ids_go_past_its_bound_and_sqlite_then_checks_per_row(tmp_path: Path) -> None:
     referred = Referred()
     referred.add({"prompt_id": list(range(REFERRED_MAX))})
@@ -122,14 +135,7 @@ def test_an_sqlite_import_referring_to_more_rows_than_the_bound_keeps_the_per_ro
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(votes.merge_checks, "REFERRED_MAX", 10)  # the file's 8 models and 7 judges: 15
-    switched: list[bool] = []
-    step_on = votes.import_runs._step_on
-
-    def watched(conn: Any, **options: Any) -> Any:
-        switched.append(options.get("foreign_keys", True))
-        return step_on(conn, **options)
-
-    monkeypatch.setattr(votes.import_runs, "_step_on", watched)
+    switched = _watch_key_switch(monkeypatch)
     with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
         assert import_file(engine, battles_file(tmp_path / "b.jsonl", 300)).n_added == 300
         assert switched.count(False) == 1  # only the staging tables emptied at the end
@@ -173,14 +179,7 @@ def test_an_sqlite_import_with_set_wise_checks_equals_one_with_per_row_checks(
     """SQLite merges with its foreign keys off, checked set-wise; the same file imported with the per-row
     checks (no set-wise checks made) gives the same store."""
     path = battles_file(tmp_path / "b.jsonl", 300)
-    switched: list[bool] = []
-    step_on = votes.import_runs._step_on
-
-    def watched(conn: Any, **options: Any) -> Any:
-        switched.append(options.get("foreign_keys", True))
-        return step_on(conn, **options)
-
-    monkeypatch.setattr(votes.import_runs, "_step_on", watched)
+    switched = _watch_key_switch(monkeypatch)
     with (
         schema_engine(f"sqlite:///{tmp_path}/fast.db") as fast,
         schema_engine(f"sqlite:///{tmp_path}/slow.db") as slow,
