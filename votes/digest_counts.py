@@ -3,9 +3,11 @@
 An import key is a row's digest and its occurrence number among identical rows of the file. Counting
 the earlier occurrences through an index of the staging table on (run, digest) cost more disk writes
 than anything else in an import: hash-ordered keys touch index pages all over the index in every
-short transaction. A run belongs to one process, so the counts are kept here instead, about 20 bytes
-per distinct digest: its first 64 bits, the sequence number of its first row and its count, in sorted
-numpy arrays merged like a log-structured tree (a few levels, each searched with ``searchsorted``).
+short transaction. A run belongs to one process, so the counts are kept here instead, 12 bytes per
+distinct digest: its first 64 bits and the sequence number of its first row (32 bits while the run's
+rows are numbered below 2**32), in sorted numpy arrays merged like a log-structured tree (a few levels,
+each searched with ``searchsorted``). A digest seen once, nearly every one of a file, has no count
+stored: the counts of those seen more than once are in a dictionary by prefix.
 
 Two different digests can share 64 bits. A prefix already counted is therefore checked against the
 full digest of its first row (one primary-key look-up in the staging table, or this batch's own row);
@@ -25,12 +27,14 @@ __all__ = ["LEVEL_CAP", "DigestCounts", "Numbered", "digest_prefixes"]
 #: Digests read from the database per look-up, for :class:`DigestCounts.keys`.
 FetchDigests = Callable[[Sequence[int]], Mapping[int, str]]
 
-#: Distinct digests a level grows to at most by merging (40 MB): a merge briefly holds the merged level
+#: Distinct digests a level grows to at most by merging (24 MB): a merge briefly holds the merged level
 #: twice, so the largest level bounds that extra memory; ten million rows make a few more levels to search.
 LEVEL_CAP = 2_000_000
 
 _U64 = npt.NDArray[np.uint64]
 _I64 = npt.NDArray[np.int64]
+#: A level's sequence numbers: unsigned 32-bit while they fit, 64-bit after.
+_SEQ_32_END = 2**32
 
 
 def digest_prefixes(digests: Iterable[str]) -> _U64:
@@ -50,13 +54,20 @@ class Numbered(NamedTuple):
     copies: _I64
 
 
+def _seq_array(seqs: _I64) -> npt.NDArray[np.uint32] | _I64:
+    """Sequence numbers in 32 bits when every one fits (the memory of a level's second column halved)."""
+    if not len(seqs) or int(seqs.max()) < _SEQ_32_END:
+        return seqs.astype(np.uint32)
+    return seqs
+
+
 class _Level:
-    """One sorted run of distinct prefixes, with each one's first sequence number and count."""
+    """One sorted run of distinct prefixes, with each one's first sequence number."""
 
-    __slots__ = ("counts", "prefixes", "seqs")
+    __slots__ = ("prefixes", "seqs")
 
-    def __init__(self, prefixes: _U64, seqs: _I64, counts: npt.NDArray[np.int32]) -> None:
-        self.prefixes, self.seqs, self.counts = prefixes, seqs, counts
+    def __init__(self, prefixes: _U64, seqs: npt.NDArray[np.uint32] | _I64) -> None:
+        self.prefixes, self.seqs = prefixes, seqs
 
     def find(self, prefixes: _U64) -> _I64:
         """Each prefix's index in this level, or -1."""
@@ -72,8 +83,16 @@ class DigestCounts:
 
     def __init__(self) -> None:
         self._levels: list[_Level] = []
+        # The count of each prefix counted in a level that was seen more than once (one when absent).
+        self._repeats: dict[int, int] = {}
         # Digests whose 64-bit prefix belongs to an earlier, different digest (practically never).
         self._apart: dict[str, int] = {}
+
+    def clear(self) -> None:
+        """Forget every count (the run's rows are all staged): the memory is given back at once."""
+        self._levels.clear()
+        self._repeats.clear()
+        self._apart.clear()
 
     def keys(self, digests: Sequence[str], first_seq: int, fetch: FetchDigests) -> list[str]:
         """The import keys of a batch numbered from ``first_seq``: each digest and how many rows before
@@ -128,8 +147,8 @@ class DigestCounts:
             elif number >= 0:
                 level = self._levels[number]
                 if stored.get(int(level.seqs[i])) == digest:
-                    n = int(level.counts[i])
-                    level.counts[i] = n + 1
+                    n = self._repeats.get(prefix, 1)
+                    self._repeats[prefix] = n + 1
                 else:
                     n, self._apart[digest] = 0, 1
             elif (entry := new.get(prefix)) is not None:
@@ -145,20 +164,20 @@ class DigestCounts:
             copies[row] = n
         rows = np.flatnonzero(alone)
         values = np.array(list(new.values()), dtype=np.int64).reshape(-1, 2)
+        self._repeats.update((prefix, entry[1]) for prefix, entry in new.items() if entry[1] > 1)
         self._push(
             np.concatenate([prefixes[rows], np.fromiter(new, dtype=np.uint64, count=len(new))]),
             np.concatenate([first_seq + rows.astype(np.int64), values[:, 0]]),
-            np.concatenate([np.ones(len(rows), dtype=np.int32), values[:, 1].astype(np.int32)]),
         )
         return Numbered(keys, prefixes.view(np.int64), copies)
 
-    def _push(self, prefixes: _U64, seqs: _I64, counts: npt.NDArray[np.int32]) -> None:
-        """Add a batch's new prefixes (with each one's first sequence number and count) as a level,
-        merging levels of similar size (amortised n log n)."""
+    def _push(self, prefixes: _U64, seqs: _I64) -> None:
+        """Add a batch's new prefixes (with each one's first sequence number) as a level, merging levels
+        of similar size (amortised n log n)."""
         if not len(prefixes):
             return
         order = np.argsort(prefixes, kind="stable")
-        level = _Level(prefixes[order], seqs[order], counts[order])
+        level = _Level(prefixes[order], _seq_array(seqs[order]))
         while (
             self._levels
             and len(self._levels[-1].prefixes) <= 2 * len(level.prefixes)
@@ -179,10 +198,8 @@ def _merged(old: _Level, new: _Level) -> _Level:
     is_old[at_new] = False
 
     def placed(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        out = np.empty(size, dtype=a.dtype)
+        out = np.empty(size, dtype=np.result_type(a, b))  # 32-bit sequence numbers beside 64-bit ones
         out[is_old], out[at_new] = a, b
         return out
 
-    return _Level(
-        placed(old.prefixes, new.prefixes), placed(old.seqs, new.seqs), placed(old.counts, new.counts)
-    )
+    return _Level(placed(old.prefixes, new.prefixes), placed(old.seqs, new.seqs))

@@ -423,6 +423,9 @@ def import_battle_batches(
                 beside.staged(seq)
             if batch_ends and between is not None:
                 between()
+        # Every row is staged: the occurrence counts (some 20 bytes a row) are let go before the merge,
+        # whose index builds are the run's peak of memory.
+        counts.clear()
         if _merges_beside(engine):
             if beside is None:
                 aside, beside = _merge_beside(engine, run_id, seq, between)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pytest
 
 import votes.digest_counts
@@ -82,3 +83,39 @@ def test_levels_stop_merging_at_the_cap_and_still_count_every_repeat(monkeypatch
         counts.keys(digests[start : start + 150], start, lambda seqs: {s: digests[s] for s in seqs})
     sizes = [len(level.prefixes) for level in counts._levels]
     assert max(sizes) <= 400 and len(sizes) >= 5000 * 0.85 // 400, sizes
+
+
+def test_sequence_numbers_past_32_bits_merge_with_those_below() -> None:
+    """Levels hold 32-bit sequence numbers while they fit and 64-bit ones after; merged together they
+    keep every number, so a repeat still finds its first row's digest."""
+    rng = random.Random(7)
+    fresh = [f"{rng.getrandbits(160):040x}" for _ in range(3_000)]
+    digests = [fresh[i] if rng.random() < 0.8 else rng.choice(fresh[: i + 1]) for i in range(3_000)]
+    base = 2**32 - 1_500  # the run's rows numbered across 2**32
+    staged: dict[int, str] = {}
+    counts = DigestCounts()
+    keys: list[str] = []
+    for start in range(0, 3_000, 300):
+        part = digests[start : start + 300]
+        keys.extend(counts.keys(part, base + start, lambda seqs: {s: staged[s] for s in seqs}))
+        staged.update(enumerate(part, start=base + start))
+    assert keys == _expected(digests)
+    assert {level.seqs.dtype for level in counts._levels} == {np.dtype(np.int64)}  # merged with the 32-bit
+    first = DigestCounts()
+    first.keys(digests[:300], 0, lambda seqs: {})
+    assert {level.seqs.dtype for level in first._levels} == {np.dtype(np.uint32)}
+
+
+def test_a_file_of_distinct_rows_costs_twelve_bytes_a_row_and_clear_gives_it_back() -> None:
+    rng = random.Random(8)
+    digests = [f"{rng.getrandbits(160):040x}" for _ in range(20_000)]
+    counts = DigestCounts()
+    for start in range(0, len(digests), 1_000):
+        counts.keys(digests[start : start + 1_000], start, lambda seqs: {s: digests[s] for s in seqs})
+    held = sum(level.prefixes.nbytes + level.seqs.nbytes for level in counts._levels)
+    assert held == 12 * len(digests)
+    assert not counts._repeats
+    counts.clear()
+    assert not counts._levels
+    # counted again from nothing: the same keys as a new count
+    assert counts.keys(digests[:5], 0, lambda seqs: {}) == _expected(digests[:5])
