@@ -48,3 +48,34 @@ def test_newest_revision_file_is_alembics_head_and_tells_an_up_to_date_store(db_
         assert not at_newest_revision(engine)
     finally:
         engine.dispose()
+
+
+def test_staging_rows_lose_their_run_key_and_keep_their_rows(db_url: str) -> None:
+    """A store at the revision before keeps a run's staged row through the upgrade, and the staging
+    table no longer refers to the runs (PostgreSQL checked that key once per staged row)."""
+    upgrade_database(db_url, revision="0020_import_slots")
+    engine = make_engine(db_url)
+    try:
+        assert [k["referred_table"] for k in inspect(engine).get_foreign_keys("importrow")] == ["importrun"]
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO importrun (id, path, state, started_at, heartbeat_at)"
+                    " VALUES (7, 'battles.parquet', 'staging', '2026-12-06 10:00:00', '2026-12-06 10:00:00')"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO importrow (import_id, seq, digest, model_a_id, model_b_id, issued_at,"
+                    " winner, weight, sided) VALUES (7, 0, 'ab', 1, 2, '2026-12-06 10:00:00', 'model_a', 1.0,"
+                    " true)"
+                )
+            )
+        assert upgrade_database(db_url) == head_revision()
+        inspector = inspect(engine)
+        assert inspector.get_foreign_keys("importrow") == []
+        assert inspector.get_pk_constraint("importrow")["constrained_columns"] == ["import_id", "seq"]
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT import_id, seq, digest FROM importrow")).all() == [(7, 0, "ab")]
+    finally:
+        engine.dispose()
