@@ -423,7 +423,7 @@ def import_battle_batches(
                 beside.staged(seq)
             if batch_ends and between is not None:
                 between()
-        # Every row is staged: the occurrence counts (some 20 bytes a row) are let go before the merge,
+        # Every row is staged: the occurrence counts (12 bytes a distinct row) are let go before the merge,
         # whose index builds are the run's peak of memory.
         counts.clear()
         if _merges_beside(engine):
