@@ -2,7 +2,8 @@
 Chatbot Arena methods run from the same file.
 
     .venv/bin/python scripts/bench_end_to_end.py [--votes 1000000] [--models 100] [--rounds 1000]
-        [--ten-million] [--compare /path/to/other/checkout] [--skip recompute,import,publish]
+        [--ten-million] [--ten-million-store] [--compare /path/to/other/checkout]
+        [--skip recompute,import,publish]
         [--reuse-import] [--publish-repeat 3] [--peers lmsys-current]
         [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
 
@@ -22,8 +23,11 @@ SQLite import migrates its new file inside its timed run) and dropped after.
 The last line is one JSON object: ``recompute_1m_s``, ``recompute_1m_peak_mb``, ``import_1m_s``,
 ``import_1m_peak_mb``, ``import_pg_1m_s``, ``import_pg_1m_peak_mb`` (null without ``--postgres-url``),
 ``publish_1m_s``, ``recompute_10m_s``, ``recompute_10m_peak_mb`` (null without
-``--ten-million``), ``cli_start_s``, ``peer_<name>_s``, and the same keys prefixed ``compare_`` with
-``--compare``. The ``1m``/``10m`` names are kept when ``--votes`` asks for another size (see ``votes``).
+``--ten-million``), ``import_10m_s``, ``import_10m_peak_mb``, ``publish_10m_s``, ``publish_10m_peak_mb``
+(null without ``--ten-million-store``: the 10x file imported into a new SQLite store, published from it,
+and the store deleted again, some 4.4 GB at 10M votes), ``cli_start_s``, ``peer_<name>_s``, and the
+same keys prefixed ``compare_`` with ``--compare``. The ``1m``/``10m`` names are kept when ``--votes``
+asks for another size (see ``votes``).
 
 The SQLite store of each tree is kept in ``--workdir``, named by the battles file; ``--reuse-import``
 publishes from it again without importing (its import is then not timed), and ``--publish-repeat N``
@@ -233,6 +237,43 @@ def arena_paths(tree: Path, data: Path, work: Path, args: argparse.Namespace, ta
     return runs
 
 
+def store_paths(tree: Path, data: Path, args: argparse.Namespace, tag: str) -> dict[str, Run]:
+    """The import of ``data`` (the 10x file) into a new SQLite store and a publish from it, each timed
+    with its own peak memory; the store is deleted afterwards (gigabytes at 10M votes)."""
+    env = _env(tree, args.pycache)
+    db = args.workdir / f"votes10-{tag}.db"
+    store = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+    for path in store:
+        path.unlink(missing_ok=True)
+    runs: dict[str, Run] = {}
+    try:
+        runs["import_10m"] = run_child(
+            _arena("import", str(data), "--database-url", f"sqlite:///{db}"), env=env, timeout=args.timeout
+        )
+        print(f"[{tag}] import_10m: {runs['import_10m'].seconds:.2f} s", file=sys.stderr, flush=True)
+        if runs["import_10m"].status == 0:
+            runs["publish_10m"] = run_child(
+                _arena(
+                    "publish",
+                    "--database-url",
+                    f"sqlite:///{db}",
+                    "--snapshot-dir",
+                    str(args.workdir / f"snap10-{tag}"),
+                    "--bootstrap",
+                    str(args.rounds),
+                    "--seed",
+                    str(args.seed),
+                ),
+                env=env,
+                timeout=args.timeout,
+            )
+            print(f"[{tag}] publish_10m: {runs['publish_10m'].seconds:.2f} s", file=sys.stderr, flush=True)
+    finally:
+        for path in store:
+            path.unlink(missing_ok=True)
+    return runs
+
+
 def import_postgres(data: Path, env: dict[str, str], args: argparse.Namespace) -> Run:
     """``arena import`` of ``data`` into a new PostgreSQL database, migrated beforehand (untimed) by the
     measured tree's ``arena db upgrade``; a failed migration is returned as the run."""
@@ -291,6 +332,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="where the bytecode is cached (default: WORKDIR/pycache); one shared by runs compiles once",
     )
     parser.add_argument("--ten-million", action="store_true", help="also recompute from 10M votes (slow)")
+    parser.add_argument(
+        "--ten-million-store",
+        action="store_true",
+        help="also import the 10M votes into a new SQLite store and publish from it (minutes; the store, "
+        "4.4 GB, is deleted after)",
+    )
     parser.add_argument("--compare", type=Path, help="another checkout to run side by side (PYTHONPATH)")
     parser.add_argument(
         "--postgres-url",
@@ -377,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
                 env=_env(tree, args.pycache),
                 timeout=args.timeout,
             )
+        if args.ten_million_store:
+            big = _dataset(args.workdir, 10 * args.votes, args)
+            results[prefix].update(store_paths(tree, big, args, prefix or "this"))
     peers: dict[str, dict[str, Any]] = {}
     if "peers" not in args.skip:
         for name in [p.strip() for p in args.peers.split(",") if p.strip()]:
@@ -396,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         "import": "import parquet (SQLite)",
         "import_pg": "import parquet (PostgreSQL)",
         "publish": f"publish --bootstrap {args.rounds} (SQLite)",
+        "import_10m": "import, 10x votes (SQLite)",
+        "publish_10m": "publish, 10x votes (SQLite)",
     }
     keys = {
         "cli_start": "cli_start",
@@ -404,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         "import": "import_1m",
         "import_pg": "import_pg_1m",
         "publish": "publish_1m",
+        "import_10m": "import_10m",
+        "publish_10m": "publish_10m",
     }
     for path, label in labels.items():
         row: list[object] = [label]

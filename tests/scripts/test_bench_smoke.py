@@ -225,12 +225,15 @@ def test_bench_end_to_end_small_run(tmp_path: Path, bench_pycache: Path) -> None
     fig = _run(
         "bench_end_to_end.py",
         *("--votes", "3000", "--models", "8", "--rounds", "5", "--workdir", str(tmp_path)),
-        *("--pycache", str(bench_pycache)),
+        *("--pycache", str(bench_pycache), "--ten-million-store"),
         *("--peers", "lmsys-current", "--budget", "30", "--extrapolate-seconds", "2"),
         timeout=600,
     )
-    for key in ("recompute_1m_s", "recompute_1m_peak_mb", "import_1m_s", "import_1m_peak_mb", "publish_1m_s"):
+    keys = ("recompute_1m_s", "recompute_1m_peak_mb", "import_1m_s", "import_1m_peak_mb", "publish_1m_s")
+    for key in (*keys, "import_10m_s", "import_10m_peak_mb", "publish_10m_s", "publish_10m_peak_mb"):
         assert fig[key] is not None and fig[key] > 0, key
+    assert not list(tmp_path.glob("votes10-*"))  # the 10x store is deleted after its publish
+    assert len(list((tmp_path / "snap10-this").iterdir())) == 1
     assert fig["cli_start_s"] > 0 and fig["peer_lmsys_current_s"] > 0
     assert fig["recompute_10m_s"] is None  # only with --ten-million
     assert fig["import_pg_1m_s"] is None  # only with --postgres-url
