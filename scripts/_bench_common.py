@@ -134,6 +134,13 @@ def load_battles_file(path: str | Path) -> Battles:
     )
 
 
+def remove_sqlite_store(path: Path) -> None:
+    """Delete a SQLite store with its log and shared-memory files, so a new store made at ``path`` starts
+    empty (a log left behind would belong to no database, or to the wrong one)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
 def peak_rss_mb(*, children: bool = False) -> float:
     """High-water resident set size of this process (or of its waited-for children), in MB."""
     who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF

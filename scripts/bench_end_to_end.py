@@ -49,7 +49,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _bench_common import emit_json_line, machine_info, print_table, scratch_postgres, synthetic_battles
+from _bench_common import (
+    emit_json_line,
+    machine_info,
+    print_table,
+    remove_sqlite_store,
+    scratch_postgres,
+    synthetic_battles,
+)
 
 from leaderboard.data import OUTCOME_STRINGS
 
@@ -150,6 +157,15 @@ def warm_bytecode(tree: Path, work: Path, args: argparse.Namespace) -> None:
         )
 
 
+def _publish(url: str, snapshot_dir: Path, args: argparse.Namespace) -> list[str]:
+    """``arena publish`` of the store at ``url`` into ``snapshot_dir``, with the run's rounds and seed."""
+    return _arena(
+        "publish",
+        *("--database-url", url, "--snapshot-dir", str(snapshot_dir)),
+        *("--bootstrap", str(args.rounds), "--seed", str(args.seed)),
+    )
+
+
 def _arena(*args: str) -> list[str]:
     # the console script (arena.cli:main); a checkout from before it had none, only the app
     return [sys.executable, "-c", "import arena.cli as c; getattr(c, 'main', c.app)()", *args]
@@ -204,7 +220,7 @@ def arena_paths(tree: Path, data: Path, work: Path, args: argparse.Namespace, ta
     url = f"sqlite:///{db}"
     imported = args.reuse_import and db.exists()
     if not imported:
-        db.unlink(missing_ok=True)
+        remove_sqlite_store(db)
     if "import" not in args.skip and not imported:
         runs["import"] = run_child(
             _arena("import", str(data), "--database-url", url), env=env, timeout=args.timeout
@@ -214,21 +230,7 @@ def arena_paths(tree: Path, data: Path, work: Path, args: argparse.Namespace, ta
             runs["import_pg"] = import_postgres(data, env, args)
     if "publish" not in args.skip and imported:
         for _ in range(args.publish_repeat):
-            run = run_child(
-                _arena(
-                    "publish",
-                    "--database-url",
-                    url,
-                    "--snapshot-dir",
-                    str(work / f"snap-{tag}"),
-                    "--bootstrap",
-                    rounds,
-                    "--seed",
-                    seed,
-                ),
-                env=env,
-                timeout=args.timeout,
-            )
+            run = run_child(_publish(url, work / f"snap-{tag}", args), env=env, timeout=args.timeout)
             print(f"[{tag}] publish run: {run.seconds:.2f} s, peak {run.peak_mb:.0f} MB", file=sys.stderr)
             if run.status != 0 or "publish" not in runs or run.seconds < runs["publish"].seconds:
                 runs["publish"] = run
@@ -242,35 +244,21 @@ def store_paths(tree: Path, data: Path, args: argparse.Namespace, tag: str) -> d
     with its own peak memory; the store is deleted afterwards (gigabytes at 10M votes)."""
     env = _env(tree, args.pycache)
     db = args.workdir / f"votes10-{tag}.db"
-    store = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
-    for path in store:
-        path.unlink(missing_ok=True)
+    url = f"sqlite:///{db}"
+    remove_sqlite_store(db)
     runs: dict[str, Run] = {}
     try:
         runs["import_10m"] = run_child(
-            _arena("import", str(data), "--database-url", f"sqlite:///{db}"), env=env, timeout=args.timeout
+            _arena("import", str(data), "--database-url", url), env=env, timeout=args.timeout
         )
         print(f"[{tag}] import_10m: {runs['import_10m'].seconds:.2f} s", file=sys.stderr, flush=True)
         if runs["import_10m"].status == 0:
             runs["publish_10m"] = run_child(
-                _arena(
-                    "publish",
-                    "--database-url",
-                    f"sqlite:///{db}",
-                    "--snapshot-dir",
-                    str(args.workdir / f"snap10-{tag}"),
-                    "--bootstrap",
-                    str(args.rounds),
-                    "--seed",
-                    str(args.seed),
-                ),
-                env=env,
-                timeout=args.timeout,
+                _publish(url, args.workdir / f"snap10-{tag}", args), env=env, timeout=args.timeout
             )
             print(f"[{tag}] publish_10m: {runs['publish_10m'].seconds:.2f} s", file=sys.stderr, flush=True)
     finally:
-        for path in store:
-            path.unlink(missing_ok=True)
+        remove_sqlite_store(db)
     return runs
 
 

@@ -58,6 +58,7 @@ from _bench_common import (  # noqa: E402
     machine_info,
     peak_rss_mb,
     print_table,
+    remove_sqlite_store,
     synthetic_battles,
 )
 
@@ -368,9 +369,7 @@ def main(argv: list[str] | None = None) -> int:
             if backend == "postgresql":
                 _reset_postgres(url)
             elif args.url:
-                path = Path(url.split("///", 1)[1])
-                for suffix in ("", "-wal", "-shm"):
-                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+                remove_sqlite_store(Path(url.split("///", 1)[1]))
             print(f"filling {backend} with {args.votes:,} votes among {args.models} models ...", flush=True)
             # In its own process too: a child's ru_maxrss starts at its parent's resident size, so the
             # parent must stay small for the measurements' peaks to be their own.
