@@ -9,7 +9,8 @@ uniform   every eligible pair equally likely.
 balanced  weight ``1 / (n + 1) ** power`` where ``n`` is the pair's vote count: few-vote pairs first.
 active    balanced weight times ``4 p (1 - p)``, ``p`` the live-Elo expected score: close pairs, which
           tell the most about the ranking, are shown more often.
-optimal   the model-based design (:func:`leaderboard.pairing.design_probabilities`): the pairs whose next
+optimal   the model-based design (:func:`leaderboard.design.pairing.design_probabilities`): the pairs whose
+next
           votes shrink the mean interval width most, from the live ratings and the pair vote counts,
           with a uniform floor so every pair keeps a positive probability. It needs fewer votes than
           the others for the same precision (``scripts/bench_pairing.py``). The default.
@@ -25,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from leaderboard.pairing import DEFAULT_FLOOR, PairDesign, design_probabilities, nats_per_point
+from leaderboard.design.pairing import DEFAULT_FLOOR, PairDesign, design_probabilities, nats_per_point
 from votes.battles import CatalogRow
 
 __all__ = [

@@ -21,16 +21,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from leaderboard.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
+from arena.drawing import PlotDrawing
 from leaderboard.battles import Battles, split_components
-from leaderboard.bt import BTFit
-from leaderboard.clusters import Clusters, choose_clusters, clustering_record, parse_cluster
-from leaderboard.compute import SOURCE_METHODS, fit_leaderboard
+from leaderboard.bt.clusters import Clusters, choose_clusters, clustering_record, parse_cluster
+from leaderboard.bt.compute import SOURCE_METHODS, fit_leaderboard
+from leaderboard.bt.fit import BTFit
+from leaderboard.composite.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
 from leaderboard.data import PairCounts
-from leaderboard.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
-from leaderboard.plot_process import PlotDrawing
 from leaderboard.result import Leaderboard
-from leaderboard.snapshot import (
+from leaderboard.snapshot.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
+from leaderboard.snapshot.folder import (
     DATA_FILES,
     PACKAGE,
     SnapshotManifest,
@@ -41,7 +41,7 @@ from leaderboard.snapshot import (
     slice_label,
     write_snapshot,
 )
-from leaderboard.style_board import StyleBoard, compute_style_board, expand_style, style_board_files
+from leaderboard.style.board import StyleBoard, compute_style_board, expand_style, style_board_files
 
 if TYPE_CHECKING:  # the database stack is imported where it is used: a recompute from a file needs none
     from sqlalchemy.engine import Engine
@@ -81,7 +81,7 @@ log = logging.getLogger(__name__)
 STAGING_PREFIX = ".staging-"
 #: A staging folder this recent may be a publish running now: left alone by the clean-up.
 STAGING_GRACE_SECONDS = 6 * 3600.0
-#: What a snapshot id looks like (:func:`leaderboard.snapshot.make_snapshot_id`).
+#: What a snapshot id looks like (:func:`leaderboard.snapshot.folder.make_snapshot_id`).
 SNAPSHOT_ID = re.compile(r"\d{8}T\d{6}Z-[a-z0-9-]+-[0-9a-f]{10}")
 #: An id-named folder without a row this recent may be a publish between its rename and its insert.
 UNRECORDED_GRACE_SECONDS = 600.0
@@ -210,7 +210,7 @@ def fit_board(
 
 def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboard, dict[str, Any]]:
     """The composite board of votes with their annotators, and its ``composite`` metadata."""
-    from leaderboard.composite_board import composite_board
+    from leaderboard.composite.board import composite_board
     from votes.annotated import composite_input
 
     if len(read.battles) == 0:
@@ -228,12 +228,12 @@ def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboar
 
 
 def board_fragility(counts: PairCounts, options: FitOptions, fit: BTFit | None = None) -> dict[str, Any]:
-    """The fragility certificate of the default board (:mod:`leaderboard.fragility`), for the metadata.
+    """The fragility certificate of the default board (:mod:`leaderboard.design.fragility`), for the metadata.
 
     ``fit`` is the board's own point fit (:func:`fit_board`), used when it is the one the certificate
     would make (no anchor, the default scale): then the votes are not fitted a second time."""
-    from leaderboard.compute import method_spec
-    from leaderboard.fragility import fragility
+    from leaderboard.bt.compute import method_spec
+    from leaderboard.design.fragility import fragility
 
     same_fit = options.anchor is None and not {"scale", "base", "initial"} & set(options.extra)
     try:
@@ -245,9 +245,9 @@ def board_fragility(counts: PairCounts, options: FitOptions, fit: BTFit | None =
 
 def board_judge_positions(judges: Battles) -> dict[str, Any]:
     """Each judge's left-side advantage on the board's votes and the pooled figure whose interval admits
-    their spread (:mod:`leaderboard.judge_position`), for the metadata; ``error`` when it cannot be
+    their spread (:mod:`leaderboard.quality.judge_position`), for the metadata; ``error`` when it cannot be
     fitted (fewer than two judges with enough votes)."""
-    from leaderboard.judge_position import judge_positions
+    from leaderboard.quality.judge_position import judge_positions
 
     try:
         described = judge_positions(judges, judges.annotator_names or None).describe()
@@ -335,7 +335,7 @@ def recompute_snapshot(
 
     With ``judges`` (the board's votes by LLM judges, annotators coded with their names), each judge's
     position term goes under ``judge_position`` (:func:`board_judge_positions`); ``clustering`` (what
-    :func:`leaderboard.clusters.clustering_record` says about the clusters asked for and used) goes under
+    :func:`leaderboard.bt.clusters.clustering_record` says about the clusters asked for and used) goes under
     ``clustering``. Both are metadata only: the data files, and so the snapshot id, do not change.
 
     ``pairing_weights`` (per UTC day, each model's share under the pairing policy then in force, from
@@ -569,7 +569,7 @@ def load_votes_with_texts(
         clustered = cluster.strip().lower() == "auto" or bool(parse_cluster(cluster))
         first: PairCounts | None = None
         if fit_first is not None and bucket_seconds is None and not by_source:
-            # "auto" clusters only votes that name annotators (leaderboard.clusters.choose_clusters)
+            # "auto" clusters only votes that name annotators (leaderboard.bt.clusters.choose_clusters)
             auto = cluster.strip().lower() == "auto"
             if not clustered or (auto and not votes_name_annotators(conn)):
                 first = counted_before

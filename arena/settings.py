@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from leaderboard.elo import EloConfig
-from leaderboard.pairing import DEFAULT_FLOOR
+from leaderboard.design.pairing import DEFAULT_FLOOR
+from leaderboard.online.elo import EloConfig
 from votes.live import LiveConfig, live_rater_of
 
 __all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config", "live_config"]

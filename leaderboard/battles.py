@@ -42,7 +42,7 @@ class Battles:
     weight : float array, optional
         Per-vote weight (``None``: every vote counts 1).
     features : float array (n_votes, n_features), optional
-        Style covariates, left minus right (see :mod:`leaderboard.style`).
+        Style covariates, left minus right (see :mod:`leaderboard.style.features`).
     feature_names : names of the covariate columns
     feature_notes : how the covariates were measured (per feature name: unit, sources), for the metadata
     annotator_names : names of the annotator codes (``annotator_names[k]`` voted the votes with

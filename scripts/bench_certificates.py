@@ -6,8 +6,8 @@
 The board is :func:`_bench_common.synthetic_battles` (the votes ``bench_end_to_end`` writes to its
 Parquet file), fitted once with the default method. Each tree runs in its own process (``--compare``: an
 unpacked ``git archive`` of an older commit) and reports wall and CPU seconds of
-:func:`leaderboard.fragility.fragility` and :func:`leaderboard.precision.board_precision` (best of
-``--repeats``) and a digest of their answers, so the table also says whether the two trees agree. CPU
+:func:`leaderboard.design.fragility.fragility` and :func:`leaderboard.design.precision.board_precision` (best
+of ``--repeats``) and a digest of their answers, so the table also says whether the two trees agree. CPU
 seconds are the steadier figure on a shared machine; wall seconds show threads waiting on each other
 (the small linear algebra of both certificates used to run multi-threaded).
 """
@@ -34,10 +34,10 @@ def _worker(n_votes: int, n_models: int, repeats: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _bench_common import synthetic_battles
 
-    from leaderboard.bt import fit_bt
-    from leaderboard.compute import compute_leaderboard
-    from leaderboard.fragility import fragility
-    from leaderboard.precision import board_precision
+    from leaderboard.bt.compute import compute_leaderboard
+    from leaderboard.bt.fit import fit_bt
+    from leaderboard.design.fragility import fragility
+    from leaderboard.design.precision import board_precision
 
     counts = synthetic_battles(n_votes, n_models, random_state=0).counts()
     board = compute_leaderboard(counts, n_rounds=20, random_state=0)

@@ -11,9 +11,9 @@ are steeper than the humans, lean left, the first prefers a three-model family a
 verdicts (five levels). Timed:
 
 * the composite: cold fit with the battle-clustered sandwich, a warm refit, and ``--rounds`` bootstrap
-  rounds over battles (:func:`leaderboard.composite.bootstrap_composite`);
-* the plain fit of the same votes pooled: aggregation plus :func:`leaderboard.bt.fit_bt`, and its
-  ``--rounds`` bootstrap (:func:`leaderboard.bootstrap.bootstrap_ratings`, votes resampled one by one,
+  rounds over battles (:func:`leaderboard.composite.fit.bootstrap_composite`);
+* the plain fit of the same votes pooled: aggregation plus :func:`leaderboard.bt.fit.fit_bt`, and its
+  ``--rounds`` bootstrap (:func:`leaderboard.bt.bootstrap.bootstrap_ratings`, votes resampled one by one,
   the default board's bootstrap).
 
 The last line of output is a JSON object with the figures.
@@ -27,9 +27,9 @@ import time
 import numpy as np
 from _bench_common import emit_json_line, machine_info, print_table
 
-from leaderboard.bootstrap import bootstrap_ratings
-from leaderboard.bt import fit_bt
-from leaderboard.composite import CompositeData, bootstrap_composite, fit_composite
+from leaderboard.bt.bootstrap import bootstrap_ratings
+from leaderboard.bt.fit import fit_bt
+from leaderboard.composite.fit import CompositeData, bootstrap_composite, fit_composite
 from leaderboard.data import Outcome, aggregate_codes
 
 UNIT = 400 / np.log(10)

@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_common import emit_json_line, machine_info, print_table  # noqa: E402
 
 from arena.pairing import PairingPolicy, pair_weights  # noqa: E402
-from leaderboard.newton import solve_bt_batch  # noqa: E402
-from leaderboard.pairing import (  # noqa: E402
+from leaderboard.bt.newton import solve_bt_batch  # noqa: E402
+from leaderboard.design.pairing import (  # noqa: E402
     CRITERIA,
     DEFAULT_FLOOR,
     ELO_PER_NAT,
@@ -208,8 +208,8 @@ def model_policy(criterion: Criterion, floor: float, power: float) -> Policy:
 
 
 def greedy_policy(criterion: Criterion, floor: float, batch: int) -> Policy:
-    """The live site's ``optimal`` policy (:func:`leaderboard.pairing.design_probabilities`, the code path
-    of :func:`arena.pairing.optimal_design`) on the current fit, with this criterion and floor."""
+    """The live site's ``optimal`` policy (:func:`leaderboard.design.pairing.design_probabilities`, the code
+    path of :func:`arena.pairing.optimal_design`) on the current fit, with this criterion and floor."""
 
     def probabilities(board: Board) -> FloatArray:
         return design_probabilities(board.theta, board.n, criterion=criterion, floor=floor, batch=batch)
@@ -327,7 +327,7 @@ def width_bound(cfg: Config, seed: int) -> float:
     ``n`` votes with shares ``p`` is ``mean_sd(p) / sqrt(n)`` once the weak prior is negligible, so the
     votes any design needs for a half-width scale as ``mean_sd(p) ** 2``. Whatever a policy does, its
     votes make some realised shares ``p``, so none can need fewer votes than the shares minimising
-    ``mean_sd`` (:func:`leaderboard.pairing.optimal_shares`, the global optimum of a convex problem) at
+    ``mean_sd`` (:func:`leaderboard.design.pairing.optimal_shares`, the global optimum of a convex problem) at
     the true strengths: the bound is ``1 - (mean_sd(optimal) / mean_sd(uniform)) ** 2``. What it leaves
     out (the bench checks the intervals at the fitted strengths, not the true ones, and stops at a noisy
     first crossing) moves both policies alike and is small next to the bound.
@@ -347,7 +347,7 @@ def arrivals_bound(cfg: Config, seed: int) -> float:
     """Largest saving on (a) any design could have when the new models arrive, against uniform: the same
     argument as :func:`width_bound` with the incumbents' history as prior information ``H0``, where the
     votes no longer scale simply, so the votes needed are found by bisection on ``n``: the fewest ``n``
-    whose optimal shares (:func:`leaderboard.pairing.optimal_shares` on ``H0 + n F(p)``) reach the mean
+    whose optimal shares (:func:`leaderboard.design.pairing.optimal_shares` on ``H0 + n F(p)``) reach the mean
     half-width, against the ``n`` uniform shares need, both at the true strengths."""
     truth, board = start(cfg, seed, "arrivals")
     design, theta = board.design, truth / ELO_PER_NAT

@@ -49,9 +49,9 @@ def _worker(n_models: int, n_votes: int, rounds: int, repeats: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _bench_common import synthetic_battles
 
-    from leaderboard.compute import compute_leaderboard
-    from leaderboard.matrices import pairwise_matrices
-    from leaderboard.plots import (
+    from leaderboard.bt.compute import compute_leaderboard
+    from leaderboard.bt.matrices import pairwise_matrices
+    from leaderboard.snapshot.plots import (
         plot_average_win_rates,
         plot_battle_counts,
         plot_bootstrap,

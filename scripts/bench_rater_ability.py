@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _bench_common import emit_json_line, machine_info, print_table  # noqa: E402
 
 from leaderboard import BTSpec, fit_bt, predict_proba, simulate_battles  # noqa: E402
-from leaderboard.calibration import vote_log_losses  # noqa: E402
-from leaderboard.evaluate import split_battles  # noqa: E402
-from leaderboard.rater_ability import fit_rater_ability, rater_ability_proba  # noqa: E402
+from leaderboard.evaluation.calibration import vote_log_losses  # noqa: E402
+from leaderboard.evaluation.held_out import split_battles  # noqa: E402
+from leaderboard.quality.rater_ability import fit_rater_ability, rater_ability_proba  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

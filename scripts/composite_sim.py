@@ -14,9 +14,9 @@ deviation (``--deviation-elo``), and each battle has its own effect seen alike b
 estimates (:func:`human_target`).
 
 Each board gets five fits: human votes only (the reference width), the composite
-(:func:`leaderboard.composite.fit_composite`, battle-clustered sandwich, each judge's deviations a random
+(:func:`leaderboard.composite.fit.fit_composite`, battle-clustered sandwich, each judge's deviations a random
 effect with its spread ``tau`` estimated), the old composite without deviations, a pooled fit that treats
-every judge verdict as one more independent human vote, and PPI++ (:mod:`leaderboard.ppi`, what
+every judge verdict as one more independent human vote, and PPI++ (:mod:`leaderboard.composite.ppi`, what
 ``--rectify ppi`` publishes). Printed per scenario: the judge-human agreement on the shared battles (the
 first judge's and the panel majority's), coverage of the truth by the 95% intervals, mean width relative
 to human-only, the self-preferred family's mean rating error (composite and pooled), PPI++'s coverage,
@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from leaderboard.composite import CompositeData, CompositeOptions, fit_composite
-from leaderboard.ppi import fit_ppi, ppi_battles
+from leaderboard.composite.fit import CompositeData, CompositeOptions, fit_composite
+from leaderboard.composite.ppi import fit_ppi, ppi_battles
 
 FloatArray = npt.NDArray[np.float64]
 UNIT = 400 / np.log(10)  # rating points per natural-log unit

@@ -55,7 +55,7 @@ from sqlalchemy.engine import Engine  # noqa: E402
 from sqlmodel import Session, SQLModel  # noqa: E402
 
 from leaderboard.data import OUTCOME_STRINGS  # noqa: E402
-from leaderboard.elo import EloConfig  # noqa: E402
+from leaderboard.online.elo import EloConfig  # noqa: E402
 from votes.db import make_engine  # noqa: E402
 from votes.models import GoldVote, Model, Output, Prompt, RepeatVote  # noqa: E402
 from votes.ratings import replay_live_ratings  # noqa: E402

@@ -1,5 +1,5 @@
-"""Simulated crowd with gold battles: does the sequential rule of :mod:`leaderboard.gold` catch the clickers,
-spare the honest, and give back the ratings of a clean crowd once the flagged votes are removed?
+"""Simulated crowd with gold battles: does the sequential rule of :mod:`leaderboard.quality.gold` catch the
+clickers, spare the honest, and give back the ratings of a clean crowd once the flagged votes are removed?
 
 1,000 annotators: 85% honest (gold accuracy drawn per annotator from Beta(18, 2), mean 0.9; a wrong gold
 vote picks one of the two other answers at random), 5% coin-flip left/right, 5% uniform over
@@ -10,7 +10,7 @@ with 10% ties; clickers vote by their pattern. The error of a fit is the RMS dif
 and true ratings (both centred). Prints a table and, last, one JSON line with the shares pooled over seeds.
 
 With the flagged votes removed, the rest are also fitted weighted by each annotator's posterior of
-honesty from their gold record (:func:`leaderboard.gold.honest_posterior`, prior ``--prior``).
+honesty from their gold record (:func:`leaderboard.quality.gold.honest_posterior`, prior ``--prior``).
 
     python scripts/gold_sim.py [--seeds 20] [--annotators 1000] [--prior 0.85]
 """
@@ -25,9 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from leaderboard.battles import Battles
-from leaderboard.bt import fit_bt
+from leaderboard.bt.fit import fit_bt
 from leaderboard.data import Outcome
-from leaderboard.gold import GoldRule, gold_accuracy, honest_posterior
+from leaderboard.quality.gold import GoldRule, gold_accuracy, honest_posterior
 
 N_MODELS = 20
 GOLD_RATE = 0.05

@@ -9,7 +9,7 @@ For each size (seeded synthetic battles from ``_bench_common``; generating them 
 aggregation, the point fit and ``bootstrap_ratings`` end to end, and checks the point fit against the
 exact maximum-likelihood fit of ``bench_fit.exact_mle`` (in Elo, after centring). Then, in the same
 process and on the same categories, it times the two samplers in alternation, block by block:
-numpy's ``Generator.multinomial`` (the former method) and :func:`leaderboard.bootstrap.draw_multinomial`
+numpy's ``Generator.multinomial`` (the former method) and :func:`leaderboard.bt.bootstrap.draw_multinomial`
 (Poisson, then an exact correction of the total), plus one batched refit of a block. Sampler figures
 are CPU seconds of one thread (the minimum over repeats, which is the least disturbed by other jobs on
 a shared machine); the ratio of the two is the figure to trust. The 1-minute load average is printed
@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _bench_common import SIZES, emit_json_line, machine_info, print_table, synthetic_battles  # noqa: E402
 from bench_fit import exact_mle  # noqa: E402
 
-from leaderboard.bootstrap import _Categories, bootstrap_ratings, draw_multinomial  # noqa: E402
-from leaderboard.bt import fit_bt  # noqa: E402
+from leaderboard.bt.bootstrap import _Categories, bootstrap_ratings, draw_multinomial  # noqa: E402
+from leaderboard.bt.fit import fit_bt  # noqa: E402
+from leaderboard.bt.newton import solve_bt_batch  # noqa: E402
 from leaderboard.data import aggregate_codes  # noqa: E402
-from leaderboard.newton import solve_bt_batch  # noqa: E402
 
 
 def _load() -> float:

@@ -17,8 +17,8 @@ rank (a model in the lower half; one rank is the gap to the model above it):
   voting-based leaderboards");
 * ``left_bots`` and ``random_bots``: accounts that always pick the left answer, or an outcome at random.
 
-The defence is :func:`leaderboard.voter_review.review_voters`, the procedure ``arena annotators`` runs:
-test every annotator and every address group, refit without the flagged, test again; the published
+The defence is :func:`leaderboard.quality.voter_review.review_voters`, the procedure ``arena annotators``
+runs: test every annotator and every address group, refit without the flagged, test again; the published
 board is the fit without the flagged votes, the robust board the fit with every vote weighted by its
 annotator's posterior probability of being honest. Printed per scenario (means over seeds; the worst seed
 where a target is a bound): the target's move against the model above it with the defence off, on and
@@ -43,9 +43,9 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leaderboard.annotators import FlagRule  # noqa: E402
 from leaderboard.data import Outcome  # noqa: E402
-from leaderboard.voter_review import fit_ratings, review_voters  # noqa: E402
+from leaderboard.quality.annotators import FlagRule  # noqa: E402
+from leaderboard.quality.voter_review import fit_ratings, review_voters  # noqa: E402
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -16,9 +16,9 @@ import numpy.typing as npt
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from leaderboard.agreement import AgreementReport, agreement_report, agreement_statistics
 from leaderboard.battles import Battles
-from leaderboard.composite import CompositeData
+from leaderboard.composite.agreement import AgreementReport, agreement_report, agreement_statistics
+from leaderboard.composite.fit import CompositeData
 from leaderboard.data import Outcome, parse_outcome
 from votes.io import read_battle_records
 from votes.queries import VoteFilter, filter_votes
@@ -64,7 +64,7 @@ def family_of(name: str) -> int | None:
 def agreement_from_store(conn: Connection, vote_filter: VoteFilter | None = None) -> AgreementReport | None:
     """The agreement report of the stored votes that ``vote_filter`` selects, every annotator's (humans
     and judges: the filter's own choice of annotators is ignored), with the figures of
-    :func:`~leaderboard.agreement.agreement_statistics`; None when no judge voted there."""
+    :func:`~leaderboard.composite.agreement.agreement_statistics`; None when no judge voted there."""
     read = agreement_input_from_store(conn, vote_filter)
     if len(read.battles) == 0 or not any(is_judge(label) for label in read.labels):
         return None
@@ -134,8 +134,8 @@ def annotated_battles(
 
 @dataclass(frozen=True)
 class AgreementInput:
-    """Votes for :func:`leaderboard.agreement.agreement_statistics`: the battles (annotator and prompt
-    set), the annotators' labels, per-vote slices (category, language) and which answer was longer."""
+    """Votes for :func:`leaderboard.composite.agreement.agreement_statistics`: the battles (annotator and
+    prompt set), the annotators' labels, per-vote slices (category, language) and which answer was longer."""
 
     battles: Battles
     labels: tuple[str, ...]
@@ -308,11 +308,11 @@ def judge_model(label: str) -> str | None:
 
 
 def composite_input(read: AgreementInput, families: Mapping[str, str] | None = None) -> CompositeData:
-    """The source-aware composite's input (:func:`leaderboard.composite_board.composite_data`) from votes
+    """The source-aware composite's input (:func:`leaderboard.composite.board.composite_data`) from votes
     with their annotators: every LLM judge (:func:`is_judge`) a source of its own, everyone else the
     human pool. ``families`` maps model names to families; a judge takes the family of the model it
     names, so its self-preference is learned for the models of that family."""
-    from leaderboard.composite_board import composite_data
+    from leaderboard.composite.board import composite_data
 
     families = dict(families or {})
     judges = [label for label in read.labels if is_judge(label)]

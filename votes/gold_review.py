@@ -1,7 +1,7 @@
 """What the gold votes say: each annotator's accuracy (and the flag rule), each gold's record, retirement.
 
-The statistics are :mod:`leaderboard.gold`'s (Wilson interval, the sequential flag rule); this module reads
-the gold votes in time order and hands them over. :func:`annotator_gold_accuracy` feeds the annotator
+The statistics are :mod:`leaderboard.quality.gold`'s (Wilson interval, the sequential flag rule); this module
+reads the gold votes in time order and hands them over. :func:`annotator_gold_accuracy` feeds the annotator
 review (:mod:`votes.review`), so gold accuracy is one more reason in the one list of annotators.
 :func:`retire_missed_golds` retires a gold that annotators who are right on the other golds keep missing:
 such a gold is more likely wrong (or ambiguous) than they are. :func:`retire_golds` runs it in a
@@ -22,7 +22,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
-from leaderboard.gold import GoldRule, gold_accuracy, honest_posterior
+from leaderboard.quality.gold import GoldRule, gold_accuracy, honest_posterior
 from votes.tables import goldbattle_t, goldvote_t
 
 __all__ = [
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class AnnotatorGold:
     """One annotator's gold record: golds voted, right, accuracy with its 95% Wilson interval, the flag,
-    and the posterior probability of being honest (:func:`leaderboard.gold.honest_posterior`)."""
+    and the posterior probability of being honest (:func:`leaderboard.quality.gold.honest_posterior`)."""
 
     n_gold: int
     n_right: int

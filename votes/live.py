@@ -1,9 +1,9 @@
 """Which online rater the live standings use, and how its per-model state lives in a ``LiveRating`` row.
 
-The live ratings are either the plain online Elo (an :class:`~leaderboard.elo.EloConfig`, the fast path
+The live ratings are either the plain online Elo (an :class:`~leaderboard.online.elo.EloConfig`, the fast path
 of :mod:`votes.recording`, rows holding only rating and games) or any other online rater of
-:mod:`leaderboard.raters` (Glicko-2, TrueSkill). For the latter a row also holds the rater's whole state
-as JSON (``state``, exact floats), the shown rating and deviation derived from it, the rater's identity
+:mod:`leaderboard.online.raters` (Glicko-2, TrueSkill). For the latter a row also holds the rater's whole
+state as JSON (``state``, exact floats), the shown rating and deviation derived from it, the rater's identity
 (``rater``), and for a rater with a clock the time of the model's last counted vote (``clock``).
 
 The clock of a vote is the running maximum of the counted votes' times in vote-id order, so it never
@@ -18,10 +18,10 @@ import math
 from dataclasses import asdict, fields
 from typing import Any, TypeAlias
 
-from leaderboard.elo import EloConfig
-from leaderboard.glicko2 import Glicko2Rater, Glicko2State
-from leaderboard.raters import OnlineRater
-from leaderboard.trueskill import TrueSkillRater, TrueSkillState
+from leaderboard.online.elo import EloConfig
+from leaderboard.online.glicko2 import Glicko2Rater, Glicko2State
+from leaderboard.online.raters import OnlineRater
+from leaderboard.online.trueskill import TrueSkillRater, TrueSkillState
 
 __all__ = [
     "LiveConfig",
@@ -72,7 +72,7 @@ def shown(rater: OnlineRater[Any], state: Any) -> tuple[float, float | None]:
     """The rating and deviation to show for a state.
 
     Glicko-2 rates a period's games when the period ends; what is shown is the state as if the current
-    period ended now (:meth:`~leaderboard.glicko2.Glicko2Rater.settle`), so each vote moves the board.
+    period ended now (:meth:`~leaderboard.online.glicko2.Glicko2Rater.settle`), so each vote moves the board.
     """
     if isinstance(rater, Glicko2Rater) and isinstance(state, Glicko2State):
         settled = rater.settle(state) if state.games else state

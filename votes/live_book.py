@@ -16,7 +16,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Connection
 
 from leaderboard.data import parse_outcome
-from leaderboard.raters import OnlineRater
+from leaderboard.online.raters import OnlineRater
 from votes.battles import VoteRequest
 from votes.live import decode_state, encode_state, has_clock, rater_identity, shown
 from votes.models import utcnow

@@ -2,9 +2,9 @@
 
 :func:`replay_live_ratings` is what the live ratings must equal; :func:`rebuild_live_ratings` is the same
 replay, written over them (after bulk imports, when flagging an annotator changes which votes count, or
-when the live rater changed: :func:`ensure_live_rater`). The Elo lives in :mod:`leaderboard.elo`, the other
-online raters in :mod:`leaderboard.raters`; this module only feeds them the votes in commit (id) order,
-with the clock a rater with one needs: the running maximum of the vote times.
+when the live rater changed: :func:`ensure_live_rater`). The Elo lives in :mod:`leaderboard.online.elo`, the
+other online raters in :mod:`leaderboard.online.raters`; this module only feeds them the votes in commit (id)
+order, with the clock a rater with one needs: the running maximum of the vote times.
 
 An imported vote may carry a weight or have no known side. The Elo scales its step by the weight
 (``w K (S - E)``); the other online raters count every vote once. No online rater has a left-side term,
@@ -22,8 +22,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from leaderboard.data import OUTCOME_STRINGS, parse_outcome
-from leaderboard.elo import EloConfig, EloStandings, replay_elo_indices
-from leaderboard.raters import OnlineRater
+from leaderboard.online.elo import EloConfig, EloStandings, replay_elo_indices
+from leaderboard.online.raters import OnlineRater
 from votes.bulk import column_chunks
 from votes.db import read_only
 from votes.live import LiveConfig, encode_state, has_clock, rater_identity, shown

@@ -33,7 +33,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from leaderboard.data import parse_outcome
-from leaderboard.elo import EloConfig, update_elo
+from leaderboard.online.elo import EloConfig, update_elo
 from votes.apart_votes import next_free_vote_id, record_apart_votes
 from votes.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
 from votes.live import LiveConfig, has_clock, rater_identity, shown

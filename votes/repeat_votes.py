@@ -9,7 +9,7 @@ revealed, are about counted battles only: a repeat is neither.
 
 Agreement: the repeat agrees when both votes prefer the same model, or both are ties (``tie`` and
 ``tie (bothbad)`` are one class, as in ``arena agreement``). Each annotator's self-agreement is the share
-of their repeats that agree, with a 95% Wilson interval (:func:`leaderboard.gold.wilson_shares`).
+of their repeats that agree, with a 95% Wilson interval (:func:`leaderboard.quality.gold.wilson_shares`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
 from leaderboard.data import Outcome, parse_outcome
-from leaderboard.gold import wilson_shares
+from leaderboard.quality.gold import wilson_shares
 from votes.battles import VoteError, VoteRequest
 from votes.tables import battle_t, repeatvote_t, vote_t
 

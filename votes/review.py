@@ -1,14 +1,14 @@
 """Admin review of annotators over the store: anomalous annotators and the flags on ``Annotator``.
 
-The math lives in :mod:`leaderboard.voter_review` and, for gold battles, :mod:`leaderboard.gold` (via
-:mod:`votes.gold_review`); this module reads the votes (with the battles each annotator was shown and did
-not vote on, and the keyed address hash of each vote), runs both, and (on request) writes the flags and
-retires the golds good annotators keep missing. Each annotator also gets its discrimination from the
-rater-ability model (:mod:`leaderboard.rater_ability`, every vote in one fit): near 1 an ordinary
-annotator, near 0 one whose votes barely follow the ratings (noise, or a contrarian), above 1 a sharp one.
-One list, one reason per annotator: a gold flag's reason comes first, being the most direct evidence.
-Self-agreement on repeat battles (:mod:`votes.repeat_votes`: an own earlier battle shown again with the
-sides swapped) joins each row; it is a reason only with at least 10 repeats and a 95% Wilson upper bound
+The math lives in :mod:`leaderboard.quality.voter_review` and, for gold battles,
+:mod:`leaderboard.quality.gold` (via :mod:`votes.gold_review`); this module reads the votes (with the battles
+each annotator was shown and did not vote on, and the keyed address hash of each vote), runs both, and (on
+request) writes the flags and retires the golds good annotators keep missing. Each annotator also gets its
+discrimination from the rater-ability model (:mod:`leaderboard.quality.rater_ability`, every vote in one fit):
+near 1 an ordinary annotator, near 0 one whose votes barely follow the ratings (noise, or a contrarian), above
+1 a sharp one. One list, one reason per annotator: a gold flag's reason comes first, being the most direct
+evidence. Self-agreement on repeat battles (:mod:`votes.repeat_votes`: an own earlier battle shown again with
+the sides swapped) joins each row; it is a reason only with at least 10 repeats and a 95% Wilson upper bound
 below 60% (:class:`votes.repeat_votes.SelfAgreementRule`), since a coin agrees with itself half the time
 and a voter who always clicks one side never does. A flagged annotator's votes are shadow-excluded: they
 stay stored and listed here for the maintainers, but stop counting: the live ratings are rebuilt without
@@ -28,12 +28,12 @@ import numpy as np
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from leaderboard.annotators import FlagRule
 from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
-from leaderboard.presence import PresenceStats, presence_asymmetry
-from leaderboard.rater_ability import fit_rater_ability
-from leaderboard.voter_review import review_voters
+from leaderboard.quality.annotators import FlagRule
+from leaderboard.quality.presence import PresenceStats, presence_asymmetry
+from leaderboard.quality.rater_ability import fit_rater_ability
+from leaderboard.quality.voter_review import review_voters
 from votes.annotators import APART_SOURCES
 from votes.gold_review import AnnotatorGold, annotator_gold_accuracy, retire_missed_golds
 from votes.live import LiveConfig
@@ -55,7 +55,7 @@ AUTO_FLAG_PREFIX = "auto: "
 
 @dataclass(frozen=True)
 class AnnotatorRow:
-    """One annotator in the review (statistics from :func:`leaderboard.annotators.annotator_stats`).
+    """One annotator in the review (statistics from :func:`leaderboard.quality.annotators.annotator_stats`).
 
     ``agreement_q`` is the q-value of the ``disagrees`` test (agreement with the crowd and tie share),
     ``favouritism_q`` that of the per-model test (``favourite``: the model, ``favours`` > 0 for it, < 0
@@ -118,7 +118,8 @@ def review_annotators(
     elo_config: LiveConfig | None = None,
     repeat_rule: SelfAgreementRule | None = None,
 ) -> list[AnnotatorRow]:
-    """Review every annotator with votes (:func:`leaderboard.voter_review.review_voters`); optionally flag.
+    """Review every annotator with votes (:func:`leaderboard.quality.voter_review.review_voters`); optionally
+    flag.
 
     The first fit uses the counted votes (not already flagged). With ``apply``, annotators the review marks
     are flagged with reason ``"auto: ..."``, every reviewed annotator's ``honest_weight`` is stored (what

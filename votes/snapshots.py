@@ -21,7 +21,7 @@ from sqlmodel import Session, SQLModel, col, select
 from votes.models import Battle, Prompt, Snapshot, Vote
 
 if TYPE_CHECKING:  # the snapshot writer's libraries (pandas) are not needed to guard or record a row
-    from leaderboard.snapshot import SnapshotManifest
+    from leaderboard.snapshot.folder import SnapshotManifest
 
 __all__ = [
     "AmbiguousSnapshotError",

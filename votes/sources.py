@@ -3,7 +3,7 @@
 :func:`load_battles_file` aggregates a file into pair counts (the fast columnar read);
 :func:`battles_from_file` and :func:`battles_from_store` give one row per vote
 (:class:`leaderboard.battles.Battles`), optionally with style covariates of the two answers
-(:mod:`leaderboard.style`).
+(:mod:`leaderboard.style.features`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts
-from leaderboard.evaluate import FloatArray
-from leaderboard.style import TOKEN_ESTIMATOR, style_differences
+from leaderboard.evaluation.held_out import FloatArray
+from leaderboard.style.features import TOKEN_ESTIMATOR, style_differences
 from votes.battle_rows import BattleRecord, parse_battles
 from votes.catalog_records import parse_catalog
 from votes.columns import read_battle_columns

@@ -54,7 +54,7 @@ def annotators(
     voted alike, with a 95% Wilson interval; with 10 repeats or more and an upper bound below 60% it is a
     reason. The overall self-agreement closes the table.
     """
-    from leaderboard.annotators import FlagRule
+    from leaderboard.quality.annotators import FlagRule
     from votes.repeat_votes import overall_self_agreement
     from votes.review import review_annotators
 

@@ -16,8 +16,8 @@ from rich.table import Table
 from arena.commands import DatabaseUrlOption, open_store, settings_for
 
 if TYPE_CHECKING:
-    from leaderboard.agreement import AgreementReport
-    from leaderboard.agreement_stats import Interval
+    from leaderboard.composite.agreement import AgreementReport
+    from leaderboard.composite.agreement_stats import Interval
     from votes.repeat_votes import SelfAgreement
 
 __all__ = ["agreement_command", "register"]

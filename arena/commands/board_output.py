@@ -17,7 +17,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from leaderboard.result import Leaderboard
-    from leaderboard.snapshot import SnapshotManifest
+    from leaderboard.snapshot.folder import SnapshotManifest
 
 __all__ = [
     "SUMMARY_ROWS",
@@ -92,7 +92,7 @@ def board_json(board: Leaderboard, manifest_path: Path, metadata: dict[str, Any]
     """What --json prints for a fitted board: the snapshot's metadata, folder and rows, best first."""
     import json
 
-    from leaderboard.snapshot import leaderboard_table
+    from leaderboard.snapshot.folder import leaderboard_table
 
     rows = json.loads(leaderboard_table(board).to_json(orient="records"))
     return json.dumps({"path": str(manifest_path), "metadata": metadata, "models": rows}, default=str)
@@ -138,7 +138,7 @@ def print_style(meta: dict[str, Any], folder: Path) -> None:
         return
     import pandas as pd
 
-    from leaderboard.style_board import STYLE_CSV_FILE
+    from leaderboard.style.board import STYLE_CSV_FILE
 
     out.print(f"style control on {styled['n_votes']:,.0f} votes: {', '.join(styled['features'])}")
     for name, value in styled["coefficients_elo"].items():

@@ -39,8 +39,8 @@ from votes.db import make_engine
 
 if TYPE_CHECKING:
     from leaderboard.battles import Battles
-    from leaderboard.evaluate import MethodScore
-    from leaderboard.systems import Verdict
+    from leaderboard.evaluation.held_out import MethodScore
+    from leaderboard.evaluation.systems import Verdict
     from votes.queries import VoteFilter
 
 #: Systems drawn in the calibration plot: the best few by test log-loss (more would not be legible).
@@ -56,7 +56,7 @@ def _compare(
     only. Also returns how many votes were left out."""
     import numpy as np
 
-    from leaderboard.evaluate import default_methods, evaluate_methods
+    from leaderboard.evaluation.held_out import default_methods, evaluate_methods
 
     if train.features is None or test.features is None:
         return evaluate_methods(train, test, half_life=half_life, prior_sd=prior_sd, all_methods=True), 0
@@ -162,7 +162,7 @@ def _row_dicts(rows: list[MethodScore], verdict: Verdict, left_out: int) -> list
 
 def _write_out(out: Path, dicts: list[dict[str, object]], rows: list[MethodScore], title: str) -> list[Path]:
     """The JSON table and the calibration plot of the best few systems, into ``out``."""
-    from leaderboard.plots import plot_calibration, save_figure
+    from leaderboard.snapshot.plots import plot_calibration, save_figure
 
     out.mkdir(parents=True, exist_ok=True)
     table = out / "evaluate.json"
@@ -387,8 +387,8 @@ def _evaluate_part(
 ) -> list[dict[str, object]]:
     """Evaluate one connected set of votes: print its table (unless ``as_json``), write ``out``, and
     return its rows as dictionaries."""
-    from leaderboard.evaluate import drop_unseen, split_battles
-    from leaderboard.systems import online_scores, pick_winner
+    from leaderboard.evaluation.held_out import drop_unseen, split_battles
+    from leaderboard.evaluation.systems import online_scores, pick_winner
 
     if len(battles) < 10:
         raise typer.BadParameter(f"{source}: only {len(battles)} votes: too few to evaluate")
@@ -444,10 +444,10 @@ def _evaluate_part(
 
 
 def _annotator_positions(battles: Battles) -> dict[str, object] | None:
-    """Each annotator's left-side advantage on all the votes (:func:`leaderboard.judge_position`), when
-    the votes name at least two annotators with enough votes; None otherwise."""
-    from leaderboard.evaluate import has_raters
-    from leaderboard.judge_position import judge_positions
+    """Each annotator's left-side advantage on all the votes (:func:`leaderboard.quality.judge_position`),
+    when the votes name at least two annotators with enough votes; None otherwise."""
+    from leaderboard.evaluation.held_out import has_raters
+    from leaderboard.quality.judge_position import judge_positions
 
     if not has_raters(battles):
         return None
@@ -510,7 +510,7 @@ def _sourced_votes(
 
 def _composite_row(train: Battles, test: Battles, labels: tuple[str, ...], source: str) -> MethodScore:
     """The composite's row, fitted on the training votes; a fit that cannot be made is a usage error."""
-    from leaderboard.composite_board import composite_score
+    from leaderboard.composite.board import composite_score
     from votes.annotated import is_judge
 
     try:

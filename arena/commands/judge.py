@@ -56,7 +56,7 @@ def judge_command(
     )
     from arena.llm.client import EndpointClient
     from arena.llm.registry import config_for
-    from leaderboard.agreement import position_report, vote_scores
+    from leaderboard.composite.agreement import position_report, vote_scores
     from votes.annotated import annotated_battles
 
     if template in BUILTIN_TEMPLATES:

@@ -307,7 +307,7 @@ def _sources_of_file(path: Path, models: tuple[str, ...]) -> Any:
 
 def _clusters_of(battles: Any, counts: Any, cluster: str) -> Any:
     """The clusters ``--cluster`` asks for (``auto``: by annotator when the battles name enough), or None."""
-    from leaderboard.clusters import choose_clusters
+    from leaderboard.bt.clusters import choose_clusters
 
     try:
         return choose_clusters(battles, counts, cluster)
@@ -317,7 +317,7 @@ def _clusters_of(battles: Any, counts: Any, cluster: str) -> Any:
 
 def _check_cluster(cluster: str) -> None:
     """Refuse an unknown ``--cluster`` value before any vote is read."""
-    from leaderboard.clusters import parse_cluster
+    from leaderboard.bt.clusters import parse_cluster
 
     if cluster.strip().lower() != "auto":
         try:
@@ -396,9 +396,9 @@ def recompute(
     MT-bench pairwise judgments, arena-hard judgments, AlpacaEval annotations); with --each-component
     every part of a comparison graph in parts gets its own folder, component-1, component-2, ...
     """
+    from arena.drawing import command_line_process
     from arena.publishing import SliceSpec, recompute_snapshot
-    from leaderboard.clusters import clustering_record
-    from leaderboard.plot_process import command_line_process
+    from leaderboard.bt.clusters import clustering_record
     from votes.records import InputError
 
     command_line_process()
@@ -690,10 +690,10 @@ def publish(
     if not all_slices:
         early = EarlyRead(settings.database_url, vote_filter)
     try:
+        from arena.drawing import command_line_process
         from arena.publishing import SliceSpec, publish_slices, publish_snapshot
-        from leaderboard.plot_process import command_line_process
-        from leaderboard.snapshot import read_snapshot
-        from leaderboard.spec import DisconnectedComparisonError
+        from leaderboard.bt.spec import DisconnectedComparisonError
+        from leaderboard.snapshot.folder import read_snapshot
 
         command_line_process()
         options = _options(

@@ -1,7 +1,7 @@
 """`arena snapshots list|show|diff`: reading the published leaderboard snapshots (nothing is written).
 
 Each command opens the store, reads rows and files through :mod:`votes.snapshots` and
-:mod:`leaderboard.snapshot`, and prints a table (or JSON with ``--json``).
+:mod:`leaderboard.snapshot.folder`, and prints a table (or JSON with ``--json``).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def snapshots_show(
     as_json: Annotated[bool, typer.Option("--json", help="Metadata as JSON.")] = False,
 ) -> None:
     """One snapshot: its metadata, file sha256s (checked against the files) and the board."""
-    from leaderboard.snapshot import read_snapshot
+    from leaderboard.snapshot.folder import read_snapshot
     from votes.snapshots import snapshot_manifest
 
     with _session(database_url) as session:
@@ -106,7 +106,7 @@ def snapshots_diff(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Rating and rank changes from A to B, new and dropped models, and whether votes or method changed."""
-    from leaderboard.snapshot import diff_snapshots, read_snapshot
+    from leaderboard.snapshot.folder import diff_snapshots, read_snapshot
 
     with _session(database_url) as session:
         rows = [_find(session, x) for x in (a, b)]

@@ -1,7 +1,7 @@
 """The category overview page and file: each model's rank in every published board, with intervals.
 
 Read only: the latest snapshot of every board, through :mod:`votes.snapshots` and
-:func:`leaderboard.overview.category_overview`.
+:func:`leaderboard.snapshot.overview.category_overview`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from fastapi.responses import HTMLResponse, Response
 from sqlmodel import Session
 
 from arena.routes.deps import SessionDep, StateDep
-from leaderboard.overview import category_overview, overview_csv
-from leaderboard.snapshot import read_snapshot
+from leaderboard.snapshot.folder import read_snapshot
+from leaderboard.snapshot.overview import category_overview, overview_csv
 from votes.snapshots import latest_snapshot, list_slices
 
 __all__ = ["router"]

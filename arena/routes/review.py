@@ -93,7 +93,7 @@ def admin_annotators(
 ) -> list[AnnotatorReviewOut]:
     """Per-annotator statistics against the current fit; flagged and suspicious annotators first."""
     # The fitting stack loads on the first review, not when a worker starts.
-    from leaderboard.annotators import FlagRule
+    from leaderboard.quality.annotators import FlagRule
     from votes.review import review_annotators
 
     rows = review_annotators(

@@ -17,8 +17,8 @@ from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel
 
 from arena.routes.deps import SessionDep, StateDep
-from leaderboard.dataset_card import CARD_FILE, MODELS_FILE
-from leaderboard.snapshot import (
+from leaderboard.snapshot.dataset_card import CARD_FILE, MODELS_FILE
+from leaderboard.snapshot.folder import (
     DATA_FILES,
     METADATA_FILE,
     PLOT_FILES,
@@ -27,7 +27,7 @@ from leaderboard.snapshot import (
     read_snapshot,
     slice_label,
 )
-from leaderboard.style_board import STYLE_CSV_FILE, STYLE_JSON_FILE, read_style_table
+from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE, read_style_table
 from votes.models import Snapshot
 from votes.snapshots import get_snapshot, latest_snapshot, list_slices, list_snapshots, snapshot_manifest
 
@@ -135,7 +135,7 @@ def _count(value: Any) -> int | None:
 
 def _precision(metadata: dict[str, Any]) -> dict[str, Any] | None:
     """Provisional models, votes to separate each model from the next one down, the board's votes to its
-    target width, and the fairness ledger (:mod:`leaderboard.precision`); None for older snapshots."""
+    target width, and the fairness ledger (:mod:`leaderboard.design.precision`); None for older snapshots."""
     prec = metadata.get("precision")
     if not isinstance(prec, dict) or not isinstance(prec.get("provisional"), list):
         return None

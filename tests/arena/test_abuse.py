@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from arena.app import create_app
 from arena.commands.admin import register
 from arena.middleware import TrustedProxyMiddleware
-from leaderboard.annotators import outcome_probabilities
-from leaderboard.elo import EloConfig
+from leaderboard.online.elo import EloConfig
+from leaderboard.quality.annotators import outcome_probabilities
 from tests.factories import ADMIN_TOKEN, make_settings, vote_once
 from votes.annotators import create_annotator
 from votes.battles import VoteRequest, issue_battle

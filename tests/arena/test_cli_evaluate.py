@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from arena.commands.evaluate import register
 from leaderboard.data import OUTCOME_STRINGS, Outcome
-from leaderboard.simulate import simulate_battles
+from leaderboard.evaluation.simulate import simulate_battles
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
@@ -69,8 +69,8 @@ def test_json_table_has_every_method_with_fitted_extras(battles_file: Path) -> N
 
 
 def test_every_system_is_listed_with_its_scores_and_the_verdict(battles_file: Path, tmp_path: Path) -> None:
-    from leaderboard.compute import METHODS
-    from leaderboard.systems import online_raters
+    from leaderboard.bt.compute import METHODS
+    from leaderboard.evaluation.systems import online_raters
 
     out = tmp_path / "evaluation"
     result = CliRunner().invoke(

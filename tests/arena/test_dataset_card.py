@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arena.cli import build_app
-from leaderboard.dataset_card import CARD_FILE, MODELS_FILE
+from leaderboard.snapshot.dataset_card import CARD_FILE, MODELS_FILE
 
 DATA = Path("/work/shared/data")
 

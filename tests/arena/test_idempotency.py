@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from leaderboard.elo import EloConfig
+from leaderboard.online.elo import EloConfig
 from votes.models import Battle, Vote
 from votes.ratings import replay_live_ratings
 from votes.views import live_standings

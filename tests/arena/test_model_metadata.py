@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from arena.cli import app
 from arena.publishing import FitOptions, publish_snapshot
-from leaderboard.dataset_card import MODELS_FILE
+from leaderboard.snapshot.dataset_card import MODELS_FILE
 from votes.db import make_engine
 from votes.demo import load_demo
 from votes.migrate import upgrade_database

@@ -20,7 +20,7 @@ import votes.queries
 from arena.cli import build_app
 from arena.publishing import FitOptions, publish_snapshot, stored_components
 from leaderboard import simulate_battles
-from leaderboard.snapshot import DATA_FILES, PLOT_FILES, read_snapshot
+from leaderboard.snapshot.folder import DATA_FILES, PLOT_FILES, read_snapshot
 from votes.db import make_engine
 from votes.io import import_file
 from votes.migrate import upgrade_database

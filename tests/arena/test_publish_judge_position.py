@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from arena.app import create_app
 from arena.cli import build_app
-from leaderboard.snapshot import read_snapshot
+from leaderboard.snapshot.folder import read_snapshot
 from tests.factories import make_settings
 from votes.db import make_engine
 from votes.migrate import upgrade_database

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from arena.cli import build_app
 from arena.publishing import FitOptions, publish_snapshot
-from leaderboard.snapshot import DATA_FILES, METADATA_FILE, read_snapshot
-from leaderboard.style_board import STYLE_CSV_FILE, STYLE_JSON_FILE
+from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, read_snapshot
+from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE
 from votes.db import make_engine
 from votes.demo import load_demo
 from votes.migrate import upgrade_database

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from arena.app import create_app
 from arena.cli import app
-from leaderboard.snapshot import read_snapshot
+from leaderboard.snapshot.folder import read_snapshot
 from tests.factories import make_settings
 from tests.fake_openai import FakeOpenAI, serve_fake_openai
 from votes.db import make_engine

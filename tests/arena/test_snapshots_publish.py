@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from arena.cli import build_app
 from arena.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot
-from leaderboard.snapshot import DATA_FILES, METADATA_FILE, PLOT_FILES, read_snapshot
+from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, PLOT_FILES, read_snapshot
 from votes.db import make_engine
 from votes.demo import load_demo
 from votes.io import export_votes

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func, select
 
 from arena.security import Signer, address_key
-from leaderboard.elo import EloConfig
+from leaderboard.online.elo import EloConfig
 from tests.arena.conftest import AppFactory
 from tests.factories import battles_for
 from votes.annotators import create_annotator

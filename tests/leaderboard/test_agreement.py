@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from leaderboard.agreement import (
+from leaderboard.battles import Battles
+from leaderboard.composite.agreement import (
     cohen_kappa,
     pair_agreement,
     position_report,
@@ -15,7 +16,6 @@ from leaderboard.agreement import (
     verdict_table,
     vote_scores,
 )
-from leaderboard.battles import Battles
 from leaderboard.data import Outcome
 
 A, B, T = Outcome.MODEL_A, Outcome.MODEL_B, Outcome.TIE

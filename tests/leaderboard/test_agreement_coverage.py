@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaderboard.agreement_stats import cohen_kappa_interval, multi_rater
+from leaderboard.composite.agreement_stats import cohen_kappa_interval, multi_rater
 
 P = np.array([0.45, 0.15, 0.40])
 Q2 = 0.5

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from leaderboard.agreement_stats import (
+from leaderboard.composite.agreement_stats import (
     cohen_kappa,
     cohen_kappa_interval,
     item_counts,
@@ -86,7 +86,7 @@ def test_ours_equal_the_libraries_on_random_tables() -> None:
             fleiss_kappa(equal), abs=1e-9
         )
         # the vectorised sums (used by the bootstrap) against the library point values
-        from leaderboard.agreement_stats import _features, _from_sums
+        from leaderboard.composite.agreement_stats import _features, _from_sums
 
         sums = _features(counts).sum(axis=0)[None, :]
         assert _from_sums(sums, np.array([-1.0, 0.0, 1.0]))[0, 5] == pytest.approx(a, abs=1e-9)

@@ -7,14 +7,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from leaderboard.annotators import (
+from leaderboard.data import Outcome
+from leaderboard.quality.annotators import (
     FlagRule,
     annotator_stats,
     flag_annotators,
     outcome_probabilities,
 )
-from leaderboard.data import Outcome
-from leaderboard.voter_review import honest_weights
+from leaderboard.quality.voter_review import honest_weights
 
 RATINGS = np.array([1200.0, 1100.0, 1000.0, 950.0, 900.0, 800.0])
 TIE_RATE = 0.15

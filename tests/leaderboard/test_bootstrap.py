@@ -40,7 +40,7 @@ def test_rounds_are_exact_refits() -> None:
     c = sim.counts()
     boot = bootstrap_ratings(c, n_rounds=3, random_state=0, block_size=3)
     # Re-create the first round's draw from the documented seeding scheme.
-    from leaderboard.bootstrap import _Categories, draw_multinomial
+    from leaderboard.bt.bootstrap import _Categories, draw_multinomial
 
     fit = fit_bt(c)
     cats = _Categories(c, fit)

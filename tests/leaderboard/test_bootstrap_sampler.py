@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from leaderboard.bootstrap import draw_multinomial
+from leaderboard.bt.bootstrap import draw_multinomial
 
 #: Smallest p-value accepted from a goodness-of-fit test on seeded draws (a false alarm is 1 in 1,000).
 P_MIN = 1e-3

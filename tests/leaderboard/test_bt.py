@@ -28,7 +28,7 @@ from leaderboard import (
     simulate_battles,
 )
 from leaderboard.battles import Battles
-from leaderboard.evaluate import votes_to_counts
+from leaderboard.evaluation.held_out import votes_to_counts
 
 ELO_TOL = 1e-6
 

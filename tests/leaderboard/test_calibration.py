@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from leaderboard.bt import fit_bt
-from leaderboard.calibration import (
+from leaderboard.bt.fit import fit_bt
+from leaderboard.data import aggregate_codes
+from leaderboard.evaluation.calibration import (
     auc_of,
     calibration_table,
     fitted_scale,
@@ -17,9 +18,8 @@ from leaderboard.calibration import (
     paired_bootstrap_difference,
     vote_log_losses,
 )
-from leaderboard.data import aggregate_codes
-from leaderboard.evaluate import score_forecasts
-from leaderboard.simulate import simulate_battles
+from leaderboard.evaluation.held_out import score_forecasts
+from leaderboard.evaluation.simulate import simulate_battles
 
 TRUE = np.array([1000.0, 1200.0, 900.0, 1350.0, 1100.0])
 SCALE_TOL = 25.0

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from leaderboard.cells import Layout, Objective, design_matrix, make_cells
+from leaderboard.bt.cells import Layout, Objective, design_matrix, make_cells
+from leaderboard.bt.spec import BTSpec
 from leaderboard.data import Outcome, aggregate_codes
-from leaderboard.evaluate import votes_to_counts
-from leaderboard.simulate import simulate_battles
-from leaderboard.spec import BTSpec
+from leaderboard.evaluation.held_out import votes_to_counts
+from leaderboard.evaluation.simulate import simulate_battles
 
 GRAD_TOL = 1e-5
 TRUE = np.array([1150.0, 1080.0, 1030.0, 1000.0, 960.0, 920.0])

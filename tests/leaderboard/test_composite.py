@@ -7,10 +7,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from leaderboard.bt import fit_bt
-from leaderboard.composite import CompositeData, CompositeOptions, bootstrap_composite, fit_composite
+from leaderboard.bt.fit import fit_bt
+from leaderboard.bt.spec import DisconnectedComparisonError
+from leaderboard.composite.fit import CompositeData, CompositeOptions, bootstrap_composite, fit_composite
 from leaderboard.data import Outcome, aggregate_codes
-from leaderboard.spec import DisconnectedComparisonError
 
 OFF = CompositeOptions(
     discrimination=False, position=False, ties=False, self_preference=False, deviations=False
@@ -187,7 +187,7 @@ def test_analytic_gradient_and_hessian_match_finite_differences() -> None:
     """Every term on (discrimination, position with some unsided votes, ties, a family, soft scores, the
     judges' deviations with a shifted prior mean), at
     a point away from the optimum so the second-derivative terms of ``eta = a u`` matter."""
-    from leaderboard.composite import _cells, _gradient, _hessian, _layout
+    from leaderboard.composite.fit import _cells, _gradient, _hessian, _layout
 
     data = _votes(np.random.default_rng(13), 1500, 5, 3)
     data = CompositeData(
@@ -345,7 +345,7 @@ def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> No
     directions only the prior sets (common shift, view, family): the moment estimate of tau^2 is unbiased
     over many draws, its reported sampling variance matches the spread of the estimates, and with no
     spread Cochran's p-value is uniform (mean 1/2)."""
-    from leaderboard.composite import _spread_moments
+    from leaderboard.composite.fit import _spread_moments
 
     rng = np.random.default_rng(5)
     k = 20
@@ -374,7 +374,7 @@ def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> No
 def test_the_estimated_spread_is_unbiased_on_boards_with_a_known_one() -> None:
     """The loose fit measures the deviations at the view's smallest scale (``c delta``, ``c^2`` about
     0.77 here); the estimate divides that out, so over many boards ``E tau_hat^2`` is the true one."""
-    from leaderboard.composite import estimate_deviation_sd
+    from leaderboard.composite.fit import estimate_deviation_sd
 
     unit = 400 / np.log(10)
     tau = 0.3

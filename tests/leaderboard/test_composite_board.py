@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from leaderboard.battles import Battles
-from leaderboard.composite import CompositeOptions
-from leaderboard.composite_board import composite_board, composite_data
+from leaderboard.composite.board import composite_board, composite_data
+from leaderboard.composite.fit import CompositeOptions
 from leaderboard.data import Outcome
 
 TRUTH = np.array([-1.2, -0.6, -0.2, 0.2, 0.7, 1.1])

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from leaderboard.composite import CompositeFit, CompositeOptions, fit_composite
-from leaderboard.composite_board import composite_data, correlation_with_humans, subset_sources
+from leaderboard.composite.board import composite_data, correlation_with_humans, subset_sources
+from leaderboard.composite.fit import CompositeFit, CompositeOptions, fit_composite
 from leaderboard.data import Outcome
 from votes.annotated import agreement_input_from_file
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from leaderboard import Leaderboard, Outcome, aggregate_codes, compute_leaderboard, simulate_battles
-from leaderboard.compute import METHODS, SOURCE_METHODS, available_methods
+from leaderboard.bt.compute import METHODS, SOURCE_METHODS, available_methods
 
 TRUE = np.array([1150.0, 1080.0, 1030.0, 1000.0, 960.0, 920.0])
 
@@ -45,7 +45,7 @@ def test_method_table_is_explicit_and_needs_no_import_side_effects() -> None:
     )
     assert available_methods() == names == tuple(sorted([*METHODS, *SOURCE_METHODS]))
     # a fresh interpreter that imports only the entry point sees the whole table
-    code = "from leaderboard.compute import available_methods; print(','.join(available_methods()))"
+    code = "from leaderboard.bt.compute import available_methods; print(','.join(available_methods()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ",".join(names)
 

@@ -9,9 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leaderboard.elo import EloConfig, EloRater, EloState, expected_score, replay_elo_indices, update_elo
-from leaderboard.elo_schedules import FideK, FixedK
-from leaderboard.raters import rolling_forecasts
+from leaderboard.online.elo import (
+    EloConfig,
+    EloRater,
+    EloState,
+    expected_score,
+    replay_elo_indices,
+    update_elo,
+)
+from leaderboard.online.elo_schedules import FideK, FixedK
+from leaderboard.online.raters import rolling_forecasts
 
 TOL = 1e-9
 ratings = st.floats(min_value=-3000, max_value=5000, allow_nan=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaderboard.elo import EloConfig, EloStandings, replay_elo, replay_elo_indices, update_elo
+from leaderboard.online.elo import EloConfig, EloStandings, replay_elo, replay_elo_indices, update_elo
 
 CONFIGS = [
     EloConfig(),

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from leaderboard.elo import EloConfig, EloRater, EloState
-from leaderboard.elo_schedules import FideK, FixedK, UscfK, uscf_effective_games
+from leaderboard.online.elo import EloConfig, EloRater, EloState
+from leaderboard.online.elo_schedules import FideK, FixedK, UscfK, uscf_effective_games
 
 GOLDEN = Path(__file__).parent / "golden"
 TOL = 1e-9

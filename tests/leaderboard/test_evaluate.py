@@ -10,8 +10,8 @@ import pytest
 
 from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
-from leaderboard.evaluate import default_methods, evaluate_methods, score_forecasts, split_battles
-from leaderboard.simulate import simulate_battles
+from leaderboard.evaluation.held_out import default_methods, evaluate_methods, score_forecasts, split_battles
+from leaderboard.evaluation.simulate import simulate_battles
 
 TRUE = np.array([1150.0, 1080.0, 1030.0, 1000.0, 960.0, 920.0])
 BATTLES_FILE = (

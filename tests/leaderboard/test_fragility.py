@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from leaderboard import BTSpec, PairCounts, collapse_pairs, fit_bt, simulate_battles, solve_bt_batch
-from leaderboard.fragility import _Board, _greedy, _ratings_after, fragility, remove_votes, swap_votes
-from leaderboard.intervals import plain_cell_scores, vote_scores
-from leaderboard.spec import UnboundedRatingWarning
+from leaderboard.bt.intervals import plain_cell_scores, vote_scores
+from leaderboard.bt.spec import UnboundedRatingWarning
+from leaderboard.design.fragility import _Board, _greedy, _ratings_after, fragility, remove_votes, swap_votes
 
 
 def _refit_rating(counts: PairCounts, spec: BTSpec) -> np.ndarray | None:

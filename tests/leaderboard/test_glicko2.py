@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leaderboard.glicko2 import GLICKO_SCALE, Glicko2Rater, Glicko2State
+from leaderboard.online.glicko2 import GLICKO_SCALE, Glicko2Rater, Glicko2State
 
 GOLDEN = Path(__file__).parent / "golden"
 TOL = 1e-9

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from leaderboard.gold import GoldRule, gold_accuracy, honest_posterior, sequential_flags
+from leaderboard.quality.gold import GoldRule, gold_accuracy, honest_posterior, sequential_flags
 
 
 def test_wilson_interval_textbook_value() -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from leaderboard import BTSpec, fit_bt, sandwich_intervals, simulate_battles
-from leaderboard.judge_position import judge_positions
+from leaderboard.quality.judge_position import judge_positions
 
 TRUTH = np.linspace(850, 1150, 6)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from leaderboard.bt.matrices import pairwise_matrices
 from leaderboard.data import aggregate_battles
-from leaderboard.matrices import pairwise_matrices
 from tests.factories import handmade_leaderboard
 
 

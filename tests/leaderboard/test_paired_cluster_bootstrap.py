@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaderboard.calibration import paired_bootstrap_difference
+from leaderboard.evaluation.calibration import paired_bootstrap_difference
 
 
 def _losses(n_groups: int, per_group: int, spread: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

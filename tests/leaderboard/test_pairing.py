@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from leaderboard import sandwich_intervals
-from leaderboard.pairing import (
+from leaderboard.design.pairing import (
     CRITERIA,
     PairDesign,
     _criterion_matrix,
@@ -19,7 +19,7 @@ from leaderboard.pairing import (
     pair_probabilities,
     rating_covariance,
 )
-from leaderboard.simulate import simulate_adaptive_battles
+from leaderboard.evaluation.simulate import simulate_adaptive_battles
 
 
 def _board(m: int = 7, seed: int = 3) -> tuple[PairDesign, np.ndarray, np.ndarray]:

@@ -12,8 +12,8 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from leaderboard.matrices import pairwise_matrices
-from leaderboard.plots import (
+from leaderboard.bt.matrices import pairwise_matrices
+from leaderboard.snapshot.plots import (
     contrast_ratio,
     label_colour,
     label_step,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaderboard.composite import CompositeData
-from leaderboard.ppi import PPIBattles, fit_ppi, ppi_battles
+from leaderboard.composite.fit import CompositeData
+from leaderboard.composite.ppi import PPIBattles, fit_ppi, ppi_battles
 
 UNIT = 400 / np.log(10)
 TRUTH = np.array([-1.0, -0.5, 0.0, 0.3, 0.6, 1.0])  # natural units
@@ -99,7 +99,7 @@ def test_bootstrap_over_battles_agrees_with_the_sandwich() -> None:
     """The percentile bootstrap over battles (labelled and unlabelled resampled apart, lambda fixed at
     the point fit's) gives intervals about as wide as the PPI++ sandwich, around the same ratings; with
     lambda 0 its rounds are the human-only fit's bootstrap."""
-    from leaderboard.ppi import bootstrap_ppi
+    from leaderboard.composite.ppi import bootstrap_ppi
 
     battles, _ = simulate(np.random.default_rng(5), "good")
     fit = fit_ppi(battles)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from leaderboard import compute_leaderboard, simulate_battles
-from leaderboard.precision import board_precision
-from leaderboard.snapshot import write_snapshot
+from leaderboard.design.precision import board_precision
+from leaderboard.snapshot.folder import write_snapshot
 
 
 def _board(votes: int) -> tuple[object, object]:

@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from leaderboard.presence import presence_asymmetry
+from leaderboard.quality.presence import presence_asymmetry
 
 N_MODELS = 6
 

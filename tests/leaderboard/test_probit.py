@@ -10,13 +10,13 @@ from scipy.optimize import approx_fprime
 from scipy.special import ndtr
 
 from leaderboard.battles import Battles
-from leaderboard.bt import fit_bt, predict_proba
-from leaderboard.cells import Layout, Objective, make_cells
-from leaderboard.compute import compute_leaderboard
+from leaderboard.bt.cells import Layout, Objective, make_cells
+from leaderboard.bt.compute import compute_leaderboard
+from leaderboard.bt.fit import fit_bt, predict_proba
+from leaderboard.bt.probit import PROBIT_NATS, probit_proba, probit_row_terms
+from leaderboard.bt.spec import BTSpec
 from leaderboard.data import PairCounts, aggregate_codes
-from leaderboard.probit import PROBIT_NATS, probit_proba, probit_row_terms
-from leaderboard.simulate import simulate_battles
-from leaderboard.spec import BTSpec
+from leaderboard.evaluation.simulate import simulate_battles
 
 FD_TOL = 1e-5
 TRUE = np.array([1000.0, 1150.0, 1300.0, 900.0, 1050.0, 1500.0])

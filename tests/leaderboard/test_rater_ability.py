@@ -12,8 +12,13 @@ from scipy.optimize import approx_fprime
 
 from leaderboard import BTSpec, fit_bt, simulate_battles
 from leaderboard.battles import Battles
-from leaderboard.evaluate import RATERS_METHOD, evaluate_methods, split_battles
-from leaderboard.rater_ability import RaterAbilityFit, _Problem, fit_rater_ability, rater_ability_proba
+from leaderboard.evaluation.held_out import RATERS_METHOD, evaluate_methods, split_battles
+from leaderboard.quality.rater_ability import (
+    RaterAbilityFit,
+    _Problem,
+    fit_rater_ability,
+    rater_ability_proba,
+)
 
 TRUTH = np.linspace(850, 1150, 6)
 #: Three annotators: a noisy one, an ordinary one, a sharp one (geometric mean 1, what the prior centres).

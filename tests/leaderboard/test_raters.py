@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leaderboard.elo import EloConfig, EloRater, EloState
-from leaderboard.elo_schedules import FideK, UscfK
-from leaderboard.glicko2 import Glicko2Rater, Glicko2State
-from leaderboard.raters import OnlineRater, davidson_probabilities, rolling_forecasts, score_of
-from leaderboard.trueskill import TrueSkillRater, TrueSkillState
+from leaderboard.online.elo import EloConfig, EloRater, EloState
+from leaderboard.online.elo_schedules import FideK, UscfK
+from leaderboard.online.glicko2 import Glicko2Rater, Glicko2State
+from leaderboard.online.raters import OnlineRater, davidson_probabilities, rolling_forecasts, score_of
+from leaderboard.online.trueskill import TrueSkillRater, TrueSkillState
 
 TOL = 1e-9
 SWAP = (1, 0, 2, 3)

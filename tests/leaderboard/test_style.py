@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaderboard.style import (
+from leaderboard.style.features import (
     STYLE_FEATURES,
     count_citations,
     count_style,

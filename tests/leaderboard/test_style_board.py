@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from leaderboard.battles import Battles
-from leaderboard.compute import compute_leaderboard
+from leaderboard.bt.compute import compute_leaderboard
 from leaderboard.data import Outcome
-from leaderboard.style_board import (
+from leaderboard.style.board import (
     compute_style_board,
     expand_style,
     separating_features,

@@ -7,12 +7,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from leaderboard.calibration import vote_log_losses
-from leaderboard.elo import EloConfig, EloRater
-from leaderboard.evaluate import evaluate_methods, every_method, split_battles
-from leaderboard.raters import rolling_forecasts
-from leaderboard.simulate import simulate_battles
-from leaderboard.systems import online_raters, online_scores, pick_winner
+from leaderboard.evaluation.calibration import vote_log_losses
+from leaderboard.evaluation.held_out import evaluate_methods, every_method, split_battles
+from leaderboard.evaluation.simulate import simulate_battles
+from leaderboard.evaluation.systems import online_raters, online_scores, pick_winner
+from leaderboard.online.elo import EloConfig, EloRater
+from leaderboard.online.raters import rolling_forecasts
 
 TRUE = np.array([1000.0, 1150.0, 1300.0, 900.0, 1050.0])
 

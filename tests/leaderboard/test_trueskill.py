@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leaderboard.trueskill import TrueSkillRater, TrueSkillState, draw_margin
+from leaderboard.online.trueskill import TrueSkillRater, TrueSkillState, draw_margin
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -7,8 +7,8 @@ import pytest
 from scipy import special
 
 from leaderboard.data import Outcome
-from leaderboard.overdispersion import population_sd, random_effect_tails, robust_offset
-from leaderboard.voter_review import address_components, review_voters
+from leaderboard.quality.overdispersion import population_sd, random_effect_tails, robust_offset
+from leaderboard.quality.voter_review import address_components, review_voters
 
 RATINGS = np.array([1200.0, 1100.0, 1000.0, 950.0, 900.0, 800.0])
 

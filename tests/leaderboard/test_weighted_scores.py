@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaderboard.evaluate import score_system
+from leaderboard.evaluation.held_out import score_system
 
 
 def test_weighted_scores_equal_the_scores_of_repeated_votes() -> None:

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from leaderboard.battles import Battles
-from leaderboard.bootstrap import bootstrap_ratings
-from leaderboard.bt import fit_bt
+from leaderboard.bt.bootstrap import bootstrap_ratings
+from leaderboard.bt.fit import fit_bt
+from leaderboard.bt.intervals import sandwich_intervals
+from leaderboard.bt.spec import BTSpec
 from leaderboard.data import Outcome
-from leaderboard.evaluate import votes_to_counts
-from leaderboard.intervals import sandwich_intervals
-from leaderboard.spec import BTSpec
+from leaderboard.evaluation.held_out import votes_to_counts
 
 RATING_TOL = 1e-6
 SPECS = {

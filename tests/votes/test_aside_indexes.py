@@ -21,7 +21,7 @@ import votes.aside_indexes
 import votes.import_keys
 import votes.import_runs
 import votes.io
-from leaderboard.elo import EloConfig
+from leaderboard.online.elo import EloConfig
 from tests.factories import live_ratings
 from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from arena.cli import app
-from leaderboard.dataset_card import models_csv
+from leaderboard.snapshot.dataset_card import models_csv
 from leaderboard.spreadsheet import FORMULA_STARTS, escape_cell, unescape_cell
 
 runner = CliRunner()

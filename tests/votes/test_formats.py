@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from leaderboard.bt import fit_bt
+from leaderboard.bt.fit import fit_bt
 from leaderboard.data import Outcome
 from votes.columns import read_battles
 from votes.formats import STRONG_WEIGHT, detect_source_format

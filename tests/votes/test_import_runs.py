@@ -17,7 +17,7 @@ from sqlmodel import Session
 
 import votes.import_runs
 import votes.io
-from leaderboard.elo import EloConfig
+from leaderboard.online.elo import EloConfig
 from tests.factories import WINNERS, battles_for, live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
 from votes.annotators import create_annotator

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from leaderboard.elo import EloConfig, replay_elo
+from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import clear, conversation, live_ratings, row_counts, write_jsonl
 from votes.battle_rows import parse_battles
 from votes.demo import load_demo

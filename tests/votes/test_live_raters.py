@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from leaderboard.elo import EloConfig
-from leaderboard.glicko2 import Glicko2Rater
-from leaderboard.raters import OnlineRater
-from leaderboard.trueskill import TrueSkillRater
+from leaderboard.online.elo import EloConfig
+from leaderboard.online.glicko2 import Glicko2Rater
+from leaderboard.online.raters import OnlineRater
+from leaderboard.online.trueskill import TrueSkillRater
 from tests.factories import WINNERS, battles_for, live_rows, seed_catalog
 from votes.annotators import create_annotator, flag_annotator
 from votes.battles import VoteRequest, VoteResult

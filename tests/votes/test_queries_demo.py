@@ -11,7 +11,7 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
 from leaderboard.data import aggregate_codes
-from leaderboard.elo import EloConfig, replay_elo
+from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import live_ratings, row_counts, write_jsonl
 from votes.demo import DEMO_MODELS, DEMO_PROMPTS, demo_answer, demo_catalog, load_demo, simulate_votes
 from votes.io import import_file

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from leaderboard import Battles, PairCounts, fit_bt
-from leaderboard.compute import method_spec
-from leaderboard.fragility import Fragility, fragility, remove_votes
-from leaderboard.spec import UnboundedRatingWarning
+from leaderboard.bt.compute import method_spec
+from leaderboard.bt.spec import UnboundedRatingWarning
+from leaderboard.design.fragility import Fragility, fragility, remove_votes
 from votes.columns import read_battles
 
 BATTLES = "vicuna80-llm-judge-battles.jsonl.gz"

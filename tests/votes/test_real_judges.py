@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from leaderboard.calibration import paired_bootstrap_difference, vote_log_losses
-from leaderboard.evaluate import RATERS_METHOD, evaluate_methods, split_battles
-from leaderboard.judge_position import judge_positions
-from leaderboard.rater_ability import fit_rater_ability, rater_ability_proba
+from leaderboard.evaluation.calibration import paired_bootstrap_difference, vote_log_losses
+from leaderboard.evaluation.held_out import RATERS_METHOD, evaluate_methods, split_battles
+from leaderboard.quality.judge_position import judge_positions
+from leaderboard.quality.rater_ability import fit_rater_ability, rater_ability_proba
 from votes.columns import read_battles
 
 BATTLES = "vicuna80-llm-judge-battles.jsonl.gz"

@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, select
 
 import votes.snapshots as store
-from leaderboard.snapshot import write_snapshot
+from leaderboard.snapshot.folder import write_snapshot
 from tests.factories import handmade_leaderboard, simulated_counts
 from votes.db import session_scope
 from votes.models import Snapshot

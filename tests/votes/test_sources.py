@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from leaderboard.style import TOKEN_ESTIMATOR, estimate_tokens
+from leaderboard.style.features import TOKEN_ESTIMATOR, estimate_tokens
 from tests.factories import write_jsonl
 from votes.demo import load_demo
 from votes.io import export_votes

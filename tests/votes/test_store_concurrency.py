@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from leaderboard.elo import EloConfig
-from leaderboard.glicko2 import Glicko2Rater
-from leaderboard.trueskill import TrueSkillRater
+from leaderboard.online.elo import EloConfig
+from leaderboard.online.glicko2 import Glicko2Rater
+from leaderboard.online.trueskill import TrueSkillRater
 from tests.factories import WINNERS, battles_for
 from votes.annotators import create_annotator
 from votes.battles import VoteRequest

@@ -11,7 +11,7 @@ from sqlmodel import Session
 
 import votes.recording as recording
 import votes.writer.group_commit as group_commit
-from leaderboard.elo import EloConfig
+from leaderboard.online.elo import EloConfig
 from votes.annotators import create_annotator
 from votes.battles import AlreadyVotedError, VoteError, VoteRequest, VoteResult, issue_battle
 from votes.models import Battle, Vote

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from leaderboard.elo import EloConfig
+from leaderboard.online.elo import EloConfig
 from tests.factories import WINNERS, battles_for, live_ratings
 from votes.annotators import create_annotator
 from votes.battles import AlreadyVotedError, IssuedBattle, VoteError, VoteRequest, VoteResult

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from leaderboard.data import parse_outcome
-from leaderboard.elo import EloConfig, replay_elo
+from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import live_ratings
 from votes import ratings
 from votes.battles import IssuedBattle, VoteRequest

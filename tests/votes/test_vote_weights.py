@@ -14,9 +14,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from leaderboard.battles import Battles
-from leaderboard.bt import fit_bt
-from leaderboard.elo import EloConfig, replay_elo_indices
-from leaderboard.spec import BTSpec
+from leaderboard.bt.fit import fit_bt
+from leaderboard.bt.spec import BTSpec
+from leaderboard.online.elo import EloConfig, replay_elo_indices
 from tests.factories import clear, live_ratings, row_counts, seed_catalog, write_jsonl
 from votes.annotators import create_annotator
 from votes.battle_rows import parse_battles

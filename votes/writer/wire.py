@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from leaderboard.elo import EloConfig
+from leaderboard.online.elo import EloConfig
 from votes.battles import AlreadyVotedError, VoteError, VoteResult
 from votes.live import LiveConfig, rater_identity
 

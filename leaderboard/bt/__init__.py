@@ -1,0 +1,6 @@
+"""The Bradley-Terry family: one engine behind every batch method.
+
+What a fit is asked for (spec), the cells and their optimisers (cells, newton, probit, fit), intervals, the
+bootstrap, cluster structure, pairwise matrices and the METHODS table (compute). Imports only the core types
+of the package.
+"""

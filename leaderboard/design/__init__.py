@@ -1,0 +1,1 @@
+"""What to ask next and how settled a board is: pairing policies, precision, fragility."""
