@@ -25,24 +25,24 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from arena.limits import RequestLimitsMiddleware
 from arena.logs import RequestLogMiddleware
-from arena.markdown import render_markdown
 from arena.metrics import RequestMetricsMiddleware
-from arena.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
-from arena.pairing_service import PairingService
-from arena.routes import admin, api, docs, health, live_battle, overview, pages, review, snapshots
-from arena.routes.deps import NeedsInvite, NeedsSignIn, RateLimited
-from arena.routes.docs import SWAGGER_ASSETS
 from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, RedisRateLimiter, Signer
 from arena.settings import Settings, live_config
-from arena.state import ArenaState
+from arena.voting.pairing_service import PairingService
+from arena.voting.state import ArenaState
+from arena.web.limits import RequestLimitsMiddleware
+from arena.web.markdown import render_markdown
+from arena.web.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
+from arena.web.routes import admin, api, docs, health, live_battle, overview, pages, review, snapshots
+from arena.web.routes.deps import NeedsInvite, NeedsSignIn, RateLimited
+from arena.web.routes.docs import SWAGGER_ASSETS
 
 if TYPE_CHECKING:
     from arena.signin import OidcSignIn
 from votes.db import make_engine
-from votes.ratings import ensure_live_rater
-from votes.writer import GroupCommitWriter, RemoteVoteWriter, VoteWriter, writer_identity
+from votes.voting.ratings import ensure_live_rater
+from votes.voting.writer import GroupCommitWriter, RemoteVoteWriter, VoteWriter, writer_identity
 
 __all__ = ["DatabaseOutageLog", "create_app", "create_app_from_env", "template_dirs"]
 
@@ -239,7 +239,7 @@ def create_app(
         summary="Blind pairwise votes on LLM answers, live Elo, published Bradley-Terry leaderboards.",
         version="0.1.0",
         lifespan=lifespan,
-        docs_url=None,  # arena.routes.docs serves /docs in the site's own accessible layout
+        docs_url=None,  # arena.web.routes.docs serves /docs in the site's own accessible layout
         redoc_url=None,  # ... and sends /redoc there: ReDoc's CDN script is blocked by the CSP too
     )
     app.state.arena = state
@@ -275,7 +275,7 @@ def create_app(
     app.include_router(snapshots.router)
     app.include_router(overview.router)
     if settings.sign_in:
-        from arena.routes import signin  # the OpenID Connect client is loaded only where it is used
+        from arena.web.routes import signin  # the OpenID Connect client is loaded only where it is used
 
         app.include_router(signin.router)
     return app

@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from votes.battles import MAX_REQUEST_ID
+from votes.voting.battles import MAX_REQUEST_ID
 
 __all__ = [
     "PROBE_PATHS",

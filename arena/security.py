@@ -23,7 +23,7 @@ from typing import Protocol
 from cryptography.fernet import Fernet, InvalidToken
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from votes.battles import IssuedBattle
+from votes.voting.battles import IssuedBattle
 
 __all__ = [
     "BattleTokenError",

@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leaderboard.design.pairing import DEFAULT_FLOOR
 from leaderboard.online.elo import EloConfig
-from votes.live import LiveConfig, live_rater_of
+from votes.voting.live import LiveConfig, live_rater_of
 
 __all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config", "live_config"]
 
@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     max_expanded_bytes: int = Field(
         1 << 30, ge=1, description="Most bytes a gzipped import file may expand to (gzip bombs)."
     )
-    # Connections (arena.connections): one host cannot hold the site with idle or slow sockets
+    # Connections (arena.web.connections): one host cannot hold the site with idle or slow sockets
     header_timeout_seconds: float = Field(
         10.0, gt=0.0, le=300.0, description="Seconds a request's headers may take to arrive (408 after)."
     )
@@ -58,7 +58,9 @@ class Settings(BaseSettings):
     # Pairing
     pairing_policy: Literal["uniform", "balanced", "active", "optimal"] = Field(
         "optimal",
-        description="How the next pair is chosen (see arena.pairing); each battle logs its probability.",
+        description=(
+            "How the next pair is chosen (see arena.voting.pairing); each battle logs its probability."
+        ),
     )
     pairing_floor: float = Field(
         DEFAULT_FLOOR,

@@ -120,11 +120,11 @@ def synthetic_battles(
 
 def load_battles_file(path: str | Path) -> Battles:
     """Read a Chatbot Arena battles file (JSON, JSONL, CSV or Parquet; optionally gzipped) with the package's
-    own reader (:func:`votes.sources.battles_from_file`): every row validated, a self-battle refused.
+    own reader (:func:`votes.reads.sources.battles_from_file`): every row validated, a self-battle refused.
 
     Only ``model_a``, ``model_b`` and ``winner`` are used.
     """
-    from votes.sources import (
+    from votes.reads.sources import (
         battles_from_file,  # scikit-learn and friends: only for the scripts that read files
     )
 
@@ -185,8 +185,9 @@ class ProcessInfo:
 
 
 def is_vote_writer(cmd: str) -> bool:
-    """A vote writer process: started by `arena serve` (arena.writer_process) or as `arena vote-writer`."""
-    return "arena.writer_process" in cmd or "vote-writer" in cmd
+    """A vote writer process: started by `arena serve` (arena.cli.writer_process) or as `arena
+    vote-writer`."""
+    return "arena.cli.writer_process" in cmd or "vote-writer" in cmd
 
 
 def process_table() -> dict[int, ProcessInfo]:

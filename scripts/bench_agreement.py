@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from votes.annotated import agreement_input_from_file, agreement_of
+from votes.reads.annotated import agreement_input_from_file, agreement_of
 
 BUDGET = 5.0
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_digest_counts.py [--rows 10000000] [--batch 20000] [--compare DIR]
 
-:class:`votes.digest_counts.DigestCounts` is what an import holds for every row of a file (to number
+:class:`votes.imports.digest_counts.DigestCounts` is what an import holds for every row of a file (to number
 repeated rows), so at ten million rows its levels and their merges are the import's memory beyond one
 batch. Each tree runs in its own process (``--compare DIR``: another checkout, e.g. before a change, run
 side by side on the same load), feeding seeded random digests batch by batch as an import stages them;
@@ -34,7 +34,7 @@ def _nothing_earlier(_seqs: Sequence[int]) -> dict[int, str]:
 
 def worker(rows: int, batch: int) -> None:
     """Feed ``rows`` random digests in batches and print ``seconds peak_mb`` (run in a child)."""
-    from votes.digest_counts import DigestCounts
+    from votes.imports.digest_counts import DigestCounts
 
     rng = np.random.default_rng(0)
     counts = DigestCounts()

@@ -167,8 +167,8 @@ def _publish(url: str, snapshot_dir: Path, args: argparse.Namespace) -> list[str
 
 
 def _arena(*args: str) -> list[str]:
-    # the console script (arena.cli:main); a checkout from before it had none, only the app
-    return [sys.executable, "-c", "import arena.cli as c; getattr(c, 'main', c.app)()", *args]
+    # the console script (arena.cli.main:main); a checkout from before it had none, only the app
+    return [sys.executable, "-c", "import arena.cli.main as c; getattr(c, 'main', c.app)()", *args]
 
 
 class Runs(dict[str, Run]):

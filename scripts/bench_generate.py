@@ -39,7 +39,7 @@ def _endpoint(text: str) -> tuple[str, str, str]:
 
 def _arena(*args: str) -> str:
     """Run an `arena` command in this process (interpreter start-up is not what is measured)."""
-    from arena.cli import app
+    from arena.cli.main import app
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):

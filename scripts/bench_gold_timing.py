@@ -29,9 +29,9 @@ from sqlmodel import Session
 from arena.app import create_app
 from arena.settings import Settings
 from votes.db import make_engine
-from votes.gold_items import GoldSpec, add_golds
 from votes.migrate import upgrade_database
 from votes.models import Model, Output, Prompt
+from votes.voting.gold_items import GoldSpec, add_golds
 
 GOLD_PREFIX = "Gold question"
 

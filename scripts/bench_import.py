@@ -27,7 +27,7 @@ from sqlmodel import SQLModel
 
 from leaderboard.data import OUTCOME_STRINGS
 from votes.db import make_engine
-from votes.io import import_file
+from votes.imports.files import import_file
 
 WINNERS = tuple(OUTCOME_STRINGS.values())
 

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_common import emit_json_line, machine_info, print_table  # noqa: E402
 
-from arena.pairing import PairingPolicy, pair_weights  # noqa: E402
+from arena.voting.pairing import PairingPolicy, pair_weights  # noqa: E402
 from leaderboard.bt.newton import solve_bt_batch  # noqa: E402
 from leaderboard.design.pairing import (  # noqa: E402
     CRITERIA,
@@ -209,7 +209,7 @@ def model_policy(criterion: Criterion, floor: float, power: float) -> Policy:
 
 def greedy_policy(criterion: Criterion, floor: float, batch: int) -> Policy:
     """The live site's ``optimal`` policy (:func:`leaderboard.design.pairing.design_probabilities`, the code
-    path of :func:`arena.pairing.optimal_design`) on the current fit, with this criterion and floor."""
+    path of :func:`arena.voting.pairing.optimal_design`) on the current fit, with this criterion and floor."""
 
     def probabilities(board: Board) -> FloatArray:
         return design_probabilities(board.theta, board.n, criterion=criterion, floor=floor, batch=batch)
@@ -218,7 +218,7 @@ def greedy_policy(criterion: Criterion, floor: float, batch: int) -> Policy:
 
 
 def heuristic_policy(name: PairingPolicy) -> Policy:
-    """The live site's existing policies (``arena.pairing.pair_weights``) on the current fit's Elo."""
+    """The live site's existing policies (``arena.voting.pairing.pair_weights``) on the current fit's Elo."""
 
     def probabilities(board: Board) -> FloatArray:
         d = board.design

@@ -170,13 +170,13 @@ def run_backend(
         # The database is prepared as `arena serve --demo` does it, without the first published snapshot
         # (the run measures votes); then the real `arena serve` runs on it.
         if tree is None:
-            from arena.commands.serve import prepare_database
+            from arena.cli.commands.serve import prepare_database
 
             prepare_database(url, demo=True, demo_votes=args.demo_votes, seed=args.seed)
         else:  # the other checkout's schema and demo data, by its own code
             env["PYTHONPATH"] = tree
             prepare = (
-                "import sys; from arena.commands.serve import prepare_database; "
+                "import sys; from arena.cli.commands.serve import prepare_database; "
                 "prepare_database(sys.argv[1], demo=True, demo_votes=int(sys.argv[2]), seed=int(sys.argv[3]))"
             )
             subprocess.run(
@@ -185,7 +185,7 @@ def run_backend(
                 cwd=tmp,
                 check=True,
             )
-        cmd = [sys.executable, "-m", "arena.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        cmd = [sys.executable, "-m", "arena.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)]
         cmd += ["--workers", str(workers), "--log-level", "warning", "--worker-startup-timeout", "120"]
         if writer != "auto":
             cmd.append("--writer-process" if writer == "process" else "--no-writer-process")

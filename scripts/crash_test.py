@@ -58,9 +58,9 @@ from leaderboard.data import OUTCOME_STRINGS  # noqa: E402
 from leaderboard.online.elo import EloConfig  # noqa: E402
 from votes.db import make_engine  # noqa: E402
 from votes.models import GoldVote, Model, Output, Prompt, RepeatVote  # noqa: E402
-from votes.ratings import replay_live_ratings  # noqa: E402
 from votes.tables import battle_t, vote_t  # noqa: E402
-from votes.views import live_standings  # noqa: E402
+from votes.voting.ratings import replay_live_ratings  # noqa: E402
+from votes.voting.views import live_standings  # noqa: E402
 
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 WINNERS = tuple(OUTCOME_STRINGS.values())
@@ -132,7 +132,7 @@ class Server:
             ]  # fmt: skip
         else:
             command = [
-                sys.executable, "-m", "arena.cli", "serve", "--workers", str(self.workers),
+                sys.executable, "-m", "arena.cli.main", "serve", "--workers", str(self.workers),
                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
             ]  # fmt: skip
         with self.log.open("ab") as out:

@@ -45,9 +45,9 @@ from sqlalchemy import select, text  # noqa: E402
 from sqlalchemy.engine import Engine  # noqa: E402
 from sqlmodel import SQLModel  # noqa: E402
 
-import votes.io as vio  # noqa: E402
+import votes.files.records as records  # noqa: E402
+import votes.imports.files as vio  # noqa: E402
 import votes.models  # noqa: E402, F401  (registers the tables)
-import votes.records as records  # noqa: E402
 from leaderboard.data import OUTCOME_STRINGS  # noqa: E402
 from votes.db import make_engine  # noqa: E402
 

@@ -183,7 +183,7 @@ def start_server(
         **env_extra,
     }
     command = [
-        sys.executable, "-m", "arena.cli", "serve", "--demo", "--demo-votes", "200",
+        sys.executable, "-m", "arena.cli.main", "serve", "--demo", "--demo-votes", "200",
         "--database-url", f"sqlite:///{folder / 'arena.db'}", "--host", "127.0.0.1", "--port", str(port),
         "--log-level", "warning",
     ]  # fmt: skip

@@ -25,10 +25,10 @@ from arena.settings import Settings
 from leaderboard.battles import Battles
 from leaderboard.data import OUTCOME_STRINGS, PairCounts, aggregate_battles
 from leaderboard.result import Leaderboard
-from votes.battles import CatalogRow, IssuedBattle, issue_battle
 from votes.models import Model, Output, Prompt
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, output_t, prompt_t, vote_t
-from votes.views import load_pairing_catalog
+from votes.voting.battles import CatalogRow, IssuedBattle, issue_battle
+from votes.voting.views import load_pairing_catalog
 
 MODEL_NAMES = ("alpha-7b", "bravo-13b", "charlie-70b", "delta-mini")
 ADMIN_TOKEN = "admin-secret-for-tests"

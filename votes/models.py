@@ -57,7 +57,7 @@ class ModelBase(SQLModel):
     organisation: str | None = Field(default=None, max_length=200)
     licence: str | None = Field(default=None, max_length=100)
     # Where to read about the model (http/https) and its knowledge cutoff (YYYY-MM[-DD]); see
-    # votes.model_metadata, which validates both.
+    # votes.catalog.model_metadata, which validates both.
     link: str | None = Field(default=None, max_length=500)
     knowledge_cutoff: str | None = Field(default=None, max_length=10)
     active: bool = True
@@ -165,7 +165,7 @@ class Battle(SQLModel, table=True):
     # Site battles: the id of the signed battle token, unique, so a token can be used for one vote only.
     token_id: str | None = Field(default=None, max_length=64)
     # Site battles: "annotator:prompt:lower model:higher model", unique, so an annotator judges a prompt
-    # for an unordered pair of models once, however many tokens they fetched (see votes.recording).
+    # for an unordered pair of models once, however many tokens they fetched (see votes.voting.recording).
     judgement_key: str | None = Field(default=None, max_length=100)
     # Language of the conversation when the battle says so (Chatbot Arena `language`); fits filter on it,
     # falling back to the prompt's language.
@@ -176,7 +176,7 @@ class Battle(SQLModel, table=True):
     # its digest (signed) and its occurrence number. A text key of 42 characters in a hash-ordered unique
     # index was the largest cost of a large import's writes; two integers compare in one step and take a
     # fifth of the pages. Two digests may share 64 bits: the later key then has no digest here and is
-    # unique by its text (``ix_battle_import_key_apart``). See :mod:`votes.import_keys`.
+    # unique by its text (``ix_battle_import_key_apart``). See :mod:`votes.imports.keys`.
     import_digest: int | None = Field(default=None, sa_type=BigInteger)
     import_copy: int | None = None
 
@@ -223,7 +223,7 @@ class Vote(SQLModel, table=True):
 class LiveRating(SQLModel, table=True):
     """Live online rating; always equal to replaying all counted votes in commit (vote id) order.
 
-    Elo rows hold rating and games only. Another online rater (:mod:`votes.live`) also keeps its whole
+    Elo rows hold rating and games only. Another online rater (:mod:`votes.voting.live`) also keeps its whole
     state (``state``), the deviation shown, its identity (``rater``) and, with a clock, the time of the
     model's last counted vote (``clock``, seconds since the epoch).
     """
@@ -417,7 +417,7 @@ class RepeatVote(SQLModel, table=True):
 
 
 class ImportRun(SQLModel, table=True):
-    """One ``arena import`` of a battles file, written in short batches (see :mod:`votes.import_runs`).
+    """One ``arena import`` of a battles file, written in short batches (see :mod:`votes.imports.runs`).
 
     ``state`` is "staging" while batches are validated and written aside, "merging" while staged rows
     move into ``battle`` and ``vote`` in short steps, "done" once every row is in. A run that is not
@@ -439,7 +439,7 @@ class ImportRow(SQLModel, table=True):
     (``import_copy``: with the digest, the row's import key, written out only in ``battle``) is filled
     when the batch is staged; ``fresh`` says, once merged, whether the row added a battle (false: the key
     was already stored), so a rollback removes only what it added.
-    ``digest`` has no index: the run counts repeated digests in memory (:mod:`votes.digest_counts`).
+    ``digest`` has no index: the run counts repeated digests in memory (:mod:`votes.imports.digest_counts`).
     ``import_id`` names the run without a foreign key: the run's row is written before its rows and
     deleted after them, and PostgreSQL would check the key once per staged row (3 s of a million-row
     import's server time, beside the merge).

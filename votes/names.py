@@ -15,7 +15,7 @@ import logging
 import unicodedata
 from collections.abc import Iterable
 
-__all__ = ["FORMULA_STARTS", "MODEL_NAME_MAX", "case_collisions", "model_name"]
+__all__ = ["FORMULA_STARTS", "KNOWN_FAMILIES", "MODEL_NAME_MAX", "case_collisions", "model_name"]
 
 MODEL_NAME_MAX = 200
 #: Cells starting with these are formulas to a spreadsheet.
@@ -28,6 +28,22 @@ _REFUSED_CATEGORIES = {
     "Cs": "a lone surrogate",
     "Co": "a private-use character",
 }
+
+#: Families of well-known models: a pattern on the model's name -> names that give the family away
+#: (the leak review looks for those names in answers; agreement reports find a judge's own family).
+KNOWN_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"gpt|chatgpt|openai|^o1|^o3", ("OpenAI", "ChatGPT", "GPT-4", "GPT-4o", "GPT-3.5", "GPT-3", "GPT")),
+    (r"claude|anthropic", ("Anthropic", "Claude")),
+    (r"bard|gemini|gemma|palm", ("Google", "Google DeepMind", "DeepMind", "Bard", "Gemini", "Gemma", "PaLM")),
+    (r"llama|meta", ("Meta", "Meta AI", "LLaMA", "Llama")),
+    (r"vicuna|lmsys", ("Vicuna", "LMSYS", "Large Model Systems Organization")),
+    (r"mistral|mixtral", ("Mistral", "Mistral AI", "Mixtral")),
+    (r"qwen", ("Qwen", "Alibaba", "Alibaba Cloud", "Tongyi")),
+    (r"deepseek", ("DeepSeek",)),
+    (r"command|cohere", ("Cohere", "Command R")),
+    (r"phi-|phi\d|microsoft", ("Microsoft", "Phi")),
+    (r"grok|xai", ("xAI", "Grok")),
+)
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import threading
 
 from arena.llm.client import EndpointClient
 from arena.llm.registry import config_for
-from votes.endpoints import EndpointRecord
+from votes.catalog.endpoints import EndpointRecord
 
 __all__ = ["EndpointPool"]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from arena.llm.client import EndpointConfig
-from votes.endpoints import EndpointRecord
-from votes.model_metadata import ModelMetadata, metadata_from_table
+from votes.catalog.endpoints import EndpointRecord
+from votes.catalog.model_metadata import ModelMetadata, metadata_from_table
 
 __all__ = ["config_for", "parse_params", "read_models_file"]
 

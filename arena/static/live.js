@@ -42,7 +42,7 @@
   function apply(bodies, name, data) {
     if (name === "update" || name === "done" || name === "failed") {
       var md = bodies[data.side];
-      md.innerHTML = data.html;  // rendered and sanitised on the server (arena.markdown)
+      md.innerHTML = data.html;  // rendered and sanitised on the server (arena.web.markdown)
       md.setAttribute("data-updates", String(Number(md.getAttribute("data-updates")) + 1));
       if (name !== "update") {
         var item = md.parentNode;

@@ -113,7 +113,7 @@ def wilson_shares(
     interval (Wilson 1927, ``statsmodels``' ``proportion_confint``); NaN where there is no trial.
 
     The one per-annotator proportion of the project: gold accuracy (right votes among golds) and
-    self-agreement (repeats voted as the first time, :mod:`votes.repeat_votes`) both use it.
+    self-agreement (repeats voted as the first time, :mod:`votes.voting.repeat_votes`) both use it.
     """
     from statsmodels.stats.proportion import proportion_confint
 

@@ -5,7 +5,7 @@ skipper leaves behind in the votes: a voter who skips every battle without model
 with it has X in far more of their votes than pairing puts X in front of anyone. For each annotator and
 model the count of their votes showing the model is tested (one-sided binomial) against the share of
 every *other* annotator's votes that show it, and the p-values of all annotator-model tests are
-adjusted together (Benjamini-Hochberg). Pure numpy/scipy: the review in ``votes.review`` feeds it.
+adjusted together (Benjamini-Hochberg). Pure numpy/scipy: the review in ``votes.review.voters`` feeds it.
 
 What it cannot see: a voter who skips only a little (the excess is then small), and exposure that really
 differs between annotators (pairing's design moves with the vote counts, so someone voting in a quiet

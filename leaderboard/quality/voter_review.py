@@ -14,8 +14,8 @@ it:
   flagged group is flagged;
 * the robust fit needs a weight per annotator: :func:`honest_weights`.
 
-Used by the store's review (:mod:`votes.review`) and by ``scripts/sim_manipulation.py``, so the simulation
-measures the procedure the maintainers run.
+Used by the store's review (:mod:`votes.review.voters`) and by ``scripts/sim_manipulation.py``, so the
+simulation measures the procedure the maintainers run.
 """
 
 from __future__ import annotations

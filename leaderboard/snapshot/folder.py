@@ -259,7 +259,7 @@ def _write_parquet(table: pd.DataFrame, path: Path) -> None:
 
 
 class PlotsUnderWay(Protocol):
-    """Figures being drawn elsewhere (:class:`arena.drawing.PlotDrawing`)."""
+    """Figures being drawn elsewhere (:class:`arena.publish.drawing.PlotDrawing`)."""
 
     def wait(self) -> None:
         """Return once the figures are in the folder."""
@@ -294,7 +294,7 @@ def render_plots(
     """Each figure of ``stems`` (in :data:`PLOT_STEMS` order) as ``(file name, bytes)``: what
     :func:`draw_plots` writes, each figure drawn as the iterator reaches it. ``take(stem)``, when given,
     is asked just before a figure is drawn, and the figure is left out unless it says yes (figures
-    shared out between two processes as they go: :mod:`arena.drawing`)."""
+    shared out between two processes as they go: :mod:`arena.publish.drawing`)."""
     # matplotlib loads only where plots are drawn, so reading snapshots (the web pages) stays light
     from leaderboard.snapshot.plots import (
         plot_average_win_rates,
@@ -374,7 +374,7 @@ def write_snapshot(
         The slice of the votes this board covers (recorded in the metadata).
     plots : bool or PlotsUnderWay
         Draw the figures (SVG and PNG), or wait for them being drawn elsewhere (see
-        :mod:`arena.drawing`).
+        :mod:`arena.publish.drawing`).
     make_zip : bool
         Also write ``snapshot.zip`` with every other file.
     extra_metadata : mapping, optional
@@ -422,7 +422,7 @@ def write_snapshot(
     if plots is True:
         draw_plots(out, leaderboard, counts, matrices)
     elif plots is not False:
-        plots.wait()  # drawn meanwhile (arena.drawing)
+        plots.wait()  # drawn meanwhile (arena.publish.drawing)
 
     data_names = DATA_FILES + tuple(sorted(added))
     files = {name: file_sha256(out / name) for name in data_names + (PLOT_FILES if plots else ())}

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from votes.endpoints import EndpointRecord, add_endpoint
+from votes.catalog.endpoints import EndpointRecord, add_endpoint
 
 #: Names whose aliases cannot turn up by chance in a tiny random model's text.
 NAMES = ("Quokkatron-7", "Narwhalix-9")

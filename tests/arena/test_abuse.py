@@ -17,17 +17,17 @@ from starlette.types import Message, Receive, Scope, Send
 from typer.testing import CliRunner
 
 from arena.app import create_app
-from arena.commands.admin import register
-from arena.middleware import TrustedProxyMiddleware
+from arena.cli.commands.admin import register
+from arena.web.middleware import TrustedProxyMiddleware
 from leaderboard.online.elo import EloConfig
 from leaderboard.quality.annotators import outcome_probabilities
 from tests.factories import ADMIN_TOKEN, make_settings, vote_once
-from votes.annotators import create_annotator
-from votes.battles import VoteRequest, issue_battle
 from votes.models import Annotator, Model, Output, utcnow
-from votes.ratings import replay_live_ratings
-from votes.recording import record_votes
-from votes.views import live_standings, load_pairing_catalog
+from votes.voting.annotators import create_annotator
+from votes.voting.battles import VoteRequest, issue_battle
+from votes.voting.ratings import replay_live_ratings
+from votes.voting.recording import record_votes
+from votes.voting.views import live_standings, load_pairing_catalog
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 

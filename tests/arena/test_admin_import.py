@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-import arena.routes.admin
-import votes.io
+import arena.web.routes.admin
+import votes.imports.files
 from tests.arena.conftest import AppFactory
 from tests.factories import ADMIN_TOKEN
 from votes.db import make_engine
@@ -45,13 +45,13 @@ def test_admin_import_runs_in_its_own_thread(
 ) -> None:
     client = make_client()
     seen: list[str] = []
-    real = votes.io.import_file
+    real = votes.imports.files.import_file
 
     def spy(*args: object, **kwargs: object) -> object:
         seen.append(threading.current_thread().name)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(arena.routes.admin, "import_file", spy)
+    monkeypatch.setattr(arena.web.routes.admin, "import_file", spy)
     response = client.post("/api/admin/import", files={"file": ("up.jsonl", GOOD)}, headers=AUTH)
     assert response.status_code == 200, response.text
     assert seen and seen[0].startswith("arena-import"), seen
@@ -63,14 +63,14 @@ def test_admin_imports_beyond_the_queue_are_503(
     client = make_client()
     slots = threading.BoundedSemaphore(1)
     slots.acquire()  # every slot taken by imports running elsewhere
-    monkeypatch.setattr(arena.routes.admin, "_import_slots", slots)
+    monkeypatch.setattr(arena.web.routes.admin, "_import_slots", slots)
     response = client.post("/api/admin/import", files={"file": ("up.jsonl", GOOD)}, headers=AUTH)
     assert response.status_code == 503 and response.headers["Retry-After"], response.text
 
 
 def _cramped_import(url: str) -> Callable[..., object]:
-    """`votes.io.import_file` on its own engine of ``url`` whose SQLite file may grow by two pages only:
-    a disk with two pages to spare, as in the CLI's full-disk test."""
+    """`votes.imports.files.import_file` on its own engine of ``url`` whose SQLite file may grow by two pages
+    only: a disk with two pages to spare, as in the CLI's full-disk test."""
 
     def cramped(_engine: Engine, path: Path, **kwargs: Any) -> object:
         engine = make_engine(url)
@@ -83,7 +83,7 @@ def _cramped_import(url: str) -> Callable[..., object]:
             cursor.close()
 
         try:
-            return votes.io.import_file(engine, path, **kwargs)
+            return votes.imports.files.import_file(engine, path, **kwargs)
         finally:
             engine.dispose()
 
@@ -96,7 +96,7 @@ def test_full_disk_during_admin_import_is_507_with_one_line(
 ) -> None:
     client = make_client()
     before = client.get("/api/leaderboard").json()
-    monkeypatch.setattr(arena.routes.admin, "import_file", _cramped_import(db_url))
+    monkeypatch.setattr(arena.web.routes.admin, "import_file", _cramped_import(db_url))
     secret = "row-value-that-must-not-be-logged"
     rows = []
     for i in range(3000):
@@ -129,7 +129,7 @@ def test_no_room_for_a_file_write_is_507(make_client: AppFactory, monkeypatch: p
     def no_room(*_args: object, **_kwargs: object) -> object:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(arena.routes.admin, "import_file", no_room)
+    monkeypatch.setattr(arena.web.routes.admin, "import_file", no_room)
     response = client.post("/api/admin/import", files={"file": ("up.jsonl", GOOD)}, headers=AUTH)
     assert response.status_code == 507, response.text
     assert response.json()["detail"].startswith(os.strerror(errno.ENOSPC) + "; nothing was written.")
@@ -142,6 +142,6 @@ def test_other_import_failures_stay_500(make_client: AppFactory, monkeypatch: py
     def broken(*_args: object, **_kwargs: object) -> object:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(arena.routes.admin, "import_file", broken)
+    monkeypatch.setattr(arena.web.routes.admin, "import_file", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         client.post("/api/admin/import", files={"file": ("up.jsonl", GOOD)}, headers=AUTH)

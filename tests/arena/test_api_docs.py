@@ -6,7 +6,7 @@ import re
 
 from fastapi.testclient import TestClient
 
-from arena.routes.docs import HTTP_METHODS, api_operations
+from arena.web.routes.docs import HTTP_METHODS, api_operations
 
 
 def test_docs_page_lists_every_operation(client: TestClient) -> None:

@@ -12,15 +12,15 @@ from sqlalchemy import text
 from sqlmodel import Session
 from typer.testing import CliRunner
 
-from arena.cli import app as cli
+from arena.cli.main import app as cli
 from arena.settings import elo_config
 from tests.arena.conftest import AppFactory
 from tests.conftest import scratch_pg_database
 from tests.factories import make_settings
-from votes.backup import MANIFEST_NAME, read_manifest
 from votes.db import is_sqlite, make_engine
 from votes.migrate import upgrade_database
-from votes.ratings import replay_live_ratings
+from votes.reads.backup import MANIFEST_NAME, read_manifest
+from votes.voting.ratings import replay_live_ratings
 
 RATING_TOL = 1e-9
 

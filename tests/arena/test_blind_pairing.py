@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from arena.pairing import PairingCatalog, choose_battle
-from votes.battles import CatalogRow
+from arena.voting.pairing import PairingCatalog, choose_battle
+from votes.voting.battles import CatalogRow
 
 
 def _catalog(n_prompts: int, models: tuple[int, ...]) -> PairingCatalog:

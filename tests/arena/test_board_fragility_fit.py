@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arena.publishing import FitOptions, board_fragility, fit_board
+from arena.publish.publishing import FitOptions, board_fragility, fit_board
 from leaderboard import simulate_battles
 
 

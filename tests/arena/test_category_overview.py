@@ -12,12 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from arena.app import create_app
-from arena.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
 from leaderboard.snapshot.folder import read_snapshot
 from leaderboard.snapshot.overview import OVERVIEW_COLUMNS, category_overview
 from tests.factories import make_settings
 from votes.db import make_engine
-from votes.demo import load_demo
+from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from arena.cli import app
-from votes.annotated import family_of, is_judge
+from arena.cli.main import app
+from votes.reads.annotated import family_of, is_judge
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 runner = CliRunner()

@@ -13,7 +13,7 @@ import pandas as pd
 from sklearn.linear_model import LogisticRegression
 from typer.testing import CliRunner
 
-from arena.cli import build_app
+from arena.cli.main import build_app
 
 #: The published method and ours are the same maximum-likelihood problem; they differ by solver tolerance.
 PUBLIC_TOL_ELO = 0.5
@@ -321,7 +321,7 @@ def test_import_mt_bench_and_arena_hard_files(tmp_path: Path) -> None:
 
 
 def test_convert_keeps_weights_and_sides_through_every_file_format(tmp_path: Path) -> None:
-    from votes.columns import read_battles
+    from votes.files.columns import read_battles
 
     rows = [
         {

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from typer.testing import CliRunner
 
-from arena.cli import build_app
+from arena.cli.main import build_app
 from leaderboard import simulate_battles
 
 

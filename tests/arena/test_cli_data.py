@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 from tests.factories import row_counts
 from votes.db import is_sqlite, make_engine
 
@@ -124,7 +124,7 @@ def test_a_command_module_that_cannot_import_is_an_error_not_a_missing_command()
     # command line imports a command's module only when it runs (tests/arena/test_cli_registry.py checks
     # the registry itself): running the command must then fail loudly, not say "no such command".
     code = (
-        "import sys; sys.modules['arena.commands.evaluate'] = None; from arena.cli import app; "
+        "import sys; sys.modules['arena.cli.commands.evaluate'] = None; from arena.cli.main import app; "
         "app(['evaluate', '--help'])"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -132,7 +132,7 @@ def test_a_command_module_that_cannot_import_is_an_error_not_a_missing_command()
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False
     )
     assert done.returncode != 0
-    assert "ModuleNotFoundError" in done.stderr and "arena.commands.evaluate" in done.stderr
+    assert "ModuleNotFoundError" in done.stderr and "arena.cli.commands.evaluate" in done.stderr
     assert "No such command" not in done.stderr
 
 

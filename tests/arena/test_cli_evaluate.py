@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from arena.commands.evaluate import register
+from arena.cli.commands.evaluate import register
 from leaderboard.data import OUTCOME_STRINGS, Outcome
 from leaderboard.evaluation.simulate import simulate_battles
 
@@ -122,8 +122,8 @@ def test_real_battles_file_prints_the_table_and_a_significant_left_advantage() -
 
 def test_style_rows_from_the_database_fit_style_coefficients(tmp_path: Path) -> None:
     from votes.db import make_engine
-    from votes.demo import load_demo
-    from votes.io import import_file
+    from votes.imports.demo import load_demo
+    from votes.imports.files import import_file
     from votes.migrate import upgrade_database
 
     url = f"sqlite:///{tmp_path}/arena.db"

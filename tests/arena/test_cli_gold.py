@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from arena.cli import build_app
+from arena.cli.main import build_app
 from tests.factories import seed_catalog, write_jsonl
 from votes.db import make_engine
 from votes.migrate import upgrade_database

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from arena.cli import build_app
+from arena.cli.main import build_app
 from votes.db import make_engine
 from votes.migrate import upgrade_database
 from votes.tables import vote_t

@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 from arena.llm.registry import config_for, parse_params
+from votes.catalog.endpoints import EndpointRecord
 from votes.db import make_engine
-from votes.endpoints import EndpointRecord
 
 runner = CliRunner()
 

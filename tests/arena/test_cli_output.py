@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
-from arena.cli import build_app
-from arena.publishing import FitOptions, SliceSpec, publish_slices
+from arena.cli.main import build_app
+from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
 from tests.factories import write_jsonl
 from votes.db import make_engine
-from votes.demo import load_demo
+from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
 
 DATA = Path("/work/shared/data")

@@ -9,7 +9,14 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from arena.cli import COMMAND_MODULES, COMMANDS, _module_commands, build_app, exit_status, load_command_module
+from arena.cli.main import (
+    COMMAND_MODULES,
+    COMMANDS,
+    _module_commands,
+    build_app,
+    exit_status,
+    load_command_module,
+)
 
 
 def _first_paragraph(text: str | None) -> str:
@@ -35,9 +42,9 @@ def test_top_level_help_lists_every_command_without_importing_a_command_module()
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
-        "from arena.cli import app\n"
+        "from arena.cli.main import app\n"
         "out = CliRunner().invoke(app, ['--help'], terminal_width=200).output\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('arena.commands.') or m in "
+        "loaded = sorted(m for m in sys.modules if m.startswith('arena.cli.commands.') or m in "
         "('sqlalchemy', 'pandas', 'numpy', 'pyarrow', 'sqlmodel', 'alembic'))\n"
         "print(loaded)\n"
         "print(out)\n"
@@ -64,7 +71,7 @@ def test_the_import_command_and_the_migrations_load_neither_pandas_nor_scipy() -
     start-up together) are imported only by what uses them. The migrations of a new store included."""
     code = (
         "import sys, tempfile, pathlib\n"
-        "import arena.commands.data, votes.io, votes.import_runs\n"
+        "import arena.cli.commands.data, votes.imports.files, votes.imports.runs\n"
         "from votes.migrate import upgrade_database\n"
         "upgrade_database('sqlite:///' + str(pathlib.Path(tempfile.mkdtemp()) / 'new.db'))\n"
         "heavy = ('pandas', 'scipy', 'sklearn', 'matplotlib')\n"
@@ -85,7 +92,7 @@ def test_the_console_script_exits_with_the_command_s_status_after_the_exit_funct
         "atexit.register(lambda: sys.stdout.write('exit functions ran\\n'))\n"
         "pool = ThreadPoolExecutor(1)  # never shut down, as a server's import pool: its idle worker\n"
         "pool.submit(print, 'worker', flush=True).result()  # must not keep the process waiting\n"
-        "from arena.cli import main\n"
+        "from arena.cli.main import main\n"
         "main(sys.argv[1:])\n"
     )
     ran = subprocess.run(

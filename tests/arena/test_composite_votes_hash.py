@@ -9,12 +9,12 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
-from arena.publishing import load_votes_with_texts
+from arena.publish.publishing import load_votes_with_texts
 from tests.factories import write_jsonl
-from votes.annotated import source_aware_filter
-from votes.io import import_file
-from votes.ledger import ledger_sha256
-from votes.queries import JUDGE_KIND, VoteFilter, load_pair_counts
+from votes.imports.files import import_file
+from votes.reads.annotated import source_aware_filter
+from votes.reads.ledger import ledger_sha256
+from votes.reads.queries import JUDGE_KIND, VoteFilter, load_pair_counts
 from votes.tables import annotator_t
 
 

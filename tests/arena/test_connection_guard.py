@@ -16,7 +16,12 @@ from typing import Any
 import pytest
 import uvicorn
 
-from arena.connections import GuardedH11Protocol, GuardedHttpToolsProtocol, _ConnectionGuard, guarded_protocol
+from arena.web.connections import (
+    GuardedH11Protocol,
+    GuardedHttpToolsProtocol,
+    _ConnectionGuard,
+    guarded_protocol,
+)
 
 LIMIT = 4096
 

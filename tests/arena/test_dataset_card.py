@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from arena.cli import build_app
+from arena.cli.main import build_app
 from leaderboard.snapshot.dataset_card import CARD_FILE, MODELS_FILE
 
 DATA = Path("/work/shared/data")

@@ -1,4 +1,4 @@
-"""Figures drawn by a forked child (arena.drawing): the same bytes and the same snapshot as
+"""Figures drawn by a forked child (arena.publish.drawing): the same bytes and the same snapshot as
 drawn in place, an error in the child raised in the parent, and a cancelled child writes nothing more;
 a child forked before the fit draws the point ratings' figures ahead, kept only when the board agrees."""
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from arena import drawing as plot_process
-from arena.drawing import PlotDrawing
+from arena.publish import drawing as plot_process
+from arena.publish.drawing import PlotDrawing
 from leaderboard.snapshot.folder import (
     PLOT_FILES,
     PLOT_STEMS,

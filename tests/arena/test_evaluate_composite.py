@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 
 runner = CliRunner(env={"COLUMNS": "400"})  # error messages unwrapped
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.frame_stack import call_on_roomy_stack
+from arena.cli.frame_stack import call_on_roomy_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 CALLS = 2_000
@@ -78,9 +78,9 @@ def test_the_call_returns_and_raises_as_the_function_does() -> None:
 
 @pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's frame stack")
 def test_the_arena_command_runs_on_the_roomy_stack() -> None:
-    """``arena.cli.main``, as the console script calls it, with the probe as its app."""
+    """``arena.cli.main.main``, as the console script calls it, with the probe as its app."""
     code = (
-        "import arena.cli as cli\n"
+        "import arena.cli.main as cli\n"
         "from tests.arena.test_frame_stack import worst_faults\n"
         "cli.app = lambda args: print(worst_faults())\n"
         "cli.main([])\n"

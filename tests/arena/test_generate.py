@@ -17,9 +17,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
-from arena.cli import app
-from arena.generation import GenerationReport, GenerationTask, plan_generation, run_generation
+from arena.cli.main import app
 from arena.llm.client import EndpointClient, EndpointConfig
+from arena.llm.generation import GenerationReport, GenerationTask, plan_generation, run_generation
 from tests.fake_openai import FakeOpenAI, serve_fake_openai
 from tests.llm_servers import LlamaServer, LlamaServers
 from votes.db import make_engine
@@ -91,7 +91,7 @@ def test_kill_minus_9_then_rerun_asks_only_for_the_missing(llm_servers: LlamaSer
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     first = subprocess.Popen(  # noqa: S603
-        [sys.executable, "-m", "arena.cli", "generate", "--quiet", "--database-url", url],
+        [sys.executable, "-m", "arena.cli.main", "generate", "--quiet", "--database-url", url],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 from tests.fake_openai import FakeOpenAI, serve_fake_openai
 
 runner = CliRunner()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 from tests.arena.test_generate import scalar, settled_requests, write_prompts
 from tests.fake_openai import FakeOpenAI, serve_fake_openai
 from tests.llm_servers import (
@@ -68,7 +68,7 @@ def test_the_server_killed_mid_run_then_a_rerun_does_only_the_missing(tmp_path: 
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with log.open("wb") as sink:
             run = subprocess.Popen(  # noqa: S603
-                [sys.executable, "-m", "arena.cli", "generate", "--quiet", "--database-url", url],
+                [sys.executable, "-m", "arena.cli.main", "generate", "--quiet", "--database-url", url],
                 env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         try:

@@ -14,13 +14,13 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from arena.pairing_service import PairingService
-from arena.publishing import FitOptions, fit_counts, load_from_database
+from arena.publish.publishing import FitOptions, fit_counts, load_from_database
+from arena.voting.pairing_service import PairingService
 from tests.arena.conftest import AppFactory
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, write_jsonl
-from votes.gold_items import add_gold_file, derive_golds
-from votes.queries import VoteFilter
+from votes.reads.queries import VoteFilter
 from votes.tables import annotator_t, battle_t, goldbattle_t, goldvote_t, vote_t
+from votes.voting.gold_items import add_gold_file, derive_golds
 
 
 def _add_golds(engine: Engine, tmp_path: Path, n: int, *, identical: bool = False) -> None:

@@ -12,8 +12,8 @@ from sqlmodel import Session
 
 from leaderboard.online.elo import EloConfig
 from votes.models import Battle, Vote
-from votes.ratings import replay_live_ratings
-from votes.views import live_standings
+from votes.voting.ratings import replay_live_ratings
+from votes.voting.views import live_standings
 
 N_CONCURRENT = 8
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from arena.cli import app
-from arena.judging import BUILTIN_TEMPLATES, parse_verdict
+from arena.cli.main import app
+from arena.llm.judging import BUILTIN_TEMPLATES, parse_verdict
 from tests.llm_servers import LlamaServers
 from votes.db import make_engine
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arena.language import language_tag
+from arena.web.language import language_tag
 
 
 @pytest.mark.parametrize(

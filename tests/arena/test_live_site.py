@@ -13,9 +13,9 @@ from sqlmodel import Session
 
 from arena.settings import live_config
 from tests.factories import live_rows, make_settings
-from votes.live import rater_identity
-from votes.ratings import replay_live_rows
 from votes.tables import liverating_t, model_t
+from votes.voting.live import rater_identity
+from votes.voting.ratings import replay_live_rows
 
 RATERS = ("elo", "glicko2", "trueskill")
 # Rating periods far shorter than the time between votes: Glicko-2 rates (and widens) every step.

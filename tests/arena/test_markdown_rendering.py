@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from arena.markdown import CODE_CLASSES, render_markdown
+from arena.web.markdown import CODE_CLASSES, render_markdown
 from tests.arena.test_vote_pages import FRAGMENT, battle_form
 
 

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from arena.commands.serve import reap_dead_processes
+from arena.cli.commands.serve import reap_dead_processes
 
 _CHILD = textwrap.dedent(
     """

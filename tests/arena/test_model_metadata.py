@@ -10,13 +10,13 @@ import pytest
 from sqlmodel import Session, select
 from typer.testing import CliRunner
 
-from arena.cli import app
-from arena.publishing import FitOptions, publish_snapshot
+from arena.cli.main import app
+from arena.publish.publishing import FitOptions, publish_snapshot
 from leaderboard.snapshot.dataset_card import MODELS_FILE
+from votes.catalog.model_metadata import ModelMetadata
 from votes.db import make_engine
-from votes.demo import load_demo
+from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
-from votes.model_metadata import ModelMetadata
 from votes.models import Model, ModelEndpoint
 
 runner = CliRunner()

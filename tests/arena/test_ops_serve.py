@@ -54,7 +54,7 @@ def _serve(
     if json_logs:
         env["ARENA_LOG_FORMAT"] = "json"
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    cmd = [sys.executable, "-m", "arena.cli", "serve", *extra, "--port", str(port)]
+    cmd = [sys.executable, "-m", "arena.cli.main", "serve", *extra, "--port", str(port)]
     cmd += ["--demo", "--demo-votes", "0", "--log-level", "warning"]
     with (tmp_path / "serve.log").open("wb") as out:
         return subprocess.Popen(
@@ -184,7 +184,7 @@ def test_writer_process_logs_each_commit_under_the_request_id(tmp_path: Path) ->
     commits = [r for r in _json_lines(log) if r.get("message") == "vote committed"]
     by_id = {r.get("request_id"): r for r in commits}
     # Logged by the writer process (its logger, not the worker's), with the vote it committed.
-    assert by_id["vote-from-the-test-42"]["logger"] == "votes.writer.service", commits
+    assert by_id["vote-from-the-test-42"]["logger"] == "votes.voting.writer.service", commits
     assert by_id["vote-from-the-test-42"]["vote_id"] == given.json()["vote_id"]
     assert by_id[generated_id]["vote_id"] == generated.json()["vote_id"]
     assert len(commits) == 2, commits

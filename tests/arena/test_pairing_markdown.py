@@ -8,9 +8,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from arena.markdown import CODE_CLASSES, render_markdown
-from arena.pairing import PairingCatalog, choose_battle, pair_weights
-from votes.battles import CatalogRow
+from arena.voting.pairing import PairingCatalog, choose_battle, pair_weights
+from arena.web.markdown import CODE_CLASSES, render_markdown
+from votes.voting.battles import CatalogRow
 
 
 def catalog(n_prompts: int = 3, models: tuple[int, ...] = (1, 2, 3)) -> PairingCatalog:

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from arena.pairing import choose_battle, optimal_design, pair_weights
 from arena.settings import Settings
+from arena.voting.pairing import choose_battle, optimal_design, pair_weights
 from tests.arena.test_pairing_markdown import catalog
 
 

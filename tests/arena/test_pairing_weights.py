@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from arena.pairing_service import PairingService
+from arena.voting.pairing_service import PairingService
 from tests.factories import make_settings
-from votes.pairing_weights import model_shares, pairing_weight_history, record_pairing_weights
 from votes.tables import model_t, pairingweight_t
+from votes.voting.pairing_weights import model_shares, pairing_weight_history, record_pairing_weights
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

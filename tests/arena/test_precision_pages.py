@@ -16,16 +16,16 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from arena.app import create_app
-from arena.publishing import FitOptions, SliceSpec, publish_slices
-from arena.routes.snapshots import _precision
+from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.web.routes.snapshots import _precision
 from tests.factories import make_settings
 from votes.db import make_engine
-from votes.demo import load_demo
-from votes.live_battles import count_live_use
+from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
 from votes.models import Snapshot
-from votes.pairing_weights import record_pairing_weights
 from votes.tables import model_t, vote_t
+from votes.voting.live_battles import count_live_use
+from votes.voting.pairing_weights import record_pairing_weights
 
 N_VOTES = 2000  # enough for some intervals to narrow below +/-25 while others stay wide
 

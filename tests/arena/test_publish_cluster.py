@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
-from arena.cli import build_app
+from arena.cli.main import build_app
 from leaderboard import simulate_battles
 from votes.db import make_engine
-from votes.io import import_file
+from votes.imports.files import import_file
 from votes.migrate import upgrade_database
 
 FIT = ["--method", "davidson-position", "--bootstrap", "100", "--seed", "3"]

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from arena.cli import build_app
+from arena.cli.main import build_app
 from tests.arena.test_cli_battle_files import PUBLIC_TOL_ELO, _fastchat_rows, _public_mle_elo, _ratings
 from votes.db import make_engine
-from votes.io import import_file
+from votes.imports.files import import_file
 from votes.migrate import upgrade_database
 
 FIT = ["--bootstrap", "0", "--interval", "none"]

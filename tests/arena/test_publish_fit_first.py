@@ -14,17 +14,17 @@ import pytest
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
-import arena.publishing
-import votes.early_read
-import votes.queries
-from arena.cli import build_app
-from arena.publishing import FitOptions, publish_snapshot, stored_components
+import arena.publish.early_read
+import arena.publish.publishing
+import votes.reads.queries
+from arena.cli.main import build_app
+from arena.publish.publishing import FitOptions, publish_snapshot, stored_components
 from leaderboard import simulate_battles
 from leaderboard.snapshot.folder import DATA_FILES, PLOT_FILES, read_snapshot
 from votes.db import make_engine
-from votes.io import import_file
+from votes.imports.files import import_file
 from votes.migrate import upgrade_database
-from votes.queries import VoteFilter, votes_name_annotators
+from votes.reads.queries import VoteFilter, votes_name_annotators
 
 N_VOTES = 1_500
 ROUNDS = 30
@@ -75,8 +75,8 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return wrapped
 
-    monkeypatch.setattr(arena.publishing, "fit_board", spy("fit", arena.publishing.fit_board))
-    monkeypatch.setattr(votes.queries, "load_battles", spy("scan", votes.queries.load_battles))
+    monkeypatch.setattr(arena.publish.publishing, "fit_board", spy("fit", arena.publish.publishing.fit_board))
+    monkeypatch.setattr(votes.reads.queries, "load_battles", spy("scan", votes.reads.queries.load_battles))
     return calls
 
 
@@ -92,15 +92,15 @@ def test_board_fitted_before_the_scan_is_the_file_board(
         assert not votes_name_annotators(conn)
     calls = _calls(monkeypatch)
     taken: list[tuple[bool, bool]] = []
-    take = votes.early_read.EarlyRead.take
+    take = arena.publish.early_read.EarlyRead.take
 
-    def spy(self: votes.early_read.EarlyRead) -> Any:
+    def spy(self: arena.publish.early_read.EarlyRead) -> Any:
         found = take(self)
         fetched = found is not None and found[1] is not None and len(found[1]._fetched) > 0
         taken.append((found is not None, fetched))
         return found
 
-    monkeypatch.setattr(votes.early_read.EarlyRead, "take", spy)
+    monkeypatch.setattr(arena.publish.early_read.EarlyRead, "take", spy)
     fit = ["--bootstrap", str(ROUNDS), "--seed", str(SEED)]
     published = CliRunner().invoke(
         build_app(),

@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 from typer.testing import CliRunner
 
 from arena.app import create_app
-from arena.cli import build_app
+from arena.cli.main import build_app
 from tests.arena.test_cli_battle_files import _ratings
 from tests.arena.test_publish_robust import FIT, _close, _expected, _publish, _rows, _store
 from tests.factories import make_settings

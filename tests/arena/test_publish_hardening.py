@@ -19,13 +19,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
-import arena.commands
-import arena.commands.data
+import arena.cli.commands.data
+import arena.cli.options
 import leaderboard.snapshot.folder
-from arena.cli import app
-from arena.publishing import STAGING_PREFIX
+from arena.cli.main import app
+from arena.publish.publishing import STAGING_PREFIX
 from votes.db import is_sqlite, make_engine, storage_failure
-from votes.snapshots import list_snapshots
+from votes.reads.snapshots import list_snapshots
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,7 +122,7 @@ def test_full_sqlite_database_during_import_is_one_line_without_row_values(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'small.db'}"
     imported(url, tmp_path, [["alpha", "beta"]])
-    opened = arena.commands.open_store
+    opened = arena.cli.options.open_store
 
     def cramped(settings: object) -> Engine:
         engine = opened(settings)  # type: ignore[arg-type]
@@ -136,7 +136,7 @@ def test_full_sqlite_database_during_import_is_one_line_without_row_values(
 
         return engine
 
-    monkeypatch.setattr(arena.commands.data, "open_store", cramped)
+    monkeypatch.setattr(arena.cli.commands.data, "open_store", cramped)
     secret = "row-value-that-must-not-be-logged"
     big = tmp_path / "big.jsonl"
     with big.open("w", encoding="utf-8") as fh:
@@ -192,7 +192,7 @@ def test_publish_cleans_up_leftovers_of_earlier_crashes(
     orphan.chmod(0o555)
     for folder in (stale, orphan, other):
         os.utime(folder, (OLD, OLD))
-    with caplog.at_level(logging.WARNING, logger="arena.publishing"):
+    with caplog.at_level(logging.WARNING, logger="arena.publish.publishing"):
         code, out = run("publish", "--database-url", url, "--snapshot-dir", str(snaps), "--bootstrap", "5")
     assert code == 0, out
     left = {p.name for p in snaps.iterdir()}
@@ -205,7 +205,7 @@ def test_publish_cleans_up_leftovers_of_earlier_crashes(
 CRASH_AFTER_RENAME = """
 import os, sys
 from pathlib import Path
-from arena.cli import app
+from arena.cli.main import app
 real = Path.rename
 def rename_then_die(self, target):
     result = real(self, target)

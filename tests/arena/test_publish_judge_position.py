@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from arena.app import create_app
-from arena.cli import build_app
+from arena.cli.main import build_app
 from leaderboard.snapshot.folder import read_snapshot
 from tests.factories import make_settings
 from votes.db import make_engine

@@ -16,14 +16,14 @@ from sqlalchemy import select, update
 from typer.testing import CliRunner
 
 from arena.app import create_app
-from arena.cli import build_app
+from arena.cli.main import build_app
 from leaderboard import compute_leaderboard
 from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
 from tests.arena.test_cli_battle_files import _ratings
 from tests.factories import make_settings
 from votes.db import make_engine
-from votes.io import import_file
+from votes.imports.files import import_file
 from votes.migrate import upgrade_database
 from votes.models import Snapshot
 from votes.tables import annotator_t

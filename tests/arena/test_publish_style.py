@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
-from arena.cli import build_app
-from arena.publishing import FitOptions, publish_snapshot
+from arena.cli.main import build_app
+from arena.publish.publishing import FitOptions, publish_snapshot
 from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, read_snapshot
 from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE
 from votes.db import make_engine
-from votes.demo import load_demo
+from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
 
 N_VOTES = 500

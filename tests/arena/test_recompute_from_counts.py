@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from arena.cli import build_app
-from arena.publishing import TIME_BUCKET_SECONDS
+from arena.cli.main import build_app
+from arena.publish.publishing import TIME_BUCKET_SECONDS
 from leaderboard.data import OUTCOME_STRINGS
 
 duckdb = pytest.importorskip("duckdb")

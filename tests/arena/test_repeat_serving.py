@@ -16,16 +16,16 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 from arena.app import create_app
-from arena.cli import build_app
-from arena.pairing_service import REPEAT_GAP, PairingService
-from arena.publishing import FitOptions, fit_counts, load_from_database
+from arena.cli.main import build_app
+from arena.publish.publishing import FitOptions, fit_counts, load_from_database
+from arena.voting.pairing_service import REPEAT_GAP, PairingService
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, seed_catalog
-from votes.battles import IssuedBattle
 from votes.migrate import upgrade_database
-from votes.queries import VoteFilter
-from votes.repeat_votes import SelfAgreement, SelfAgreementRule, overall_self_agreement, repeat_agrees
-from votes.review import AnnotatorRow, review_annotators
+from votes.reads.queries import VoteFilter
+from votes.review.voters import AnnotatorRow, review_annotators
 from votes.tables import battle_t, repeatvote_t, vote_t
+from votes.voting.battles import IssuedBattle
+from votes.voting.repeat_votes import SelfAgreement, SelfAgreementRule, overall_self_agreement, repeat_agrees
 
 
 @pytest.mark.parametrize("rate", [0.015, 0.05])

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 from typer.testing import CliRunner
 
-from arena.cli import build_app
+from arena.cli.main import build_app
 from leaderboard import simulate_battles
 from votes.db import make_engine
 from votes.migrate import upgrade_database
-from votes.review import review_annotators
+from votes.review.voters import review_annotators
 
 WINNER = np.array(["model_a", "model_b", "tie", "tie (bothbad)"])
 #: annotators h0 .. h3: nearly random, two ordinary, a sharp one

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 from tests.fake_openai import FakeOpenAI, serve_fake_openai
 from votes.db import make_engine
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sqlmodel import Session, select
 
-from arena.commands.serve import prepare_database
+from arena.cli.commands.serve import prepare_database
 from votes.db import make_engine
 from votes.models import Model, Snapshot
 

@@ -59,7 +59,7 @@ def test_two_workers_write_through_one_writer_process_and_stop_cleanly(tmp_path:
         "ARENA_RATE_LIMIT_PER_ADDRESS_PER_MINUTE": "100000",
         "ARENA_SNAPSHOT_DIR": str(tmp_path / "snapshots"),
     }
-    cmd = [sys.executable, "-m", "arena.cli", "serve", "--workers", "2", "--port", str(port)]
+    cmd = [sys.executable, "-m", "arena.cli.main", "serve", "--workers", "2", "--port", str(port)]
     cmd += ["--demo", "--demo-votes", "0", "--log-level", "warning"]
     log = tmp_path / "serve.log"
     with log.open("wb") as out:

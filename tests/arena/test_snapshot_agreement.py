@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from arena.app import create_app
-from arena.cli import app
+from arena.cli.main import app
 from leaderboard.snapshot.folder import read_snapshot
 from tests.factories import make_settings
 from tests.fake_openai import FakeOpenAI, serve_fake_openai

@@ -17,14 +17,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 from typer.testing import CliRunner
 
-from arena.cli import build_app
-from arena.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot
+from arena.cli.main import build_app
+from arena.publish.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot
 from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, PLOT_FILES, read_snapshot
 from votes.db import make_engine
-from votes.demo import load_demo
-from votes.io import export_votes
+from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
-from votes.snapshots import list_snapshots
+from votes.reads.exports import export_votes
+from votes.reads.snapshots import list_snapshots
 
 N_VOTES = 600
 ROUNDS = 40
@@ -226,8 +226,8 @@ def test_publish_leaves_out_flagged_annotators_by_default(demo_engine: Engine, t
     from sqlalchemy import func
     from sqlmodel import select
 
-    from votes.annotators import flag_annotator
     from votes.models import Annotator, Battle, Vote
+    from votes.voting.annotators import flag_annotator
 
     with Session(demo_engine) as session:
         target = session.exec(select(Annotator).order_by(Annotator.id)).first()  # type: ignore[arg-type]

@@ -11,11 +11,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from arena.app import create_app
-from arena.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
 from tests.conftest import scratch_pg_database
 from tests.factories import make_settings
 from votes.db import make_engine
-from votes.demo import load_demo
+from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
 from votes.models import Snapshot
 

@@ -15,12 +15,12 @@ from arena.security import Signer, address_key
 from leaderboard.online.elo import EloConfig
 from tests.arena.conftest import AppFactory
 from tests.factories import battles_for
-from votes.annotators import create_annotator
-from votes.battles import RepeatJudgementError, VoteRequest, VoteResult
 from votes.models import Annotator, Battle, Vote
-from votes.ratings import replay_live_ratings
-from votes.recording import record_votes
-from votes.views import live_standings
+from votes.voting.annotators import create_annotator
+from votes.voting.battles import RepeatJudgementError, VoteRequest, VoteResult
+from votes.voting.ratings import replay_live_ratings
+from votes.voting.recording import record_votes
+from votes.voting.views import live_standings
 
 CONFIG = EloConfig(k=4.0)
 
@@ -254,7 +254,7 @@ def test_votes_store_a_salted_address_hash_never_the_address(client: TestClient,
 
 
 def test_review_groups_annotators_by_address(client: TestClient, seeded: Engine) -> None:
-    from votes.review import review_annotators
+    from votes.review.voters import review_annotators
 
     for _ in range(3):  # one address, three cookies
         client.cookies.clear()

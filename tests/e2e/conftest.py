@@ -19,7 +19,7 @@ import pytest
 import uvicorn
 
 from arena.app import create_app
-from arena.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
 from tests.e2e.long_catalog import load_long_catalog
 from tests.factories import make_settings
 from votes.db import make_engine

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
-from votes.catalog_records import CatalogRecord
-from votes.demo import DEMO_MODELS, DemoPrompt, simulate_votes
-from votes.import_catalog import import_catalog_records
-from votes.import_runs import import_battle_records
+from votes.files.catalog_records import CatalogRecord
+from votes.imports.catalog import import_catalog_records
+from votes.imports.demo import DEMO_MODELS, DemoPrompt, simulate_votes
+from votes.imports.runs import import_battle_records
 
 __all__ = ["CODE_LINE_CHARS", "LONG_MODELS", "LONG_PROMPTS", "load_long_catalog", "long_answer"]
 

@@ -14,11 +14,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel
 
 from arena.app import create_app
-from arena.pairing_service import REPEAT_GAP
+from arena.voting.pairing_service import REPEAT_GAP
 from tests.e2e.conftest import serve
 from tests.factories import make_settings, seed_catalog, write_jsonl
 from votes.db import make_engine
-from votes.gold_items import add_gold_file
+from votes.voting.gold_items import add_gold_file
 
 pytestmark = pytest.mark.e2e
 

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 import pytest
 
 from arena.app import create_app
-from arena.publishing import FitOptions, SliceSpec, publish_slices
-from arena.routes.snapshots import FIGURES
+from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.web.routes.snapshots import FIGURES
 from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings
 from votes.db import make_engine
-from votes.demo import load_demo
+from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
 
 pytestmark = pytest.mark.e2e

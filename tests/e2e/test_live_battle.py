@@ -23,7 +23,7 @@ from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings, seed_catalog
 from tests.llm_servers import LlamaServers
 from votes.db import make_engine
-from votes.queries import VoteFilter, iter_vote_rows
+from votes.reads.queries import VoteFilter, iter_vote_rows
 
 pytestmark = pytest.mark.e2e
 

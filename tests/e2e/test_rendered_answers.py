@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from arena.app import create_app
-from arena.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
 from tests.e2e.a11y import blocking_violations, new_page, page_width
 from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings
-from votes.catalog_records import CatalogRecord
 from votes.db import make_engine
-from votes.demo import DEMO_MODELS, DemoPrompt, simulate_votes
-from votes.import_catalog import import_catalog_records
-from votes.import_runs import import_battle_records
+from votes.files.catalog_records import CatalogRecord
+from votes.imports.catalog import import_catalog_records
+from votes.imports.demo import DEMO_MODELS, DemoPrompt, simulate_votes
+from votes.imports.runs import import_battle_records
 from votes.migrate import upgrade_database
 
 pytestmark = pytest.mark.e2e

@@ -16,7 +16,7 @@ from scipy.stats import spearmanr
 from leaderboard.composite.board import composite_data, correlation_with_humans, subset_sources
 from leaderboard.composite.fit import CompositeFit, CompositeOptions, fit_composite
 from leaderboard.data import Outcome
-from votes.annotated import agreement_input_from_file
+from votes.reads.annotated import agreement_input_from_file
 
 DATA = Path("/work/shared/data/vicuna80-llm-judge-battles.jsonl.gz")
 FAMILIES = {"gpt4": "openai", "gpt35": "openai", "claude": "anthropic", "bard": "google"}

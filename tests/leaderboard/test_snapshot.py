@@ -189,7 +189,7 @@ def test_diff_reports_changes(tmp_path: Path) -> None:
 
 def test_figures_drawn_in_parts_are_the_figures_drawn_whole(tmp_path: Path) -> None:
     """The figures of the point ratings and the others, drawn apart (as a child forked before the fit
-    does: arena.drawing), are the bytes of all six drawn at once; a board with the same
+    does: arena.publish.drawing), are the bytes of all six drawn at once; a board with the same
     ratings and other intervals draws the same point figures, another order does not."""
     counts = simulated_counts()
     board = handmade_leaderboard(counts)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.script_modules import load_script
-from votes.records import InputError
+from votes.files.records import InputError
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 OPTIONAL_PEERS = {"evalica": "evalica", "choix": "choix"}

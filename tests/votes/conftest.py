@@ -20,12 +20,12 @@ DATA_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 def small_import_steps(monkeypatch: pytest.MonkeyPatch, *, batch: int, merge: int, alone: int) -> None:
     """Import runs read ``batch`` rows a batch and merge ``merge`` rows a step (``alone`` at most while
     they have the store to themselves), so a small file spans many batches and steps."""
-    import votes.import_runs
-    import votes.io
+    import votes.imports.files
+    import votes.imports.runs
 
-    monkeypatch.setattr(votes.io, "BATCH_ROWS", batch)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS", merge)
-    monkeypatch.setattr(votes.import_runs, "MERGE_ROWS_ALONE", alone)
+    monkeypatch.setattr(votes.imports.files, "BATCH_ROWS", batch)
+    monkeypatch.setattr(votes.imports.runs, "MERGE_ROWS", merge)
+    monkeypatch.setattr(votes.imports.runs, "MERGE_ROWS_ALONE", alone)
 
 
 @pytest.fixture

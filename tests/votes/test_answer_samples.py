@@ -14,11 +14,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
-from votes.answers import MAX_SAMPLES
 from votes.db import make_engine
-from votes.io import export_catalog, import_file
+from votes.files.catalog_records import MAX_SAMPLES
+from votes.files.records import InputError
+from votes.imports.files import import_file
 from votes.migrate import head_revision, upgrade_database
-from votes.records import InputError
+from votes.reads.exports import export_catalog
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 INSERT_OUTPUT = "INSERT INTO output (prompt_id, model_id, sample, text, created_at)"

@@ -17,26 +17,26 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-import votes.aside_indexes
-import votes.import_keys
-import votes.import_runs
-import votes.io
+import votes.imports.aside_indexes
+import votes.imports.files
+import votes.imports.keys
+import votes.imports.runs
 from leaderboard.online.elo import EloConfig
 from tests.factories import live_ratings
 from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
-from votes.aside_indexes import CELLS_INDEX, SLOT_INDEX, restore_indexes, set_indexes_aside
-from votes.io import import_file
+from votes.imports.aside_indexes import CELLS_INDEX, SLOT_INDEX, restore_indexes, set_indexes_aside
+from votes.imports.files import import_file
 from votes.models import utcnow
-from votes.queries import load_pair_counts
-from votes.ratings import replay_live_ratings
+from votes.reads.queries import load_pair_counts
 from votes.tables import battle_t, import_run_t, vote_t
+from votes.voting.ratings import replay_live_ratings
 
 
 @pytest.fixture(autouse=True)
 def small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     small_import_steps(monkeypatch, batch=40, merge=25, alone=25)
-    monkeypatch.setattr(votes.aside_indexes, "ASIDE_MIN_ROWS", 100)
+    monkeypatch.setattr(votes.imports.aside_indexes, "ASIDE_MIN_ROWS", 100)
 
 
 def _has_cells(conn: Connection) -> bool:
@@ -57,14 +57,14 @@ def _watch(
         seen.append(probe(conn))
         return original(conn, *args, **kwargs)
 
-    monkeypatch.setattr(votes.import_runs, name, watched)
+    monkeypatch.setattr(votes.imports.runs, name, watched)
     return seen
 
 
 @pytest.fixture
 def merge_sees(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     """Whether the cell index was there at each merge step."""
-    yield _watch(monkeypatch, "_merge_step", votes.import_runs._merge_step, _has_cells)
+    yield _watch(monkeypatch, "_merge_step", votes.imports.runs._merge_step, _has_cells)
 
 
 def test_a_run_that_dwarfs_the_store_merges_without_the_index_and_builds_it_after(
@@ -134,8 +134,8 @@ def test_a_dead_run_that_set_the_index_aside_has_it_built_by_the_next_import(
             raise Crash("killed")
 
     with monkeypatch.context() as patch:  # a dead process neither rolls back nor builds the index
-        patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)
-        patch.setattr(votes.import_runs, "_restore_indexes_quietly", lambda _engine: None)
+        patch.setattr(votes.imports.runs, "rollback_run", lambda _engine, _run: None)
+        patch.setattr(votes.imports.runs, "_restore_indexes_quietly", lambda _engine: None)
         with pytest.raises(Crash):
             import_file(engine, battles_file(tmp_path / "dead.jsonl", 400), between_batches=die)
     with engine.begin() as conn:
@@ -192,10 +192,10 @@ def test_a_run_recorded_after_the_unique_index_was_set_aside_waits_for_it_before
     before it was recorded. That import waits (beating) until the first run builds them again at its end,
     or, if the first run dies, until it is found dead, removed, and the index built; only then are its
     keys placed and merged, against the index, and importing the same file again stores each key once."""
-    monkeypatch.setattr(votes.import_runs, "SLOT_WAIT_SECONDS", 0.05)
+    monkeypatch.setattr(votes.imports.runs, "SLOT_WAIT_SECONDS", 0.05)
     path = battles_file(tmp_path / "twice.jsonl", 150, seed=3)
     import_file(engine, path)
-    clean = votes.import_runs.clean_dead_runs
+    clean = votes.imports.runs.clean_dead_runs
     first: list[int] = []
 
     def first_run_ends() -> None:
@@ -222,9 +222,9 @@ def test_a_run_recorded_after_the_unique_index_was_set_aside_waits_for_it_before
             ending.start()
         return dead
 
-    monkeypatch.setattr(votes.import_runs, "clean_dead_runs", clean_then_set_aside)
-    monkeypatch.setattr(votes.aside_indexes, "ASIDE_FACTOR", 0)  # 150 votes stored: dwarfed anyway
-    placed = _watch(monkeypatch, "place_keys", votes.import_keys.place_keys, _has_slots)
+    monkeypatch.setattr(votes.imports.runs, "clean_dead_runs", clean_then_set_aside)
+    monkeypatch.setattr(votes.imports.aside_indexes, "ASIDE_FACTOR", 0)  # 150 votes stored: dwarfed anyway
+    placed = _watch(monkeypatch, "place_keys", votes.imports.keys.place_keys, _has_slots)
     began = time.monotonic()
     report = import_file(engine, path)
     ending.join()
@@ -242,7 +242,7 @@ def test_a_unique_index_that_cannot_be_built_again_fails_the_run_and_leaves_no_r
 ) -> None:
     """The import slots are built again before the run calls itself done: should that fail (two battles
     in one slot), the run fails and is rolled back, and the indexes are there afterwards."""
-    restore = votes.aside_indexes.restore_indexes
+    restore = votes.imports.aside_indexes.restore_indexes
     failed: list[str] = []
 
     def refused(target: Engine | Connection, names: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -251,7 +251,7 @@ def test_a_unique_index_that_cannot_be_built_again_fails_the_run_and_leaves_no_r
             raise IntegrityError("CREATE UNIQUE INDEX ix_battle_import_slot", {}, ValueError("duplicated"))
         return restore(target, names) if names else restore(target)
 
-    monkeypatch.setattr(votes.import_runs, "restore_indexes", refused)
+    monkeypatch.setattr(votes.imports.runs, "restore_indexes", refused)
     with pytest.raises(IntegrityError):
         import_file(engine, battles_file(tmp_path / "big.jsonl", 400))
     assert failed and merge_sees and not any(merge_sees)
@@ -269,7 +269,7 @@ def test_on_postgresql_a_reader_holding_the_table_keeps_the_index(
     drop waits LOCK_WAIT, then the run merges with the index as a small one would."""
     if engine.dialect.name != "postgresql":
         pytest.skip("the lock wait is PostgreSQL's")
-    monkeypatch.setattr(votes.aside_indexes, "LOCK_WAIT", 0.2)
+    monkeypatch.setattr(votes.imports.aside_indexes, "LOCK_WAIT", 0.2)
     holding, done = threading.Event(), threading.Event()
 
     def reader() -> None:

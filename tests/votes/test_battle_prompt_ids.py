@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from votes.columns import read_battles
-from votes.records import InputError
+from votes.files.columns import read_battles
+from votes.files.records import InputError
 
 ROWS: list[dict[str, object]] = [
     {"question_id": 81, "model_a": "a", "model_b": "b", "winner": "model_a", "judge": "gpt-4"},

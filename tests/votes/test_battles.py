@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from votes.battles import CatalogRow, IssuedBattle, VoteRequest, VoteResult, issue_battle
+from votes.voting.battles import CatalogRow, IssuedBattle, VoteRequest, VoteResult, issue_battle
 
 
 def _battle(pair_probability: float | None = 0.25) -> IssuedBattle:

@@ -9,11 +9,11 @@ import numpy as np
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
 
-from votes.battle_rows import BattleRecord
-from votes.battle_shares import weekly_battle_shares
 from votes.bulk import column_chunks
-from votes.import_runs import import_battle_records
-from votes.queries import _seconds, seconds_array
+from votes.files.battle_rows import BattleRecord
+from votes.imports.runs import import_battle_records
+from votes.reads.battle_shares import weekly_battle_shares
+from votes.reads.queries import _seconds, seconds_array
 from votes.tables import model_t
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-from votes.demo import DEMO_MODELS, DEMO_PROMPTS, PROMPTS_RESOURCE, DemoPrompt, demo_answer
+from votes.imports.demo import DEMO_MODELS, DEMO_PROMPTS, PROMPTS_RESOURCE, DemoPrompt, demo_answer
 
 
 def test_prompt_bank_is_read_from_the_package_data() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pytest
 
-import votes.digest_counts
-from votes.digest_counts import DigestCounts
+import votes.imports.digest_counts
+from votes.imports.digest_counts import DigestCounts
 
 
 def _expected(digests: Sequence[str]) -> list[str]:
@@ -72,7 +72,7 @@ def test_many_distinct_digests_merged_through_levels_keep_their_counts() -> None
 
 def test_levels_stop_merging_at_the_cap_and_still_count_every_repeat(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the cap levels are left apart (more levels to search, no big merge): the keys are the same."""
-    monkeypatch.setattr(votes.digest_counts, "LEVEL_CAP", 400)
+    monkeypatch.setattr(votes.imports.digest_counts, "LEVEL_CAP", 400)
     rng = random.Random(6)
     fresh = [f"{rng.getrandbits(160):040x}" for _ in range(5_000)]
     digests = [fresh[i] if rng.random() < 0.85 else rng.choice(fresh[: i + 1]) for i in range(5_000)]

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 from leaderboard.snapshot.dataset_card import models_csv
 from leaderboard.spreadsheet import FORMULA_STARTS, escape_cell, unescape_cell
 
@@ -95,7 +95,7 @@ def test_csv_export_escapes_formulas_and_reads_back_exactly(url: str, tmp_path: 
 
 EXPORT_UNDER_LIMIT = """
 import resource, signal, sys
-from arena.cli import app
+from arena.cli.main import app
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))

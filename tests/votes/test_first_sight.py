@@ -11,10 +11,10 @@ from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
-from arena.cli import build_app
+from arena.cli.main import build_app
 from votes.db import make_engine
 from votes.migrate import upgrade_database
-from votes.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
+from votes.reads.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
 from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -11,10 +11,10 @@ import pytest
 
 from leaderboard.bt.fit import fit_bt
 from leaderboard.data import Outcome
-from votes.columns import read_battles
-from votes.formats import STRONG_WEIGHT, detect_source_format
-from votes.records import InputError
-from votes.selection import BattleFilter
+from votes.files.columns import read_battles
+from votes.files.formats import STRONG_WEIGHT, detect_source_format
+from votes.files.records import InputError
+from votes.files.selection import BattleFilter
 
 RATING_TOL = 1e-6
 

@@ -12,7 +12,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from tests.factories import MODEL_NAMES, write_jsonl
-from votes.gold_items import (
+from votes.models import GoldBattle, Model, Output, Prompt
+from votes.voting.gold_items import (
     MAX_LINE_BYTES,
     GoldFileError,
     add_gold_file,
@@ -21,7 +22,6 @@ from votes.gold_items import (
     shuffle_sentences,
     truncate,
 )
-from votes.models import GoldBattle, Model, Output, Prompt
 
 GOOD = [
     {

@@ -11,13 +11,13 @@ from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from arena.pairing_service import PairingService
+from arena.voting.pairing_service import PairingService
 from tests.factories import make_settings, seed_catalog
-from votes.gold_items import GoldSpec, add_golds
-from votes.gold_review import RetireRule, retire_missed_golds
 from votes.models import Annotator, Model
-from votes.review import review_annotators
+from votes.review.gold_review import RetireRule, retire_missed_golds
+from votes.review.voters import review_annotators
 from votes.tables import annotator_t, battle_t, goldbattle_t, goldvote_t
+from votes.voting.gold_items import GoldSpec, add_golds
 
 
 def _setup(engine: Engine, n_golds: int, n_annotators: int) -> tuple[list[int], list[int], int]:
@@ -105,7 +105,7 @@ def test_the_live_sites_catalog_refresh_retires_missed_golds_without_apply(
             _vote(engine, annotator, gold, model, right=gold != bad_gold)
     seed_catalog(engine)  # models with answers, for the reveal to name
     service = PairingService(engine, make_settings(db_url, gold_rate=0.2), rng=random.Random(3))
-    with caplog.at_level(logging.WARNING, logger="votes.gold_review"):
+    with caplog.at_level(logging.WARNING, logger="votes.review.gold_review"):
         service.refresh(force=True)  # what a worker's periodic refresh runs (every few minutes)
     assert f"retired gold {bad_gold}: missed by 4 of 4 good annotators" in caplog.text
     with engine.connect() as conn:

@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from tests.factories import row_counts, write_jsonl
-from votes.columns import read_battles
-from votes.io import import_file
-from votes.records import InputError, read_rows
+from votes.files.columns import read_battles
+from votes.files.records import InputError, read_rows
+from votes.imports.files import import_file
 
 GOOD = '{"model_a": "alpha", "model_b": "beta", "winner": "model_a", "tstamp": 1700000000}'
 
@@ -75,7 +75,7 @@ def test_json_nested_200000_deep_names_its_line(store: Engine, tmp_path: Path) -
 
 
 def test_json_nested_deep_inside_a_csv_conversation_cell_names_its_row(tmp_path: Path) -> None:
-    from votes.battle_rows import parse_battles
+    from votes.files.battle_rows import parse_battles
 
     deep = "[" * 50_000 + "]" * 50_000  # under the CSV field limit, far beyond the parser's depth
     path = tmp_path / "battles.csv"

@@ -22,13 +22,14 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-import votes.io as votes_io
-from votes.battle_rows import parse_battles
-from votes.import_battles import row_digest
-from votes.import_columns import clean_batch, clean_digests, iso_times
-from votes.io import ImportReport, import_file
-from votes.records import InputError
-from votes.selection import BattleFilter
+import votes.imports.files as votes_io
+from votes.files.battle_rows import parse_battles
+from votes.files.convert import ImportReport
+from votes.files.records import InputError
+from votes.files.selection import BattleFilter
+from votes.imports.clean_columns import clean_batch, clean_digests, iso_times
+from votes.imports.files import import_file
+from votes.imports.staging import row_digest
 
 NAMES = ["gpt-4", " claude-2 ", "llama-2-70b", "vicun\u0303a-13b", "model/x"]  # to strip, to compose (NFC)
 

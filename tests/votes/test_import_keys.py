@@ -16,15 +16,15 @@ from sqlalchemy import event, func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-import votes.import_runs
-import votes.io
+import votes.imports.files
+import votes.imports.runs
 from tests.factories import WINNERS
 from tests.votes.conftest import small_import_steps
-from votes.battle_rows import BattleRecord
 from votes.db import make_engine
-from votes.import_columns import CleanBatch
-from votes.import_keys import key_parts
-from votes.io import import_file
+from votes.files.battle_rows import BattleRecord
+from votes.imports.clean_columns import CleanBatch
+from votes.imports.files import import_file
+from votes.imports.keys import key_parts
 from votes.migrate import alembic_config, head_revision, upgrade_database
 from votes.tables import battle_t, import_row_t, import_run_t, vote_t
 
@@ -40,12 +40,12 @@ def small_steps(monkeypatch: pytest.MonkeyPatch) -> None:
 def one_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every row's digest starts with the same 64 bits (and keeps the rest of its own digest): what two
     rows in four million would share by chance, here for every row."""
-    digests = votes.import_runs._digests
+    digests = votes.imports.runs._digests
 
     def shared(records: Sequence[BattleRecord] | CleanBatch) -> list[str]:
         return [SHARED + d[16:] for d in digests(records)]
 
-    monkeypatch.setattr(votes.import_runs, "_digests", shared)
+    monkeypatch.setattr(votes.imports.runs, "_digests", shared)
 
 
 def battles_file(path: Path, n: int, *, seed: int, repeats: int = 0, bad_line: int | None = None) -> Path:

@@ -15,19 +15,19 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-import votes.import_runs
-import votes.io
+import votes.imports.files
+import votes.imports.runs
 from leaderboard.online.elo import EloConfig
 from tests.factories import WINNERS, battles_for, live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
-from votes.annotators import create_annotator
-from votes.battles import IssuedBattle, VoteRequest
-from votes.io import import_file
+from votes.files.records import InputError
+from votes.imports.files import import_file
 from votes.models import utcnow
-from votes.ratings import replay_live_ratings
-from votes.records import InputError
 from votes.tables import battle_t, import_created_t, import_row_t, import_run_t, vote_t
-from votes.writer import GroupCommitWriter
+from votes.voting.annotators import create_annotator
+from votes.voting.battles import IssuedBattle, VoteRequest
+from votes.voting.ratings import replay_live_ratings
+from votes.voting.writer import GroupCommitWriter
 
 CONFIG = EloConfig()
 BATCH = 40  # rows per batch in these tests, so a small file spans many batches
@@ -108,7 +108,7 @@ def test_a_crash_mid_import_removes_every_row_of_the_run(
 def _merge_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs merge in short transactions after their staging on PostgreSQL too, as the versions before
     the merge beside the staging did (the leftovers of their dead runs are what these tests make)."""
-    monkeypatch.setattr(votes.import_runs, "_merges_beside", lambda _engine: False)
+    monkeypatch.setattr(votes.imports.runs, "_merges_beside", lambda _engine: False)
 
 
 def test_a_dead_imports_rows_are_removed_by_the_next_import(
@@ -127,7 +127,7 @@ def test_a_dead_imports_rows_are_removed_by_the_next_import(
             raise Crash("killed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)  # a dead process
+        patch.setattr(votes.imports.runs, "rollback_run", lambda _engine, _run: None)  # a dead process
         with pytest.raises(Crash):
             import_file(engine, battles_file(tmp_path / "dead.jsonl", 400), between_batches=die)
     assert _store(engine)["vote"] > before["vote"]  # what the dead run merged is still there
@@ -144,7 +144,7 @@ def test_on_postgresql_a_run_killed_mid_merge_shows_nothing_and_the_next_import_
     """The merge beside the staging is one transaction: a process killed while it merges (the server
     rolls the transaction back when the connection goes) leaves no battle or vote of the run, only its
     staged rows and run, which the next import removes once the run stops beating."""
-    monkeypatch.setattr(votes.import_runs, "BESIDE_AFTER_ROWS", 100)  # the merge follows the staging
+    monkeypatch.setattr(votes.imports.runs, "BESIDE_AFTER_ROWS", 100)  # the merge follows the staging
     engine = pg_engine
     before = _store(engine)
     merged: list[int] = []
@@ -156,7 +156,7 @@ def test_on_postgresql_a_run_killed_mid_merge_shows_nothing_and_the_next_import_
             raise Crash("killed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)  # a dead process
+        patch.setattr(votes.imports.runs, "rollback_run", lambda _engine, _run: None)  # a dead process
         with pytest.raises(Crash):
             import_file(engine, battles_file(tmp_path / "dead.jsonl", 400), between_batches=die)
     after = _store(engine)
@@ -174,7 +174,7 @@ def test_on_postgresql_the_merge_follows_the_staging_and_is_seen_all_at_once(
 ) -> None:
     """Past ``BESIDE_AFTER_ROWS`` staged rows the merge runs beside the staging in its own transaction:
     while the file is still being read, no reader sees any of its votes; once done, all of them."""
-    monkeypatch.setattr(votes.import_runs, "BESIDE_AFTER_ROWS", 100)
+    monkeypatch.setattr(votes.imports.runs, "BESIDE_AFTER_ROWS", 100)
     engine = pg_engine
     seen: list[int] = []
 
@@ -195,7 +195,7 @@ def test_a_running_import_is_not_taken_for_dead(engine: Engine, tmp_path: Path) 
 
     def other_import_starts() -> None:
         if not seen:
-            seen.append(votes.import_runs.clean_dead_runs(engine))
+            seen.append(votes.imports.runs.clean_dead_runs(engine))
 
     import_file(engine, battles_file(tmp_path / "a.jsonl", 100), between_batches=other_import_starts)
     assert seen == [[]]
@@ -344,7 +344,7 @@ def test_a_dead_run_from_before_merge_progress_was_recorded_is_removed_whole(
             raise Crash("killed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)
+        patch.setattr(votes.imports.runs, "rollback_run", lambda _engine, _run: None)
         with pytest.raises(Crash):
             import_file(engine, battles_file(tmp_path / "dead.jsonl", 400), between_batches=die)
     with engine.begin() as conn:  # what an older version left: no progress rows, unmerged rows unflagged
@@ -368,13 +368,13 @@ def test_a_run_alone_leaves_every_connection_enforcing_foreign_keys(
     if engine.dialect.name != "sqlite":
         pytest.skip("SQLite's foreign-key switch")
     drivers: list[Any] = []
-    step_on = votes.import_runs._step_on
+    step_on = votes.imports.runs._step_on
 
     def watched(conn: Any, **options: Any) -> Any:
         drivers.append(conn.connection.driver_connection)
         return step_on(conn, **options)
 
-    monkeypatch.setattr(votes.import_runs, "_step_on", watched)
+    monkeypatch.setattr(votes.imports.runs, "_step_on", watched)
     import_file(engine, battles_file(tmp_path / "b.jsonl", 60))
     assert _store(engine)["importrow"] == 0
     assert drivers
@@ -389,13 +389,13 @@ def test_a_run_alone_empties_the_staging_tables_at_once_but_not_beside_another_r
     PostgreSQL: TRUNCATE under an exclusive lock); beside another run's staged rows it removes only its
     own, and the other run's rows are all still there."""
     emptied: list[bool] = []
-    empty = votes.import_runs._empty_staging_if_alone
+    empty = votes.imports.runs._empty_staging_if_alone
 
     def watched(engine_: Engine, run_id: int) -> bool:
         emptied.append(empty(engine_, run_id))
         return emptied[-1]
 
-    monkeypatch.setattr(votes.import_runs, "_empty_staging_if_alone", watched)
+    monkeypatch.setattr(votes.imports.runs, "_empty_staging_if_alone", watched)
     import_file(engine, battles_file(tmp_path / "alone.jsonl", 60, seed=1))
     assert emptied == [True]
     assert _store(engine)["importrow"] == _store(engine)["importcreated"] == 0
@@ -407,9 +407,9 @@ def test_a_run_alone_empties_the_staging_tables_at_once_but_not_beside_another_r
         raise Stopped
 
     with monkeypatch.context() as patch:  # another run, still staged (its process busy elsewhere)
-        patch.setattr(votes.import_runs, "step_ranges", stop_before_merging)  # SQLite
-        patch.setattr(votes.import_runs, "_merge_beside", stop_before_merging)  # PostgreSQL
-        patch.setattr(votes.import_runs, "rollback_run", lambda _engine, _run: None)
+        patch.setattr(votes.imports.runs, "step_ranges", stop_before_merging)  # SQLite
+        patch.setattr(votes.imports.runs, "_merge_beside", stop_before_merging)  # PostgreSQL
+        patch.setattr(votes.imports.runs, "rollback_run", lambda _engine, _run: None)
         with pytest.raises(Stopped):
             import_file(engine, battles_file(tmp_path / "other.jsonl", 90, seed=2))
     assert _store(engine)["importrow"] == 90

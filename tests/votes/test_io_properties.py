@@ -14,12 +14,13 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.data import OUTCOME_STRINGS
 from tests.factories import clear, row_counts
-from votes.battle_rows import parse_battles
-from votes.catalog_records import parse_catalog
-from votes.file_writers import write_rows
-from votes.io import export_catalog, export_votes, import_file
+from votes.files.battle_rows import parse_battles
+from votes.files.catalog_records import parse_catalog
+from votes.files.records import FORMATS, InputError, read_rows
+from votes.files.writers import write_rows
+from votes.imports.files import import_file
 from votes.names import model_name
-from votes.records import FORMATS, InputError, read_rows
+from votes.reads.exports import export_catalog, export_votes
 
 PROPERTY_SETTINGS = settings(
     max_examples=25,

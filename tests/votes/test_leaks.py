@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from votes.leaks import LeakDetector, model_aliases
+from votes.review.leaks import LeakDetector, model_aliases
 
 CATALOG = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-catalog.jsonl.gz"
 

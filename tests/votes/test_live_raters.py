@@ -19,12 +19,12 @@ from leaderboard.online.glicko2 import Glicko2Rater
 from leaderboard.online.raters import OnlineRater
 from leaderboard.online.trueskill import TrueSkillRater
 from tests.factories import WINNERS, battles_for, live_rows, seed_catalog
-from votes.annotators import create_annotator, flag_annotator
-from votes.battles import VoteRequest, VoteResult
-from votes.live import LiveConfig, decode_state, encode_state, rater_identity
-from votes.ratings import ensure_live_rater, rebuild_live_ratings, replay_live_rows
-from votes.recording import record_votes
-from votes.writer import GroupCommitWriter, RemoteVoteWriter, serve_vote_writer, writer_identity
+from votes.voting.annotators import create_annotator, flag_annotator
+from votes.voting.battles import VoteRequest, VoteResult
+from votes.voting.live import LiveConfig, decode_state, encode_state, rater_identity
+from votes.voting.ratings import ensure_live_rater, rebuild_live_ratings, replay_live_rows
+from votes.voting.recording import record_votes
+from votes.voting.writer import GroupCommitWriter, RemoteVoteWriter, serve_vote_writer, writer_identity
 
 # Periods of 90 s with votes 40 s apart: votes share periods, and some periods pass without a vote.
 GLICKO = Glicko2Rater(period_length=90.0)

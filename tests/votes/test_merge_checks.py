@@ -16,16 +16,16 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-import votes.import_runs
-import votes.io
-import votes.merge_checks
+import votes.imports.files
+import votes.imports.merge_checks
+import votes.imports.runs
 from tests.conftest import schema_engine, scratch_pg_database
 from tests.factories import live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
 from votes.db import make_engine
-from votes.io import import_file
-from votes.merge_checks import REFERRED_MAX, MergeChecks, Referred, merge_checks_for
+from votes.imports.files import import_file
+from votes.imports.merge_checks import REFERRED_MAX, MergeChecks, Referred, merge_checks_for
 from votes.models import utcnow
 from votes.tables import import_row_t, import_run_t, model_t, vote_t
 
@@ -109,13 +109,13 @@ def test_referred_gathers_each_columns_ids_without_none() -> None:
 def _watch_key_switch(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each step of the import runs that follow keeps SQLite's foreign keys on, in order."""
     switched: list[bool] = []
-    step_on = votes.import_runs._step_on
+    step_on = votes.imports.runs._step_on
 
     def watched(conn: Any, **options: Any) -> Any:
         switched.append(options.get("foreign_keys", True))
         return step_on(conn, **options)
 
-    monkeypatch.setattr(votes.import_runs, "_step_on", watched)
+    monkeypatch.setattr(votes.imports.runs, "_step_on", watched)
     return switched
 
 
@@ -134,7 +134,9 @@ def test_referred_lets_its_ids_go_past_its_bound_and_sqlite_then_checks_per_row(
 def test_an_sqlite_import_referring_to_more_rows_than_the_bound_keeps_the_per_row_checks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(votes.merge_checks, "REFERRED_MAX", 10)  # the file's 8 models and 7 judges: 15
+    monkeypatch.setattr(
+        votes.imports.merge_checks, "REFERRED_MAX", 10
+    )  # the file's 8 models and 7 judges: 15
     switched = _watch_key_switch(monkeypatch)
     with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
         assert import_file(engine, battles_file(tmp_path / "b.jsonl", 300)).n_added == 300
@@ -187,7 +189,7 @@ def test_an_sqlite_import_with_set_wise_checks_equals_one_with_per_row_checks(
         assert import_file(fast, path).n_added == 300
         unchecked = switched.count(False)
         switched.clear()
-        monkeypatch.setattr(votes.import_runs, "merge_checks_for", lambda conn, referred=None: None)
+        monkeypatch.setattr(votes.imports.runs, "merge_checks_for", lambda conn, referred=None: None)
         assert import_file(slow, path).n_added == 300
         assert switched.count(False) == 1  # the staging tables emptied at the end (no key to break)
         assert unchecked == 1 + 300 // 25  # and every merge step of 25 rows
@@ -244,13 +246,13 @@ def test_a_row_referred_to_and_gone_fails_the_step_and_adds_nothing(both: Engine
     checks = _checks(both, referred)
     assert checks is not None
     with both.connect() as merger:
-        with votes.import_runs._step_on(merger, foreign_keys=False) as conn:  # SQLite: no per-row checks
+        with votes.imports.runs._step_on(merger, foreign_keys=False) as conn:  # SQLite: no per-row checks
             with pytest.raises(IntegrityError, match="1 model row"):
-                votes.import_runs._merge_step(conn, run, 0, 1, checks=checks)
+                votes.imports.runs._merge_step(conn, run, 0, 1, checks=checks)
             conn.rollback()
     with both.connect() as conn, conn.begin():  # the same step with the per-row checks fails the same way
         with pytest.raises(IntegrityError):
-            votes.import_runs._merge_step(conn, run, 0, 1, checks=None)
+            votes.imports.runs._merge_step(conn, run, 0, 1, checks=None)
     with both.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(vote_t)) == 0
         assert conn.scalar(text("SELECT count(*) FROM battle")) == 0
@@ -262,9 +264,9 @@ def test_a_merge_step_of_a_run_no_longer_recorded_fails(both: Engine) -> None:
     with both.begin() as conn:
         conn.execute(import_row_t.delete())
         conn.execute(import_run_t.delete())
-    with both.connect() as merger, votes.import_runs._step_on(merger, foreign_keys=False) as conn:
+    with both.connect() as merger, votes.imports.runs._step_on(merger, foreign_keys=False) as conn:
         with pytest.raises(IntegrityError, match=f"import run {run} is no longer recorded"):
-            votes.import_runs._merged_to(conn, run, 1)
+            votes.imports.runs._merged_to(conn, run, 1)
         conn.rollback()
 
 

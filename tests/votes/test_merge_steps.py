@@ -9,13 +9,13 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 
-import votes.import_runs
-import votes.io
+import votes.imports.files
+import votes.imports.runs
 from tests.factories import row_counts
 from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
-from votes.io import import_file
-from votes.merge_steps import step_ranges
+from votes.imports.files import import_file
+from votes.imports.merge_steps import step_ranges
 from votes.models import utcnow
 from votes.tables import import_created_t, import_row_t, import_run_t, model_t
 
@@ -66,15 +66,15 @@ def test_an_import_alone_merges_in_fewer_longer_steps(
     rows are those of an import in short steps (on PostgreSQL, where a run merges beside its staging
     in one transaction, the steps after the staging as the versions before did)."""
     small_import_steps(monkeypatch, batch=40, merge=25, alone=200)
-    monkeypatch.setattr(votes.import_runs, "_merges_beside", lambda _engine: False)
+    monkeypatch.setattr(votes.imports.runs, "_merges_beside", lambda _engine: False)
     reached: list[int] = []
-    original = votes.import_runs._merged_to
+    original = votes.imports.runs._merged_to
 
     def spy(conn: object, run_id: int, hi: int) -> None:
         reached.append(hi)
         original(conn, run_id, hi)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(votes.import_runs, "_merged_to", spy)
+    monkeypatch.setattr(votes.imports.runs, "_merged_to", spy)
     counts = import_file(engine, battles_file(tmp_path / "alone.jsonl", 600))
     assert counts.n_added == 600
     assert reached[0] == 0  # merging started

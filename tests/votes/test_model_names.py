@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.cli.main import app
 from votes.db import is_sqlite, make_engine
 from votes.names import case_collisions, model_name
 from votes.tables import model_t

@@ -1,4 +1,4 @@
-"""SQLite's packed read of the votes (votes.packed_votes) gives what the row-by-row read gives, chunk after
+"""SQLite's packed read of the votes (votes.reads.packed) gives what the row-by-row read gives, chunk after
 chunk: the same battles and ledger digest, whatever the chunk holds (weights other than 1, times not in
 canonical form, values of other types), and which chunks fell back to rows is what the texts allowed."""
 
@@ -16,10 +16,11 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.battles import Battles
 from tests.factories import assert_same_battles, write_jsonl
-from votes import packed_votes, queries
-from votes.io import import_file
-from votes.ledger import LedgerDigest, ledger_sha256
-from votes.queries import VoteFilter, load_battles
+from votes.imports.files import import_file
+from votes.reads import packed as packed_votes
+from votes.reads import queries
+from votes.reads.ledger import LedgerDigest, ledger_sha256
+from votes.reads.queries import VoteFilter, load_battles
 
 FILTERS = (
     None,

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from votes.columns import _fast, read_battles
-from votes.records import InputError
-from votes.selection import BattleFilter
+from votes.files.columns import _fast, read_battles
+from votes.files.records import InputError
+from votes.files.selection import BattleFilter
 
 ROWS: dict[str, list[object]] = {
     "model_a": ["b", "a", "c", "a", "d", "c", "b"],

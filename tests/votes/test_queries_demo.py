@@ -13,9 +13,9 @@ from sqlalchemy.engine import Engine
 from leaderboard.data import aggregate_codes
 from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import live_ratings, row_counts, write_jsonl
-from votes.demo import DEMO_MODELS, DEMO_PROMPTS, demo_answer, demo_catalog, load_demo, simulate_votes
-from votes.io import import_file
-from votes.queries import VoteFilter, iter_vote_rows, load_battles, load_pair_counts, votes_sha256
+from votes.imports.demo import DEMO_MODELS, DEMO_PROMPTS, demo_answer, demo_catalog, load_demo, simulate_votes
+from votes.imports.files import import_file
+from votes.reads.queries import VoteFilter, iter_vote_rows, load_battles, load_pair_counts, votes_sha256
 from votes.tables import annotator_t
 
 
@@ -89,7 +89,7 @@ def test_filters_select_the_same_votes_in_sql_and_by_hand(store: Engine, tmp_pat
 
 
 def test_flagged_annotators_drop_out_of_fits_hash_and_live_ratings(store: Engine) -> None:
-    from votes.ratings import rebuild_live_ratings
+    from votes.voting.ratings import rebuild_live_ratings
 
     load_demo(store, n_votes=400, seed=4)
     with store.connect() as conn:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from votes.read_ahead import read_ahead
+from votes.imports.read_ahead import read_ahead
 
 
 class Bad(Exception):

@@ -22,7 +22,7 @@ from leaderboard import Battles, PairCounts, fit_bt
 from leaderboard.bt.compute import method_spec
 from leaderboard.bt.spec import UnboundedRatingWarning
 from leaderboard.design.fragility import Fragility, fragility, remove_votes
-from votes.columns import read_battles
+from votes.files.columns import read_battles
 
 BATTLES = "vicuna80-llm-judge-battles.jsonl.gz"
 METHODS = ("bt", "davidson-position")

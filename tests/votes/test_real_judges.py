@@ -13,7 +13,7 @@ from leaderboard.evaluation.calibration import paired_bootstrap_difference, vote
 from leaderboard.evaluation.held_out import RATERS_METHOD, evaluate_methods, split_battles
 from leaderboard.quality.judge_position import judge_positions
 from leaderboard.quality.rater_ability import fit_rater_ability, rater_ability_proba
-from votes.columns import read_battles
+from votes.files.columns import read_battles
 
 BATTLES = "vicuna80-llm-judge-battles.jsonl.gz"
 #: Each judge's own davidson-position fit: left-side advantage in Elo and its sandwich standard error.

@@ -10,7 +10,7 @@ import numpy as np
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
 
-from votes.review import review_annotators
+from votes.review.voters import review_annotators
 from votes.tables import annotator_t, battle_t, model_t, vote_t
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, select
 
-import votes.snapshots as store
+import votes.reads.snapshots as store
 from leaderboard.snapshot.folder import write_snapshot
 from tests.factories import handmade_leaderboard, simulated_counts
 from votes.db import session_scope

@@ -11,12 +11,12 @@ from sqlmodel import Session, col, select
 
 from leaderboard.style.features import TOKEN_ESTIMATOR, estimate_tokens
 from tests.factories import write_jsonl
-from votes.demo import load_demo
-from votes.io import export_votes
+from votes.files.records import InputError
+from votes.imports.demo import load_demo
 from votes.models import Battle, Generation, Output, Vote
-from votes.queries import iter_vote_texts
-from votes.records import InputError
-from votes.sources import battles_from_file, battles_from_store, load_battles_file
+from votes.reads.exports import export_votes
+from votes.reads.queries import iter_vote_texts
+from votes.reads.sources import battles_from_file, battles_from_store, load_battles_file
 
 
 def test_store_and_its_export_give_the_same_battles(store: Engine, tmp_path: Path) -> None:

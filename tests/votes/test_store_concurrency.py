@@ -14,13 +14,13 @@ from leaderboard.online.elo import EloConfig
 from leaderboard.online.glicko2 import Glicko2Rater
 from leaderboard.online.trueskill import TrueSkillRater
 from tests.factories import WINNERS, battles_for
-from votes.annotators import create_annotator
-from votes.battles import VoteRequest
 from votes.db import make_engine
-from votes.live import LiveConfig
 from votes.models import Battle, LiveRating, Model, Vote
-from votes.ratings import replay_live_ratings
-from votes.writer import GroupCommitWriter
+from votes.voting.annotators import create_annotator
+from votes.voting.battles import VoteRequest
+from votes.voting.live import LiveConfig
+from votes.voting.ratings import replay_live_ratings
+from votes.voting.writer import GroupCommitWriter
 
 N_VOTERS = 8
 VOTES_EACH = 30

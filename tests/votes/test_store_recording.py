@@ -9,15 +9,15 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-import votes.recording as recording
-import votes.writer.group_commit as group_commit
+import votes.voting.recording as recording
+import votes.voting.writer.group_commit as group_commit
 from leaderboard.online.elo import EloConfig
-from votes.annotators import create_annotator
-from votes.battles import AlreadyVotedError, VoteError, VoteRequest, VoteResult, issue_battle
 from votes.models import Battle, Vote
-from votes.ratings import replay_live_ratings
-from votes.recording import record_votes
-from votes.views import live_standings, load_pairing_catalog
+from votes.voting.annotators import create_annotator
+from votes.voting.battles import AlreadyVotedError, VoteError, VoteRequest, VoteResult, issue_battle
+from votes.voting.ratings import replay_live_ratings
+from votes.voting.recording import record_votes
+from votes.voting.views import live_standings, load_pairing_catalog
 
 CONFIG = EloConfig(k=4.0)
 

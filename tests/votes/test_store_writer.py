@@ -20,12 +20,12 @@ from sqlmodel import Session, func, select
 
 from leaderboard.online.elo import EloConfig
 from tests.factories import WINNERS, battles_for, live_ratings
-from votes.annotators import create_annotator
-from votes.battles import AlreadyVotedError, IssuedBattle, VoteError, VoteRequest, VoteResult
 from votes.db import make_engine
 from votes.models import Vote
-from votes.ratings import replay_live_ratings
-from votes.writer import (
+from votes.voting.annotators import create_annotator
+from votes.voting.battles import AlreadyVotedError, IssuedBattle, VoteError, VoteRequest, VoteResult
+from votes.voting.ratings import replay_live_ratings
+from votes.voting.writer import (
     GroupCommitWriter,
     RemoteVoteWriter,
     VoteWriterError,
@@ -33,7 +33,7 @@ from votes.writer import (
     serve_vote_writer,
     writer_identity,
 )
-from votes.writer.wire import outcome_to_wire, settle
+from votes.voting.writer.wire import outcome_to_wire, settle
 
 CONFIG = EloConfig(k=16.0)  # a large K makes an ordering mistake visible in the ratings
 

@@ -20,10 +20,10 @@ import pytest
 
 from leaderboard.battles import Battles
 from leaderboard.data import OUTCOME_STRINGS
-from votes import columns
-from votes.columns import _fast, read_battles
-from votes.records import InputError, input_sha256, read_input_bytes
-from votes.selection import (
+from votes.files import columns
+from votes.files.columns import _fast, read_battles
+from votes.files.records import InputError, input_sha256, read_input_bytes
+from votes.files.selection import (
     BattleColumns,
     BattleFilter,
     CodedColumn,
@@ -238,7 +238,7 @@ def test_spelled_out_and_coded_columns_select_the_same_battles() -> None:
 
 
 def read_rows_as_columns(rows: list[dict[str, Any]]) -> BattleColumns:
-    from votes.battle_rows import BattleRecord
+    from votes.files.battle_rows import BattleRecord
 
     records = [
         BattleRecord(

@@ -16,13 +16,19 @@ from sqlmodel import Session
 from leaderboard.data import parse_outcome
 from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import live_ratings
-from votes import ratings
-from votes.battles import IssuedBattle, VoteRequest
-from votes.demo import load_demo
-from votes.queries import VoteFilter, iter_vote_rows, load_battles, load_pair_counts, pair_counts_statement
-from votes.recording import record_vote
+from votes.imports.demo import load_demo
+from votes.reads.queries import (
+    VoteFilter,
+    iter_vote_rows,
+    load_battles,
+    load_pair_counts,
+    pair_counts_statement,
+)
 from votes.tables import annotator_t, battle_t, model_t, output_t, vote_t
-from votes.views import pair_vote_counts
+from votes.voting import ratings
+from votes.voting.battles import IssuedBattle, VoteRequest
+from votes.voting.recording import record_vote
+from votes.voting.views import pair_vote_counts
 
 
 def _site_votes(engine: Engine, n: int) -> None:

@@ -9,9 +9,9 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from tests.factories import write_jsonl
-from votes.demo import DEMO_MODELS, DEMO_PROMPTS, demo_answer, load_demo
-from votes.io import import_file
-from votes.queries import VoteFilter, iter_vote_rows, iter_vote_texts, load_battles
+from votes.imports.demo import DEMO_MODELS, DEMO_PROMPTS, demo_answer, load_demo
+from votes.imports.files import import_file
+from votes.reads.queries import VoteFilter, iter_vote_rows, iter_vote_texts, load_battles
 
 
 def _with_textless_vote(store: Engine, tmp_path: Path) -> None:

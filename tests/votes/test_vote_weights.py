@@ -18,17 +18,18 @@ from leaderboard.bt.fit import fit_bt
 from leaderboard.bt.spec import BTSpec
 from leaderboard.online.elo import EloConfig, replay_elo_indices
 from tests.factories import clear, live_ratings, row_counts, seed_catalog, write_jsonl
-from votes.annotators import create_annotator
-from votes.battle_rows import parse_battles
-from votes.battles import VoteRequest, VoteResult, issue_battle
-from votes.demo import load_demo
-from votes.io import export_votes, import_file
-from votes.queries import load_battles, load_pair_counts, votes_sha256
-from votes.ratings import replay_live_ratings
-from votes.recording import record_votes
-from votes.records import FORMATS, read_rows, rows_sha256
+from votes.files.battle_rows import parse_battles
+from votes.files.records import FORMATS, read_rows, rows_sha256
+from votes.imports.demo import load_demo
+from votes.imports.files import import_file
+from votes.reads.exports import export_votes
+from votes.reads.queries import load_battles, load_pair_counts, votes_sha256
 from votes.tables import vote_t
-from votes.views import load_pairing_catalog
+from votes.voting.annotators import create_annotator
+from votes.voting.battles import VoteRequest, VoteResult, issue_battle
+from votes.voting.ratings import replay_live_ratings
+from votes.voting.recording import record_votes
+from votes.voting.views import load_pairing_catalog
 
 MODELS = ("alpha", "beta", "gamma", "delta")
 

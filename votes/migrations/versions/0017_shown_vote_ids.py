@@ -2,7 +2,7 @@
 
 A gold or repeat vote is stored apart from votes, so its own row id counts from 1 while the votes' ids are
 far higher: shown to the annotator, it would mark the battle. The id shown is reserved from the vote
-table's ids instead (:mod:`votes.apart_votes`) and kept here, so a retry shows it again.
+table's ids instead (:mod:`votes.voting.apart_votes`) and kept here, so a retry shows it again.
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 
 Revision ID: 0017_shown_vote_ids

@@ -1,6 +1,6 @@
 """importrow: no index on (import_id, digest, seq)
 
-An import run now counts repeated rows in memory (``votes.digest_counts``) and reads staged digests by
+An import run now counts repeated rows in memory (``votes.imports.digest_counts``) and reads staged digests by
 primary key only; the hash-ordered index cost more disk writes than any other part of an import.
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 

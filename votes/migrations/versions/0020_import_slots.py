@@ -2,12 +2,12 @@
 
 ``battle.import_key`` loses its unique constraint (a 42-character text in hash order, the largest cost of
 a large import's writes) to ``import_digest`` and ``import_copy``, unique together, filled here from the
-stored keys (see :mod:`votes.import_keys`); ``importrow`` gets the same two columns in place of its key's
-text (made of its digest and the occurrence number when it is merged). Keys sharing a
-digest's first 64 bits keep the slot for the oldest battle; the others are found by their text
-(``ix_battle_import_key_apart``). ``token_id`` loses its unique constraint to a unique index of the rows
-that have a token; the judgement key, prompt and annotator indexes, and the vote's network hash index,
-leave out empty values too.
+stored keys (see :mod:`votes.imports.keys`; the key parsing is frozen here as it was at this revision);
+``importrow`` gets the same two columns in place of its key's text (made of its digest and the occurrence
+number when it is merged). Keys sharing a digest's first 64 bits keep the slot for the oldest battle; the
+others are found by their text (``ix_battle_import_key_apart``). ``token_id`` loses its unique constraint to a
+unique index of the rows that have a token; the judgement key, prompt and annotator indexes, and the vote's
+network hash index, leave out empty values too.
 Idempotent, because a database made by ``create_all`` is stamped at 0001 and upgraded.
 
 Revision ID: 0020_import_slots
@@ -21,8 +21,6 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from votes.import_keys import key_parts
 
 revision: str = "0020_import_slots"
 down_revision: str | None = "0019_no_battle_pair_index"
@@ -41,6 +39,34 @@ _INDEXES = (
     ("ix_battle_import_key_apart", ["import_key"], True, _APART),
 )
 _UNIQUE_COLUMNS = ("import_key", "token_id")
+
+
+#: The lower-case hexadecimal digits of a key's digest.
+_HEX = frozenset("0123456789abcdef")
+
+
+def key_parts(keys: Sequence[str]) -> list[tuple[int, int] | None]:
+    """The ``import_digest`` and ``import_copy`` of each key ``"<40 hex digits>-<n>"``: the digest's first
+    64 bits as a signed integer, and ``n``; None for any other text. Frozen as the live code had it at this
+    revision, so changing the import's code never changes what this migration did."""
+    parts: list[tuple[int, int] | None] = []
+    for key in keys:
+        digest, dash, occurrence = key.partition("-")
+        well_formed = (
+            len(digest) == 40
+            and bool(dash)
+            and set(digest) <= _HEX
+            and occurrence.isascii()
+            and occurrence.isdigit()
+            and len(occurrence) <= 9
+            and str(int(occurrence)) == occurrence
+        )
+        if not well_formed:
+            parts.append(None)
+            continue
+        prefix = int(digest[:16], 16)
+        parts.append((prefix - (1 << 64) if prefix >= 1 << 63 else prefix, int(occurrence)))
+    return parts
 
 
 def _columns(table: str) -> set[str]:

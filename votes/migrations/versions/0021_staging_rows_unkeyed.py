@@ -1,7 +1,7 @@
 """importrow: no foreign key to importrun
 
 A staged row's run is written before the row and deleted after it, by the same import code, and a run
-that finishes alone empties the whole staging table (:mod:`votes.import_runs`), so the key only ever
+that finishes alone empties the whole staging table (:mod:`votes.imports.runs`), so the key only ever
 checked what the code already ensures. PostgreSQL checked it once per staged row, a trigger that
 locks the run's row: 3 s of server time for a million rows (``COPY`` of 1M rows into the staging table:
 5.0-5.6 s with the key, 1.9-2.5 s without), spent on the two cores the merge beside the staging also

@@ -1,0 +1,1 @@
+"""`arena`, the command line: the console script, its registry of commands, and the commands."""

@@ -1,0 +1,1 @@
+"""The site over HTTP: middleware, request limits, connection caps, rendering, and the routes."""

@@ -1,0 +1,1 @@
+"""What fits, exports and backups read from the store: filters, counts, scans, the ledger, snapshots."""

@@ -1,0 +1,1 @@
+"""Review over the store: anomalous voters and their flags, identity leaks, gold accuracy."""
