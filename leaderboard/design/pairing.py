@@ -66,7 +66,7 @@ PRIOR_PRECISION = 0.01
 #: arrival gives such pairs nothing), so the floor costs about its own share times the share of such
 #: pairs; ``scripts/bench_pairing.py`` (40 seeds): 0.1 saves 49.3% of uniform's votes on arrival, 0.05
 #: saves 50.5%, against a bound of 52%. On a board with no newcomers 0.1 is the safer of the two on tau
-#: and separation, though not significantly (docs/benchmarks.md, section 6).
+#: and separation, though not significantly (docs/benchmarks-history.md, section 6).
 DEFAULT_FLOOR = 0.05
 #: Rating points per natural-log unit on the Elo scale (400 / ln 10).
 ELO_PER_NAT = 400.0 / math.log(10.0)
