@@ -57,6 +57,19 @@ def test_ignores_near_misses(model: str, text: str) -> None:
 
 
 @pytest.mark.skipif(not CATALOG.exists(), reason="shared data folder absent")
+@pytest.mark.parametrize("model", ["J", "ab", "7b"])
+def test_a_name_too_short_to_look_for_flags_nothing(model: str) -> None:
+    """A one- or two-character name has no alias: no answer names it, whatever it says (an empty pattern
+    would match between any two words and keep every answer of the model out of battles)."""
+    detector = LeakDetector({model: None})
+    assert model_aliases(model) == ()
+    for text in ("Paris is the capital of France.", "J", "ab ab", "", "I am J, made by nobody."):
+        assert detector.find(model, text) == [] and not detector.leaks(model, text)
+    assert detector.scan([(model, "Anything at all.")]) == [[]]
+    # Its maker, when given, still gives it away.
+    assert LeakDetector({model: "Acme Labs"}).leaks(model, "I was made by Acme Labs.")
+
+
 def test_real_answers() -> None:
     rows = [json.loads(line) for line in gzip.open(CATALOG, "rt", encoding="utf-8")]
     assert len(rows) == 400
