@@ -73,6 +73,8 @@ from .online.glicko2 import Glicko2State as Glicko2State
 from .online.raters import OnlineRater as OnlineRater
 from .online.raters import TieMode as TieMode
 from .online.raters import rolling_forecasts as rolling_forecasts
+from .online.table import RATERS as RATERS
+from .online.table import RaterEntry as RaterEntry
 from .online.trueskill import TrueSkillRater as TrueSkillRater
 from .online.trueskill import TrueSkillState as TrueSkillState
 from .quality.judge_position import JudgePositions as JudgePositions

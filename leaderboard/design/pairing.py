@@ -44,7 +44,6 @@ __all__ = [
     "fisher_information",
     "design_probabilities",
     "greedy_allocation",
-    "nats_per_point",
     "optimal_shares",
     "pair_gains",
     "pair_probabilities",
@@ -238,25 +237,6 @@ def optimal_shares(
         shares = shares * np.sqrt(slopes / mean)
         shares /= shares.sum()
     return shares
-
-
-#: Natural-log (logistic) units per probit unit: ``Phi(z)`` is within 0.01 of ``expit(1.702 z)``.
-_LOGISTIC_PER_PROBIT = 1.702
-
-
-def nats_per_point(
-    system: Literal["elo", "glicko2", "trueskill"], *, trueskill_beta: float = 25.0 / 6.0
-) -> float:
-    """Natural-log strength units per rating point of a live rater, to read its ratings as BT strengths.
-
-    Elo and Glicko-2 ratings are on the ``400 log10`` scale. TrueSkill forecasts ``Phi(gap / (sqrt(2)
-    beta))`` on its 25-point scale, read through the logistic approximation of the normal curve.
-    """
-    if system in ("elo", "glicko2"):
-        return math.log(10.0) / 400.0
-    if system == "trueskill":
-        return _LOGISTIC_PER_PROBIT / (math.sqrt(2.0) * trueskill_beta)
-    raise ValueError(f"unknown rating system {system!r}")
 
 
 def design_probabilities(

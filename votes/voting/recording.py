@@ -38,7 +38,7 @@ from votes.models import Battle, LiveRating, Model, Vote, utcnow
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
 from votes.voting.apart_votes import next_free_vote_id, record_apart_votes
 from votes.voting.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
-from votes.voting.live import LiveConfig, has_clock, rater_identity, shown
+from votes.voting.live import LiveConfig, has_clock, rater_identity
 from votes.voting.live_book import LOCK_STATES, LiveBook, RaterStep, open_book, rate_vote, write_states
 
 __all__ = ["apart_shown_step", "judgement_key", "record_vote", "record_votes"]
@@ -523,7 +523,7 @@ def _lock(
     else:
         if has_clock(config) and conn.dialect.name == "postgresql":
             conn.execute(text("LOCK TABLE liverating IN SHARE ROW EXCLUSIVE MODE"))
-        rating, deviation = shown(config, config.initial())
+        rating, deviation = config.shown(config.initial())
         initial = {"rating": rating, "games": 0, "deviation": deviation, "rater": rater_identity(config)}
         lock = LOCK_STATES
     if counted_ids and (live_rows is None or not live_rows.issuperset(counted_ids)):
@@ -558,7 +558,7 @@ def apart_shown_step(request: VoteRequest, config: LiveConfig, locked: _Locked) 
     b = request.battle
     book = locked.book
     if book is not None and not {b.model_a_id, b.model_b_id} <= book.states.keys():
-        rating = shown(book.rater, book.rater.initial())[0]
+        rating = book.rater.shown(book.rater.initial())[0]
         return {"a_before": rating, "a_after": rating, "b_before": rating, "b_after": rating}
     ratings = locked.ratings
     if book is None and not {b.model_a_id, b.model_b_id} <= ratings.keys():

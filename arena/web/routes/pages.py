@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from arena.metrics import count_refusal
 from arena.security import CSRF_FIELD, BattleTokenError, SessionData, hash_secret
+from arena.settings import live_rating_words
 from arena.voting.service import next_battle, submit_vote
 from arena.web.language import language_tag
 from arena.web.routes.deps import (
@@ -191,5 +192,10 @@ def live_leaderboard(request: Request, state: StateDep, db: SessionDep) -> HTMLR
     standings = state.live_standings(db)
     updated = max((s.updated_at for s in standings if s.updated_at), default=None)
     availability = sorted(live_availability(db.connection()).values(), key=lambda a: (a.share, a.model))
-    context = {"standings": standings, "updated": updated, "availability": availability}
+    context = {
+        "standings": standings,
+        "updated": updated,
+        "availability": availability,
+        "rating_words": live_rating_words(state.settings),
+    }
     return _render(request, state, "pages/live_leaderboard.html", context)
