@@ -42,8 +42,10 @@ from .composite.fit import CompositeOptions as CompositeOptions
 from .composite.fit import bootstrap_composite as bootstrap_composite
 from .composite.fit import fit_composite as fit_composite
 from .data import OUTCOME_STRINGS as OUTCOME_STRINGS
+from .data import OUTCOMES as OUTCOMES
 from .data import Outcome as Outcome
 from .data import OutcomeLabel as OutcomeLabel
+from .data import OutcomeWords as OutcomeWords
 from .data import PairCounts as PairCounts
 from .data import PairStats as PairStats
 from .data import aggregate_battles as aggregate_battles

@@ -41,6 +41,7 @@ from arena.llm.client import (
     Message,
     SchemaMode,
 )
+from leaderboard.data import Outcome
 from votes.models import utcnow
 from votes.reads.queries import JUDGE_KIND
 from votes.tables import annotator_t, battle_t, judgment_t, model_t, output_t, prompt_t, vote_t
@@ -62,14 +63,14 @@ __all__ = [
 
 #: Winner string of each verdict label, and whether it is a strong verdict.
 _OUTCOMES: dict[str, tuple[str, bool]] = {
-    "A>>B": ("model_a", True),
-    "A>B": ("model_a", False),
-    "A=B": ("tie", False),
-    "B>A": ("model_b", False),
-    "B>>A": ("model_b", True),
-    "A": ("model_a", False),
-    "B": ("model_b", False),
-    "tie": ("tie", False),
+    "A>>B": (Outcome.MODEL_A.label, True),
+    "A>B": (Outcome.MODEL_A.label, False),
+    "A=B": (Outcome.TIE.label, False),
+    "B>A": (Outcome.MODEL_B.label, False),
+    "B>>A": (Outcome.MODEL_B.label, True),
+    "A": (Outcome.MODEL_A.label, False),
+    "B": (Outcome.MODEL_B.label, False),
+    "tie": (Outcome.TIE.label, False),
 }
 
 _ARENA_HARD = """\

@@ -31,6 +31,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from leaderboard.battles import Battles
+from leaderboard.data import OUTCOME_STRINGS
 from votes.files.battle_rows import SELF_BATTLE, parse_battles
 from votes.files.formats import (
     CLEAN_BATTLE,
@@ -478,7 +479,7 @@ def read_agreement_columns(path: Path | str) -> dict[str, npt.NDArray[np.object_
     for name in ("question_id", *_NEEDED):
         if any(v is None for v in out[name]):
             return None
-    if not np.isin(out["winner"], ["model_a", "model_b", "tie", "tie (bothbad)"]).all():
+    if not np.isin(out["winner"], list(OUTCOME_STRINGS.values())).all():
         return None
     if (out["model_a"] == out["model_b"]).any():
         return None

@@ -15,7 +15,6 @@ from sqlalchemy import bindparam, func, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Connection
 
-from leaderboard.data import parse_outcome
 from leaderboard.online.raters import OnlineRater
 from votes.models import utcnow
 from votes.tables import liverating_t, model_t
@@ -108,7 +107,7 @@ def rate_vote(request: VoteRequest, book: LiveBook, *, counted: bool) -> RaterSt
             raise ValueError("a rater with a clock needs the vote's time")
         clock = request.voted_at.timestamp()
         clock = clock if book.clock is None else max(book.clock, clock)
-    code = int(parse_outcome(request.winner))
+    code = int(request.winner)
     if not (code >= 2 and rater.ties == "ignore"):  # an ignored tie leaves both states as they were
         if clock is not None:
             a, bb = rater.advance(a, clock), rater.advance(bb, clock)
