@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leaderboard.design.pairing import DEFAULT_FLOOR
 from leaderboard.online.elo import EloConfig
-from leaderboard.online.table import RATERS, LiveOptions
+from leaderboard.online.table import DEFAULT_LIVE_RATER, RATERS, LiveOptions
 from votes.voting.live import LiveConfig, live_rater_of
 
 __all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config", "live_config", "live_rating_words"]
@@ -108,7 +108,7 @@ class Settings(BaseSettings):
 
     # Live standings: the online rater, and how the board ranks
     live_rating: str = Field(
-        "elo",
+        DEFAULT_LIVE_RATER,
         description="Online rater of the live standings, by its name in the RATERS table "
         "(leaderboard.online.table); switching it rebuilds the live table at start-up.",
     )

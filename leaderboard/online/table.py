@@ -24,7 +24,7 @@ from leaderboard.online.glicko2 import Glicko2Rater
 from leaderboard.online.raters import OnlineRater, TieMode
 from leaderboard.online.trueskill import TrueSkillRater
 
-__all__ = ["FIXED_K", "RATERS", "HeldOutOptions", "LiveOptions", "RaterEntry"]
+__all__ = ["DEFAULT_LIVE_RATER", "FIXED_K", "RATERS", "HeldOutOptions", "LiveOptions", "RaterEntry"]
 
 #: K of evaluate's fixed-K Elo rows (the live board's default K).
 FIXED_K = 4.0
@@ -111,6 +111,9 @@ def _trueskill_row(options: HeldOutOptions) -> OnlineRater[Any]:
 def _hours(seconds: float) -> float:
     return round(seconds / 3600, 1)
 
+
+#: The live board's rater unless ``ARENA_LIVE_RATING`` names another.
+DEFAULT_LIVE_RATER = "elo"
 
 #: The online raters by the name ``ARENA_LIVE_RATING`` takes, in the order evaluate lists their rows.
 #: Tests add an entry for the length of a test (and take it away after); nothing else changes it.

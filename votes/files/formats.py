@@ -27,6 +27,7 @@ __all__ = [
     "STRONG_WEIGHT",
     "BattleFormat",
     "MappedRows",
+    "RefusedRow",
     "SourceFormat",
     "detect_source_format",
     "map_catalog_rows",
@@ -40,7 +41,7 @@ STRONG_WEIGHT = 3.0
 
 Row = tuple[str, dict[str, Any]]
 #: A shape's mapper: one row (and the baseline model named on the command line) to its battles, in the
-#: ``clean_battle`` schema; a row that does not map raises :class:`_Refused` with the reason.
+#: ``clean_battle`` schema; a row that does not map raises :class:`RefusedRow` with the reason.
 Mapper = Callable[[Mapping[str, Any], str | None], list[dict[str, Any]]]
 
 
@@ -107,13 +108,14 @@ def map_source_rows(
     for where, raw in rows:
         try:
             out.extend((where, r) for r in mapper(raw, baseline))
-        except _Refused as exc:
+        except RefusedRow as exc:
             refused.append(Refusal(where, str(exc)))
     return MappedRows(fmt, out, shape.note, refused)
 
 
-class _Refused(ValueError):
-    """One row that does not map; carries the reason."""
+class RefusedRow(ValueError):
+    """One row that does not map, raised by a shape's mapper with the reason (the row is then refused,
+    or with ``skip_invalid`` listed)."""
 
 
 def _keep(raw: Mapping[str, Any], *keys: str) -> dict[str, Any]:
@@ -132,7 +134,7 @@ def _turns(value: Any, key: str) -> list[str]:
             return [value]
     if isinstance(value, list) and all(isinstance(t, str) or t is None for t in value):
         return ["" if t is None else t for t in value]
-    raise _Refused(f"{key!r} must be a JSON list of turns (strings)")
+    raise RefusedRow(f"{key!r} must be a JSON list of turns (strings)")
 
 
 def _one_hot(raw: Mapping[str, Any]) -> str:
@@ -142,11 +144,11 @@ def _one_hot(raw: Mapping[str, Any]) -> str:
         if isinstance(value, str):
             value = value.strip().lower() in ("1", "true", "1.0")
         if value not in (0, 1, True, False):
-            raise _Refused(f"{key!r} must be 0 or 1, got {value!r}")
+            raise RefusedRow(f"{key!r} must be 0 or 1, got {value!r}")
         if value:
             flags.append(label)
     if len(flags) != 1:
-        raise _Refused("exactly one of winner_model_a, winner_model_b, winner_tie must be 1")
+        raise RefusedRow("exactly one of winner_model_a, winner_model_b, winner_tie must be 1")
     return flags[0]
 
 
@@ -167,7 +169,7 @@ def _hf_preference(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[s
         for side, key in (("a", "response_a"), ("b", "response_b")):
             answers = _turns(raw[key], key)
             if len(answers) != len(prompts):
-                raise _Refused(f"{key!r} has {len(answers)} turns, prompt has {len(prompts)}")
+                raise RefusedRow(f"{key!r} has {len(answers)} turns, prompt has {len(prompts)}")
             conversation = []
             for user, assistant in zip(prompts, answers, strict=True):
                 conversation += [
@@ -190,7 +192,7 @@ def _judge_name(value: Any) -> str | None:
 def _mt_bench(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[str, Any]]:
     m1, m2 = raw.get("model_1"), raw.get("model_2")
     if not isinstance(m1, str) or not isinstance(m2, str):
-        raise _Refused("'model_1' and 'model_2' must be strings")
+        raise RefusedRow("'model_1' and 'model_2' must be strings")
     common = _keep(raw, "question_id", "turn", "tstamp")
     judge = _judge_name(raw.get("judge"))
     if judge is not None:
@@ -199,7 +201,7 @@ def _mt_bench(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[str, A
     for game, key, left, right in ((1, "g1_winner", m1, m2), (2, "g2_winner", m2, m1)):
         verdict = raw.get(key)
         if verdict not in _MT_WINNERS:
-            raise _Refused(f"game {game}: {key!r} is {verdict!r}; expected model_1, model_2 or tie")
+            raise RefusedRow(f"game {game}: {key!r} is {verdict!r}; expected model_1, model_2 or tie")
         winner = (
             "tie"
             if verdict == "tie"
@@ -222,17 +224,19 @@ def _arena_hard(raw: Mapping[str, Any], baseline: str | None) -> list[dict[str, 
     model = raw.get("model")
     base = raw.get("baseline", baseline)
     if not isinstance(model, str) or not model:
-        raise _Refused("'model' must be a non-empty string")
+        raise RefusedRow("'model' must be a non-empty string")
     if not isinstance(base, str) or not base:
-        raise _Refused("no baseline model: the judgments have no 'baseline' column; name it with --baseline")
+        raise RefusedRow(
+            "no baseline model: the judgments have no 'baseline' column; name it with --baseline"
+        )
     games = raw.get("games")
     if isinstance(games, str):
         try:
             games = load_json(games)
         except json.JSONDecodeError:
-            raise _Refused("'games' is not valid JSON") from None
+            raise RefusedRow("'games' is not valid JSON") from None
     if not isinstance(games, list) or not games:
-        raise _Refused("'games' must be a non-empty list")
+        raise RefusedRow("'games' must be a non-empty list")
     common = _keep(raw, "category", "tstamp")
     qid = raw.get("uid", raw.get("question_id"))
     if qid is not None:
@@ -244,7 +248,7 @@ def _arena_hard(raw: Mapping[str, Any], baseline: str | None) -> list[dict[str, 
     for k, game in enumerate(games[:2], start=1):
         score = game.get("score") if isinstance(game, dict) else None
         if score not in _HARD_SCORES:
-            raise _Refused(f"game {k}: score {score!r}; expected one of {', '.join(_HARD_SCORES)}")
+            raise RefusedRow(f"game {k}: score {score!r}; expected one of {', '.join(_HARD_SCORES)}")
         winner, weight = _HARD_SCORES[score]
         left, right = (base, model) if k == 1 else (model, base)
         out.append({**common, "model_a": left, "model_b": right, "winner": winner, "weight": weight})
@@ -256,16 +260,16 @@ def _preference(value: Any) -> float:
         try:
             value = float(value)
         except ValueError:
-            raise _Refused(f"'preference' must be a number in [1, 2], got {value!r}") from None
+            raise RefusedRow(f"'preference' must be a number in [1, 2], got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 1.0 <= float(value) <= 2.0:
-        raise _Refused(f"'preference' must be a number in [1, 2], got {value!r}")
+        raise RefusedRow(f"'preference' must be a number in [1, 2], got {value!r}")
     return float(value)
 
 
 def _alpaca_eval(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[str, Any]]:
     g1, g2 = raw.get("generator_1"), raw.get("generator_2")
     if not isinstance(g1, str) or not isinstance(g2, str):
-        raise _Refused("'generator_1' and 'generator_2' must be strings")
+        raise RefusedRow("'generator_1' and 'generator_2' must be strings")
     p = _preference(raw.get("preference"))
     common: dict[str, Any] = {"model_a": g1, "model_b": g2, "sided": False}
     judge = raw.get("annotator")
