@@ -193,8 +193,10 @@ def _duels(tmp_path: Path) -> tuple[Path, Path]:
     duels, battles = tmp_path / "duels.jsonl", tmp_path / "battles.jsonl"
     with duels.open("w", encoding="utf-8") as toy, battles.open("w", encoding="utf-8") as clean:
         for k in range(300):
-            a, b = rng.choice(["m1", "m2", "m3"], size=2, replace=False)
-            outcome = [Outcome.MODEL_A, Outcome.MODEL_B, Outcome.TIE, Outcome.MODEL_A][k % 4 if a < b else 1]
+            a, b = (str(m) for m in rng.choice(["m1", "m2", "m3"], size=2, replace=False))
+            # the model with the lower number wins half its battles on the left, and every one on the right
+            cycle = (Outcome.MODEL_A, Outcome.MODEL_B, Outcome.TIE, Outcome.MODEL_A)
+            outcome = cycle[k % 4] if a < b else Outcome.MODEL_B
             question = f"q{k}"
             toy.write(
                 json.dumps({"question_id": question, "first": a, "second": b, "verdict": words[outcome]})
