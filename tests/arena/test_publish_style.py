@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from arena.cli.main import build_app
 from arena.publish.publishing import FitOptions, publish_snapshot
-from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, read_snapshot
+from leaderboard.snapshot.files import DATA_FILES, METADATA_FILE
+from leaderboard.snapshot.folder import read_snapshot
 from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE
 from tests.real_data import VICUNA_CATALOG, VICUNA_JUDGES
 from votes.db import make_engine

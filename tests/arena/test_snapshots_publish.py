@@ -19,7 +19,9 @@ from typer.testing import CliRunner
 
 from arena.cli.main import build_app
 from arena.publish.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot
-from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, PLOT_FILES, read_snapshot
+from leaderboard.snapshot.figures import plot_files
+from leaderboard.snapshot.files import DATA_FILES, METADATA_FILE
+from leaderboard.snapshot.folder import read_snapshot
 from tests.real_data import VICUNA_JUDGES
 from votes.db import make_engine
 from votes.imports.demo import load_demo
@@ -69,7 +71,7 @@ def test_export_then_recompute_equals_publish(demo_engine: Engine, db_url: str, 
     )
     assert result.exit_code == 0, result.output
     published = Path(row.path)
-    for name in (*DATA_FILES, *PLOT_FILES):
+    for name in (*DATA_FILES, *plot_files()):
         assert (published / name).read_bytes() == (out / name).read_bytes(), name
     offline_meta = json.loads((out / METADATA_FILE).read_text())
     assert offline_meta["n_votes"] == row.n_votes == N_VOTES

@@ -31,7 +31,7 @@ from sqlalchemy import func, inspect, select, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlmodel import SQLModel
 
-from leaderboard.snapshot.folder import package_version
+from leaderboard.snapshot.files import package_version
 from votes.db import is_sqlite, make_engine, normalise_url, sqlite_file
 from votes.reads.queries import votes_sha256
 
