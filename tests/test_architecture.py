@@ -255,7 +255,6 @@ OVERSIZED_MODULES = {
     "arena/voting/pairing_service.py": 676,
     "votes/voting/recording.py": 616,
     "leaderboard/quality/rater_ability.py": 593,
-    "leaderboard/quality/annotators.py": 567,
     "votes/files/records.py": 547,
     "arena/cli/commands/evaluate.py": 523,
 }
