@@ -36,11 +36,11 @@ from .bt.spec import DisconnectedComparisonError as DisconnectedComparisonError
 from .bt.spec import NonConvergenceError as NonConvergenceError
 from .bt.spec import UnboundedRatingWarning as UnboundedRatingWarning
 from .bt.spec import check_comparison_graph as check_comparison_graph
-from .composite.fit import CompositeData as CompositeData
-from .composite.fit import CompositeFit as CompositeFit
-from .composite.fit import CompositeOptions as CompositeOptions
 from .composite.fit import bootstrap_composite as bootstrap_composite
 from .composite.fit import fit_composite as fit_composite
+from .composite.model import CompositeData as CompositeData
+from .composite.model import CompositeFit as CompositeFit
+from .composite.model import CompositeOptions as CompositeOptions
 from .data import OUTCOME_STRINGS as OUTCOME_STRINGS
 from .data import OUTCOMES as OUTCOMES
 from .data import Outcome as Outcome

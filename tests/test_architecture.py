@@ -247,7 +247,6 @@ FOLDERS_EXEMPT = {"votes/migrations/versions"}
 #: Modules still over MODULE_LINES_MAX, with their size today. The list may only shrink: a module here may
 #: not grow, and one that drops under the limit must leave the list.
 OVERSIZED_MODULES = {
-    "leaderboard/composite/fit.py": 1096,
     "arena/publish/publishing.py": 986,
     "votes/reads/queries.py": 839,
     "votes/imports/runs.py": 827,
@@ -294,8 +293,8 @@ def test_no_folder_outgrows_a_reader() -> None:
 #: Function-local imports, and how many of them still lack their reason. Both may only go down; the aim
 #: is under 80 in all, each with its reason as a comment on its line (a heavy library kept off the
 #: command line's start-up, a cycle that would otherwise close, ...).
-LOCAL_IMPORTS_MAX = 184
-LOCAL_IMPORTS_UNEXPLAINED_MAX = 174
+LOCAL_IMPORTS_MAX = 176
+LOCAL_IMPORTS_UNEXPLAINED_MAX = 165
 
 
 def local_imports(path: Path) -> list[tuple[int, bool]]:

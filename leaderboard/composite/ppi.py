@@ -36,7 +36,7 @@ import numpy.typing as npt
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from leaderboard.composite.fit import CompositeData
+from leaderboard.composite.model import CompositeData
 
 __all__ = ["PPIBattles", "PPIFit", "bootstrap_ppi", "fit_ppi", "ppi_battles"]
 

@@ -11,7 +11,8 @@ import pytest
 from scipy.stats import spearmanr
 
 from leaderboard.composite.board import composite_data, correlation_with_humans, subset_sources
-from leaderboard.composite.fit import CompositeFit, CompositeOptions, fit_composite
+from leaderboard.composite.fit import fit_composite
+from leaderboard.composite.model import CompositeFit, CompositeOptions
 from leaderboard.data import Outcome
 from tests.real_data import VICUNA_JUDGES
 from votes.reads.annotated import agreement_input_from_file

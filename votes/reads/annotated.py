@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from leaderboard.battles import Battles
 from leaderboard.composite.agreement import AgreementReport, agreement_report, agreement_statistics
-from leaderboard.composite.fit import CompositeData
+from leaderboard.composite.model import CompositeData
 from leaderboard.data import OUTCOME_STRINGS, Outcome, parse_outcome
 from votes.files.convert import read_battle_records
 from votes.files.records import Message
