@@ -253,7 +253,6 @@ OVERSIZED_MODULES = {
     "arena/cli/commands/leaderboard.py": 813,
     "arena/voting/pairing_service.py": 676,
     "votes/voting/recording.py": 616,
-    "leaderboard/quality/rater_ability.py": 593,
     "votes/files/records.py": 547,
     "arena/cli/commands/evaluate.py": 523,
 }

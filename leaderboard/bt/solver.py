@@ -2,13 +2,22 @@
 
 The Bradley-Terry engine's cells (:mod:`leaderboard.bt.cells`), the composite of humans and judges
 (:mod:`leaderboard.composite.likelihood`) and the rater-ability model
-(:mod:`leaderboard.quality.rater_ability`) each hand :func:`newton_trust_region` their objective (a
-negative log posterior per unit weight), its analytic gradient and its Hessian; the driver is scipy's
-``trust-exact`` (Moré and Sorensen's exact trust-region subproblem on the full Hessian). A trust region
-rather than a line search, because two of these likelihoods are not concave everywhere: a
-discrimination multiplies the ratings (``eta = a u``), so far from the optimum the Hessian can be
-indefinite, and the trust region still steps uphill where a plain Newton step would not. Near the
-optimum the step is the Newton step, so convergence is quadratic.
+(:mod:`leaderboard.quality.rater_likelihood`) each hand :func:`newton_trust_region` their objective (a
+negative log posterior per unit weight), its analytic gradient and its Hessian, and get the posterior
+mode. A trust region rather than a line search, because two of these likelihoods are not concave
+everywhere: a discrimination multiplies the ratings (``eta = a u``), so far from the optimum the Hessian
+can be indefinite, and the trust region still steps downhill where a plain Newton step would not. Near
+the optimum the step is the Newton step, so convergence is quadratic.
+
+One outer loop (scipy's trust-region iteration: accept a step when the objective falls by enough of what
+the quadratic model predicted, and widen or narrow the region by that ratio), two ways to solve the
+quadratic model inside the region, chosen by the Hessian's form:
+
+- dense (a few hundred parameters: the engine's cells, the composite): the exact solution of Moré and
+  Sorensen (scipy's ``trust-exact``), a few Cholesky factorisations per step;
+- sparse (one parameter per annotator: thousands, and an annotator's parameters touch only the shared
+  ones): Steihaug's truncated conjugate gradients (scipy's ``trust-ncg``), which only multiply by the
+  Hessian, so a step costs its non-zeros rather than a dense factorisation.
 
 The plain Bradley-Terry likelihood on pair statistics keeps its batched solver
 (:func:`leaderboard.bt.newton.solve_bt_batch`): it solves a block of bootstrap rounds at once with a
@@ -23,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
 from scipy import optimize
 
 __all__ = ["NewtonSolution", "newton_trust_region"]
@@ -53,14 +63,14 @@ class NewtonSolution:
 
 def newton_trust_region(
     value_grad: Callable[[FloatArray], tuple[float, FloatArray]],
-    hessian: Callable[[FloatArray], FloatArray],
+    hessian: Callable[[FloatArray], FloatArray] | Callable[[FloatArray], sp.sparray | sp.spmatrix],
     x0: FloatArray,
     *,
     tol: float,
     max_iter: int,
+    sparse: bool = False,
 ) -> NewtonSolution:
-    """Minimise a smooth objective from ``x0`` by Newton's method in a trust region (scipy's
-    ``trust-exact``).
+    """Minimise a smooth objective from ``x0`` by Newton's method in a trust region.
 
     Parameters
     ----------
@@ -70,12 +80,17 @@ def newton_trust_region(
         that is not finite (an overflow far from the optimum) counts as ``+inf``: the step is refused and
         the trust region shrinks.
     hessian : callable
-        ``x -> Hessian of f at x`` (dense, symmetric; it may be indefinite away from the optimum).
+        ``x -> Hessian of f at x`` (symmetric; it may be indefinite away from the optimum): a dense array,
+        or a scipy sparse matrix with ``sparse``.
     x0 : array
         The start (a warm start for a refit or a bootstrap round).
     tol : float
         Stop when the gradient's Euclidean norm is below this.
     max_iter : int
+    sparse : bool
+        The Hessian is sparse: the quadratic model is solved by truncated conjugate gradients (Steihaug),
+        with the Hessian made once per point and multiplied by as often as the model needs; otherwise
+        exactly (Moré and Sorensen).
 
     Returns
     -------
@@ -86,13 +101,20 @@ def newton_trust_region(
         value, grad = value_grad(x)
         return (value if math.isfinite(value) else math.inf), grad
 
-    result = optimize.minimize(
-        guarded,
-        x0,
-        jac=True,
-        hess=hessian,
-        method="trust-exact",
-        options={"gtol": tol, "maxiter": max_iter},
-    )
+    options = {"gtol": tol, "maxiter": max_iter}
+    if sparse:
+        made: dict[bytes, sp.csr_matrix] = {}
+
+        def times(x: FloatArray, p: FloatArray) -> FloatArray:
+            key = x.tobytes()
+            if key not in made:  # the Hessian at a new point: made once, the old one dropped
+                made.clear()
+                made[key] = sp.csr_matrix(hessian(x))
+            out: FloatArray = np.asarray(made[key] @ p, dtype=np.float64)
+            return out
+
+        result = optimize.minimize(guarded, x0, jac=True, hessp=times, method="trust-ncg", options=options)
+    else:
+        result = optimize.minimize(guarded, x0, jac=True, hess=hessian, method="trust-exact", options=options)
     message = "" if result.success else str(result.message)
     return NewtonSolution(np.asarray(result.x, dtype=np.float64), int(result.nit), message)
