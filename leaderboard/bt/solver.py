@@ -35,9 +35,13 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy import optimize
 
-__all__ = ["NewtonSolution", "newton_trust_region"]
+__all__ = ["SETTLED_REFUSALS", "NewtonSolution", "newton_trust_region"]
 
 FloatArray = npt.NDArray[np.float64]
+
+#: Steps refused in a row at a point whose gradient is below ``settled_gtol`` before a fit stops there
+#: (:func:`newton_trust_region`): one refusal also happens where the region was simply too wide.
+SETTLED_REFUSALS = 2
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ def newton_trust_region(
     tol: float,
     max_iter: int,
     sparse: bool = False,
+    settled_gtol: float | None = None,
 ) -> NewtonSolution:
     """Minimise a smooth objective from ``x0`` by Newton's method in a trust region.
 
@@ -91,16 +96,40 @@ def newton_trust_region(
         The Hessian is sparse: the quadratic model is solved by truncated conjugate gradients (Steihaug),
         with the Hessian made once per point and multiplied by as often as the model needs; otherwise
         exactly (Moré and Sorensen).
+    settled_gtol : float, optional
+        Also stop, converged, once :data:`SETTLED_REFUSALS` steps running are refused, or a step's
+        promised decrease is not positive in floating point, at a point whose gradient norm is below
+        this: so close to the optimum the decrease a step promises (about ``|g|^2 / 2`` over the
+        curvature) is lost in the rounding of the objective, the comparison of promised and actual
+        decrease is noise, and every further step would be refused until the region collapsed (a dozen
+        wasted evaluations). None: stop only at ``tol``.
 
     Returns
     -------
     NewtonSolution
     """
+    norms: dict[bytes, float] = {}  # the gradient norm at the last few points evaluated
 
     def guarded(x: FloatArray) -> tuple[float, FloatArray]:
         value, grad = value_grad(x)
+        if settled_gtol is not None:
+            if len(norms) > 2 * SETTLED_REFUSALS:
+                norms.pop(next(iter(norms)))
+            norms[x.tobytes()] = float(np.linalg.norm(grad))
         return (value if math.isfinite(value) else math.inf), grad
 
+    refused = [0]
+    last: list[bytes] = []
+
+    def settled(intermediate_result: optimize.OptimizeResult) -> None:
+        """Stop where steps are refused at a point whose gradient is below ``settled_gtol``."""
+        key = np.asarray(intermediate_result.x, dtype=np.float64).tobytes()
+        refused[0] = refused[0] + 1 if last and last[0] == key else 0
+        last[:] = [key]
+        if refused[0] >= SETTLED_REFUSALS and norms.get(key, math.inf) <= float(settled_gtol or 0.0):
+            raise StopIteration
+
+    callback = settled if settled_gtol is not None else None
     options = {"gtol": tol, "maxiter": max_iter}
     if sparse:
         made: dict[bytes, sp.csr_matrix] = {}
@@ -113,8 +142,16 @@ def newton_trust_region(
             out: FloatArray = np.asarray(made[key] @ p, dtype=np.float64)
             return out
 
-        result = optimize.minimize(guarded, x0, jac=True, hessp=times, method="trust-ncg", options=options)
+        result = optimize.minimize(
+            guarded, x0, jac=True, hessp=times, method="trust-ncg", options=options, callback=callback
+        )
     else:
-        result = optimize.minimize(guarded, x0, jac=True, hess=hessian, method="trust-exact", options=options)
-    message = "" if result.success else str(result.message)
-    return NewtonSolution(np.asarray(result.x, dtype=np.float64), int(result.nit), message)
+        result = optimize.minimize(
+            guarded, x0, jac=True, hess=hessian, method="trust-exact", options=options, callback=callback
+        )
+    x = np.asarray(result.x, dtype=np.float64)
+    # stopped by ``settled``, or refused a step whose promised decrease was not even positive in floating
+    # point (scipy's "bad approximation"), at a gradient below settled_gtol: the optimum, to rounding
+    settled_here = settled_gtol is not None and norms.get(x.tobytes(), math.inf) <= settled_gtol
+    message = "" if result.success or (settled_here and result.status in (2, 99)) else str(result.message)
+    return NewtonSolution(x, int(result.nit), message)

@@ -35,6 +35,7 @@ from leaderboard.composite.model import CompositeData, CompositeOptions
 
 __all__ = [
     "FIT_TOL",
+    "SETTLED_GTOL",
     "CellTerms",
     "VoteCells",
     "cell_terms",
@@ -54,6 +55,10 @@ IntArray = npt.NDArray[np.int64]
 #: Where a fit stops: the Euclidean norm of the log posterior's gradient per unit weight. Newton's steps
 #: converge quadratically, so the last step usually lands far below it.
 FIT_TOL = 1e-9
+#: Where a fit also stops, as settled, when its steps are refused at a smaller gradient than this: the
+#: decrease a step would bring is lost in the rounding of the objective
+#: (:func:`leaderboard.bt.solver.newton_trust_region`; a fifth of the bootstrap rounds end so).
+SETTLED_GTOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -315,7 +320,9 @@ def maximise_posterior(
         out: FloatArray = -log_posterior_hessian(x, lay, cells, stats) / total
         return out
 
-    return newton_trust_region(value_grad, hessian, x0, tol=FIT_TOL, max_iter=options.max_iter)
+    return newton_trust_region(
+        value_grad, hessian, x0, tol=FIT_TOL, max_iter=options.max_iter, settled_gtol=SETTLED_GTOL
+    )
 
 
 def check_connected(data: CompositeData) -> None:

@@ -158,6 +158,9 @@ def _sigmoid(z: FloatArray) -> FloatArray:
 #: Where a fit of the (rectified) log-loss stops: the Euclidean norm of its gradient (the weights sum to
 #: about 1, so this is per battle).
 _FIT_TOL = 1e-9
+#: A fit also stops, as settled, when its steps are refused at a smaller gradient than this: the
+#: decrease a step would bring is lost in rounding (:func:`leaderboard.bt.solver.newton_trust_region`).
+_SETTLED_GTOL = 1e-6
 #: The largest gradient a fit that stopped short of ``_FIT_TOL`` may leave (its next step's promised
 #: decrease lost in rounding): beyond it the fit raises.
 _STOPPED_GRADIENT = 1e-6
@@ -187,7 +190,9 @@ def _fit_loss(x: FloatArray, target: FloatArray, weight: FloatArray, start: Floa
         out: FloatArray = (x * (weight * p * (1 - p))[:, None]).T @ x
         return out
 
-    solution = newton_trust_region(value_grad, hessian, start, tol=_FIT_TOL, max_iter=200)
+    solution = newton_trust_region(
+        value_grad, hessian, start, tol=_FIT_TOL, max_iter=200, settled_gtol=_SETTLED_GTOL
+    )
     if not solution.converged and float(np.max(np.abs(value_grad(solution.x)[1]))) > _STOPPED_GRADIENT:
         raise NonConvergenceError(f"the PPI++ fit did not converge: {solution.message}")
     return solution.x

@@ -36,6 +36,10 @@ __all__ = ["RaterProblem", "maximise_posterior"]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+#: Where a fit also stops, as settled, when its steps are refused at a smaller scaled gradient than this
+#: (per unit weight): the decrease a step would bring is lost in the rounding of the objective
+#: (:func:`leaderboard.bt.solver.newton_trust_region`).
+_SETTLED_GTOL = 1e-6
 #: The largest scaled gradient (per unit weight) a fit that stopped short of its tolerance may leave and
 #: still count: a fit stops short where the decrease its next step promises is lost in the rounding of
 #: the objective (a prior a billion times steeper than the votes, say), which is its optimum to the
@@ -110,6 +114,8 @@ class RaterProblem:
             (np.ones(int(self.rated.sum())), (rows[self.rated], codes[self.rated])),
             shape=(len(battles), max(n_annotators, 0)),
         )
+        self.Dt = sp.csr_matrix(self.D.T)  # transposed once: the Hessian's products run over votes
+        self.At = sp.csr_matrix(self.A.T)
 
     def unpack(self, x: FloatArray) -> tuple[FloatArray, float | None, FloatArray]:
         """(d per vote, log nu, a per vote)."""
@@ -127,11 +133,11 @@ class RaterProblem:
         d, a, _, (ll, l_u, l_t, _, _, _) = self.terms(x)
         grad = np.zeros(self.size)
         wl = self.w * l_u
-        grad[: self.n_linear] = self.D.T @ (wl * a)
+        grad[: self.n_linear] = self.Dt @ (wl * a)
         if self.has_nu:
             grad[self.i_nu] = float(self.w @ l_t)
         log_a = x[self.i_a :]
-        grad[self.i_a :] = self.A.T @ (wl * a * d) - self.lam * log_a
+        grad[self.i_a :] = self.At @ (wl * a * d) - self.lam * log_a
         b = x[self.i_b : self.i_nu]
         grad[self.i_b : self.i_nu] -= self.lam_b * b
         value = -float(self.w @ ll) + 0.5 * self.lam * float(log_a @ log_a) + 0.5 * self.lam_b * float(b @ b)
@@ -150,34 +156,49 @@ class RaterProblem:
         return sp.hstack(blocks).tocsr(), d, a, t, terms
 
     def sparse_hessian(self, x: FloatArray) -> sp.csr_matrix:
-        """Hessian of the negative log-posterior (not per unit weight), sparse: the Gauss-Newton part
-        ``-J^T diag(w l_uu) J``, ``eta``'s own second derivatives (``d2 eta / d log a_k d(linear) = a_k
-        dD``, ``d2 eta / d log a_k^2 = eta``), the log-nu row and column, and the priors."""
-        jac, d, a, _, (_, l_u, _, l_uu, l_ut, l_tt) = self.jacobian(x)
-        n = self.size
-        h = -(jac.T @ sp.diags(self.w * l_uu) @ jac)
-        cross = sp.coo_matrix(self.A.T @ sp.diags(self.w * l_u * a) @ self.D)  # (annotators, linear)
-        rows, cols = cross.row + self.i_a, cross.col
-        second = sp.coo_matrix(
-            (
-                np.concatenate([cross.data, cross.data]),
-                (np.concatenate([rows, cols]), np.concatenate([cols, rows])),
-            ),
-            shape=(n, n),
-        )
-        diag = np.zeros(n)
-        diag[self.i_a :] = self.lam - self.A.T @ (self.w * l_u * a * d)
+        """Hessian of the negative log-posterior (not per unit weight), sparse, block by block.
+
+        With ``c = -w l_uu`` per vote (the Gauss-Newton weight) and ``eta = a d``: the linear block
+        ``D^T diag(c a^2) D``; the discriminations against it ``A^T diag(c a eta - w l_u a) D`` (the
+        second term is ``eta``'s own second derivative, ``d2 eta / d log a_k d(linear) = a_k dD``); the
+        discriminations' diagonal ``A^T (c eta^2 - w l_u eta)`` (an annotator's votes touch only its own
+        ``a_k``; ``d2 eta / d log a_k^2 = eta``); the log-nu row and column from ``l_ut`` and ``l_tt``;
+        and the priors. Made from the votes in a few sparse products, without the per-vote Jacobian.
+        """
+        d, a, _, (_, l_u, _, l_uu, l_ut, l_tt) = self.terms(x)
+        eta = a * d
+        c = -self.w * l_uu
+        wl = self.w * l_u
+        rows: list[IntArray] = []
+        cols: list[IntArray] = []
+        vals: list[FloatArray] = []
+
+        def place(block: sp.coo_matrix, row0: int, col0: int, *, mirror: bool = False) -> None:
+            rows.append(block.row + row0)
+            cols.append(block.col + col0)
+            vals.append(block.data)
+            if mirror:
+                rows.append(block.col + col0)
+                cols.append(block.row + row0)
+                vals.append(block.data)
+
+        place(sp.coo_matrix(self.Dt @ (sp.diags(c * a * a) @ self.D)), 0, 0)
+        place(sp.coo_matrix(self.At @ (sp.diags(c * a * eta - wl * a) @ self.D)), self.i_a, 0, mirror=True)
+        diag = np.zeros(self.size)
+        diag[self.i_a :] = self.At @ (c * eta * eta - wl * eta) + self.lam
         diag[self.i_b : self.i_nu] += self.lam_b
-        out = h - second + sp.diags(diag)
-        if self.has_nu:  # the Jacobian's log-nu column is 0: its row and column come from l_ut and l_tt
-            col = -(jac.T @ (self.w * l_ut))
-            col[self.i_nu] = -float(self.w @ l_tt)
-            nu = sp.coo_matrix((col, (np.arange(n), np.full(n, self.i_nu))), shape=(n, n))
-            out = (
-                out + nu + nu.T - sp.coo_matrix(([col[self.i_nu]], ([self.i_nu], [self.i_nu])), shape=(n, n))
-            )
-        result: sp.csr_matrix = sp.csr_matrix(out)
-        return result
+        if self.has_nu:
+            diag[self.i_nu] = -float(self.w @ l_tt)
+            nu_col = np.zeros(self.size)
+            nu_col[: self.n_linear] = -(self.Dt @ (self.w * l_ut * a))
+            nu_col[self.i_a :] = -(self.At @ (self.w * l_ut * eta))
+            place(sp.coo_matrix(nu_col[:, None]), 0, self.i_nu, mirror=True)
+        place(sp.coo_matrix(sp.diags(diag)), 0, 0)
+        n = self.size
+        out: sp.csr_matrix = sp.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)
+        )
+        return out
 
     def hessian(self, x: FloatArray) -> FloatArray:
         """:meth:`sparse_hessian` as a dense array (for the sandwich of a fit with few parameters)."""
@@ -241,7 +262,15 @@ def maximise_posterior(
         )
         return out
 
-    solution = newton_trust_region(value_grad, hessian, x0 / scale, tol=tol, max_iter=max_iter, sparse=True)
+    solution = newton_trust_region(
+        value_grad,
+        hessian,
+        x0 / scale,
+        tol=tol,
+        max_iter=max_iter,
+        sparse=True,
+        settled_gtol=max(tol, _SETTLED_GTOL),
+    )
     if not solution.converged and float(np.max(np.abs(value_grad(solution.x)[1]))) > _STOPPED_GRADIENT:
         raise RuntimeError(f"rater-ability fit did not converge: {solution.message}")
     return scale * solution.x, solution.n_iter
