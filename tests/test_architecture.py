@@ -24,6 +24,7 @@ import pytest
 
 from leaderboard.data import OUTCOME_STRINGS
 from leaderboard.online.table import RATERS
+from leaderboard.snapshot.figures import FIGURES
 from votes.files.formats import SOURCE_FORMATS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -356,6 +357,8 @@ def extension_kinds() -> dict[str, ExtensionKind]:
         # other vocabularies too (the both-bad option, a judge's verdict): where a constant names a
         # column, field or key it is not an outcome.
         "outcome": ExtensionKind("leaderboard/data.py", frozenset(OUTCOME_STRINGS.values()), True),
+        # `ratings` also names the live ratings of a vote's answer and a table column: a key, not a figure
+        "figure": ExtensionKind("leaderboard/snapshot/figures.py", frozenset(FIGURES), True),
     }
 
 
@@ -382,6 +385,15 @@ SPELLED_ELSEWHERE: dict[str, dict[str, frozenset[str]]] = {
         "arena/cli/commands/leaderboard.py": frozenset({"tie"}),
         # the judges' own verdict word (`[[tie]]`, or `[[C]]` read as one) in the text they answer
         "arena/llm/judging.py": frozenset({"tie"}),
+    },
+    "figure": {
+        # `bootstrap` the interval kind (percentile intervals from resampled votes), not the figure
+        "leaderboard/result.py": frozenset({"bootstrap"}),
+        "leaderboard/bt/compute.py": frozenset({"bootstrap"}),
+        "leaderboard/composite/board.py": frozenset({"bootstrap"}),
+        "leaderboard/style/board.py": frozenset({"bootstrap"}),
+        "arena/publish/publishing.py": frozenset({"bootstrap"}),
+        "arena/cli/commands/leaderboard.py": frozenset({"bootstrap"}),
     },
 }
 
@@ -432,8 +444,8 @@ def spellings(path: Path, kind: ExtensionKind) -> list[tuple[int, str]]:
 
 
 def test_extension_words_are_spelled_in_their_table_only() -> None:
-    """A rater name, a battle format name or an outcome string written outside its table is a second place
-    to change when the table changes: every reader takes the words from the table."""
+    """A rater name, a battle format name, an outcome string or a figure stem written outside its table is a
+    second place to change when the table changes: every reader takes the words from the table."""
     spelled: dict[str, dict[str, set[str]]] = {}
     for name, kind in extension_kinds().items():
         for path in package_modules():
