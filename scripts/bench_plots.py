@@ -51,6 +51,7 @@ def _worker(n_models: int, n_votes: int, rounds: int, repeats: int) -> None:
 
     from leaderboard.bt.compute import compute_leaderboard
     from leaderboard.bt.matrices import pairwise_matrices
+    from leaderboard.bt.request import FitRequest
     from leaderboard.snapshot.plots import (
         plot_average_win_rates,
         plot_battle_counts,
@@ -63,7 +64,7 @@ def _worker(n_models: int, n_votes: int, rounds: int, repeats: int) -> None:
     battles = synthetic_battles(n_votes, n_models, random_state=1)
     battles = replace(battles, models=_names(n_models))
     counts = battles.counts()
-    board = compute_leaderboard(counts, n_rounds=rounds, random_state=0)
+    board = compute_leaderboard(counts, FitRequest(n_rounds=rounds, random_state=0))
     names = [board.models[i] for i in board.order()]
     m = pairwise_matrices(counts, board).reorder(names)
     makers: dict[str, Callable[[], Figure]] = {

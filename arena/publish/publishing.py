@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from arena.publish.drawing import PlotDrawing
 from leaderboard.battles import Battles, split_components
 from leaderboard.bt.clusters import Clusters, choose_clusters, clustering_record, parse_cluster
-from leaderboard.bt.compute import SOURCE_METHODS, fit_leaderboard
+from leaderboard.bt.compute import compute_leaderboard, fit_leaderboard
 from leaderboard.bt.fit import BTFit
+from leaderboard.bt.request import FitRequest, method_spec
 from leaderboard.composite.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
 from leaderboard.data import PairCounts
 from leaderboard.result import Leaderboard
@@ -53,7 +54,6 @@ if TYPE_CHECKING:  # the database stack is imported where it is used: a recomput
     from votes.reads.queries import VoteFilter
 
 __all__ = [
-    "FitOptions",
     "FittedBoard",
     "Progress",
     "board_judge_positions",
@@ -61,18 +61,19 @@ __all__ = [
     "StoredVotes",
     "fit_by_source",
     "fit_board",
-    "fit_counts",
     "filters_metadata",
     "fit_style_board",
     "load_board_votes",
     "load_from_database",
     "load_model_info",
     "load_votes_with_texts",
+    "options_metadata",
     "publish_slices",
     "publish_snapshot",
     "recompute_snapshot",
     "stored_components",
     "reconcile_snapshot_dir",
+    "time_bucket",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,68 +95,36 @@ DEFAULT_MIN_SLICE_VOTES = 50
 TIME_BUCKET_SECONDS = 86_400.0
 
 
-@dataclass(frozen=True)
-class FitOptions:
-    """How a leaderboard is fitted; every field ends up in the snapshot's metadata."""
+def time_bucket(request: FitRequest) -> float | None:
+    """How finely ``request``'s votes are aggregated by time: by day (:data:`TIME_BUCKET_SECONDS`) for
+    time weights, not at all otherwise."""
+    return TIME_BUCKET_SECONDS if request.model.half_life else None
 
-    method: str = "bt"
-    n_rounds: int = 1000
-    level: float = 0.95
-    interval: str = "bootstrap"
-    anchor: tuple[str, float] | None = None
-    random_state: int = 0
-    # Model options of every method (half_life, prior, both_bad, ...), passed through as given.
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    # Style groups (``length``, ``markdown``, ...) for a second, style-controlled board; empty for none.
-    style: tuple[str, ...] = ()
-    # Clustered intervals: ``annotator``, ``prompt`` or ``annotator,prompt``; empty for votes as independent.
-    cluster: str = ""
-    # The composite's model families (model name -> family) for judges' self-preference; empty for none.
-    families: Mapping[str, str] = field(default_factory=dict)
-    # ``ppi``: the source-aware board's ratings rectified by PPI++ (human-only target); empty for none.
-    rectify: str = ""
 
-    def __post_init__(self) -> None:
-        if self.style:
-            expand_style(self.style)  # an unknown name fails here, before any votes are read
-        # No rounds means no bootstrap: say so, rather than ask for intervals from zero rounds.
-        if self.n_rounds == 0 and self.interval == "bootstrap":
-            object.__setattr__(self, "interval", "none")
-        if self.rectify not in ("", "ppi"):
-            raise ValueError(f"unknown rectification {self.rectify!r}; available: ppi")
-        if self.rectify and self.method not in SOURCE_METHODS:
-            raise ValueError("--rectify needs the votes with who cast them: use --method composite")
-
-    @property
-    def time_bucket(self) -> float | None:
-        """Aggregation by time is needed only for time weights."""
-        return TIME_BUCKET_SECONDS if self.extra.get("half_life") else None
-
-    def describe(self) -> dict[str, Any]:
-        described = asdict(self)
-        described["anchor"] = (
-            None if self.anchor is None else {"model": self.anchor[0], "rating": self.anchor[1]}
-        )
-        described["extra"] = dict(self.extra)
-        # The default board's metadata stays as it was before style control existed.
-        if self.style:
-            described["style"] = list(self.style)
-        else:
-            del described["style"]
-        if not self.cluster:
-            del described["cluster"]
-        if self.families:
-            described["families"] = dict(sorted(self.families.items()))
-        else:
-            del described["families"]
-        if not self.rectify:
-            del described["rectify"]
-        return described
-
-    @property
-    def by_source(self) -> bool:
-        """The method fits the votes one by one with who cast them (the composite), not the counts."""
-        return self.method in SOURCE_METHODS
+def options_metadata(request: FitRequest, clusters: Clusters | None) -> dict[str, Any]:
+    """The ``options`` of a snapshot's metadata: how its board was fitted, with the clusters used (their
+    label under ``cluster``; none, no entry). What a default board's metadata has always said is kept as
+    it was, so its snapshot id does not change: the model options under ``extra``, and style, clusters,
+    families and rectification only when there are any."""
+    anchor = request.anchor
+    described: dict[str, Any] = {
+        "method": request.method,
+        "n_rounds": request.n_rounds,
+        "level": request.level,
+        "interval": request.interval,
+        "anchor": None if anchor is None else {"model": anchor[0], "rating": anchor[1]},
+        "random_state": request.random_state,
+        "extra": request.model.describe(),
+    }
+    if request.style:
+        described["style"] = list(request.style)
+    if clusters is not None:
+        described["cluster"] = clusters.label
+    if request.families:
+        described["families"] = dict(sorted(request.families.items()))
+    if request.rectify:
+        described["rectify"] = request.rectify
+    return described
 
 
 @dataclass(frozen=True)
@@ -170,45 +139,21 @@ class SliceSpec:
         return slice_label(category=self.category, language=self.language)
 
 
-def fit_counts(
-    counts: PairCounts,
-    options: FitOptions,
-    *,
-    progress: Progress | None = None,
-    clusters: Clusters | None = None,
-) -> Leaderboard:
-    """Fit a leaderboard with ``options`` (the math lives in :mod:`leaderboard`)."""
-    return fit_board(counts, options, progress=progress, clusters=clusters)[0]
-
-
 def fit_board(
     counts: PairCounts,
-    options: FitOptions,
+    request: FitRequest,
     *,
     progress: Progress | None = None,
     clusters: Clusters | None = None,
     n_jobs: int | None = None,
 ) -> tuple[Leaderboard, BTFit]:
-    """:func:`fit_counts` and its point fit, for the certificates of the same board; ``n_jobs`` bootstrap
-    threads (default: up to two), which change how fast, never what."""
-    extra = dict(options.extra)
-    if n_jobs is not None:
-        extra["n_jobs"] = n_jobs
-    return fit_leaderboard(
-        counts,
-        clusters=clusters,
-        method=options.method,
-        n_rounds=options.n_rounds,
-        level=options.level,
-        interval=options.interval,
-        anchor=options.anchor,
-        random_state=options.random_state,
-        progress=progress,
-        **extra,
-    )
+    """The board of ``counts`` as ``request`` asks (the math lives in :mod:`leaderboard`) and its point fit,
+    for the certificates of the same board; ``n_jobs`` bootstrap threads (default: up to two), which
+    change how fast, never what."""
+    return fit_leaderboard(counts, request, progress=progress, clusters=clusters, n_jobs=n_jobs)
 
 
-def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboard, dict[str, Any]]:
+def fit_by_source(read: AgreementInput, request: FitRequest) -> tuple[Leaderboard, dict[str, Any]]:
     """The composite board of votes with their annotators, and its ``composite`` metadata."""
     from leaderboard.composite.board import composite_board
     from votes.reads.annotated import composite_input
@@ -216,29 +161,27 @@ def fit_by_source(read: AgreementInput, options: FitOptions) -> tuple[Leaderboar
     if len(read.battles) == 0:
         raise ValueError("no votes with an annotator and a prompt to fit the composite on")
     fitted = composite_board(
-        composite_input(read, options.families),
+        composite_input(read, request.families),
         read.battles,
-        interval=options.interval,
-        n_rounds=options.n_rounds,
-        level=options.level,
-        random_state=options.random_state,
-        rectify=options.rectify,
+        interval=request.interval,
+        n_rounds=request.n_rounds,
+        level=request.level,
+        random_state=request.random_state,
+        rectify=request.rectify,
     )
     return fitted.board, fitted.metadata
 
 
-def board_fragility(counts: PairCounts, options: FitOptions, fit: BTFit | None = None) -> dict[str, Any]:
+def board_fragility(counts: PairCounts, request: FitRequest, fit: BTFit | None = None) -> dict[str, Any]:
     """The fragility certificate of the default board (:mod:`leaderboard.design.fragility`), for the metadata.
 
     ``fit`` is the board's own point fit (:func:`fit_board`), used when it is the one the certificate
-    would make (no anchor, the default scale): then the votes are not fitted a second time."""
-    from leaderboard.bt.compute import method_spec
+    would make (no anchor): then the votes are not fitted a second time."""
     from leaderboard.design.fragility import fragility
 
-    same_fit = options.anchor is None and not {"scale", "base", "initial"} & set(options.extra)
     try:
-        spec = method_spec(options.method, dict(options.extra))
-        return fragility(counts, fit=fit if same_fit else None, spec=spec).describe()
+        spec = method_spec(request.method, request.model)
+        return fragility(counts, fit=fit if request.anchor is None else None, spec=spec).describe()
     except (ValueError, RuntimeError) as exc:
         return {"error": str(exc)}
 
@@ -258,21 +201,11 @@ def board_judge_positions(judges: Battles) -> dict[str, Any]:
 
 
 def fit_style_board(
-    battles: Battles, default: Leaderboard, options: FitOptions, *, progress: Progress | None = None
+    battles: Battles, default: Leaderboard, request: FitRequest, *, progress: Progress | None = None
 ) -> StyleBoard:
-    """The style-controlled board of the same votes, with the same options and seed as ``default``."""
+    """The style-controlled board of the same votes, with the same request (and so seed) as ``default``."""
     return compute_style_board(
-        battles,
-        features=expand_style(options.style),
-        default=default,
-        method=options.method,
-        n_rounds=options.n_rounds,
-        level=options.level,
-        interval=options.interval,
-        anchor=options.anchor,
-        random_state=options.random_state,
-        progress=progress,
-        options=options.extra,
+        battles, features=expand_style(request.style), default=default, request=request, progress=progress
     )
 
 
@@ -291,7 +224,7 @@ def recompute_snapshot(
     counts: PairCounts,
     out_dir: Path | str,
     *,
-    options: FitOptions,
+    request: FitRequest,
     votes_digest: str | None,
     spec: SliceSpec = SliceSpec(),  # noqa: B008 - frozen, so a shared default is safe
     filters: Mapping[str, Any] | None = None,
@@ -312,12 +245,12 @@ def recompute_snapshot(
     flagged_annotators: Mapping[str, Any] | None = None,
     fitted: FittedBoard | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
-    """Fit ``counts`` and write the snapshot folder; the data files depend on counts and options only.
+    """Fit ``counts`` and write the snapshot folder; the data files depend on counts and request only.
 
-    ``fitted`` is the board of these very ``counts`` fitted already with ``options`` (and its figures
+    ``fitted`` is the board of these very ``counts`` fitted already with ``request`` (and its figures
     being drawn into ``out_dir`` when ``plots``): it is used instead of fitting again.
 
-    With ``options.style`` the same votes, one row per vote with their style covariates (``battles``),
+    With ``request.style`` the same votes, one row per vote with their style covariates (``battles``),
     give a second, style-controlled board: its files sit beside the default board's, its covariates'
     coefficients and intervals in ``metadata.json`` under ``style_control``.
 
@@ -350,9 +283,11 @@ def recompute_snapshot(
     judges, whatever the filter's annotators), instead of ``counts``; its sources, learned per-source
     terms, effective number of human votes and each judge's worth go under ``composite``.
     """
+    if request.style:
+        expand_style(request.style)  # the style board's names: an unknown one fails before any fit
     if counts.n_cells == 0:
         raise ValueError(f"no votes to fit for the {spec.label} board")
-    if options.style and (battles is None or battles.features is None):
+    if request.style and (battles is None or battles.features is None):
         raise ValueError("style control needs the votes with their answer texts")
     added: dict[str, Any] = {}
     point_fit: BTFit | None = None
@@ -363,31 +298,31 @@ def recompute_snapshot(
         drawing = early = fitted.drawing if fitted is not None else None
         if plots and drawing is None:
             preview = None
-            if fitted is None and options.interval == "bootstrap" and not options.by_source:
-                preview = partial(fit_counts, counts, replace(options, interval="none", n_rounds=0))
+            if fitted is None and request.interval == "bootstrap" and not request.by_source:
+                preview = partial(compute_leaderboard, counts, replace(request, interval="none", n_rounds=0))
             drawing = PlotDrawing(out_dir, None, counts, preview=preview)
         if drawing is not None:
             stack.callback(drawing.cancel)  # joined already unless the snapshot failed: then it stops
         if fitted is not None:
-            if fitted.counts is not counts or options.by_source:
+            if fitted.counts is not counts or request.by_source:
                 raise ValueError("a board fitted beforehand must be fitted on the counts given, by counts")
             board, point_fit = fitted.board, fitted.point_fit
-        elif options.by_source:
+        elif request.by_source:
             if by_source is None:
-                raise ValueError(f"method {options.method!r} needs the votes with who cast them")
-            if options.style:
-                raise ValueError(f"method {options.method!r} has no style-controlled board")
-            board, added["composite"] = fit_by_source(by_source, options)
+                raise ValueError(f"method {request.method!r} needs the votes with who cast them")
+            if request.style:
+                raise ValueError(f"method {request.method!r} has no style-controlled board")
+            board, added["composite"] = fit_by_source(by_source, request)
         else:
             # one bootstrap thread while the child draws: a second would only take turns with it on its core
             threads = 1 if drawing is not None and drawing.forked else None
             board, point_fit = fit_board(
-                counts, options, progress=progress, clusters=clusters, n_jobs=threads
+                counts, request, progress=progress, clusters=clusters, n_jobs=threads
             )
         if drawing is not None and drawing is not early:
             drawing.draw(board)
-        if not options.by_source:
-            added["fragility"] = board_fragility(counts, options, point_fit)
+        if not request.by_source:
+            added["fragility"] = board_fragility(counts, request, point_fit)
         if clustering is not None:
             added["clustering"] = dict(clustering)
         if flagged_annotators is not None:
@@ -404,8 +339,8 @@ def recompute_snapshot(
                 for day, shares in pairing_weights.items()
             }
         files: dict[str, bytes] = {}
-        if options.style and battles is not None:
-            styled = fit_style_board(battles, board, options)
+        if request.style and battles is not None:
+            styled = fit_style_board(battles, board, request)
             added["style_control"] = styled.describe()
             files = style_board_files(styled)
         if agreement is not None:
@@ -419,7 +354,7 @@ def recompute_snapshot(
             "n_votes": int(counts.n_votes) if float(counts.n_votes).is_integer() else counts.n_votes,
             "method": board.method,
             "interval": board.interval,
-            "seed": options.random_state,
+            "seed": request.random_state,
             "votes_sha256": votes_digest or counts_sha256(counts),
             "package": PACKAGE,
             "package_version": package_version(),
@@ -437,7 +372,7 @@ def recompute_snapshot(
             plots=drawing if drawing is not None else False,
             extra_metadata={
                 "filters": dict(filters or {}),
-                "options": options.describe(),
+                "options": options_metadata(request, clusters),
                 "source": source,
                 # what votes_sha256 is the sha256 of: from the database the vote ledger (votes.reads.ledger),
                 # from a file the file itself (snapshots made before the ledger carry no such field)
@@ -627,14 +562,13 @@ def _counted_votes(counts: PairCounts) -> PairCounts:
 def load_board_votes(
     engine: Engine,
     vote_filter: VoteFilter,
-    options: FitOptions,
-    cluster: str,
+    request: FitRequest,
     *,
     fit_first: Callable[[PairCounts], None] | None = None,
     counted_before: PairCounts | None = None,
     early: EarlyRead | None = None,
 ) -> StoredVotes:
-    """What a published board reads from the store, for ``options``: the counts (time-bucketed when a
+    """What a published board reads from the store, for ``request``: the counts (time-bucketed when a
     half-life asks), the votes with their texts for style control, the agreement report, the clusters,
     the votes by source for a source-aware method, the judges' votes and the flagged annotators left
     out or down-weighted. One place, so ``publish`` and
@@ -642,11 +576,11 @@ def load_board_votes(
     return load_votes_with_texts(
         engine,
         vote_filter,
-        bucket_seconds=options.time_bucket,
-        style=bool(options.style),
+        bucket_seconds=time_bucket(request),
+        style=bool(request.style),
         agreement=True,
-        cluster=cluster,
-        by_source=options.by_source,
+        cluster=request.cluster,
+        by_source=request.by_source,
         judges=True,
         flagged=True,
         fit_first=fit_first,
@@ -760,7 +694,7 @@ def publish_snapshot(
     engine: Engine,
     *,
     snapshot_dir: Path | str,
-    options: FitOptions = FitOptions(),  # noqa: B008 - frozen, so a shared default is safe
+    request: FitRequest = FitRequest(),  # noqa: B008 - frozen, so a shared default is safe
     category: str | None = None,
     language: str | None = None,
     since: datetime | None = None,
@@ -771,7 +705,6 @@ def publish_snapshot(
     plots: bool = True,
     vote_filter: VoteFilter | None = None,
     component: int | None = None,
-    cluster: str = "auto",
     flagged_weight: float | None = None,
     counted: PairCounts | None = None,
     early: EarlyRead | None = None,
@@ -782,9 +715,9 @@ def publish_snapshot(
     ``flagged_weight`` (flagged annotators down-weighted instead of left out: the ``flagged_votes``
     setting);
     ``component`` numbers a part of the comparison graph (its models are the filter's ``models``) in
-    the metadata. ``cluster`` (a ``--cluster`` value; by default ``auto``, annotator clusters when the
-    votes name enough annotators) clusters the votes for the intervals; the clustering used is recorded
-    in the options of the metadata, and why under ``clustering``. When LLM judges voted in the board,
+    the metadata. The request's ``cluster`` (by default ``auto``, annotator clusters when the votes name
+    enough annotators) clusters the votes for the intervals; the clustering used is recorded in the
+    options of the metadata, and why under ``clustering``. When LLM judges voted in the board,
     each one's position term is in the metadata under ``judge_position``.
 
     When nothing but the counts decides the board (see ``fit_first`` in :func:`load_votes_with_texts`),
@@ -805,6 +738,8 @@ def publish_snapshot(
     from votes.reads.snapshots import ensure_snapshot_guards, insert_snapshot
     from votes.review.gold_review import retire_golds
 
+    if request.style:
+        expand_style(request.style)  # the style board's names: an unknown one fails before any vote is read
     if vote_filter is None:
         vote_filter = VoteFilter(
             category=category,
@@ -815,7 +750,7 @@ def publish_snapshot(
             flagged_weight=flagged_weight,
         )
     spec = SliceSpec(category=vote_filter.category, language=vote_filter.language)
-    filters = filters_metadata(source_aware_filter(vote_filter) if options.by_source else vote_filter)
+    filters = filters_metadata(source_aware_filter(vote_filter) if request.by_source else vote_filter)
     if component is not None:
         filters["component"] = component
     # each publish also runs the gold review's retirement (golds count in no board; the flagged report
@@ -833,7 +768,7 @@ def publish_snapshot(
 
             def fit_first(counts: PairCounts) -> None:
                 """Fitted before the votes are read one by one, so the figures are drawn meanwhile."""
-                board, point_fit = fit_board(counts, options, progress=progress)
+                board, point_fit = fit_board(counts, request, progress=progress)
                 drawing = PlotDrawing(staging, board, counts) if plots else None
                 if drawing is not None:
                     stack.callback(drawing.cancel)  # joined already unless the publish failed
@@ -842,8 +777,7 @@ def publish_snapshot(
             stored = load_board_votes(
                 engine,
                 vote_filter,
-                options,
-                cluster,
+                request,
                 fit_first=fit_first,
                 counted_before=counted,
                 early=early,
@@ -857,7 +791,7 @@ def publish_snapshot(
                 engine,
                 stored,
                 staging,
-                options=options,
+                request=request,
                 vote_filter=vote_filter,
                 spec=spec,
                 filters=filters,
@@ -889,7 +823,7 @@ def _write_published(
     stored: StoredVotes,
     staging: Path,
     *,
-    options: FitOptions,
+    request: FitRequest,
     vote_filter: VoteFilter,
     spec: SliceSpec,
     filters: dict[str, Any],
@@ -904,10 +838,8 @@ def _write_published(
     from votes.voting.live_battles import availability_ledger
     from votes.voting.pairing_weights import pairing_weight_history
 
-    if stored.clusters is not None:
-        options = replace(options, cluster=stored.clusters.label)
     # the board's votes were read with their times already: counted from them, not read again
-    if stored.who is not None and not options.by_source:
+    if stored.who is not None and not request.by_source:
         weekly_shares = battle_shares_of(stored.who)
     else:
         weekly_shares = weekly_battle_shares(engine, vote_filter)
@@ -915,7 +847,7 @@ def _write_published(
     _, manifest = recompute_snapshot(
         stored.counts,
         staging,
-        options=options,
+        request=request,
         clusters=stored.clusters,
         votes_digest=stored.digest,
         spec=spec,
@@ -943,17 +875,16 @@ def publish_slices(
     engine: Engine,
     *,
     snapshot_dir: Path | str,
-    options: FitOptions = FitOptions(),  # noqa: B008 - frozen, so a shared default is safe
+    request: FitRequest = FitRequest(),  # noqa: B008 - frozen, so a shared default is safe
     slices: Sequence[SliceSpec] | None = None,
     min_votes: int = DEFAULT_MIN_SLICE_VOTES,
     exclude_flagged: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
     plots: bool = True,
-    cluster: str = "auto",
     flagged_weight: float | None = None,
 ) -> list[Snapshot]:
     """Publish the overall board and one board per category and per language (those with enough votes),
-    each clustered as ``cluster`` asks (see :func:`publish_snapshot`)."""
+    each fitted as ``request`` asks (see :func:`publish_snapshot`)."""
     from sqlmodel import Session
 
     from votes.reads.snapshots import vote_slices
@@ -973,13 +904,12 @@ def publish_slices(
             publish_snapshot(
                 engine,
                 snapshot_dir=snapshot_dir,
-                options=options,
+                request=request,
                 category=spec.category,
                 language=spec.language,
                 exclude_flagged=exclude_flagged,
                 progress=report,
                 plots=plots,
-                cluster=cluster,
                 flagged_weight=flagged_weight,
             )
         )

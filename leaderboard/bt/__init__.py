@@ -1,6 +1,7 @@
 """The Bradley-Terry family: one engine behind every batch method.
 
-What a fit is asked for (spec), the cells and their optimisers (cells, newton, probit, fit), intervals, the
-bootstrap, cluster structure, pairwise matrices and the METHODS table (compute). Imports only the core types
-of the package.
+What a board is asked for (request: the METHODS table, model options, the one FitRequest) and what a fit
+is asked for (spec), the cells and their optimisers (cells, newton, probit, fit), intervals, the bootstrap,
+cluster structure, pairwise matrices and the board it all fills (compute). Imports only the core types of
+the package.
 """

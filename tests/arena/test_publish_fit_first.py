@@ -18,8 +18,9 @@ import arena.publish.early_read
 import arena.publish.publishing
 import votes.reads.queries
 from arena.cli.main import build_app
-from arena.publish.publishing import FitOptions, publish_snapshot, stored_components
+from arena.publish.publishing import publish_snapshot, stored_components
 from leaderboard import simulate_battles
+from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.folder import DATA_FILES, PLOT_FILES, read_snapshot
 from votes.db import make_engine
 from votes.imports.files import import_file
@@ -134,16 +135,15 @@ def test_votes_naming_annotators_are_read_before_the_fit(
             assert votes_name_annotators(conn)
         calls = _calls(monkeypatch)
         publish_snapshot(
-            engine, snapshot_dir=tmp_path / "auto", options=FitOptions(n_rounds=ROUNDS), plots=False
+            engine, snapshot_dir=tmp_path / "auto", request=FitRequest(n_rounds=ROUNDS), plots=False
         )
         assert calls == ["scan", "fit"]
         calls.clear()
         publish_snapshot(
             engine,
             snapshot_dir=tmp_path / "none",
-            options=FitOptions(n_rounds=ROUNDS),
+            request=FitRequest(n_rounds=ROUNDS, cluster="none"),
             plots=False,
-            cluster="none",
         )
         assert calls == ["fit", "scan"]
     finally:
@@ -154,13 +154,13 @@ def test_counts_that_no_longer_hold_are_refitted(anonymous: tuple[Engine, Path],
     """Counts read before (the components check) that the votes read do not give (votes came in since:
     here, the counts of fewer models) are fitted early and then dropped, figures and all."""
     engine, _ = anonymous
-    options = FitOptions(n_rounds=ROUNDS, random_state=SEED)
+    request = FitRequest(n_rounds=ROUNDS, random_state=SEED)
     _, counts = stored_components(engine, VoteFilter(exclude_flagged=True))
     _, fewer = stored_components(engine, VoteFilter(exclude_flagged=True, models=counts.models[:4]))
     assert not fewer.same_as(counts)
-    plain = publish_snapshot(engine, snapshot_dir=tmp_path / "plain", options=options)
-    reused = publish_snapshot(engine, snapshot_dir=tmp_path / "reused", options=options, counted=counts)
-    stale = publish_snapshot(engine, snapshot_dir=tmp_path / "stale", options=options, counted=fewer)
+    plain = publish_snapshot(engine, snapshot_dir=tmp_path / "plain", request=request)
+    reused = publish_snapshot(engine, snapshot_dir=tmp_path / "reused", request=request, counted=counts)
+    stale = publish_snapshot(engine, snapshot_dir=tmp_path / "stale", request=request, counted=fewer)
     for row in (reused, stale):
         assert _files(Path(row.path)) == _files(Path(plain.path))
         assert row.n_votes == N_VOTES

@@ -13,7 +13,8 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 from arena.cli.main import build_app
-from arena.publish.publishing import FitOptions, publish_snapshot
+from arena.publish.publishing import publish_snapshot
+from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, read_snapshot
 from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE
 from votes.db import make_engine
@@ -42,13 +43,13 @@ def test_published_snapshot_carries_both_boards(demo_engine: Engine, tmp_path: P
     plain = publish_snapshot(
         demo_engine,
         snapshot_dir=tmp_path / "plain",
-        options=FitOptions(n_rounds=ROUNDS, random_state=SEED),
+        request=FitRequest(n_rounds=ROUNDS, random_state=SEED),
         plots=False,
     )
     styled = publish_snapshot(
         demo_engine,
         snapshot_dir=tmp_path / "styled",
-        options=FitOptions(n_rounds=ROUNDS, random_state=SEED, style=("length", "markdown")),
+        request=FitRequest(n_rounds=ROUNDS, random_state=SEED, style=("length", "markdown")),
         plots=False,
     )
     for name in DATA_FILES:  # style control is an addition: the default board is byte for byte the same
@@ -130,7 +131,7 @@ def test_the_board_page_switches_to_the_style_controlled_board(demo_engine: Engi
     row = publish_snapshot(
         demo_engine,
         snapshot_dir=folder,
-        options=FitOptions(n_rounds=ROUNDS, random_state=SEED, style=("length",)),
+        request=FitRequest(n_rounds=ROUNDS, random_state=SEED, style=("length",)),
         plots=False,
     )
     url = str(demo_engine.url)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from leaderboard import Battles, PairCounts, fit_bt
-from leaderboard.bt.compute import method_spec
+from leaderboard.bt.request import method_spec
 from leaderboard.bt.spec import UnboundedRatingWarning
 from leaderboard.design.fragility import Fragility, fragility, remove_votes
 from votes.files.columns import read_battles
@@ -99,13 +99,13 @@ def board(shared_data: Path, name: str) -> Battles:
 
 def certify(shared_data: Path, name: str, method: str) -> tuple[PairCounts, Fragility]:
     counts = board(shared_data, name).counts()
-    return counts, fragility(counts, spec=method_spec(method, {}))
+    return counts, fragility(counts, spec=method_spec(method))
 
 
 def swapped_after(counts: PairCounts, method: str, removed: np.ndarray, upper: str, lower: str) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnboundedRatingWarning)
-        fit = fit_bt(remove_votes(counts, removed), spec=method_spec(method, {}))
+        fit = fit_bt(remove_votes(counts, removed), spec=method_spec(method))
     return bool(fit.rating[fit.models.index(lower)] > fit.rating[fit.models.index(upper)])
 
 

@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -50,66 +50,28 @@ from arena.cli.commands.board_output import (
     progress_bar,
     summary_table,
 )
+from arena.cli.commands.fit_options import (
+    AnchorOpt,
+    BootstrapOpt,
+    BothBadOpt,
+    ClusterOpt,
+    FamilyOpt,
+    HalfLifeOpt,
+    IntervalOpt,
+    LevelOpt,
+    MethodOpt,
+    PriorOpt,
+    RectifyOpt,
+    SeedOpt,
+    StyleOpt,
+    fit_request,
+)
 from arena.cli.options import DatabaseUrlOption, open_store, settings_for
 from votes.collector import gc_paused
 
-if TYPE_CHECKING:
-    from arena.publish.publishing import FitOptions
-
 __all__ = ["register"]
 
-
-# Shared option types, so recompute and publish spell their options the same way.
-MethodOpt = Annotated[str, typer.Option("--method", help="bt, bt-position, davidson, davidson-position, ...")]
-BootstrapOpt = Annotated[int, typer.Option("--bootstrap", min=0, help="Bootstrap rounds (0: no intervals).")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed: same votes + same seed = same files.")]
-AnchorOpt = Annotated[
-    str | None, typer.Option("--anchor", metavar="MODEL=RATING", help="Pin one model's rating.")
-]
-LevelOpt = Annotated[float, typer.Option("--level", min=0.5, max=0.999, help="Interval level.")]
-IntervalOpt = Annotated[str, typer.Option("--interval", help="bootstrap, sandwich or none.")]
-HalfLifeOpt = Annotated[
-    float | None, typer.Option("--half-life", help="Time weights: half-life in days (votes need times).")
-]
-PriorOpt = Annotated[
-    float | None, typer.Option("--prior", help="Gaussian prior on ratings: standard deviation in Elo points.")
-]
-BothBadOpt = Annotated[str, typer.Option("--both-bad", help="'tie (bothbad)' votes: tie or exclude.")]
-StyleOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--style",
-        metavar="FEATURES",
-        help="Also a style-controlled board, e.g. 'length,markdown' or 'length,markdown,citations' "
-        "(features from the stored answers; length in tokens).",
-    ),
-]
-ClusterOpt = Annotated[
-    str,
-    typer.Option(
-        "--cluster",
-        help="Votes are dependent within: annotator, prompt, annotator,prompt, none, or auto"
-        " (annotator when the battles name at least 20 judges or annotators).",
-    ),
-]
 CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompts of this category.")]
-FamilyOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--family",
-        metavar="MODEL=FAMILY|FILE.toml",
-        help="Model families for the composite's judge self-preference: MODEL=FAMILY (repeatable) or a TOML "
-        'file of model = "family" lines (optionally under [families]). A judge takes its model\'s family.',
-    ),
-]
-RectifyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--rectify",
-        help="ppi: with --method composite, human-scale ratings by PPI++ (judges' verdicts rectified by the "
-        "human votes on the battles they share; --interval: its sandwich, or a bootstrap over battles).",
-    ),
-]
 FlaggedOpt = Annotated[
     bool,
     typer.Option(
@@ -119,136 +81,10 @@ FlaggedOpt = Annotated[
 ]
 
 
-def parse_anchor(value: str | None) -> tuple[str, float] | None:
-    """``MODEL=RATING`` -> (model, rating); the model name may itself contain ``=``."""
-    if value is None:
-        return None
-    model, sep, rating = value.rpartition("=")
-    try:
-        return (model, float(rating)) if sep and model else _bad_anchor(value)
-    except ValueError:
-        return _bad_anchor(value)
-
-
-def _bad_anchor(value: str) -> tuple[str, float]:
-    raise typer.BadParameter(f"expected MODEL=RATING, got {value!r}", param_hint="--anchor")
-
-
-#: Largest family file read, and the longest model or family name taken.
-FAMILY_FILE_BYTES = 1 << 20
-FAMILY_NAME_CHARS = 200
-
-
-def _family_pair(model: str, family: str, where: str) -> tuple[str, str]:
-    model, family = model.strip(), family.strip()
-    if not model or not family or len(model) > FAMILY_NAME_CHARS or len(family) > FAMILY_NAME_CHARS:
-        raise typer.BadParameter(
-            f"{where}: expected a model and a family of 1 to {FAMILY_NAME_CHARS} characters",
-            param_hint="--family",
-        )
-    if any(not c.isprintable() for c in model + family):
-        raise typer.BadParameter(f"{where}: names must be printable", param_hint="--family")
-    return model, family
-
-
-def parse_families(values: list[str] | None) -> dict[str, str]:
-    """``--family`` values -> {model: family}; each is ``MODEL=FAMILY`` or a ``.toml`` file of
-    ``model = "family"`` (top level or under ``[families]``). A model given two families is an error."""
-    import tomllib
-
-    found: dict[str, str] = {}
-
-    def put(model: str, family: str, where: str) -> None:
-        model, family = _family_pair(model, family, where)
-        if found.setdefault(model, family) != family:
-            raise typer.BadParameter(f"{where}: {model!r} has two families", param_hint="--family")
-
-    for value in values or []:
-        if value.lower().endswith(".toml"):
-            path = Path(value)
-            try:
-                with path.open("rb") as fh:
-                    raw = fh.read(FAMILY_FILE_BYTES + 1)
-            except OSError as exc:
-                raise typer.BadParameter(f"{path}: {exc.strerror}", param_hint="--family") from None
-            if len(raw) > FAMILY_FILE_BYTES:
-                raise typer.BadParameter(
-                    f"{path}: larger than {FAMILY_FILE_BYTES} bytes", param_hint="--family"
-                )
-            try:
-                table = tomllib.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-                raise typer.BadParameter(f"{path}: {exc}", param_hint="--family") from None
-            table = table.get("families", table) if isinstance(table.get("families"), dict) else table
-            for model, family in table.items():
-                if not isinstance(family, str):
-                    raise typer.BadParameter(
-                        f"{path}: {model!r} must map to a family name", param_hint="--family"
-                    )
-                put(model, family, str(path))
-        else:
-            model, sep, family = value.rpartition("=")
-            if not sep:
-                raise typer.BadParameter(
-                    f"expected MODEL=FAMILY or a .toml file, got {value!r}", param_hint="--family"
-                )
-            put(model, family, repr(value))
-    return found
-
-
 def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _options(
-    method: str,
-    bootstrap: int,
-    seed: int,
-    anchor: str | None,
-    level: float,
-    interval: str,
-    *,
-    half_life: float | None = None,
-    prior: float | None = None,
-    both_bad: str = "tie",
-    style: str | None = None,
-    families: list[str] | None = None,
-    rectify: str | None = None,
-) -> FitOptions:
-    """Fit options; the model options are passed only when set, so plain BT stays plain."""
-    from arena.publish.publishing import FitOptions
-
-    if both_bad not in ("tie", "exclude"):
-        raise typer.BadParameter("expected tie or exclude", param_hint="--both-bad")
-    extra: dict[str, Any] = {}
-    if half_life is not None:
-        extra["half_life"] = half_life * 86_400.0
-    if prior is not None:
-        extra["prior"] = prior
-    if both_bad != "tie":
-        extra["both_bad"] = both_bad
-    groups = tuple(g.strip() for g in (style or "").split(",") if g.strip())
-    family_map = parse_families(families)
-    if family_map and method != "composite":
-        raise typer.BadParameter("families are for --method composite", param_hint="--family")
-    try:
-        return FitOptions(
-            extra=extra,
-            method=method,
-            n_rounds=bootstrap,
-            level=level,
-            interval=interval,
-            anchor=parse_anchor(anchor),
-            random_state=seed,
-            style=groups,
-            families=family_map,
-            rectify=rectify or "",
-        )
-    except ValueError as exc:
-        hint = "--rectify" if rectify and "rectif" in str(exc) else "--style"
-        raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _counts_part(
@@ -313,17 +149,6 @@ def _clusters_of(battles: Any, counts: Any, cluster: str) -> Any:
         return choose_clusters(battles, counts, cluster)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--cluster") from None
-
-
-def _check_cluster(cluster: str) -> None:
-    """Refuse an unknown ``--cluster`` value before any vote is read."""
-    from leaderboard.bt.clusters import parse_cluster
-
-    if cluster.strip().lower() != "auto":
-        try:
-            parse_cluster(cluster)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--cluster") from None
 
 
 def recompute(
@@ -397,12 +222,12 @@ def recompute(
     every part of a comparison graph in parts gets its own folder, component-1, component-2, ...
     """
     from arena.publish.drawing import command_line_process
-    from arena.publish.publishing import SliceSpec, recompute_snapshot
+    from arena.publish.publishing import SliceSpec, recompute_snapshot, time_bucket
     from leaderboard.bt.clusters import clustering_record
     from votes.files.records import InputError
 
     command_line_process()
-    options = _options(
+    request = fit_request(
         method,
         bootstrap,
         seed,
@@ -415,8 +240,8 @@ def recompute(
         style=style,
         families=family,
         rectify=rectify,
+        cluster=cluster,
     )
-    _check_cluster(cluster)
     battles = None
     agreement = None
     model_info: dict[str, dict[str, Any]] = {}
@@ -429,7 +254,7 @@ def recompute(
         parts: list[tuple[Path, Any, str | None, Any, Any]] = []
         part_clusters: dict[Path, Any] = {}
         part_sources: dict[Path, Any] = {}
-        if options.by_source and (counts_file is not None or largest_component or each_component):
+        if request.by_source and (counts_file is not None or largest_component or each_component):
             raise typer.BadParameter(
                 "--method composite fits every vote with who cast it: no --from-counts or components",
                 param_hint="--method",
@@ -442,7 +267,7 @@ def recompute(
                 counts_file,
                 out_dir,
                 parts,
-                options.time_bucket,
+                time_bucket(request),
                 narrowed=(source, category, language, since, until, models, exclude_models, judge, baseline)
                 != (None,) * 9
                 or battle_source is not None
@@ -453,7 +278,7 @@ def recompute(
                 or skip_invalid
                 or largest_component
                 or each_component
-                or bool(options.style),
+                or bool(request.style),
             )
             origin = str(counts_file)
             filters: dict[str, Any] = {"format": "counts"}
@@ -479,7 +304,7 @@ def recompute(
                 judge=judge,
             )
             narrowed = (language, since, until, models, exclude_models, judge, baseline) != (None,) * 7
-            if options.style and (
+            if request.style and (
                 narrowed or anony_only or skip_invalid or largest_component or each_component
             ):
                 raise typer.BadParameter("--style on a file fits every vote in it; filter the file first")
@@ -494,7 +319,7 @@ def recompute(
             components = pick_components(
                 read.battles, largest=largest_component, each=each_component, source=source
             )
-            if options.style:
+            if request.style:
                 from votes.reads.sources import battles_from_file
 
                 try:
@@ -503,15 +328,15 @@ def recompute(
                     raise typer.BadParameter(str(exc), param_hint="--from") from None
                 except ValueError as exc:  # a battle without answer texts
                     raise typer.BadParameter(str(exc), param_hint="--style") from None
-            if options.by_source:
+            if request.by_source:
                 part_sources[out_dir] = _sources_of_file(source, read.battles.models)
             for k, part in enumerate(components, start=1):
                 folder = out_dir / f"component-{k}" if len(components) > 1 else out_dir
-                part_counts = part.counts(bucket_seconds=options.time_bucket)
+                part_counts = part.counts(bucket_seconds=time_bucket(request))
                 parts.append((folder, part_counts, read.digest, battles, agreement))
-                part_clusters[folder] = _clusters_of(part, part_counts, cluster)
-                if cluster.strip().lower() != "none":
-                    part_clustering[folder] = clustering_record(part, cluster, part_clusters[folder])
+                part_clusters[folder] = _clusters_of(part, part_counts, request.cluster)
+                if request.cluster.strip().lower() != "none":
+                    part_clustering[folder] = clustering_record(part, request.cluster, part_clusters[folder])
                 if len(part.annotator_names) >= 2:  # a file's judge column names its judges
                     part_judges[folder] = part
             origin = str(source)
@@ -551,7 +376,7 @@ def recompute(
                     engine, vote_filter, largest=largest_component, each=each_component
                 )
                 for number, part_filter, _ in chosen:
-                    stored = load_board_votes(engine, part_filter, options, cluster)
+                    stored = load_board_votes(engine, part_filter, request)
                     folder = out_dir / f"component-{number}" if len(chosen) > 1 else out_dir
                     part_sources[folder] = stored.by_source
                     parts.append((folder, stored.counts, stored.digest, stored.battles, stored.agreement))
@@ -561,7 +386,7 @@ def recompute(
                         part_clustering[folder] = stored.clustering
                     part_flagged[folder] = stored.flagged
             except ValueError as exc:  # no stored vote has answer texts, votes without ids to cluster by
-                hint = "--style" if options.style else "--cluster"
+                hint = "--style" if request.style else "--cluster"
                 raise typer.BadParameter(str(exc), param_hint=hint) from None
             finally:
                 engine.dispose()
@@ -569,11 +394,11 @@ def recompute(
             from votes.reads.annotated import source_aware_filter
 
             # a source-aware board counts and hashes every annotator's votes it fits, judges included
-            filters = filters_metadata(source_aware_filter(vote_filter) if options.by_source else vote_filter)
+            filters = filters_metadata(source_aware_filter(vote_filter) if request.by_source else vote_filter)
             if largest_component or each_component:
                 filters |= {"largest_component": largest_component, "each_component": each_component}
         bar.update(reading, total=1, completed=1)
-        fitting = bar.add_task(f"bootstrap ({options.n_rounds} rounds)", total=max(options.n_rounds, 1))
+        fitting = bar.add_task(f"bootstrap ({request.n_rounds} rounds)", total=max(request.n_rounds, 1))
 
         def report(done: int, total: int) -> None:
             bar.update(fitting, completed=done, total=total)
@@ -588,7 +413,7 @@ def recompute(
                 board, manifest = recompute_snapshot(
                     counts,
                     folder,
-                    options=replace(options, cluster=clustered.label if clustered else ""),
+                    request=request,
                     clusters=clustered,
                     votes_digest=votes_digest,
                     spec=SliceSpec(category=category, language=language),
@@ -610,7 +435,7 @@ def recompute(
                 err.print(f"[red]error:[/red] {exc}")
                 raise typer.Exit(2) from None
             results.append((board, manifest, folder))
-        bar.update(fitting, completed=max(options.n_rounds, 1))
+        bar.update(fitting, completed=max(request.n_rounds, 1))
     if as_json:
         boards = [board_json(board, manifest.path, manifest.metadata) for board, manifest, _ in results]
         print(boards[0] if len(boards) == 1 else "[" + ", ".join(boards) + "]")  # noqa: T201 - the output
@@ -696,7 +521,7 @@ def publish(
         from leaderboard.snapshot.folder import read_snapshot
 
         command_line_process()
-        options = _options(
+        request = fit_request(
             method,
             bootstrap,
             seed,
@@ -709,8 +534,8 @@ def publish(
             style=style,
             families=family,
             rectify=rectify,
+            cluster=cluster,
         )
-        _check_cluster(cluster)
         if all_slices and vote_filter != database_filter(
             exclude_flagged=exclude_flagged, flagged_weight=settings.flagged_down_weight
         ):
@@ -733,11 +558,10 @@ def publish(
                     rows = publish_slices(
                         engine,
                         snapshot_dir=folder,
-                        options=options,
+                        request=request,
                         min_votes=min_votes,
                         exclude_flagged=exclude_flagged,
                         progress=report,
-                        cluster=cluster,
                         flagged_weight=settings.flagged_down_weight,
                     )
                 else:
@@ -759,11 +583,10 @@ def publish(
                             publish_snapshot(
                                 engine,
                                 snapshot_dir=folder,
-                                options=options,
+                                request=request,
                                 vote_filter=part_filter,
                                 component=k,
                                 progress=part_progress,
-                                cluster=cluster,
                                 counted=counted,
                                 early=early if part_filter == vote_filter else None,
                             )
