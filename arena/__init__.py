@@ -6,6 +6,6 @@ Entry points: :func:`arena.app.create_app` builds the FastAPI site from :class:`
 and ``arena.cli.main:main`` the console script that runs it and exits without tearing the interpreter down.
 Inside: :mod:`arena.voting.service` issues battles and records votes, :mod:`arena.voting.pairing_service` and
 :mod:`arena.voting.pairing` choose them, :mod:`arena.security` signs sessions and tokens,
-:mod:`arena.web.middleware` wraps every request, :mod:`arena.publish.publishing` turns votes into published
+:mod:`arena.web.middleware` wraps every request, :mod:`arena.publish.snapshots` turns votes into published
 snapshots. It imports :mod:`votes` and :mod:`leaderboard`; neither imports it.
 """

@@ -240,7 +240,6 @@ FOLDERS_EXEMPT = {"votes/migrations/versions"}
 #: not grow, and one that drops under the limit must leave the list.
 OVERSIZED_MODULES = {
     "leaderboard/composite/fit.py": 1096,
-    "arena/publish/publishing.py": 916,
     "votes/reads/queries.py": 839,
     "votes/imports/runs.py": 827,
     "arena/cli/commands/leaderboard.py": 636,
@@ -289,8 +288,8 @@ def test_no_folder_outgrows_a_reader() -> None:
 #: Function-local imports, and how many of them still lack their reason. Both may only go down; the aim
 #: is under 80 in all, each with its reason as a comment on its line (a heavy library kept off the
 #: command line's start-up, a cycle that would otherwise close, ...).
-LOCAL_IMPORTS_MAX = 184
-LOCAL_IMPORTS_UNEXPLAINED_MAX = 169
+LOCAL_IMPORTS_MAX = 172
+LOCAL_IMPORTS_UNEXPLAINED_MAX = 157
 
 
 def local_imports(path: Path) -> list[tuple[int, bool]]:

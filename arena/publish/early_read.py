@@ -10,7 +10,7 @@ budget of bytes, while the main thread imports, checks its options and opens the
 the board's read starts, the main thread stops the thread and takes its connection over, the
 transaction still open: everything the board reads is read in that one transaction, as when one thread
 reads it all (on SQLite one snapshot of the store; on PostgreSQL the counts are checked against the
-votes scanned, as before: :func:`arena.publish.publishing.load_votes_with_texts`).
+votes scanned, as before: :func:`arena.publish.board_reads.load_votes_with_texts`).
 
 The read changes nothing and may come to nothing: it only reads a store at the newest schema revision,
 on SQLite only a file that exists (the command's own opening creates or migrates a store, after its

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arena.publish.publishing import board_fragility, fit_board
+from arena.publish.board_fit import board_fragility, fit_board
 from leaderboard import simulate_battles
 from leaderboard.bt.request import FitRequest
 

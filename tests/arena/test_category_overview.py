@@ -12,7 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from arena.app import create_app
-from arena.publish.publishing import SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
 from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.folder import read_snapshot
 from leaderboard.snapshot.overview import OVERVIEW_COLUMNS, category_overview

@@ -11,7 +11,8 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 from arena.cli.main import build_app
-from arena.publish.publishing import SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
 from leaderboard.bt.request import FitRequest
 from tests.factories import write_jsonl
 from votes.db import make_engine

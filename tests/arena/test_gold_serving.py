@@ -14,7 +14,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from arena.publish.publishing import load_from_database
+from arena.publish.board_reads import load_from_database
 from arena.voting.pairing_service import PairingService
 from leaderboard.bt.compute import compute_leaderboard
 from leaderboard.bt.request import FitRequest

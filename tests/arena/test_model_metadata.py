@@ -11,7 +11,7 @@ from sqlmodel import Session, select
 from typer.testing import CliRunner
 
 from arena.cli.main import app
-from arena.publish.publishing import publish_snapshot
+from arena.publish.snapshots import publish_snapshot
 from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.dataset_card import MODELS_FILE
 from votes.catalog.model_metadata import ModelMetadata

@@ -16,7 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from arena.app import create_app
-from arena.publish.publishing import SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
 from arena.web.routes.snapshots import _precision
 from leaderboard.bt.request import FitRequest
 from tests.factories import make_settings

@@ -15,10 +15,12 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 import arena.publish.early_read
-import arena.publish.publishing
+import arena.publish.recompute
+import arena.publish.snapshots
 import votes.reads.queries
 from arena.cli.main import build_app
-from arena.publish.publishing import publish_snapshot, stored_components
+from arena.publish.board_reads import stored_components
+from arena.publish.snapshots import publish_snapshot
 from leaderboard import simulate_battles
 from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.folder import DATA_FILES, PLOT_FILES, read_snapshot
@@ -76,7 +78,9 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return wrapped
 
-    monkeypatch.setattr(arena.publish.publishing, "fit_board", spy("fit", arena.publish.publishing.fit_board))
+    # the board is fitted while the votes are read (publishing) or after (recompute): the one fit_board
+    for module in (arena.publish.snapshots, arena.publish.recompute):
+        monkeypatch.setattr(module, "fit_board", spy("fit", module.fit_board))
     monkeypatch.setattr(votes.reads.queries, "load_battles", spy("scan", votes.reads.queries.load_battles))
     return calls
 

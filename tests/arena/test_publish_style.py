@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 from arena.cli.main import build_app
-from arena.publish.publishing import publish_snapshot
+from arena.publish.snapshots import publish_snapshot
 from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, read_snapshot
 from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE

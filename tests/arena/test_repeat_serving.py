@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from arena.app import create_app
 from arena.cli.main import build_app
-from arena.publish.publishing import load_from_database
+from arena.publish.board_reads import load_from_database
 from arena.voting.pairing_service import REPEAT_GAP, PairingService
 from leaderboard.bt.compute import compute_leaderboard
 from leaderboard.bt.request import FitRequest

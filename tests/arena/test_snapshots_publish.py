@@ -18,7 +18,8 @@ from sqlmodel import Session
 from typer.testing import CliRunner
 
 from arena.cli.main import build_app
-from arena.publish.publishing import SliceSpec, publish_slices, publish_snapshot
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices, publish_snapshot
 from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, PLOT_FILES, read_snapshot
 from votes.db import make_engine

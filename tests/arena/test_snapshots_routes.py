@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from arena.app import create_app
-from arena.publish.publishing import SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
 from leaderboard.bt.request import FitRequest
 from tests.conftest import scratch_pg_database
 from tests.factories import make_settings

@@ -19,7 +19,8 @@ import pytest
 import uvicorn
 
 from arena.app import create_app
-from arena.publish.publishing import SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
 from leaderboard.bt.request import FitRequest
 from tests.e2e.long_catalog import load_long_catalog
 from tests.factories import make_settings

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from arena.app import create_app
-from arena.publish.publishing import SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
 from arena.web.routes.snapshots import FIGURES
 from leaderboard.bt.request import FitRequest
 from tests.e2e.conftest import ARTIFACTS, serve

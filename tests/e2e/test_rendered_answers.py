@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from arena.app import create_app
-from arena.publish.publishing import SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
 from leaderboard.bt.request import FitRequest
 from tests.e2e.a11y import blocking_violations, new_page, page_width
 from tests.e2e.conftest import ARTIFACTS, serve

@@ -219,7 +219,7 @@ def pick_stored_components(
     ``early``: a read begun as the command started, whose counts are used when it has them."""
     from dataclasses import replace
 
-    from arena.publish.publishing import stored_components
+    from arena.publish.board_reads import stored_components
 
     parts, counts = stored_components(engine, vote_filter, early=early)
     if len(parts) <= 1:

@@ -1,9 +1,8 @@
 """`arena recompute` and `arena publish`: fitting the published leaderboard from a file or the database.
 
-recompute fits a board from a battles file or the database and writes a snapshot folder anywhere
-(nothing is stored); publish fits from the database and stores an immutable snapshot. Both go through
-:mod:`arena.publish.publishing`, so they agree byte for byte; `arena snapshots`
-(:mod:`arena.cli.commands.snapshots`) reads what was published.
+recompute writes a snapshot folder anywhere (nothing is stored); publish stores an immutable snapshot.
+Both write through :func:`arena.publish.recompute.recompute_snapshot`, so they agree byte for byte;
+`arena snapshots` (:mod:`arena.cli.commands.snapshots`) reads what was published.
 """
 
 from __future__ import annotations
@@ -221,8 +220,9 @@ def recompute(
     MT-bench pairwise judgments, arena-hard judgments, AlpacaEval annotations); with --each-component
     every part of a comparison graph in parts gets its own folder, component-1, component-2, ...
     """
+    from arena.publish.board_reads import time_bucket
     from arena.publish.drawing import command_line_process
-    from arena.publish.publishing import SliceSpec, recompute_snapshot, time_bucket
+    from arena.publish.recompute import SliceSpec, recompute_snapshot
     from leaderboard.bt.clusters import clustering_record
     from votes.files.records import InputError
 
@@ -349,7 +349,7 @@ def recompute(
                 "refused_rows": len(read.refused),
             }
         else:
-            from arena.publish.publishing import filters_metadata, load_board_votes, load_model_info
+            from arena.publish.board_reads import filters_metadata, load_board_votes, load_model_info
 
             if skip_invalid or shape is not None or baseline is not None:
                 raise typer.BadParameter("--skip-invalid, --format and --baseline are for a file (--from)")
@@ -516,9 +516,9 @@ def publish(
         early = EarlyRead(settings.database_url, vote_filter)
     try:
         from arena.publish.drawing import command_line_process
-        from arena.publish.publishing import SliceSpec, publish_slices, publish_snapshot
+        from arena.publish.snapshots import publish_slices, publish_snapshot
         from leaderboard.bt.spec import DisconnectedComparisonError
-        from leaderboard.snapshot.folder import read_snapshot
+        from leaderboard.snapshot.folder import read_snapshot, slice_label
 
         command_line_process()
         request = fit_request(
@@ -565,7 +565,7 @@ def publish(
                         flagged_weight=settings.flagged_down_weight,
                     )
                 else:
-                    spec = SliceSpec(category=category, language=language)
+                    board_label = slice_label(category=category, language=language)
                     chosen = pick_stored_components(
                         engine, vote_filter, largest=largest_component, each=each_component, early=early
                     )
@@ -574,7 +574,7 @@ def publish(
                         early = None
                     rows = []
                     for k, part_filter, counted in chosen:
-                        label = spec.label if k is None else f"{spec.label}, component {k}"
+                        label = board_label if k is None else f"{board_label}, component {k}"
 
                         def part_progress(done: int, total: int, label: str = label) -> None:
                             report(label, done, total)

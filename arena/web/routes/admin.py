@@ -188,7 +188,7 @@ class PublishIn(BaseModel):
 def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
     """Fit and publish an immutable leaderboard snapshot from the votes in the database."""
     # The fitting and plotting stack loads on the first publish, not when a worker starts.
-    from arena.publish.publishing import publish_snapshot
+    from arena.publish.snapshots import publish_snapshot
 
     started, result = time.perf_counter(), "error"
     try:
