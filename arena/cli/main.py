@@ -56,11 +56,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hand it their votes, and it commits the votes of all of them together.",
     ),
     "recompute": (
-        "leaderboard",
+        "recompute",
         "Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored).",
     ),
     "publish": (
-        "leaderboard",
+        "publish",
         "Recompute from the database and store an immutable snapshot (or one per category/language).",
     ),
     "snapshots": ("snapshots", "Published snapshots: list, show, diff (read only)."),

@@ -28,8 +28,10 @@ __all__ = [
     "AnnotatorsOpt",
     "AnonyOnlyOpt",
     "BaselineOpt",
+    "CategoryOpt",
     "EachOpt",
     "ExcludeModelsOpt",
+    "FlaggedOpt",
     "FirstSightOpt",
     "RobustOpt",
     "JudgeOpt",
@@ -113,6 +115,14 @@ EachOpt = Annotated[
 LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battles in this language.")]
 SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
 UntilOpt = Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")]
+CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompts of this category.")]
+FlaggedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--exclude-flagged/--include-flagged",
+        help="Leave out flagged annotators' votes (the default for published boards; files have no flags).",
+    ),
+]
 AnnotatorsOpt = Annotated[
     str | None,
     typer.Option(
