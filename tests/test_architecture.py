@@ -242,7 +242,6 @@ OVERSIZED_MODULES = {
     "leaderboard/composite/fit.py": 1096,
     "votes/reads/queries.py": 839,
     "votes/imports/runs.py": 827,
-    "arena/voting/pairing_service.py": 676,
     "leaderboard/snapshot/plots.py": 632,
     "votes/voting/recording.py": 616,
     "leaderboard/snapshot/folder.py": 605,

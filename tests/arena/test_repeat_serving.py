@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from arena.app import create_app
 from arena.cli.main import build_app
 from arena.publish.board_reads import load_from_database
-from arena.voting.pairing_service import REPEAT_GAP, PairingService
+from arena.voting.checks import REPEAT_GAP
+from arena.voting.pairing_service import PairingService
 from leaderboard.bt.compute import compute_leaderboard
 from leaderboard.bt.request import FitRequest
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, seed_catalog
