@@ -285,8 +285,8 @@ def test_no_folder_outgrows_a_reader() -> None:
 #: Function-local imports, and how many of them still lack their reason. Both may only go down; the aim
 #: is under 80 in all, each with its reason as a comment on its line (a heavy library kept off the
 #: command line's start-up, a cycle that would otherwise close, ...).
-LOCAL_IMPORTS_MAX = 172
-LOCAL_IMPORTS_UNEXPLAINED_MAX = 157
+LOCAL_IMPORTS_MAX = 170
+LOCAL_IMPORTS_UNEXPLAINED_MAX = 155
 
 
 def local_imports(path: Path) -> list[tuple[int, bool]]:

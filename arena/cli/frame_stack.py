@@ -11,14 +11,14 @@ released 2026-04-07) and 3.15. Every 3.11 and 3.12, 3.13 before 3.13.13 and 3.14
 and unmap.
 
 Which loop lands on an edge depends on how deep the command runs, so it changed with the way it was
-started. ``arena publish`` started as the console script spent a second of a six-second run in 56,000
-such map/unmap pairs (scipy parsing its docstrings while scikit-learn was imported, beside the early
-read's thread), and not one when started as ``python -m arena.cli.main``, whose calls sit a few frames
-deeper. :func:`call_on_roomy_stack` calls the command from a frame that is made to need half a MiB of
-stack (its code claims that much operand room, which the interpreter reserves and never touches, so
-no memory is used for it): that frame gets a chunk of 1 MiB to itself, and every frame the command
-pushes on top of it, up to some 500 KiB of them (far more than a thousand frames of recursion), stays
-in that one chunk. No edge, wherever the command's loops run.
+started. ``arena publish`` started as the console script spent a second of a six-second run in 56,000 such
+map/unmap pairs (scipy parsing its docstrings while scikit-learn was imported, beside a thread that then
+read the votes ahead), and not one when started as ``python -m arena.cli.main``, whose calls sit a few
+frames deeper. :func:`call_on_roomy_stack` calls the command from a frame that is made to need half a MiB
+of stack (its code claims that much operand room, which the interpreter reserves and never touches, so no
+memory is used for it): that frame gets a chunk of 1 MiB to itself, and every frame the command pushes on
+top of it, up to some 500 KiB of them (far more than a thousand frames of recursion), stays in that one
+chunk. No edge, wherever the command's loops run.
 
 **When it can go**: once every Python the project supports has the fix, that is once the floor of
 ``requires-python`` in ``pyproject.toml`` is :data:`REMOVABLE_FROM` (3.14.4) or later. A floor of 3.13.13

@@ -11,7 +11,6 @@ with who cast them for a source-aware method, the judges' votes and the flagged 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -24,9 +23,7 @@ from leaderboard.data import PairCounts
 if TYPE_CHECKING:  # the database stack is imported where it is used: a recompute from a file needs none
     from sqlalchemy.engine import Engine
 
-    from arena.publish.early_read import EarlyRead
     from votes.reads.annotated import AgreementInput
-    from votes.reads.packed import FetchedTexts
     from votes.reads.queries import VoteFilter
 
 __all__ = [
@@ -104,7 +101,6 @@ def load_votes_with_texts(
     flagged: bool = False,
     fit_first: Callable[[PairCounts], None] | None = None,
     counted_before: PairCounts | None = None,
-    early: EarlyRead | None = None,
 ) -> StoredVotes:
     """As :func:`load_from_database`, plus (with ``style``) the same votes one per row with the style
     covariates of their answers, (with ``agreement``) the agreement report of the votes the filter
@@ -128,11 +124,7 @@ def load_votes_with_texts(
     ``counted_before`` is the counts of the same filter read just before in another transaction (the
     components check): given to ``fit_first`` instead of aggregating again, and kept only if the votes
     read give the very same cells (:meth:`leaderboard.data.PairCounts.same_as`); otherwise the counts
-    returned are those of the votes read, another object, and the caller's early board is not theirs.
-
-    ``early`` is a read begun while the command was starting (:mod:`arena.publish.early_read`): its
-    transaction, when it has one, is the one everything here is read in, and its texts fetched ahead are the
-    scan's first chunks. It is closed here either way."""
+    returned are those of the votes read, another object, and the caller's early board is not theirs."""
     from votes.db import read_only
     from votes.reads.annotated import (
         agreement_from_store,
@@ -149,18 +141,8 @@ def load_votes_with_texts(
     report: AgreementReport | None = None
     who: Battles | None = None
     sourced: AgreementInput | None = None
-    fetched: FetchedTexts | None = None
     # A deferred transaction: one consistent snapshot without holding SQLite's write lock meanwhile.
-    with ExitStack() as stack:
-        taken = None
-        if early is not None:
-            stack.callback(early.close)
-            taken = early.take()
-        if taken is not None:  # its transaction is begun already, and ends as it closes
-            conn, fetched = taken
-        else:
-            conn = stack.enter_context(read_only(engine).connect())
-            stack.enter_context(conn.begin())
+    with read_only(engine).connect() as conn, conn.begin():
         if style:
             battles = battles_from_store(conn, style=True, filters=vote_filter)
         if agreement:
@@ -182,7 +164,7 @@ def load_votes_with_texts(
         if clustered or judges:
             # the ledger's digest built from the same scan: the votes are read once, not twice
             ledger = LedgerDigest(conn)
-            who = load_battles(conn, filters=counted, who=True, each_chunk=ledger.update, fetched=fetched)
+            who = load_battles(conn, filters=counted, who=True, each_chunk=ledger.update)
             digest = ledger.hexdigest(counted)
         else:
             digest = ledger_sha256(conn, counted)
@@ -233,7 +215,6 @@ def load_board_votes(
     *,
     fit_first: Callable[[PairCounts], None] | None = None,
     counted_before: PairCounts | None = None,
-    early: EarlyRead | None = None,
 ) -> StoredVotes:
     """What a published board reads from the store, for ``request``: the counts (time-bucketed when a
     half-life asks), the votes with their texts for style control, the agreement report, the clusters,
@@ -252,7 +233,6 @@ def load_board_votes(
         flagged=True,
         fit_first=fit_first,
         counted_before=counted_before,
-        early=early,
     )
 
 
@@ -288,23 +268,16 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
     return out
 
 
-def stored_components(
-    engine: Engine, vote_filter: VoteFilter, *, early: EarlyRead | None = None
-) -> tuple[list[tuple[str, ...]], PairCounts]:
+def stored_components(engine: Engine, vote_filter: VoteFilter) -> tuple[list[tuple[str, ...]], PairCounts]:
     """The models of each part of the comparison graph of the selected votes (largest first, as
     :func:`leaderboard.battles.split_components` orders them), read from the aggregated cells, and those
     cells (what :func:`~arena.publish.snapshots.publish_snapshot` can fit as ``counted`` when the graph
-    is in one part).
-    ``early``: the same filter's counts read already (:mod:`arena.publish.early_read`), when it has them."""
+    is in one part)."""
     from votes.db import read_only
     from votes.reads.queries import load_pair_counts
 
-    read = early.counts() if early is not None and early.filter == vote_filter else None
-    if read is not None:
-        counts = _counted_votes(read)
-    else:
-        with read_only(engine).connect() as conn:
-            counts = _counted_votes(load_pair_counts(conn, filters=vote_filter))
+    with read_only(engine).connect() as conn:
+        counts = _counted_votes(load_pair_counts(conn, filters=vote_filter))
     cells = Battles(
         models=counts.models, model_a=counts.model_a, model_b=counts.model_b, outcome=counts.outcome
     )

@@ -40,7 +40,6 @@ from votes.voting.pairing_weights import pairing_weight_history
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from arena.publish.early_read import EarlyRead
     from votes.models import Snapshot
 
 __all__ = ["DEFAULT_MIN_SLICE_VOTES", "publish_slices", "publish_snapshot"]
@@ -65,7 +64,6 @@ def publish_snapshot(
     component: int | None = None,
     flagged_weight: float | None = None,
     counted: PairCounts | None = None,
-    early: EarlyRead | None = None,
 ) -> Snapshot:
     """Recompute from the database and publish: a read-only folder under ``snapshot_dir`` and a row.
 
@@ -83,8 +81,7 @@ def publish_snapshot(
     read one by one, and its figures are drawn while they are read. ``counted``, the same filter's counts
     read just before (the components check), is then fitted instead of aggregating the votes again; if the
     votes read turn out to differ (votes came in), the early board and its figures are dropped and the
-    board is fitted on the votes read. ``early``, a read begun as the command started
-    (:mod:`arena.publish.early_read`), is read in and closed.
+    board is fitted on the votes read.
 
     The folder is written under a staging name, frozen (files 0444), moved to its id, and only then
     recorded; if recording fails the folder is removed, so every row has its files and no stray
@@ -108,10 +105,8 @@ def publish_snapshot(
     if component is not None:
         filters["component"] = component
     # each publish also runs the gold review's retirement (golds count in no board; the flagged report
-    # counts the retired ones, so an early read's older snapshot is given up if any is retired now)
-    if retire_golds(engine) and early is not None:
-        early.close()
-        early = None
+    # counts the retired ones)
+    retire_golds(engine)
     root = Path(snapshot_dir)
     root.mkdir(parents=True, exist_ok=True)
     reconcile_snapshot_dir(engine, root)
@@ -134,7 +129,6 @@ def publish_snapshot(
                 request,
                 fit_first=fit_first,
                 counted_before=counted,
-                early=early,
             )
             if fitted and fitted[0].counts is not stored.counts:  # votes came in since ``counted``
                 if fitted[0].drawing is not None:

@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
-import arena.publish.early_read
 import arena.publish.recompute
 import arena.publish.snapshots
 import votes.reads.queries
@@ -96,16 +95,6 @@ def test_board_fitted_before_the_scan_is_the_file_board(
     with engine.connect() as conn:
         assert not votes_name_annotators(conn)
     calls = _calls(monkeypatch)
-    taken: list[tuple[bool, bool]] = []
-    take = arena.publish.early_read.EarlyRead.take
-
-    def spy(self: arena.publish.early_read.EarlyRead) -> Any:
-        found = take(self)
-        fetched = found is not None and found[1] is not None and len(found[1]._fetched) > 0
-        taken.append((found is not None, fetched))
-        return found
-
-    monkeypatch.setattr(arena.publish.early_read.EarlyRead, "take", spy)
     fit = ["--bootstrap", str(ROUNDS), "--seed", str(SEED)]
     published = CliRunner().invoke(
         build_app(),
@@ -114,9 +103,6 @@ def test_board_fitted_before_the_scan_is_the_file_board(
     assert published.exit_code == 0, published.output
     # fitted once, on the database's counts, before the votes were read one by one
     assert calls == ["fit", "scan"]
-    # read in the transaction the command began in a thread as it started (on SQLite, its scan's first
-    # texts fetched ahead)
-    assert taken == [(True, engine.dialect.name == "sqlite")]
     (folder,) = (tmp_path / "snap").iterdir()
     offline = tmp_path / "offline"
     recomputed = CliRunner().invoke(

@@ -16,7 +16,6 @@ import typer
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from arena.publish.early_read import EarlyRead
     from leaderboard.battles import Battles
     from leaderboard.data import PairCounts
     from votes.files.columns import BattleRead
@@ -222,16 +221,15 @@ class StoredPart(NamedTuple):
 
 
 def pick_stored_components(
-    engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool, early: EarlyRead | None = None
+    engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool
 ) -> list[StoredPart]:
     """The parts of the stored votes' comparison graph to fit; an error (exit 1) naming the parts when
-    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen.
-    ``early``: a read begun as the command started, whose counts are used when it has them."""
+    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen."""
     from dataclasses import replace
 
     from arena.publish.board_reads import stored_components
 
-    parts, counts = stored_components(engine, vote_filter, early=early)
+    parts, counts = stored_components(engine, vote_filter)
     if len(parts) <= 1:
         return [StoredPart(None, vote_filter, counts)]
     sizes = "; ".join(f"{k}: {len(p)} models ({', '.join(p[:4])})" for k, p in enumerate(parts, 1))
