@@ -56,11 +56,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hand it their votes, and it commits the votes of all of them together.",
     ),
     "recompute": (
-        "leaderboard",
+        "recompute",
         "Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored).",
     ),
     "publish": (
-        "leaderboard",
+        "publish",
         "Recompute from the database and store an immutable snapshot (or one per category/language).",
     ),
     "snapshots": ("snapshots", "Published snapshots: list, show, diff (read only)."),
@@ -212,9 +212,10 @@ def main(args: list[str] | None = None) -> None:
     themselves, and stores disposed of, before this point. A command that fails with an exception other
     than its exit leaves the ordinary way, traceback and all.
 
-    The command runs on a roomy stretch of the frame stack (:mod:`arena.cli.frame_stack`): with CPython 3.11
-    and 3.12, a loop at the depth where one 16 KiB chunk of frames ends maps and unmaps a chunk on
-    every call, which cost ``arena publish`` a second when started as the console script.
+    The command runs on a roomy stretch of the frame stack (:mod:`arena.cli.frame_stack`): before CPython
+    3.13.13 and 3.14.4, a loop at the depth where one 16 KiB chunk of frames ends maps and unmaps a chunk
+    on every call, which cost ``arena publish`` a second when started as the console script (the module
+    says when the workaround can go).
     """
     try:
         call_on_roomy_stack(app, args)  # arena.cli.frame_stack: no hot loop of the command on a chunk edge
