@@ -116,6 +116,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 
 
+def _connecting(exc: BaseException) -> bool:
+    """Whether a database error happened while connecting (no server, refused, unknown host, a file
+    SQLite cannot open), not inside a statement of a connection that worked."""
+    text = str(getattr(exc, "orig", exc)).lower()
+    return any(
+        sign in text
+        for sign in (
+            "connection refused", "could not connect", "connection failed", "unable to open database",
+            "could not translate host", "name or service not known", "password authentication",
+        )
+    )  # fmt: skip
+
+
 class _Commands(TyperGroup):
     """Every command: a write that finds no room (full disk, quota, file size limit) is one line and exit
     status 1, never a traceback. Each write is a transaction or a temporary file renamed into place, so
@@ -125,9 +138,14 @@ class _Commands(TyperGroup):
         try:
             return super().invoke(ctx)
         except Exception as exc:
-            from votes.db import storage_failure_line  # the database stack only when something failed
+            from sqlalchemy.exc import OperationalError  # the database stack only when something failed
+
+            from arena.cli.options import unreachable_line
+            from votes.db import storage_failure_line
 
             line = storage_failure_line(exc)
+            if line is None and isinstance(exc, OperationalError) and _connecting(exc):
+                line = unreachable_line(None, exc)
             if line is None:
                 raise
             typer.echo(f"error: {line}", err=True)
