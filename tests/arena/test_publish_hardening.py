@@ -124,8 +124,8 @@ def test_full_sqlite_database_during_import_is_one_line_without_row_values(
     imported(url, tmp_path, [["alpha", "beta"]])
     opened = arena.cli.options.open_store
 
-    def cramped(settings: object) -> Engine:
-        engine = opened(settings)  # type: ignore[arg-type]
+    def cramped(settings: object, *, create: bool = False) -> Engine:
+        engine = opened(settings, create=create)  # type: ignore[arg-type]
 
         @event.listens_for(engine, "connect")
         def _limit(dbapi_conn: object, _record: object) -> None:

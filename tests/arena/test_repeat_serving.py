@@ -246,6 +246,7 @@ def test_removing_the_repeat_rows_changes_no_rating_and_the_review_reports_them(
         agreed = int(conn.scalar(select(func.count()).where(repeatvote_t.c.agreed.is_(True))) or 0)
     assert row["repeat_agreed"] == agreed
     runner = CliRunner()
+    upgrade_database(db_url)  # the command wants the schema at head; create_all's tables are kept
     listed_cli = runner.invoke(build_app(), ["annotators", "--all", "--json", "--database-url", db_url])
     assert listed_cli.exit_code == 0, listed_cli.output
     cli_row, overall = map(json.loads, listed_cli.output.splitlines())
@@ -253,7 +254,6 @@ def test_removing_the_repeat_rows_changes_no_rating_and_the_review_reports_them(
     pooled = overall["overall"]["self_agreement"]
     assert (pooled["n_repeat"], pooled["n_agreed"]) == (n_repeats, agreed)
     assert pooled["low"] <= pooled["share"] <= pooled["high"]
-    upgrade_database(db_url)  # the command wants the schema at head; create_all's tables are kept
     report = runner.invoke(build_app(), ["agreement", "--json", "--database-url", db_url])
     assert report.exit_code == 0, report.output
     assert json.loads(report.output)["self_agreement"] == pooled
