@@ -26,6 +26,7 @@ def run(*args: str) -> tuple[int, list[str]]:
     [
         ("recompute", "--out", "board"),
         ("publish",),
+        ("evaluate",),
         ("export", "votes", "--out", "votes.jsonl"),
         ("annotators",),
         ("leaks",),

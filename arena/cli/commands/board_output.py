@@ -49,7 +49,11 @@ def progress_bar(enabled: bool = True) -> Iterator[Progress]:
         disable=not enabled,
     )
     with bar:
-        yield bar
+        try:
+            yield bar
+        except BaseException:
+            bar.live.transient = True  # an error's one line is not followed by a bar cut short
+            raise
 
 
 def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -> Table:

@@ -39,8 +39,7 @@ from arena.cli.commands.evaluate_report import (
     verdict_text,
     write_out,
 )
-from arena.settings import Settings
-from votes.db import make_engine
+from arena.cli.options import open_store, settings_for
 
 if TYPE_CHECKING:
     from leaderboard.battles import Battles
@@ -230,7 +229,7 @@ def evaluate(
             source = str(from_file)
         else:
             vote_filter = stored_filter()
-            engine = make_engine(database_url or Settings().database_url)
+            engine = open_store(settings_for(database_url))
             try:
                 with Session(engine) as session:
                     # with who voted: the rater-ability row and the per-annotator position terms
@@ -380,7 +379,7 @@ def _sourced_votes(
         read = agreement_input_from_file(from_file)
         source = str(from_file)
     else:
-        engine = make_engine(database_url or Settings().database_url)
+        engine = open_store(settings_for(database_url))
         try:
             with engine.connect() as conn:
                 read = agreement_input_from_store(conn, vote_filter)
