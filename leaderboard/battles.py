@@ -149,12 +149,10 @@ def split_components(battles: Battles) -> list[Battles]:
     pair += battles.model_b
     met = np.flatnonzero(np.bincount(pair, minlength=m * m)) if m * m <= 50_000_000 else np.unique(pair)
     del pair
-    # imported here: scipy's graph code is what only this needs, and every importer would pay for it
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import connected_components
+    from scipy.sparse import csgraph, csr_matrix  # scipy's graph code: only here; the site imports us
 
-    graph = sp.csr_matrix((np.ones(met.size), (met // m, met % m)), shape=(m, m))
-    n_labels, labels = connected_components(graph, directed=False)
+    graph = csr_matrix((np.ones(met.size), (met // m, met % m)), shape=(m, m))
+    n_labels, labels = csgraph.connected_components(graph, directed=False)
     if n_labels == 1 and len(battles):
         return [battles]  # one part holding every model: the battles as they are (taking all would copy)
     vote_label = labels[battles.model_a]

@@ -23,8 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import krippendorff
 import numpy as np
 import numpy.typing as npt
+from scipy.special import ndtr, ndtri
 
 __all__ = [
     "BOOTSTRAP_SAMPLES",
@@ -180,8 +182,6 @@ def _bca(
     ``jackknife`` holds the figures with one item of each distinct row left out, ``freq`` how many items
     share that row: the acceleration comes from them. Plain percentiles where a figure is undefined.
     """
-    from scipy.special import ndtr, ndtri
-
     low, high = _percentiles(replicates)
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in range(replicates.shape[1]):
@@ -270,7 +270,7 @@ def _fleiss_point(pairable: npt.NDArray[np.int64], ours: float) -> float:
     sizes = pairable.sum(axis=1)
     if np.isnan(ours) or sizes.min() != sizes.max():
         return ours  # unequal numbers of votes per item: statsmodels assumes equal ones
-    from statsmodels.stats.inter_rater import fleiss_kappa
+    from statsmodels.stats.inter_rater import fleiss_kappa  # statsmodels (0.7 s): only for this point
 
     return float(fleiss_kappa(pairable, method="fleiss"))
 
@@ -284,8 +284,6 @@ def _kripp_point(
 ) -> float:
     if np.isnan(ours):
         return ours
-    import krippendorff
-
     table = np.repeat(rows, freq, axis=0)
     return float(krippendorff.alpha(value_counts=table, value_domain=scale, level_of_measurement=level))
 
@@ -314,7 +312,7 @@ def cohen_kappa(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
     table = np.bincount(index[: x.size] * k + index[x.size :], minlength=k * k).reshape(k, k)
     if np.isnan(_kappa_of_tables(table.astype(np.float64))):
         return _NAN
-    from statsmodels.stats.inter_rater import cohens_kappa
+    from statsmodels.stats.inter_rater import cohens_kappa  # statsmodels (0.7 s): only for this point
 
     return float(cohens_kappa(table, return_results=False))
 

@@ -38,7 +38,7 @@ from leaderboard.composite.fit import bootstrap_composite, fit_composite
 from leaderboard.composite.model import CompositeData, CompositeFit, CompositeOptions
 from leaderboard.composite.ppi import bootstrap_ppi, fit_ppi, ppi_battles
 from leaderboard.data import Outcome
-from leaderboard.evaluation.held_out import MethodScore
+from leaderboard.evaluation.held_out import MethodScore, drop_unseen, forecast_log_likelihood, score_system
 from leaderboard.result import Leaderboard
 
 __all__ = [
@@ -409,8 +409,6 @@ def composite_score(
     The test votes are those every other row scores (:func:`~leaderboard.evaluation.held_out.drop_unseen`), so
     the paired comparison of the verdict applies. ``battles.annotator`` indexes ``labels``.
     """
-    from leaderboard.evaluation.held_out import drop_unseen, forecast_log_likelihood, score_system
-
     if train.annotator is None or test.annotator is None:
         raise ValueError("the composite needs who cast each vote")
     data = composite_data(train, labels, judges=judges, families=families)

@@ -36,6 +36,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import norm
 
+from leaderboard.bt.bootstrap import draw_multinomial
+from leaderboard.bt.intervals import percentile_intervals
 from leaderboard.bt.solver import newton_trust_region
 from leaderboard.bt.spec import NonConvergenceError
 from leaderboard.composite.model import CompositeData
@@ -306,9 +308,6 @@ def bootstrap_ppi(
     round's loss is that of the model pairs with summed weights and weighted targets: a refit costs the
     number of pairs, not of battles.
     """
-    from leaderboard.bt.bootstrap import draw_multinomial
-    from leaderboard.bt.intervals import percentile_intervals
-
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     m = len(battles.models)

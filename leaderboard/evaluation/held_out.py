@@ -33,6 +33,7 @@ from leaderboard.evaluation.calibration import (
     vote_log_losses,
 )
 from leaderboard.online.elo import EloConfig, replay_elo
+from leaderboard.quality.rater_ability import fit_rater_ability, rater_ability_proba
 
 __all__ = [
     "DEFAULT_METHODS",
@@ -332,8 +333,6 @@ def _raters_forecaster(
 ) -> tuple[Callable[[Battles], FloatArray], int, dict[str, dict[str, float]]]:
     """The rater-ability row: its forecasts, its number of parameters and its fitted extras (position,
     ``nu`` and, for a few annotators, each one's discrimination) with Wald intervals."""
-    from leaderboard.quality.rater_ability import fit_rater_ability, rater_ability_proba
-
     fit = fit_rater_ability(train, position_sd=RATERS_POSITION_SD)
     described = fit.describe(level=level)
     extras: dict[str, dict[str, float]] = {}

@@ -46,7 +46,7 @@ def draw_margin(draw_probability: float, beta: float) -> float:
     """The margin ``eps`` at which two equal players draw with ``draw_probability`` (two players)."""
     if not 0.0 <= draw_probability < 1.0:
         raise ValueError("draw_probability must be in [0, 1)")
-    from scipy.special import ndtri
+    from scipy.special import ndtri  # scipy: only a TrueSkill rater needs it; the site imports them all
 
     return float(ndtri((draw_probability + 1.0) / 2.0)) * math.sqrt(2.0) * beta
 
@@ -61,7 +61,7 @@ def _log_cdf(x: float) -> float:
     statement per call would cost a replay more than the function itself."""
     global _LOG_NDTR
     if _LOG_NDTR is None:
-        from scipy.special import log_ndtr
+        from scipy.special import log_ndtr  # scipy: on the first rating, not on import (see above)
 
         _LOG_NDTR = log_ndtr
     return float(_LOG_NDTR(x))

@@ -35,9 +35,13 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy.stats import norm
 
 from leaderboard.battles import Battles
 from leaderboard.bt.cells import davidson_row_terms
+from leaderboard.bt.fit import fit_bt
+from leaderboard.bt.spec import BTSpec
+from leaderboard.quality.judge_position import between_variance
 from leaderboard.quality.rater_likelihood import RaterProblem, maximise_posterior
 
 __all__ = [
@@ -168,8 +172,6 @@ class RaterAbilityFit:
         interval (``exp`` of the interval of ``log a``); with per-annotator offsets also their standard
         deviation and each annotator's own left-side advantage (common term plus offset, Elo of rating,
         before its discrimination) with its sandwich interval."""
-        from scipy.stats import norm
-
         z = float(norm.ppf(0.5 + level / 2))
 
         def finite(x: float) -> float | None:
@@ -347,8 +349,6 @@ def _spread_of_offsets(problem: RaterProblem, x: FloatArray) -> tuple[float, Flo
     per-judge fits; a closed form, so the fit is repeated only until the estimate settles, not once per
     EM step (EM crawls when the true spread is near 0).
     """
-    from leaderboard.quality.judge_position import between_variance
-
     block = slice(problem.i_b, problem.i_nu)
     info = np.maximum(problem.hessian_diagonal(x)[block] - problem.lam_b, 1e-12)
     raw = x[block] * (info + problem.lam_b) / info
@@ -377,9 +377,6 @@ def _offset_errors(
 def _start(battles: Battles, problem: RaterProblem) -> FloatArray:
     """The start: every ``a = 1`` and the unweighted fit of the same model (what the prior centres on),
     or all strengths level when that fit fails (a model that only wins, say)."""
-    from leaderboard.bt.fit import fit_bt
-    from leaderboard.bt.spec import BTSpec
-
     x0 = np.zeros(problem.size)
     if problem.has_nu:
         x0[problem.i_nu] = math.log(max(float(problem.w @ problem.is_tie) / problem.total, 1e-3))
