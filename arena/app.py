@@ -165,7 +165,7 @@ def _sign_in(settings: Settings, clock: Callable[[], float]) -> OidcSignIn | Non
     """The OpenID Connect client when a provider is configured (Authlib and joserfc load only then)."""
     if not settings.sign_in:
         return None
-    from arena.signin import OidcSignIn
+    from arena.signin import OidcSignIn  # Authlib and joserfc: only with a sign-in provider
 
     return OidcSignIn(settings, settings.secret_key, clock=clock)
 

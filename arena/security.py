@@ -282,7 +282,7 @@ class RedisRateLimiter:
     """Fixed-window counters in Redis (``INCR`` + ``EXPIRE``), shared by every worker."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.time, prefix: str = "arena:rl:") -> None:
-        import redis
+        import redis  # only with a shared limit store (ARENA_REDIS_URL)
 
         self._redis = redis.Redis.from_url(url, socket_timeout=2.0)
         self._clock = clock

@@ -4,7 +4,8 @@ Publishing (:mod:`arena.publish.snapshots`) and recompute (:mod:`arena.publish.r
 functions, so a board fitted while the votes are still being read and one fitted afterwards are the same
 fit: :func:`fit_board` for the Bradley-Terry family, :func:`fit_by_source` for the source-aware composite,
 and beside them what the metadata carries about the board (its fragility, the judges' position terms) and
-the style-controlled board of the same votes.
+the style-controlled board of the same votes; and how finely the votes are aggregated by time for the
+request (:func:`time_bucket`), whether they are read from a file or the store.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from leaderboard.bt.compute import fit_leaderboard
 from leaderboard.bt.fit import BTFit
 from leaderboard.bt.request import FitRequest, method_spec
 from leaderboard.data import PairCounts
+from leaderboard.design.fragility import fragility
+from leaderboard.quality.judge_position import judge_positions
 from leaderboard.result import Leaderboard
 from leaderboard.style.board import StyleBoard, compute_style_board, expand_style
 
@@ -28,15 +31,26 @@ if TYPE_CHECKING:  # the database stack is imported where it is used: a fit from
 __all__ = [
     "FittedBoard",
     "Progress",
+    "TIME_BUCKET_SECONDS",
     "board_fragility",
     "board_judge_positions",
     "fit_board",
     "fit_by_source",
     "fit_style_board",
+    "time_bucket",
 ]
 
 #: ``progress(done, total)`` after each bootstrap round (or batch of rounds).
 Progress = Callable[[int, int], None]
+
+#: Time-weighted fits aggregate votes by day: a vote's weight is that of its day.
+TIME_BUCKET_SECONDS = 86_400.0
+
+
+def time_bucket(request: FitRequest) -> float | None:
+    """How finely ``request``'s votes are aggregated by time: by day (:data:`TIME_BUCKET_SECONDS`) for
+    time weights, not at all otherwise."""
+    return TIME_BUCKET_SECONDS if request.model.half_life else None
 
 
 def fit_board(
@@ -55,8 +69,8 @@ def fit_board(
 
 def fit_by_source(read: AgreementInput, request: FitRequest) -> tuple[Leaderboard, dict[str, Any]]:
     """The composite board of votes with their annotators, and its ``composite`` metadata."""
-    from leaderboard.composite.board import composite_board
-    from votes.reads.annotated import composite_input
+    from leaderboard.composite.board import composite_board  # only a source-aware board fits the composite
+    from votes.reads.annotated import composite_input  # the database stack: a file's board needs it only here
 
     if len(read.battles) == 0:
         raise ValueError("no votes with an annotator and a prompt to fit the composite on")
@@ -77,8 +91,6 @@ def board_fragility(counts: PairCounts, request: FitRequest, fit: BTFit | None =
 
     ``fit`` is the board's own point fit (:func:`fit_board`), used when it is the one the certificate
     would make (no anchor): then the votes are not fitted a second time."""
-    from leaderboard.design.fragility import fragility
-
     try:
         spec = method_spec(request.method, request.model)
         return fragility(counts, fit=fit if request.anchor is None else None, spec=spec).describe()
@@ -90,8 +102,6 @@ def board_judge_positions(judges: Battles) -> dict[str, Any]:
     """Each judge's left-side advantage on the board's votes and the pooled figure whose interval admits
     their spread (:mod:`leaderboard.quality.judge_position`), for the metadata; ``error`` when it cannot be
     fitted (fewer than two judges with enough votes)."""
-    from leaderboard.quality.judge_position import judge_positions
-
     try:
         described = judge_positions(judges, judges.annotator_names or None).describe()
     except (ValueError, RuntimeError) as exc:

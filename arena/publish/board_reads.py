@@ -1,11 +1,14 @@
 """What a published board reads from the store: its counts, the votes one by one, and what the metadata says.
 
 One place, so `arena publish` and `arena recompute` from the database read the same: the counts (by day
-for time weights, :func:`time_bucket`), the ledger's digest of the same votes in the same transaction, the
-votes with their texts for a style board, the agreement report, the clusters and their record, the votes
-with who cast them for a source-aware method, the judges' votes and the flagged annotators
-(:func:`load_votes_with_texts`, :func:`load_board_votes`); the parts of the comparison graph
+for time weights, :func:`arena.publish.board_fit.time_bucket`), the ledger's digest of the same votes in
+the same transaction, the votes with their texts for a style board, the agreement report, the clusters and
+their record, the votes with who cast them for a source-aware method, the judges' votes and the flagged
+annotators (:func:`load_votes_with_texts`, :func:`load_board_votes`); the parts of the comparison graph
 (:func:`stored_components`), each model's metadata and the filters as JSON values.
+
+Only what reads the store imports this module (publishing, a recompute from the database, the parts of the
+stored votes' graph), so the database stack is imported at its top; a recompute from a file never loads it.
 """
 
 from __future__ import annotations
@@ -14,48 +17,45 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from sqlmodel import Session
+
+from arena.publish.board_fit import time_bucket
 from leaderboard.battles import Battles, split_components
 from leaderboard.bt.clusters import Clusters, choose_clusters, clustering_record, parse_cluster
 from leaderboard.bt.request import FitRequest
 from leaderboard.composite.agreement import AgreementReport
 from leaderboard.data import PairCounts
+from votes.catalog.model_metadata import model_metadata
+from votes.db import read_only
+from votes.reads.annotated import (
+    AgreementInput,
+    agreement_from_store,
+    agreement_input_from_store,
+    judge_votes,
+    source_aware_filter,
+)
+from votes.reads.ledger import LedgerDigest, ledger_sha256
+from votes.reads.queries import VoteFilter, load_battles, load_pair_counts, votes_name_annotators
+from votes.reads.sources import battles_from_store
+from votes.review.flagged import flagged_report
 
-if TYPE_CHECKING:  # the database stack is imported where it is used: a recompute from a file needs none
+if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
-
-    from votes.reads.annotated import AgreementInput
-    from votes.reads.queries import VoteFilter
 
 __all__ = [
     "StoredVotes",
-    "TIME_BUCKET_SECONDS",
     "filters_metadata",
     "load_board_votes",
     "load_from_database",
     "load_model_info",
     "load_votes_with_texts",
     "stored_components",
-    "time_bucket",
 ]
-
-#: Time-weighted fits aggregate votes by day: a vote's weight is that of its day.
-TIME_BUCKET_SECONDS = 86_400.0
-
-
-def time_bucket(request: FitRequest) -> float | None:
-    """How finely ``request``'s votes are aggregated by time: by day (:data:`TIME_BUCKET_SECONDS`) for
-    time weights, not at all otherwise."""
-    return TIME_BUCKET_SECONDS if request.model.half_life else None
 
 
 def load_model_info(engine: Engine) -> dict[str, dict[str, Any]]:
     """What the store knows about each model (organisation, licence, link, knowledge cutoff; set with
     `arena models set` or `arena models load`), for ``models.csv``."""
-    from sqlmodel import Session
-
-    from votes.catalog.model_metadata import model_metadata
-    from votes.db import read_only
-
     with Session(read_only(engine)) as session:
         return dict(model_metadata(session))
 
@@ -125,18 +125,6 @@ def load_votes_with_texts(
     components check): given to ``fit_first`` instead of aggregating again, and kept only if the votes
     read give the very same cells (:meth:`leaderboard.data.PairCounts.same_as`); otherwise the counts
     returned are those of the votes read, another object, and the caller's early board is not theirs."""
-    from votes.db import read_only
-    from votes.reads.annotated import (
-        agreement_from_store,
-        agreement_input_from_store,
-        judge_votes,
-        source_aware_filter,
-    )
-    from votes.reads.ledger import LedgerDigest, ledger_sha256
-    from votes.reads.queries import load_battles, load_pair_counts, votes_name_annotators
-    from votes.reads.sources import battles_from_store
-    from votes.review.flagged import flagged_report
-
     battles: Battles | None = None
     report: AgreementReport | None = None
     who: Battles | None = None
@@ -273,9 +261,6 @@ def stored_components(engine: Engine, vote_filter: VoteFilter) -> tuple[list[tup
     :func:`leaderboard.battles.split_components` orders them), read from the aggregated cells, and those
     cells (what :func:`~arena.publish.snapshots.publish_snapshot` can fit as ``counted`` when the graph
     is in one part)."""
-    from votes.db import read_only
-    from votes.reads.queries import load_pair_counts
-
     with read_only(engine).connect() as conn:
         counts = _counted_votes(load_pair_counts(conn, filters=vote_filter))
     cells = Battles(

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
+import arena.publish.board_reads
 import arena.publish.recompute
 import arena.publish.snapshots
 import votes.reads.queries
@@ -82,7 +83,9 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     # the board is fitted while the votes are read (publishing) or after (recompute): the one fit_board
     for module in (arena.publish.snapshots, arena.publish.recompute):
         monkeypatch.setattr(module, "fit_board", spy("fit", module.fit_board))
-    monkeypatch.setattr(votes.reads.queries, "load_battles", spy("scan", votes.reads.queries.load_battles))
+    # the votes read one by one: the board's reads (arena.publish.board_reads) scan them through load_battles
+    scan = spy("scan", votes.reads.queries.load_battles)
+    monkeypatch.setattr(arena.publish.board_reads, "load_battles", scan)
     return calls
 
 

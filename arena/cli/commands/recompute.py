@@ -209,7 +209,7 @@ def recompute(
     MT-bench pairwise judgments, arena-hard judgments, AlpacaEval annotations); with --each-component
     every part of a comparison graph in parts gets its own folder, component-1, component-2, ...
     """
-    from arena.publish.board_reads import time_bucket
+    from arena.publish.board_fit import time_bucket
     from arena.publish.drawing import command_line_process
     from arena.publish.recompute import SliceSpec, recompute_snapshot
     from leaderboard.bt.clusters import clustering_record

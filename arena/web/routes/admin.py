@@ -187,8 +187,7 @@ class PublishIn(BaseModel):
 @router.post("/publish", summary="Publish a snapshot")
 def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
     """Fit and publish an immutable leaderboard snapshot from the votes in the database."""
-    # The fitting and plotting stack loads on the first publish, not when a worker starts.
-    from arena.publish.snapshots import publish_snapshot
+    from arena.publish.snapshots import publish_snapshot  # the fitting stack: on the first publish
 
     started, result = time.perf_counter(), "error"
     try:

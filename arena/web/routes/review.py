@@ -9,9 +9,11 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
+from sqlmodel import Session
 
 from arena.web.routes.admin import require_admin
 from arena.web.routes.deps import StateDep
+from votes.review.gold_review import gold_item_rows
 from votes.review.leak_review import find_leaks
 
 router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(require_admin)])
@@ -92,9 +94,8 @@ def admin_annotators(
     min_votes: int = Query(20, ge=1, le=1_000_000),
 ) -> list[AnnotatorReviewOut]:
     """Per-annotator statistics against the current fit; flagged and suspicious annotators first."""
-    # The fitting stack loads on the first review, not when a worker starts.
-    from leaderboard.quality.annotators import FlagRule
-    from votes.review.voters import review_annotators
+    from leaderboard.quality.annotators import FlagRule  # the fitting stack: on the first review
+    from votes.review.voters import review_annotators  # the fitting stack: on the first review
 
     rows = review_annotators(
         state.engine, rule=FlagRule(alpha=alpha, min_votes=min_votes), apply=apply, elo_config=state.live
@@ -107,10 +108,6 @@ def admin_annotators(
 @router.get("/golds", response_model=list[GoldOut], summary="Gold battles")
 def admin_golds(state: StateDep) -> list[GoldOut]:
     """Every gold battle with its votes, how many were right, and whether (and why) it is retired."""
-    from sqlmodel import Session
-
-    from votes.review.gold_review import gold_item_rows
-
     with Session(state.engine) as session:
         return [GoldOut(**r.as_dict()) for r in gold_item_rows(session)]
 
