@@ -4,7 +4,8 @@ It imports :mod:`votes` (storage) and :mod:`leaderboard` (the math); neither imp
 the top (each imports only the rooms below it; ``pyproject.toml``'s import contracts hold them so):
 
 - :mod:`arena.cli`: the `arena` command (:func:`arena.cli.main.main`, the console script) and its commands
-  in :mod:`arena.cli.commands`, each imported only when it runs;
+  in :mod:`arena.cli.commands`, each imported only when it runs (what the heavier ones do, with the fitting
+  stack or the LLM client, in :mod:`arena.cli.commands.runs`, imported only when they run, not for `--help`);
 - :mod:`arena.app`: ``create_app(settings)``, the site wired from its pieces
   (``arena.app:create_app_from_env`` is the uvicorn factory);
 - :mod:`arena.web`: middleware, request limits, connection caps, rendering and the routes;

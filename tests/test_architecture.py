@@ -289,8 +289,8 @@ def test_no_folder_outgrows_a_reader() -> None:
 #: Function-local imports, and how many of them still lack their reason. Both may only go down; the aim
 #: is under 80 in all, each with its reason as a comment on its line (a heavy library kept off the
 #: command line's start-up, a cycle that would otherwise close, ...).
-LOCAL_IMPORTS_MAX = 140
-LOCAL_IMPORTS_UNEXPLAINED_MAX = 107
+LOCAL_IMPORTS_MAX = 64
+LOCAL_IMPORTS_UNEXPLAINED_MAX = 10
 
 
 def local_imports(path: Path) -> list[tuple[int, bool]]:
@@ -379,7 +379,7 @@ SPELLED_ELSEWHERE: dict[str, dict[str, frozenset[str]]] = {
         "leaderboard/bt/spec.py": frozenset({"tie"}),
         "leaderboard/bt/fit.py": frozenset({"tie"}),
         "leaderboard/bt/request.py": frozenset({"tie"}),
-        "arena/cli/commands/fit_options.py": frozenset({"tie"}),
+        "arena/cli/commands/runs/fit_request.py": frozenset({"tie"}),
         "arena/cli/commands/publish.py": frozenset({"tie"}),
         "arena/cli/commands/recompute.py": frozenset({"tie"}),
         # the judges' own verdict word (`[[tie]]`, or `[[C]]` read as one) in the text they answer

@@ -3,7 +3,9 @@ commands runs, so `arena --help` and every command start without the libraries o
 
 To add commands, write ``arena/cli/commands/<name>.py`` with ``register(app: typer.Typer) -> None`` and list
 its commands in :data:`COMMANDS` with the first paragraph of their help (what `arena --help` shows without
-importing them). ``tests/arena/test_cli_registry.py`` imports every module and checks that the registry
+importing them). A command that needs a heavy library to run (the fitting stack, the LLM client) keeps its
+options there and its work in :mod:`arena.cli.commands.runs`, imported when it runs, so its `--help` stays
+light. ``tests/arena/test_cli_registry.py`` imports every module and checks that the registry
 and the modules agree, and that `arena --help` reads the same as with every module imported.
 """
 
@@ -37,11 +39,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Import files, each all-or-nothing in one transaction; importing a file again adds nothing.",
     ),
     "export": (
-        "data",
+        "export",
         "Export deterministically (export -> import into an empty store -> export gives the same bytes).",
     ),
     "convert": (
-        "data",
+        "convert",
         "Write a battles file as Chatbot Arena battles, weights and unknown sides kept (no database).",
     ),
     "demo": (
@@ -116,36 +118,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 
 
-def _connecting(exc: BaseException) -> bool:
-    """Whether a database error happened while connecting (no server, refused, unknown host, a file
-    SQLite cannot open), not inside a statement of a connection that worked."""
-    text = str(getattr(exc, "orig", exc)).lower()
-    return any(
-        sign in text
-        for sign in (
-            "connection refused", "could not connect", "connection failed", "unable to open database",
-            "could not translate host", "name or service not known", "password authentication",
-        )
-    )  # fmt: skip
+#: How the command line itself ends a command: help, a usage error, an exit the command chose.
+_COMMAND_LINE_ENDS = (click.ClickException, typer.Exit, typer.Abort)
 
 
 class _Commands(TyperGroup):
     """Every command: a write that finds no room (full disk, quota, file size limit) is one line and exit
-    status 1, never a traceback. Each write is a transaction or a temporary file renamed into place, so
-    nothing half-written is left behind."""
+    status 1, never a traceback (:func:`arena.cli.store.failure_line`). Each write is a transaction or a
+    temporary file renamed into place, so nothing half-written is left behind."""
 
     def invoke(self, ctx: Any) -> Any:  # typer.Context; its click base is private to typer
         try:
             return super().invoke(ctx)
         except Exception as exc:
-            from sqlalchemy.exc import OperationalError  # the database stack only when something failed
+            if isinstance(exc, _COMMAND_LINE_ENDS) and exc.__cause__ is None and exc.__context__ is None:
+                raise  # `--help`, a usage error, an exit with no error behind it: nothing to look into
+            from arena.cli.store import failure_line  # the database stack: only once a command failed
 
-            from arena.cli.options import unreachable_line
-            from votes.db import storage_failure_line
-
-            line = storage_failure_line(exc)
-            if line is None and isinstance(exc, OperationalError) and _connecting(exc):
-                line = unreachable_line(None, exc)
+            line = failure_line(exc)
             if line is None:
                 raise
             typer.echo(f"error: {line}", err=True)

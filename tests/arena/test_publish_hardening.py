@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 import arena.cli.commands.data
-import arena.cli.options
+import arena.cli.store
 import leaderboard.snapshot.files
 from arena.cli.main import app
 from arena.publish.staging import STAGING_PREFIX
@@ -122,7 +122,7 @@ def test_full_sqlite_database_during_import_is_one_line_without_row_values(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'small.db'}"
     imported(url, tmp_path, [["alpha", "beta"]])
-    opened = arena.cli.options.open_store
+    opened = arena.cli.store.open_store
 
     def cramped(settings: object, *, create: bool = False) -> Engine:
         engine = opened(settings, create=create)  # type: ignore[arg-type]

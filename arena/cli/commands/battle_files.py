@@ -1,6 +1,11 @@
-"""Battle files and stored votes on the command line: the shape and filter options recompute, publish
-and evaluate share (one definition each), reading a file with a clear message instead of a traceback, the
-refused-rows report, and the graph's parts."""
+"""Battle files and stored votes on the command line: the shape, filter and format options the commands
+share (one definition each), the filters as a battle filter or a filter on the store, and the refused-rows
+report.
+
+Light on purpose (typer, the SOURCE_FORMATS table and the battle filter): every command that reads a battles
+file imports it for its options, `--help` included. Reading a file for a fit and reading the store are
+:mod:`arena.cli.commands.runs.from_file`'s and :mod:`arena.cli.commands.runs.from_store`'s.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +13,16 @@ import csv
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NamedTuple
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from votes.files.formats import SOURCE_FORMATS
+from arena.cli.options import FormatChoice
+from votes.files.formats import SOURCE_FORMATS, SourceFormat
+from votes.files.selection import BattleFilter
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
-
-    from leaderboard.battles import Battles
-    from leaderboard.data import PairCounts
-    from votes.files.columns import BattleRead
-    from votes.files.records import Refusal
-    from votes.files.selection import BattleFilter
+    from votes.files.records import FileFormat, Refusal
     from votes.reads.queries import VoteFilter
 
 __all__ = [
@@ -42,13 +43,12 @@ __all__ = [
     "ShapeOpt",
     "SinceOpt",
     "SkipInvalidOpt",
-    "StoredPart",
     "UntilOpt",
+    "as_utc",
     "battle_filter",
     "database_filter",
-    "pick_components",
-    "pick_stored_components",
-    "read_battle_file",
+    "names_of",
+    "split_format",
     "write_report",
 ]
 
@@ -138,13 +138,15 @@ AnnotatorsOpt = Annotated[
 ]
 
 
-def _names(value: str | None) -> tuple[str, ...] | None:
+def names_of(value: str | None) -> tuple[str, ...] | None:
+    """A comma-separated option as names (None when not given)."""
     if value is None:
         return None
     return tuple(n.strip() for n in value.split(",") if n.strip())
 
 
-def _utc(value: datetime | None) -> datetime | None:
+def as_utc(value: datetime | None) -> datetime | None:
+    """A time option in UTC: a naive time is read as UTC."""
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -161,15 +163,13 @@ def battle_filter(
     judge: str | None = None,
 ) -> BattleFilter:
     """The filter options as a :class:`~votes.files.selection.BattleFilter` (times read as UTC)."""
-    from votes.files.selection import BattleFilter
-
     return BattleFilter(
         language=language,
-        since=_utc(since),
-        until=_utc(until),
+        since=as_utc(since),
+        until=as_utc(until),
         anony_only=anony_only,
-        models=_names(models),
-        exclude_models=_names(exclude_models) or (),
+        models=names_of(models),
+        exclude_models=names_of(exclude_models) or (),
         judge=judge,
     )
 
@@ -194,107 +194,26 @@ def database_filter(
     """The filter options as a :class:`~votes.reads.queries.VoteFilter` on the stored votes (times read as
     UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one.
     ``flagged_weight`` is the ``flagged_votes`` setting (``Settings.flagged_down_weight``)."""
-    from votes.reads.queries import VoteFilter
+    from votes.reads.queries import VoteFilter  # the database stack: only what reads the store calls this
 
-    chosen = _names(annotators)
+    chosen = names_of(annotators)
     if judge is not None:
         chosen = (*(chosen or ()), judge)
     return VoteFilter(
         category=category,
         language=language,
-        since=_utc(since),
-        until=_utc(until),
+        since=as_utc(since),
+        until=as_utc(until),
         exclude_flagged=exclude_flagged,
         annotators=chosen or None,
         anony_only=anony_only,
-        models=_names(models),
-        exclude_models=_names(exclude_models) or (),
+        models=names_of(models),
+        exclude_models=names_of(exclude_models) or (),
         source=source,
         first_sight=first_sight,
         robust=robust,
         flagged_weight=flagged_weight,
     )
-
-
-class StoredPart(NamedTuple):
-    """A part of the stored votes' comparison graph to fit: its number (None when the graph is
-    connected), its filter (the part's models), and, for a connected graph, the votes' counts as the
-    check read them (None for a part)."""
-
-    number: int | None
-    filter: VoteFilter
-    counts: PairCounts | None
-
-
-def pick_stored_components(
-    engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool
-) -> list[StoredPart]:
-    """The parts of the stored votes' comparison graph to fit; an error (exit 1) naming the parts when
-    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen."""
-    from dataclasses import replace
-
-    from arena.publish.board_reads import stored_components
-
-    parts, counts = stored_components(engine, vote_filter)
-    if len(parts) <= 1:
-        return [StoredPart(None, vote_filter, counts)]
-    sizes = "; ".join(f"{k}: {len(p)} models ({', '.join(p[:4])})" for k, p in enumerate(parts, 1))
-    if not (largest or each):
-        typer.echo(
-            f"error: the database: the comparison graph has {len(parts)} parts never compared with each "
-            f"other ({sizes}); use --largest-component or --each-component",
-            err=True,
-        )
-        raise typer.Exit(1)  # the data, not the command line, is at fault
-    typer.echo(f"the database: the comparison graph has {len(parts)} parts ({sizes})", err=True)
-    chosen = parts[:1] if largest else parts
-    return [StoredPart(k, replace(vote_filter, models=p), None) for k, p in enumerate(chosen, 1)]
-
-
-def read_battle_file(
-    path: Path,
-    *,
-    filters: BattleFilter,
-    shape: str | None = None,
-    skip_invalid: bool = False,
-    report: Path | None = None,
-    baseline: str | None = None,
-    quiet: bool = False,
-) -> BattleRead:
-    """Read and select a battles file; a bad file is a one-line error naming file, row and reason
-    (exit 2). With ``skip_invalid`` the refused rows go to a CSV report and a summary is printed (on
-    stderr; ``quiet`` prints only errors, for output that must stay machine-readable)."""
-    from votes.files.columns import read_battles
-    from votes.files.records import InputError
-
-    try:
-        read = read_battles(
-            path,
-            filters=filters,
-            source_format=shape,
-            skip_invalid=skip_invalid,
-            baseline=baseline,
-        )
-    except InputError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except OSError as exc:
-        typer.echo(f"error: {path}: cannot read ({exc.strerror or exc})", err=True)
-        raise typer.Exit(2) from None
-    if not quiet:
-        typer.echo(f"{path}: {read.source_format}: {read.note}", err=True)
-    if skip_invalid:
-        target = report or path.with_name(path.name + ".refused.csv")
-        with target.open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["file", "where", "reason"])
-            for r in read.refused:
-                writer.writerow([str(path), r.where, r.reason])
-        typer.echo(f"{path}: {len(read.refused)} of {read.n_rows} rows refused, listed in {target}", err=True)
-    if len(read.battles) == 0:
-        typer.echo(f"error: {path}: no battles left after the filters", err=True)
-        raise typer.Exit(2)
-    return read
 
 
 def write_report(path: Path, refused: Sequence[Refusal], report: Path | None = None) -> Path:
@@ -309,24 +228,17 @@ def write_report(path: Path, refused: Sequence[Refusal], report: Path | None = N
     return target
 
 
-def pick_components(battles: Battles, *, largest: bool, each: bool, source: Path | str) -> list[Battles]:
-    """The parts of the comparison graph to fit: all of it when connected; else the largest part or
-    each part, as asked, or an error (exit 1) naming the parts. Prints what was chosen."""
-    from leaderboard.battles import split_components
-
-    parts = split_components(battles)
-    if len(parts) == 1:
-        return parts
-    sizes = ", ".join(f"{len(p.models)} models/{len(p)} battles" for p in parts)
-    if not (largest or each):
-        typer.echo(
-            f"error: {source}: the comparison graph has {len(parts)} parts never compared with each other "
-            f"({sizes}); use --largest-component or --each-component",
-            err=True,
-        )
-        raise typer.Exit(1)  # the data, not the command line, is at fault
-    typer.echo(f"{source}: the comparison graph has {len(parts)} parts ({sizes})", err=True)
-    if largest:
-        typer.echo(f"fitting the largest part: {', '.join(parts[0].models[:8])}", err=True)
-        return parts[:1]
-    return parts
+def split_format(value: str | None) -> tuple[FileFormat | None, SourceFormat | None]:
+    """A ``--format`` value of `arena import` or `arena convert`: a file format (jsonl, json, csv, parquet)
+    or a battles shape of the SOURCE_FORMATS table; a usage error otherwise."""
+    if value is None:
+        return None, None
+    if value in FormatChoice.__members__:
+        return cast("FileFormat", value), None
+    if value in SOURCE_FORMATS:
+        return None, value
+    raise typer.BadParameter(
+        f"{value!r} is neither a file format (jsonl, json, csv, parquet) nor a battles shape "
+        f"({', '.join(SOURCE_FORMATS)})",
+        param_hint="--format",
+    )

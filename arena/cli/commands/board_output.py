@@ -1,15 +1,16 @@
-"""The board on the console: the progress bar of a fit, the summary table, and what recompute prints.
+"""The board on the console: the progress bar of a fit and the summary table.
 
-Shared by `arena recompute` (:mod:`arena.cli.commands.recompute`), `arena publish` and `arena snapshots`
-(:mod:`arena.cli.commands.snapshots`), so a board looks the same wherever it is printed.
+Shared by `arena recompute`, `arena publish` and `arena snapshots` (:mod:`arena.cli.commands.snapshots`),
+so a board looks the same wherever it is printed; what a fit adds to it (its fitted parameters, the style
+board, the agreement section, ``--json``) is :mod:`arena.cli.commands.runs.board_report`'s. Only rich is
+imported here: `arena snapshots list` prints through it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -17,19 +18,8 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from leaderboard.result import Leaderboard
-    from leaderboard.snapshot.folder import SnapshotManifest
 
-__all__ = [
-    "SUMMARY_ROWS",
-    "board_json",
-    "err",
-    "out",
-    "print_result",
-    "print_agreement",
-    "print_style",
-    "progress_bar",
-    "summary_table",
-]
+__all__ = ["SUMMARY_ROWS", "count_text", "err", "out", "progress_bar", "summary_table"]
 
 SUMMARY_ROWS = 20
 err = Console(stderr=True)
@@ -79,7 +69,7 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
             f"{board.rating[i]:.1f}",
             f"{board.ci_low[i]:.1f}-{board.ci_high[i]:.1f}",
             f"{board.rank_low[i]}-{board.rank_high[i]}",
-            _count(board.battles[i]),
+            count_text(board.battles[i]),
             f"{board.win_rate[i]:.1%}",
         )
     if len(order) > rows:
@@ -87,71 +77,6 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
     return table
 
 
-def _count(value: float) -> str:
+def count_text(value: float) -> str:
     """A count as an integer when it is whole (summed time weights keep their decimals)."""
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,.2f}"
-
-
-def board_json(board: Leaderboard, manifest_path: Path, metadata: dict[str, Any]) -> str:
-    """What --json prints for a fitted board: the snapshot's metadata, folder and rows, best first."""
-    import json
-
-    from leaderboard.snapshot.files import leaderboard_table
-
-    rows = json.loads(leaderboard_table(board).to_json(orient="records"))
-    return json.dumps({"path": str(manifest_path), "metadata": metadata, "models": rows}, default=str)
-
-
-def print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: float, source: str) -> None:
-    meta = manifest.metadata
-    title = (
-        f"{meta['method']} on {_count(meta['n_votes'])} votes from {source} "
-        f"({len(board.models)} models, {meta['slice']}, seed {meta['seed']}, {seconds:.1f} s)"
-    )
-    out.print(summary_table(board, title=title))
-    fitted = meta.get("parameters_fitted") or {}
-    for name, value in sorted(fitted.items()):
-        low, high = value.get("ci_low"), value.get("ci_high")
-        interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
-        out.print(f"  {name}: {value.get('value'):.3f}{interval}")
-    print_style(meta, manifest.path)
-    print_agreement(meta)
-    out.print(f"snapshot {meta['id']} in {manifest.path}", soft_wrap=True)
-    out.print(f"votes sha256           {meta['votes_sha256']}", soft_wrap=True)
-    out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}", soft_wrap=True)
-
-
-def print_agreement(meta: dict[str, Any]) -> None:
-    """One line on the agreement section, and a warning when the board counts LLM judges' votes."""
-    section = meta.get("agreement")
-    if not section:
-        return
-    from rich.markup import escape  # labels come from imported files: no markup of theirs
-
-    judges = escape(", ".join(j["judge"] for j in section["judges"]))
-    out.print(f"agreement of humans and judges ({judges}) in agreement.csv / agreement.json")
-    if section["judges_in_board"]:
-        counted = escape(", ".join(section["judges_in_board"]))
-        out.print(f"[yellow]note:[/yellow] this board counts LLM judges' votes: {counted}")
-
-
-def print_style(meta: dict[str, Any], folder: Path) -> None:
-    """The style-controlled board's covariates and the models whose rank it changes."""
-    styled = meta.get("style_control")
-    if not styled:
-        return
-    import pandas as pd
-
-    from leaderboard.style.board import STYLE_CSV_FILE
-
-    out.print(f"style control on {styled['n_votes']:,.0f} votes: {', '.join(styled['features'])}")
-    for name, value in styled["coefficients_elo"].items():
-        out.print(f"  {name}: {value['value']:.3f} Elo [{value['ci_low']:.3f}, {value['ci_high']:.3f}]")
-    if styled["separating"]:
-        out.print(f"  left out, they separate the votes: {', '.join(styled['separating'])}")
-    if styled["n_votes_without_texts"]:
-        out.print(f"  {styled['n_votes_without_texts']:,} votes without answer texts left out of this board")
-    table = pd.read_csv(folder / STYLE_CSV_FILE, keep_default_na=False, dtype={"model": str})
-    moved = table[table["rank_change"] != 0]
-    for row in moved.head(SUMMARY_ROWS).to_dict(orient="records"):
-        out.print(f"  {row['model']}: rank {row['rank']} under style control ({row['rank_change']:+d})")

@@ -1,5 +1,8 @@
 """`arena costs`: tokens spent on answers (per model) and on LLM-judge verdicts (per judge), per run and
-in total, summed from the stored rows (see :mod:`votes.catalog.costs`)."""
+in total, summed from the stored rows (see :mod:`votes.catalog.costs`).
+
+Every command here reads the store (and the runs of `arena generate` and `arena judge` print their tokens
+through :func:`print_run_costs`), so the store's modules are imported at the top."""
 
 from __future__ import annotations
 
@@ -11,12 +14,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from arena.cli.options import DatabaseUrlOption, open_store, settings_for
+from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.store import open_store
+from votes.catalog.costs import TokenUse, UseKind, token_use, total_use
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
-
-    from votes.catalog.costs import TokenUse, UseKind
 
 __all__ = ["costs_command", "print_run_costs", "register"]
 
@@ -49,8 +52,6 @@ def costs_command(
 ) -> None:
     """Prompt and completion tokens of the stored answers per model and of the stored judgments per
     judge (per run with --by-run), with totals. Tokens of failed requests are not stored, so not here."""
-    from votes.catalog.costs import token_use, total_use
-
     if kind not in (None, "answers", "judging"):
         raise typer.BadParameter("answers or judging", param_hint="--kind")
     engine = open_store(settings_for(database_url))
@@ -91,8 +92,6 @@ def costs_command(
 
 def print_run_costs(engine: Engine, *, kind: UseKind, names: Sequence[str], run_id: str) -> None:
     """After a run: its tokens per model (or judge) and, for the same names, all stored runs' totals."""
-    from votes.catalog.costs import token_use
-
     with engine.connect() as conn:
         runs = token_use(conn, by_run=True, kind=kind, names=names)
         overall = token_use(conn, kind=kind, names=names)

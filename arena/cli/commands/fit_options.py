@@ -1,23 +1,18 @@
-"""The fit options recompute and publish share, and the one fit request they build from them.
+"""The fit options recompute and publish share, and the parsing of the two that are not plain values.
 
-Each option is spelled once here (so `arena recompute --help` and `arena publish --help` say the same), and
-:func:`fit_request` turns their values into the :class:`~leaderboard.bt.request.FitRequest` the command
-hands whole to publishing and the math: checked before any vote is read, a bad value reported on its
-option.
+Each option is spelled once here (so `arena recompute --help` and `arena publish --help` say the same);
+:func:`arena.cli.commands.runs.fit_request.fit_request` turns their values into the one
+:class:`~leaderboard.bt.request.FitRequest` the command hands whole to publishing and the math. This module
+imports no fitting library: the commands' help reads it.
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-
-from arena.cli.commands.board_output import err
-
-if TYPE_CHECKING:
-    from leaderboard.bt.request import FitRequest
 
 __all__ = [
     "AnchorOpt",
@@ -33,7 +28,6 @@ __all__ = [
     "RectifyOpt",
     "SeedOpt",
     "StyleOpt",
-    "fit_request",
     "parse_anchor",
     "parse_families",
 ]
@@ -162,69 +156,3 @@ def parse_families(values: list[str] | None) -> dict[str, str]:
                 )
             put(model, family, repr(value))
     return found
-
-
-#: The command-line option of each field of a fit request, for the usage error of a bad value.
-REQUEST_OPTIONS = {
-    "anchor": "--anchor",
-    "cluster": "--cluster",
-    "families": "--family",
-    "level": "--level",
-    "n_rounds": "--bootstrap",
-    "rectify": "--rectify",
-}
-
-
-def fit_request(
-    method: str,
-    bootstrap: int,
-    seed: int,
-    anchor: str | None,
-    level: float,
-    interval: str,
-    *,
-    half_life: float | None = None,
-    prior: float | None = None,
-    both_bad: str = "tie",
-    style: str | None = None,
-    families: list[str] | None = None,
-    rectify: str | None = None,
-    cluster: str = "auto",
-) -> FitRequest:
-    """The one :class:`~leaderboard.bt.request.FitRequest` of recompute's and publish's options, checked
-    before any vote is read: a bad value is a usage error on its option. An unknown method or interval,
-    or a model option the method refuses, is the one-line error (exit status 2) the fit gives it."""
-    from leaderboard.bt.request import FitRequest, FitRequestError, ModelOptions  # numpy: off --help
-    from leaderboard.style.board import expand_style  # pandas: off --help
-
-    if both_bad not in ("tie", "exclude"):
-        raise typer.BadParameter("expected tie or exclude", param_hint="--both-bad")
-    groups = tuple(g.strip() for g in (style or "").split(",") if g.strip())
-    if groups:
-        try:
-            expand_style(groups)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--style") from None
-    try:
-        return FitRequest(
-            method=method,
-            n_rounds=bootstrap,
-            level=level,
-            interval=interval,
-            anchor=parse_anchor(anchor),
-            random_state=seed,
-            cluster=cluster,
-            model=ModelOptions(
-                half_life=None if half_life is None else half_life * 86_400.0,
-                prior=prior,
-                both_bad="exclude" if both_bad == "exclude" else "tie",
-            ),
-            style=groups,
-            families=parse_families(families),
-            rectify=rectify or "",
-        )
-    except FitRequestError as exc:
-        if exc.option not in REQUEST_OPTIONS:  # the method, its interval or model options
-            err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from None
-        raise typer.BadParameter(str(exc), param_hint=REQUEST_OPTIONS[exc.option]) from None

@@ -18,7 +18,10 @@ from rich.console import Console
 from rich.table import Table
 from sqlmodel import Session
 
-from arena.cli.options import DatabaseUrlOption, open_store, settings_for
+from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.store import open_store
+from votes.review.gold_review import gold_item_rows
+from votes.voting.gold_items import GoldFileError, add_gold_file, derive_golds
 
 __all__ = ["gold_app", "register"]
 
@@ -41,8 +44,6 @@ def gold_add(
     optional ``model_right``/``model_wrong`` (catalog names the reveal shows) and ``detail``, or
     ``{"kind": "identical", "prompt", "text"}`` with optional ``model``. Adding a file again adds nothing.
     """
-    from votes.voting.gold_items import GoldFileError, add_gold_file
-
     if not path.is_file():
         typer.echo(f"error: {path}: no such file", err=True)
         raise typer.Exit(1)
@@ -70,8 +71,6 @@ def gold_derive(
 ) -> None:
     """Derive golds from the catalog: answers cut short, sentences shuffled, another prompt's answer, and
     the same answer twice (right vote: tie)."""
-    from votes.voting.gold_items import derive_golds
-
     engine = open_store(settings_for(database_url))
     try:
         with Session(engine) as session:
@@ -89,8 +88,6 @@ def gold_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per gold.")] = False,
 ) -> None:
     """Every gold with its kind, source, votes, share voted right and whether it is retired."""
-    from votes.review.gold_review import gold_item_rows
-
     engine = open_store(settings_for(database_url))
     try:
         with Session(engine) as session:

@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from sqlmodel import Session, select
 
-from arena.cli.options import DatabaseUrlOption, open_store, settings_for
+from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.store import open_store
 from votes.catalog.endpoints import (
     EndpointExists,
     EndpointRecord,
@@ -59,7 +60,7 @@ def add_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Register an endpoint. The key itself is never stored: only the variable's name."""
-    from arena.llm.registry import config_for, parse_params  # openai loads only for commands using it
+    from arena.llm.registry import config_for, parse_params  # openai: only `add` and `load` check a client
 
     try:
         record = EndpointRecord(
@@ -97,7 +98,7 @@ def load_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Register many endpoints and set models' metadata from a file, all or nothing."""
-    from arena.llm.registry import read_models_file
+    from arena.llm.registry import read_models_file  # openai: only `add` and `load` check a client
 
     try:
         records, metadata = read_models_file(file)

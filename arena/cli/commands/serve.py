@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
+import logging.config
 import os
 import re
 import shutil
@@ -46,7 +48,7 @@ def prepare_database(
     With ``snapshot_dir`` the demo also gets a first published snapshot, so that `/leaderboard` shows the
     published board (intervals, rank ranges, plots) and not only the live Elo.
     """
-    from votes.migrate import upgrade_database
+    from votes.migrate import upgrade_database  # Alembic: `arena vote-writer` starts without it
 
     upgrade_database(database_url)
     if not demo:
@@ -56,7 +58,7 @@ def prepare_database(
         with Session(engine) as session:
             if session.exec(select(Model.id).limit(1)).first() is not None:
                 return "database not empty: demo data not loaded"
-        from votes.imports.demo import load_demo
+        from votes.imports.demo import load_demo  # the import machinery: only with --demo
 
         load_demo(engine, n_votes=demo_votes, seed=seed)
         said = f"demo data loaded ({demo_votes} votes, seed {seed})"
@@ -187,7 +189,7 @@ def reap_dead_processes(folder: str) -> list[int]:
     have exited: their live gauges (votes awaiting commit) stop counting. Counters and histograms of a
     dead process stay (a count never goes back). Returns the pids reaped.
     """
-    from prometheus_client import multiprocess
+    from prometheus_client import multiprocess  # imported once metrics_folder has named its folder
 
     pids = set()
     for name in os.listdir(folder):
@@ -339,10 +341,7 @@ def vote_writer(
     `arena serve --workers N` starts one by itself; run it yourself when the workers run under another
     process manager. SIGTERM (or Ctrl-C) stops it after the votes it holds are committed and answered.
     """
-    import logging
-    import logging.config
-
-    from votes.voting.writer.service import run_vote_writer
+    from votes.voting.writer.service import run_vote_writer  # the writer's own loop: not for `arena serve`
 
     if database_url:
         os.environ["ARENA_DATABASE_URL"] = database_url

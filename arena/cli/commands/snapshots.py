@@ -1,7 +1,8 @@
 """`arena snapshots list|show|diff`: reading the published leaderboard snapshots (nothing is written).
 
 Each command opens the store, reads rows and files through :mod:`votes.reads.snapshots` and
-:mod:`leaderboard.snapshot.folder`, and prints a table (or JSON with ``--json``).
+:mod:`leaderboard.snapshot.folder`, and prints a table (or JSON with ``--json``). The store's modules are
+imported at the top; the snapshot folders' reader (pandas) only by ``show`` and ``diff``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from rich.table import Table
 from sqlmodel import Session
 
 from arena.cli.commands.board_output import out, summary_table
-from arena.cli.options import DatabaseUrlOption, open_store, settings_for
+from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.store import open_store
+from votes.reads.snapshots import AmbiguousSnapshotError, find_snapshot, list_snapshots, snapshot_manifest
 
 __all__ = ["register", "snapshots_app"]
 
@@ -36,8 +39,6 @@ def _session(database_url: str | None) -> Iterator[Session]:
 
 def _find(session: Session, given: str) -> Any:
     """The snapshot with this id or unique id prefix; a usage error otherwise."""
-    from votes.reads.snapshots import AmbiguousSnapshotError, find_snapshot
-
     try:
         row = find_snapshot(session=session, prefix=given)
     except AmbiguousSnapshotError as exc:
@@ -54,8 +55,6 @@ def snapshots_list(
     as_json: Annotated[bool, typer.Option("--json", help="Manifests as JSON.")] = False,
 ) -> None:
     """Published snapshots, newest first, with their manifests."""
-    from votes.reads.snapshots import list_snapshots, snapshot_manifest
-
     with _session(database_url) as session:
         rows = list_snapshots(session=session, slice=slice_)
         manifests = [snapshot_manifest(row) for row in rows]
@@ -83,8 +82,7 @@ def snapshots_show(
     as_json: Annotated[bool, typer.Option("--json", help="Metadata as JSON.")] = False,
 ) -> None:
     """One snapshot: its metadata, file sha256s (checked against the files) and the board."""
-    from leaderboard.snapshot.folder import read_snapshot
-    from votes.reads.snapshots import snapshot_manifest
+    from leaderboard.snapshot.folder import read_snapshot  # pandas: `snapshots list` reads no folder
 
     with _session(database_url) as session:
         row = _find(session, snapshot_id)
@@ -106,7 +104,7 @@ def snapshots_diff(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Rating and rank changes from A to B, new and dropped models, and whether votes or method changed."""
-    from leaderboard.snapshot.folder import diff_snapshots, read_snapshot
+    from leaderboard.snapshot.folder import diff_snapshots, read_snapshot  # pandas: not for `list`
 
     with _session(database_url) as session:
         rows = [_find(session, x) for x in (a, b)]

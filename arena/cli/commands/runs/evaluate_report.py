@@ -1,8 +1,8 @@
 """What `arena evaluate` reports: the comparison table, the verdict, the rows as JSON, the calibration plot.
 
-:mod:`arena.cli.commands.evaluate` scores the systems on held-out votes; this module lays the scores out for
-the console (the best value of each score in bold, the verdict in one sentence, each annotator's position
-term) and writes ``evaluate.json`` and the calibration plot of the best few systems.
+:mod:`arena.cli.commands.runs.evaluate` scores the systems on held-out votes; this module lays the scores
+out for the console (the best value of each score in bold, the verdict in one sentence, each annotator's
+position term) and writes ``evaluate.json`` and the calibration plot of the best few systems.
 """
 
 from __future__ import annotations

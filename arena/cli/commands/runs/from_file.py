@@ -1,0 +1,83 @@
+"""Battles read from a file for a fit: a clear message instead of a traceback, the refused-rows report, and
+the parts of the comparison graph.
+
+What `arena recompute --from` and `arena evaluate --from` read through; no database library is imported here.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import typer
+
+from leaderboard.battles import Battles, split_components
+from votes.files.columns import BattleRead, read_battles
+from votes.files.records import InputError
+from votes.files.selection import BattleFilter
+
+__all__ = ["pick_components", "read_battle_file"]
+
+
+def read_battle_file(
+    path: Path,
+    *,
+    filters: BattleFilter,
+    shape: str | None = None,
+    skip_invalid: bool = False,
+    report: Path | None = None,
+    baseline: str | None = None,
+    quiet: bool = False,
+) -> BattleRead:
+    """Read and select a battles file; a bad file is a one-line error naming file, row and reason
+    (exit 2). With ``skip_invalid`` the refused rows go to a CSV report and a summary is printed (on
+    stderr; ``quiet`` prints only errors, for output that must stay machine-readable)."""
+    try:
+        read = read_battles(
+            path,
+            filters=filters,
+            source_format=shape,
+            skip_invalid=skip_invalid,
+            baseline=baseline,
+        )
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"error: {path}: cannot read ({exc.strerror or exc})", err=True)
+        raise typer.Exit(2) from None
+    if not quiet:
+        typer.echo(f"{path}: {read.source_format}: {read.note}", err=True)
+    if skip_invalid:
+        target = report or path.with_name(path.name + ".refused.csv")
+        with target.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["file", "where", "reason"])
+            for r in read.refused:
+                writer.writerow([str(path), r.where, r.reason])
+        typer.echo(f"{path}: {len(read.refused)} of {read.n_rows} rows refused, listed in {target}", err=True)
+    if len(read.battles) == 0:
+        typer.echo(f"error: {path}: no battles left after the filters", err=True)
+        raise typer.Exit(2)
+    return read
+
+
+def pick_components(battles: Battles, *, largest: bool, each: bool, source: Path | str) -> list[Battles]:
+    """The parts of the comparison graph to fit: all of it when connected; else the largest part or
+    each part, as asked, or an error (exit 1) naming the parts. Prints what was chosen."""
+    parts = split_components(battles)
+    if len(parts) == 1:
+        return parts
+    sizes = ", ".join(f"{len(p.models)} models/{len(p)} battles" for p in parts)
+    if not (largest or each):
+        typer.echo(
+            f"error: {source}: the comparison graph has {len(parts)} parts never compared with each other "
+            f"({sizes}); use --largest-component or --each-component",
+            err=True,
+        )
+        raise typer.Exit(1)  # the data, not the command line, is at fault
+    typer.echo(f"{source}: the comparison graph has {len(parts)} parts ({sizes})", err=True)
+    if largest:
+        typer.echo(f"fitting the largest part: {', '.join(parts[0].models[:8])}", err=True)
+        return parts[:1]
+    return parts

@@ -1,0 +1,183 @@
+"""`arena publish` at work: the board of the stored votes (or one per category and language, or per part of
+the comparison graph) fitted and stored as an immutable snapshot, and printed.
+
+The command's options and help are :mod:`arena.cli.commands.publish`'s; its function imports this module
+when it runs, so the fitting stack and the store are imported here, at the top.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from arena.cli.commands.battle_files import database_filter
+from arena.cli.commands.board_output import SUMMARY_ROWS, err, out, progress_bar, summary_table
+from arena.cli.commands.runs.board_report import board_json, print_agreement, print_style
+from arena.cli.commands.runs.fit_request import fit_request
+from arena.cli.commands.runs.from_store import pick_stored_components
+from arena.cli.options import settings_for
+from arena.cli.store import open_store
+from arena.publish.drawing import command_line_process
+from arena.publish.snapshots import publish_slices, publish_snapshot
+from leaderboard.bt.spec import DisconnectedComparisonError
+from leaderboard.snapshot.folder import read_snapshot, slice_label
+from votes.collector import gc_paused
+from votes.imports.runs import clean_dead_runs
+
+__all__ = ["run_publish"]
+
+
+def run_publish(
+    *,
+    database_url: str | None,
+    snapshot_dir: Path | None,
+    method: str,
+    bootstrap: int,
+    seed: int,
+    anchor: str | None,
+    level: float,
+    interval: str,
+    half_life: float | None,
+    prior: float | None,
+    both_bad: str,
+    category: str | None,
+    language: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    exclude_flagged: bool,
+    annotators: str | None,
+    judge: str | None,
+    anony_only: bool,
+    first_sight: bool,
+    robust: bool,
+    models: str | None,
+    exclude_models: str | None,
+    largest_component: bool,
+    each_component: bool,
+    all_slices: bool,
+    min_votes: int,
+    style: str | None,
+    cluster: str,
+    as_json: bool,
+    family: list[str] | None,
+    rectify: str | None,
+) -> None:
+    """What `arena publish` does with its options (:func:`arena.cli.commands.publish.publish`)."""
+    settings = settings_for(database_url)
+    vote_filter = database_filter(
+        category=category,
+        language=language,
+        since=since,
+        until=until,
+        exclude_flagged=exclude_flagged,
+        annotators=annotators,
+        judge=judge,
+        anony_only=anony_only,
+        models=models,
+        exclude_models=exclude_models,
+        first_sight=first_sight,
+        robust=robust,
+        flagged_weight=settings.flagged_down_weight,
+    )
+    command_line_process()
+    request = fit_request(
+        method,
+        bootstrap,
+        seed,
+        anchor,
+        level,
+        interval,
+        half_life=half_life,
+        prior=prior,
+        both_bad=both_bad,
+        style=style,
+        families=family,
+        rectify=rectify,
+        cluster=cluster,
+    )
+    if all_slices and vote_filter != database_filter(
+        exclude_flagged=exclude_flagged, flagged_weight=settings.flagged_down_weight
+    ):
+        raise typer.BadParameter(
+            "--all-slices publishes every category and language of all votes; no filters"
+        )
+    engine = open_store(settings)
+    folder = snapshot_dir or Path(settings.snapshot_dir)
+    try:
+        clean_dead_runs(engine)  # a crashed import's rows never reach a board
+        with progress_bar(not as_json) as bar, gc_paused():  # batch work: see votes.collector
+            tasks: dict[str, Any] = {}
+
+            def report(label: str, done: int, total: int) -> None:
+                if label not in tasks:
+                    tasks[label] = bar.add_task(f"{label}: bootstrap", total=total)
+                bar.update(tasks[label], completed=done, total=total)
+
+            if all_slices:
+                rows = publish_slices(
+                    engine,
+                    snapshot_dir=folder,
+                    request=request,
+                    min_votes=min_votes,
+                    exclude_flagged=exclude_flagged,
+                    progress=report,
+                    flagged_weight=settings.flagged_down_weight,
+                )
+            else:
+                board_label = slice_label(category=category, language=language)
+                chosen = pick_stored_components(
+                    engine, vote_filter, largest=largest_component, each=each_component
+                )
+                rows = []
+                for k, part_filter, counted in chosen:
+                    label = board_label if k is None else f"{board_label}, component {k}"
+
+                    def part_progress(done: int, total: int, label: str = label) -> None:
+                        report(label, done, total)
+
+                    rows.append(
+                        publish_snapshot(
+                            engine,
+                            snapshot_dir=folder,
+                            request=request,
+                            vote_filter=part_filter,
+                            component=k,
+                            progress=part_progress,
+                            counted=counted,
+                        )
+                    )
+    except DisconnectedComparisonError as exc:
+        # One line (no wrapping), exit 1, and how to get a board for each part.
+        typer.echo(
+            f"error: {exc}. No common scale exists; publish each part as its own snapshot with "
+            "--each-component, or only the largest part with --largest-component.",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+    except ValueError as exc:  # no votes, no answer texts for --style, no ids to cluster by
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    finally:
+        engine.dispose()
+    if as_json:
+        boards = [
+            json.loads(board_json(d.leaderboard, Path(d.path), d.metadata))
+            for d in map(read_snapshot, [r.path for r in rows])
+        ]
+        print(json.dumps(boards))  # noqa: T201 - the command's output
+        return
+    for row in rows:
+        data = read_snapshot(row.path)
+        part = data.metadata.get("filters", {}).get("component")
+        named = "" if part is None else f", component {part}"
+        title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice}{named})"
+        out.print(summary_table(data.leaderboard, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
+        print_style(data.metadata, Path(row.path))
+        print_agreement(data.metadata)
+        out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")
+        if part is not None:
+            typer.echo(f"  component {part}: {', '.join(sorted(data.leaderboard.models))}")
