@@ -19,10 +19,10 @@ import typer
 
 from arena.cli.options import FormatChoice
 from votes.files.formats import SOURCE_FORMATS, SourceFormat
-from votes.files.selection import BattleFilter
 
 if TYPE_CHECKING:
     from votes.files.records import FileFormat, Refusal
+    from votes.files.selection import BattleFilter
     from votes.reads.queries import VoteFilter
 
 __all__ = [
@@ -163,6 +163,8 @@ def battle_filter(
     judge: str | None = None,
 ) -> BattleFilter:
     """The filter options as a :class:`~votes.files.selection.BattleFilter` (times read as UTC)."""
+    from votes.files.selection import BattleFilter  # a file's filter: `arena db upgrade` filters none
+
     return BattleFilter(
         language=language,
         since=as_utc(since),

@@ -1,9 +1,10 @@
 """`arena import`, `arena demo` and `arena db upgrade`: data into the store, and its schema.
 
-Import and demo write through the import machinery (:mod:`votes.imports`), imported at the top; Alembic
-only by `arena db upgrade` (and by a store that needs an upgrade). Data out of the store is
+Import and demo open the store and write through the import machinery (:mod:`votes.imports`), which each
+imports when it runs; Alembic is imported only by `arena db upgrade` (and by a store that needs an
+upgrade). So none of the three loads what only another needs. Data out of the store is
 :mod:`arena.cli.commands.export`'s, and a battles file converted without a store
-:mod:`arena.cli.commands.convert`'s, so neither loads the import machinery.
+:mod:`arena.cli.commands.convert`'s.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from arena.cli.store import open_store
 from arena.settings import live_config
 from votes.files.formats import SOURCE_FORMATS
 from votes.files.records import InputError
-from votes.imports.demo import load_demo
-from votes.imports.files import import_file
 
 __all__ = ["register"]
 
@@ -82,6 +81,8 @@ def import_command(
 
     With --skip-invalid the valid rows are imported and the refused ones listed in a report file.
     """
+    from votes.imports.files import import_file  # the import machinery: `arena db upgrade` needs none
+
     file_format, shape = split_format(fmt)
     selection = battle_filter(
         since=since,
@@ -141,6 +142,8 @@ def demo_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Load the built-in demo catalog (fictional models) and simulate votes from known strengths."""
+    from votes.imports.demo import load_demo  # the import machinery: `arena db upgrade` needs none
+
     settings = settings_for(database_url)
     engine = open_store(settings, create=True)
     try:
@@ -156,7 +159,7 @@ db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 @db_app.command("upgrade")
 def db_upgrade(database_url: DatabaseUrlOption = None) -> None:
     """Apply pending schema migrations (SQLite is also upgraded automatically on start)."""
-    from votes.migrate import upgrade_database  # Alembic: only for the schema, not import or demo
+    from votes.migrate import upgrade_database  # Alembic: only for the schema, not for import or demo
 
     url = settings_for(database_url).database_url
     revision = upgrade_database(url)
