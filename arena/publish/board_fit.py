@@ -70,7 +70,7 @@ def fit_board(
 def fit_by_source(read: AgreementInput, request: FitRequest) -> tuple[Leaderboard, dict[str, Any]]:
     """The composite board of votes with their annotators, and its ``composite`` metadata."""
     from leaderboard.composite.board import composite_board  # only a source-aware board fits the composite
-    from votes.reads.annotated import composite_input  # the database stack: a file's board needs it only here
+    from votes.reads.annotated import composite_input  # the database stack: only a source-aware board
 
     if len(read.battles) == 0:
         raise ValueError("no votes with an annotator and a prompt to fit the composite on")

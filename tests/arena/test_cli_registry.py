@@ -1,11 +1,14 @@
 """The lazy `arena` command registry: it agrees with what the command modules register, `arena --help`
-imports none of them, and a command runs through it as it did when every module was imported."""
+imports none of them, a command's help and a command that needs no store or fit load none of their
+libraries, and a command runs through it as it did when every module was imported."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -48,7 +51,7 @@ def test_the_registry_help_is_each_command_s_first_paragraph() -> None:
 
 def test_top_level_help_lists_every_command_without_importing_a_command_module() -> None:
     code = (
-        "import sys\n"
+        "import json, sys\n"
         "from typer.testing import CliRunner\n"
         "from arena.cli.main import app\n"
         "out = CliRunner().invoke(app, ['--help'], terminal_width=200).output\n"
@@ -64,6 +67,47 @@ def test_top_level_help_lists_every_command_without_importing_a_command_module()
     assert loaded == "[]", loaded
     for name in COMMANDS:
         assert f" {name} " in help_text, name
+
+
+#: Libraries the commands whose work is in arena.cli.commands.runs load only to run: the fitting stack,
+#: the LLM client, and the database stack.
+RUN_ONLY = ("sklearn", "scipy", "pandas", "matplotlib", "statsmodels", "openai", "sqlalchemy", "sqlmodel")
+DATA = Path(__file__).resolve().parents[1] / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
+
+
+def _loaded_by(args: list[str], libraries: tuple[str, ...]) -> list[str]:
+    """The ``libraries`` loaded once ``arena ARGS`` ran (through the registry, in a fresh process)."""
+    code = (
+        "import json, sys\n"
+        "from typer.testing import CliRunner\n"
+        "from arena.cli.main import app\n"
+        "done = CliRunner().invoke(app, sys.argv[2:])\n"
+        "assert done.exit_code == 0, done.output\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1].split(',')))))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, ",".join(libraries), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded: list[str] = json.loads(proc.stdout)
+    return loaded
+
+
+@pytest.mark.parametrize("command", ["recompute", "publish", "evaluate", "agreement", "judge", "generate"])
+def test_the_help_of_a_command_that_fits_or_asks_a_model_loads_none_of_it(command: str) -> None:
+    """`arena recompute --help` reads the options, not the run (arena.cli.commands.runs) that imports the
+    fitting stack, the LLM client or the store."""
+    assert _loaded_by([command, "--help"], RUN_ONLY) == []
+
+
+def test_a_recompute_from_a_file_and_a_conversion_load_no_database_library(tmp_path: Path) -> None:
+    database = ("sqlalchemy", "sqlmodel", "alembic", "psycopg")
+    fit = ["--bootstrap", "0", "--no-plots", "--out", str(tmp_path / "board")]
+    assert _loaded_by(["recompute", "--from", str(DATA), *fit], database) == []
+    assert _loaded_by(["convert", str(DATA), "--out", str(tmp_path / "battles.jsonl")], database) == []
 
 
 def test_a_command_runs_through_the_lazy_registry_as_through_the_eager_app() -> None:

@@ -2,8 +2,9 @@
 share (one definition each), the filters as a battle filter or a filter on the store, and the refused-rows
 report.
 
-Light on purpose (typer, the SOURCE_FORMATS table and the battle filter): every command that reads a battles
-file imports it for its options, `--help` included. Reading a file for a fit and reading the store are
+Light on purpose (typer and the SOURCE_FORMATS table): every command that reads a battles file imports it
+for its options, `--help` included, and `arena db upgrade` with them; a filter's own module is imported
+when a filter is made. Reading a file for a fit and reading the store are
 :mod:`arena.cli.commands.runs.from_file`'s and :mod:`arena.cli.commands.runs.from_store`'s.
 """
 
