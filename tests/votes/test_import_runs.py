@@ -363,8 +363,7 @@ def test_a_run_alone_leaves_every_connection_enforcing_foreign_keys(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run alone empties its staging tables with SQLite's foreign keys off on one connection (so the
-    pages are freed whole), and merges with them off (checked set-wise); every connection goes back to
-    the pool enforcing them again."""
+    pages are freed whole); every connection goes back to the pool enforcing them again."""
     if engine.dialect.name != "sqlite":
         pytest.skip("SQLite's foreign-key switch")
     drivers: list[Any] = []

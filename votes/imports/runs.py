@@ -52,7 +52,7 @@ from votes.imports.clean_columns import CleanBatch, clean_digests, iso_times
 from votes.imports.digest_counts import DigestCounts
 from votes.imports.keys import BATTLE_OF_ROW, MARK_FRESH, ROW_KEY, UNSLOT, any_imported, place_keys
 from votes.imports.merge_alongside import Alongside
-from votes.imports.merge_checks import REFERRING, MergeChecks, Referred, merge_checks_for
+from votes.imports.merge_checks import MergeChecks, merge_checks_for
 from votes.imports.merge_steps import step_ranges
 from votes.imports.read_ahead import read_ahead
 from votes.imports.staging import row_digest, stage_battle_batch, stage_clean_batch
@@ -206,8 +206,8 @@ def _step(engine: Engine) -> Iterator[Connection]:
 def _step_on(conn: Connection, *, foreign_keys: bool = True, synced: bool = False) -> Iterator[Connection]:
     """:func:`_step` on a connection the caller holds across steps
     (:func:`votes.imports.merge_steps.step_ranges` watches it for other connections' commits).
-    ``foreign_keys=False``: SQLite checks no foreign key in this step (a merge step whose keys
-    :mod:`votes.imports.merge_checks` checks set-wise). ``synced``: the commit waits for the disk, as an
+    ``foreign_keys=False``: SQLite checks no foreign key in this step (one that can break none, as
+    emptying the staging tables whole). ``synced``: the commit waits for the disk, as an
     ordinary one (the run's *done*), and still leaves the log long."""
     driver = conn.connection.driver_connection if conn.dialect.name == "sqlite" else None
     cache = checkpoint = keys = 0
@@ -262,11 +262,10 @@ def _stage(
     *,
     probe: bool = True,
     times: Sequence[str] | None = None,
-    referred: Referred | None = None,
 ) -> ImportCounts:
     """Stage a batch: its rows with their import keys, where the store keeps each, and whether each key
     is new (``probe``: see :func:`votes.imports.keys.place_keys`). ``times``: a clean batch's times as
-    stored, when computed already. ``referred`` gathers the ids the rows refer to."""
+    stored, when computed already."""
     fetch = _staged_digests(conn, run_id)
     if digests is None:
         digests = _digests(records)
@@ -278,15 +277,11 @@ def _stage(
         columns.columns["import_copy"] = placed.copies
         columns.columns["fresh"] = placed.fresh
         bulk_insert_columns(conn, import_row_t, columns.columns, stored=columns.stored)
-        if referred is not None:
-            referred.add(columns.columns)
         return columns.counts
     staged = stage_battle_batch(conn, run_id, records, first_seq=first_seq, file=file, digests=digests)
     for row, digest, copy, new in zip(staged.rows, placed.digests, placed.copies, placed.fresh, strict=True):
         row.update(import_digest=digest, import_copy=copy, fresh=new)
     bulk_insert(conn, import_row_t, staged.rows)
-    if referred is not None:
-        referred.add({name: [row.get(name) for row in staged.rows] for name in REFERRING})
     return staged.counts
 
 
@@ -332,8 +327,6 @@ def _merge_step(
             return checks.run(conn, bounds, _MERGE_POSTGRES)
         return int(conn.execute(_MERGE_POSTGRES, bounds).rowcount)
     sqlite = conn.dialect.name == "sqlite"
-    if checks is not None and checks.referred is not None:
-        checks.check_referred(conn)
     base = int(conn.scalar(select(func.max(battle_t.c.id))) or 0) if sqlite else 0
     added = int(conn.execute(_MERGE_BATTLES, bounds).rowcount)
     if sqlite and added and _numbered_from(conn, base, added):
@@ -397,7 +390,6 @@ def import_battle_batches(
     counts = DigestCounts()
     seq = 0
     aside = Aside()  # the indexes the merge set aside (votes.imports.aside_indexes)
-    referred = Referred()  # what the staged rows refer to, for SQLite's set-wise key checks
     beside: Alongside | None = None  # PostgreSQL: the merge's own transaction (votes.imports.merge_alongside)
     try:
         _wait_for_slots(engine, run_id)
@@ -414,7 +406,6 @@ def import_battle_batches(
                     digests,
                     probe=probe,
                     times=times,
-                    referred=referred,
                 )
                 _add(total, staged)
                 _set_state(conn, run_id, "staging")
@@ -437,7 +428,7 @@ def import_battle_batches(
             )
             beside = None
         else:
-            total.rows, aside = _merge_in_steps(engine, run_id, seq, between, referred)
+            total.rows, aside = _merge_in_steps(engine, run_id, seq, between)
     except BaseException:
         if beside is not None:
             beside.abort()  # the merge's transaction rolled back: nothing of it was ever seen
@@ -459,27 +450,25 @@ def _merges_beside(engine: Engine) -> bool:
 
 
 def _merge_in_steps(
-    engine: Engine, run_id: int, seq: int, between: BetweenBatches | None, referred: Referred | None = None
+    engine: Engine, run_id: int, seq: int, between: BetweenBatches | None
 ) -> tuple[int, Aside]:
     """Merge a staged run in short transactions (SQLite: live votes write between them) and call it
-    done; the battles added and the indexes set aside meanwhile (built again here if a step fails).
-    ``referred``: the ids the staged rows refer to, for SQLite's set-wise key checks."""
+    done; the battles added and the indexes set aside meanwhile (built again here if a step fails)."""
     added = 0
     with _step(engine) as conn:
         _merged_to(conn, run_id, 0)  # state "merging", nothing merged yet
     with engine.connect() as merger:
         with _step_on(merger) as conn:
             aside = set_indexes_aside(conn, seq, run_id)  # a run that dwarfs the store builds them after
-            checks = merge_checks_for(conn, referred)  # foreign keys checked once per row referred to
-        keys = checks is None or checks.referred is None  # SQLite's own checks, per row and key
+            checks = merge_checks_for(conn)  # PostgreSQL: foreign keys checked once per row referred to
         try:
             for lo, hi in step_ranges(merger, seq, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
                 try:
-                    with _step_on(merger, foreign_keys=keys) as conn:
+                    with _step_on(merger) as conn:
                         added += _merge_step(conn, run_id, lo, hi, checks=checks)
                         _merged_to(conn, run_id, hi)
                 except IntegrityError:  # another run merged some of these keys since they were staged
-                    with _step_on(merger, foreign_keys=keys) as conn:
+                    with _step_on(merger) as conn:
                         added += _merge_step(conn, run_id, lo, hi, marked=False, checks=checks)
                         _merged_to(conn, run_id, hi)
                 if between is not None:
