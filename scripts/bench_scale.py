@@ -233,6 +233,7 @@ def _plan(conn: Any, stmt: Any) -> str:
 def worker(url: str, what: str) -> int:
     """Measure one thing on the filled database and print it as one JSON line."""
     from votes.db import make_engine
+    from votes.dialects import dialect_of
     from votes.reads.queries import (
         VoteFilter,
         load_battles,
@@ -281,7 +282,7 @@ def worker(url: str, what: str) -> int:
         detail = {"games": int(np.sum(standings.games)) // 2}
     if what in filters:
         with engine.connect() as conn:
-            detail["plan"] = _plan(conn, pair_counts_statement(filters[what], dialect=conn.dialect.name))
+            detail["plan"] = _plan(conn, pair_counts_statement(filters[what], dialect=dialect_of(conn)))
     seconds = time.perf_counter() - t0
     engine.dispose()
     print(

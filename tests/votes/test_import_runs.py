@@ -20,6 +20,7 @@ import votes.imports.runs
 from leaderboard.online.elo import EloConfig
 from tests.factories import WINNERS, battles_for, live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
+from votes.dialects import dialect_of
 from votes.files.records import InputError
 from votes.imports.files import import_file
 from votes.models import utcnow
@@ -105,10 +106,10 @@ def test_a_crash_mid_import_removes_every_row_of_the_run(
     assert again.n_added == 400
 
 
-def _merge_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+def _merge_in_steps(monkeypatch: pytest.MonkeyPatch, engine: Engine) -> None:
     """Runs merge in short transactions after their staging on PostgreSQL too, as the versions before
     the merge beside the staging did (the leftovers of their dead runs are what these tests make)."""
-    monkeypatch.setattr(votes.imports.runs, "_merges_beside", lambda _engine: False)
+    monkeypatch.setattr(dialect_of(engine), "merges_beside", False)
 
 
 def test_a_dead_imports_rows_are_removed_by_the_next_import(
@@ -116,7 +117,7 @@ def test_a_dead_imports_rows_are_removed_by_the_next_import(
 ) -> None:
     """A process killed mid-merge cannot roll back: its run stops beating and the next import removes it
     (merged in short steps, as on SQLite: on PostgreSQL a run's merge is one transaction, see below)."""
-    _merge_in_steps(monkeypatch)
+    _merge_in_steps(monkeypatch, engine)
     before = _store(engine)
     calls = 0
 
@@ -333,7 +334,7 @@ def test_a_dead_run_from_before_merge_progress_was_recorded_is_removed_whole(
 ) -> None:
     """A run left by an older version (flags set only on merged rows, no merge progress) loses every
     battle it merged when the next import cleans it up."""
-    _merge_in_steps(monkeypatch)
+    _merge_in_steps(monkeypatch, engine)
     before = _store(engine)
     calls = 0
 

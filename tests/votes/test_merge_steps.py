@@ -14,6 +14,7 @@ import votes.imports.runs
 from tests.factories import row_counts
 from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
+from votes.dialects import dialect_of
 from votes.imports.files import import_file
 from votes.imports.merge_steps import step_ranges
 from votes.models import utcnow
@@ -66,7 +67,7 @@ def test_an_import_alone_merges_in_fewer_longer_steps(
     rows are those of an import in short steps (on PostgreSQL, where a run merges beside its staging
     in one transaction, the steps after the staging as the versions before did)."""
     small_import_steps(monkeypatch, batch=40, merge=25, alone=200)
-    monkeypatch.setattr(votes.imports.runs, "_merges_beside", lambda _engine: False)
+    monkeypatch.setattr(dialect_of(engine), "merges_beside", False)
     reached: list[int] = []
     original = votes.imports.runs._merged_to
 

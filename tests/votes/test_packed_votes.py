@@ -16,6 +16,7 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.battles import Battles
 from tests.factories import assert_same_battles, write_jsonl
+from votes.dialects.sqlite import SQLITE
 from votes.imports.files import import_file
 from votes.reads import packed as packed_votes
 from votes.reads import queries
@@ -212,7 +213,7 @@ def test_cells_with_an_unknown_outcome_are_read_by_rows(engine: Engine, tmp_path
     with closing(sqlite3.connect(str(engine.url.database))) as raw, raw:
         raw.execute("UPDATE vote SET winner = 'draw' WHERE id = (SELECT MIN(id) FROM vote)")
     with engine.connect() as conn:
-        stmt = queries.pair_counts_statement(VoteFilter(), dialect="sqlite")
+        stmt = queries.pair_counts_statement(VoteFilter(), dialect=SQLITE)
         assert packed_votes.packed_cells(conn, stmt) is None
         with pytest.raises(ValueError, match="draw"):
             queries.load_pair_counts(conn)

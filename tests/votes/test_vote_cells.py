@@ -16,6 +16,7 @@ from sqlmodel import Session
 from leaderboard.data import parse_outcome
 from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import live_ratings
+from votes.dialects.sqlite import SQLITE
 from votes.imports.demo import load_demo
 from votes.reads.queries import (
     VoteFilter,
@@ -144,14 +145,14 @@ def test_sqlite_groups_from_the_covering_index_without_sorting(store: Engine) ->
         pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
     load_demo(store, n_votes=50, seed=0)
     for f in (VoteFilter(), VoteFilter(exclude_flagged=True)):
-        stmt = pair_counts_statement(f, dialect="sqlite")
+        stmt = pair_counts_statement(f, dialect=SQLITE)
         sql = str(stmt.compile(store, compile_kwargs={"literal_binds": True}))
         with store.connect() as conn:
             plan = " / ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
         assert "USING COVERING INDEX ix_vote_cells" in plan, plan
         assert "TEMP B-TREE" not in plan, plan
         assert "battle" not in plan, plan
-    stmt = pair_counts_statement(VoteFilter(since=datetime(2025, 1, 2, tzinfo=UTC)), dialect="sqlite")
+    stmt = pair_counts_statement(VoteFilter(since=datetime(2025, 1, 2, tzinfo=UTC)), dialect=SQLITE)
     sql = str(stmt.compile(store, compile_kwargs={"literal_binds": True}))
     with store.connect() as conn:
         plan = " / ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))

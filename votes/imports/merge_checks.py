@@ -17,13 +17,13 @@ A vote's battle is inserted by the same statement from the same staged row (:mod
 so that key needs no check: the row is the step's own.
 
 Used only where it checks exactly what the per-row checks would (:func:`merge_checks_for`, once per run):
-on PostgreSQL, where ``battle`` and ``vote`` hold exactly the foreign keys the tables declare here, each
-on one column the staging table also holds, the role may set ``session_replication_role`` (a superuser,
-or on PostgreSQL 15 and later a role granted it: ``GRANT SET ON PARAMETER session_replication_role TO
-arena``) and the tables have no trigger but the foreign keys' own. Otherwise the step keeps the per-row
-checks, as SQLite's merge steps always do: there each check is an index look-up in the same process, and
-checking set-wise with SQLite's own checks switched off saved 8% of an import, not worth a second way of
-checking a key.
+on PostgreSQL (a dialect that :attr:`~votes.dialects.Dialect.skips_key_checks`), where ``battle`` and
+``vote`` hold exactly the foreign keys the tables declare here, each on one column the staging table also
+holds, the role may set ``session_replication_role`` (a superuser, or on PostgreSQL 15 and later a role
+granted it: ``GRANT SET ON PARAMETER session_replication_role TO arena``) and the tables have no trigger
+but the foreign keys' own. Otherwise the step keeps the per-row checks, as SQLite's merge steps always
+do: there each check is an index look-up in the same process, and checking set-wise with SQLite's own
+checks switched off saved 8% of an import, not worth a second way of checking a key.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from sqlalchemy import Table, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from votes.dialects import dialect_of
 from votes.tables import battle_t, import_row_t, vote_t
 
 __all__ = ["MergeChecks", "merge_checks_for"]
@@ -107,7 +108,7 @@ def merge_checks_for(conn: Connection) -> MergeChecks | None:
     """The set-wise checks for this store and role, or None where a merge step keeps the database's
     per-row ones (see the module). Reads the catalog and tries the setting in a savepoint of the
     caller's transaction."""
-    if conn.dialect.name != "postgresql":
+    if not dialect_of(conn).skips_key_checks:
         return None
     rows = conn.execute(_CATALOG).all()
     if any(int(n) != 1 for *_, n in rows) or conn.execute(_OWN_TRIGGERS).scalar():

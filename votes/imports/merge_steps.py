@@ -8,8 +8,9 @@ in many short steps than in a few long ones (1M battles into an empty SQLite sto
 of 10,000 rows, 24 s in one step).
 
 So a run starts with short steps and doubles them while nobody else writes: SQLite's ``data_version``
-(which changes when *another* connection commits) is read after each step, and a step grows only if it
-did not change and the step took under half of the time budget. The first commit by anyone else brings
+(which changes when *another* connection commits: :meth:`votes.dialects.Dialect.commits_seen`) is read
+after each step, and a step grows only if it did not change and the step took under half of the time
+budget. The first commit by anyone else brings
 the steps back to the shortest. A live vote arriving during an import that had the store to itself waits
 once for at most about one budget; the steps after it are short again. A step that took more than the
 budget halves the next one. On PostgreSQL writers of different rows do not wait for each other, and the
@@ -22,6 +23,8 @@ import time
 from collections.abc import Iterator
 
 from sqlalchemy.engine import Connection
+
+from votes.dialects import dialect_of
 
 __all__ = ["STEP_SECONDS", "step_ranges"]
 
@@ -40,14 +43,15 @@ def step_ranges(
     """
     rows = max(1, shortest)
     longest = max(rows, longest)
-    version = _data_version(conn)
+    dialect = dialect_of(conn)
+    version = dialect.commits_seen(conn)
     lo = 0
     while lo < total:
         hi = min(lo + rows, total)
         began = time.perf_counter()
         yield lo, hi
         took = time.perf_counter() - began
-        now = _data_version(conn)
+        now = dialect.commits_seen(conn)
         if now != version:
             rows = max(1, shortest)  # someone else committed since the last step: they may be waiting
         elif took > seconds:
@@ -56,13 +60,3 @@ def step_ranges(
             rows = min(longest, rows * 2)
         version = now
         lo = hi
-
-
-def _data_version(conn: Connection) -> int | None:
-    """SQLite's ``PRAGMA data_version`` on this connection (None on other databases). Read through the
-    driver, outside any transaction of the connection's own."""
-    if conn.dialect.name != "sqlite":
-        return None
-    driver = conn.connection.driver_connection
-    row = driver.execute("PRAGMA data_version").fetchone()  # type: ignore[union-attr]
-    return int(row[0])

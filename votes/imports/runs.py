@@ -24,21 +24,22 @@ part of an import, and a failure or a crash rolls its battles and votes back who
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import NamedTuple
 
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import TextClause
 
 from votes.bulk import ImportCounts, bulk_insert, bulk_insert_columns, chunks, gc_paused, member
+from votes.dialects import Dialect, dialect_of
 from votes.files.battle_rows import BattleRecord
 from votes.imports.aside_indexes import (
     ASIDE_MIN_ROWS,
@@ -96,17 +97,6 @@ MERGE_ROWS_ALONE = 320_000
 #: A run whose heartbeat is older than this belongs to a dead process (a batch takes seconds).
 STALE_AFTER = timedelta(minutes=10)
 _ANALYZE_AFTER = 10_000
-#: SQLite page cache of a run's step, KiB: a step's dirty pages (hash-ordered ``battle.import_digest``
-#: entries land on thousands of index pages) must fit, or SQLite spills them to the log mid-step and
-#: writes the same page again at commit.
-STEP_CACHE_KIB = 65_536
-#: SQLite write-ahead log pages a run's step may leave before it copies them into the database (a
-#: checkpoint; SQLite's default is 1,000). A step dirties thousands of index pages, so with the default
-#: every step ended in a checkpoint that copied (and synced) each of them, though most are written again
-#: by the next steps; with a longer log a page rewritten by several steps is copied once. 1M rows: 28
-#: CPU seconds instead of 34 for the bare inserts, a third less system time. The run checkpoints and
-#: truncates the log when it ends.
-STEP_CHECKPOINT_PAGES = 50_000
 
 #: PostgreSQL: the merge starts beside the staging once this many rows are staged (at the end for fewer);
 #: the indexes a run sets aside are decided then, on the rows staged so far (as many as a run that dwarfs
@@ -136,24 +126,24 @@ _MERGE_VOTES = text(
     " WHERE r.import_id = :run AND r.seq >= :lo AND r.seq < :hi AND r.fresh ORDER BY r.seq"
 )
 # SQLite gives the battles of one INSERT consecutive ids (one writer; each new id is the largest plus
-# one), so the votes of a step can be numbered from the id before it instead of finding each battle
-# again by its key (checked per step; otherwise, and on PostgreSQL, the join above).
+# one: Dialect.numbers_inserts_in_order), so the votes of a step can be numbered from the id before it
+# instead of finding each battle again by its key (checked per step; otherwise the join above).
 _MERGE_VOTES_NUMBERED = text(
     "INSERT INTO vote (battle_id, model_a_id, model_b_id, annotator_id, winner, created_at, weight, sided)"
     " SELECT :base + row_number() OVER (ORDER BY seq), model_a_id, model_b_id, annotator_id, winner,"
     " issued_at, weight, sided FROM importrow"
     " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq"
 )
-# PostgreSQL: one statement per step, nothing through the client. Each staged row draws its battle's
-# id from the column's own sequence, in file order (the scalar subquery names the sequence once per
-# statement; a volatile output is computed after the sort), and the battle and its vote are both written
+# PostgreSQL (Dialect.merges_in_one_statement): one statement per step, nothing through the client. Each
+# staged row draws its battle's id from the column's own sequence, in file order (a volatile output is
+# computed after the sort), and the battle and its vote are both written
 # from those rows, so no key is looked up again: a join on the keys over all battles may scan a table
 # bulk-loaded since its last ANALYZE whole for every step, and an insert RETURNING the ids followed by a
 # COPY of the votes spent a second of client CPU per 200,000 battles. The foreign key checks of the votes
 # run at the end of the statement and see its battles.
-_MERGE_POSTGRES = text(
-    "WITH r AS MATERIALIZED"  # nosec B608  # constant fragments of this module
-    " (SELECT nextval((SELECT pg_get_serial_sequence('battle', 'id')::regclass))"
+_MERGE_IN_ONE = (
+    "WITH r AS MATERIALIZED"  # nosec B608  # constant fragments of this module and the dialect's
+    " (SELECT {next_battle_id}"
     " AS battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id, issued_at,"
     f" {ROW_KEY.format(row='importrow')} AS import_key, import_digest, import_copy, language, extra, winner,"
     " weight, sided FROM importrow"
@@ -165,6 +155,14 @@ _MERGE_POSTGRES = text(
     " INSERT INTO vote (battle_id, model_a_id, model_b_id, annotator_id, winner, created_at, weight, sided)"
     " SELECT battle_id, model_a_id, model_b_id, annotator_id, winner, issued_at, weight, sided FROM r"
 )
+
+
+@cache
+def _merge_in_one(dialect: Dialect) -> TextClause:
+    """The one statement of a merge step where the dialect :attr:`~Dialect.merges_in_one_statement`."""
+    return text(_MERGE_IN_ONE.format(next_battle_id=dialect.next_id_sql("battle", "id")))
+
+
 _REMOVE_VOTES = text(
     "DELETE FROM vote"  # nosec B608  # constant fragments of this module
     f" WHERE battle_id IN (SELECT {BATTLE_OF_ROW} FROM importrow r"
@@ -192,46 +190,25 @@ _UNDO = (
 def _step(engine: Engine) -> Iterator[Connection]:
     """One short transaction of a run, whose commit does not wait for the disk: on SQLite
     ``synchronous=NORMAL`` in WAL mode, on PostgreSQL ``synchronous_commit = off`` (both still atomic and
-    consistent; only the newest commits can be lost to a power cut). A run commits a thousand times at a
-    million rows, and a sync per commit cost a quarter of the import. The run's last commit (state
-    *done*) is an ordinary, synced one, and the log is written in order, so it syncs every step before
-    it too: a finished import is as durable as any other write, and a run cut short by a power loss is
-    a run that did not finish, removed by :func:`clean_dead_runs`. On SQLite the step also gets a page
-    cache of :data:`STEP_CACHE_KIB` and leaves up to :data:`STEP_CHECKPOINT_PAGES` in the log."""
+    consistent; only the newest commits can be lost to a power cut: :meth:`Dialect.quick_step`). A run
+    commits a thousand times at a million rows, and a sync per commit cost a quarter of the import. The
+    run's last commit (state *done*) is an ordinary, synced one, and the log is written in order, so it
+    syncs every step before it too: a finished import is as durable as any other write, and a run cut
+    short by a power loss is a run that did not finish, removed by :func:`clean_dead_runs`. On SQLite the
+    step also gets a larger page cache and leaves a longer log (:mod:`votes.dialects.sqlite`)."""
     with engine.connect() as conn, _step_on(conn):
         yield conn
 
 
-@contextmanager
-def _step_on(conn: Connection, *, foreign_keys: bool = True, synced: bool = False) -> Iterator[Connection]:
+def _step_on(
+    conn: Connection, *, foreign_keys: bool = True, synced: bool = False
+) -> AbstractContextManager[Connection]:
     """:func:`_step` on a connection the caller holds across steps
     (:func:`votes.imports.merge_steps.step_ranges` watches it for other connections' commits).
     ``foreign_keys=False``: SQLite checks no foreign key in this step (one that can break none, as
-    emptying the staging tables whole). ``synced``: the commit waits for the disk, as an
-    ordinary one (the run's *done*), and still leaves the log long."""
-    driver = conn.connection.driver_connection if conn.dialect.name == "sqlite" else None
-    cache = checkpoint = keys = 0
-    if driver is not None:
-        driver.execute(f"PRAGMA synchronous={'FULL' if synced else 'NORMAL'}")
-        cache = int(driver.execute("PRAGMA cache_size").fetchone()[0])
-        checkpoint = int(driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
-        driver.execute(f"PRAGMA cache_size=-{STEP_CACHE_KIB}")
-        driver.execute(f"PRAGMA wal_autocheckpoint={STEP_CHECKPOINT_PAGES}")
-        if not foreign_keys:  # before the transaction begins: SQLite ignores the setting inside one
-            keys = int(driver.execute("PRAGMA foreign_keys").fetchone()[0])
-            driver.execute("PRAGMA foreign_keys=OFF")
-    try:
-        with conn.begin():
-            if conn.dialect.name == "postgresql" and not synced:
-                conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
-            yield conn
-    finally:
-        if driver is not None:
-            driver.execute("PRAGMA synchronous=FULL")
-            driver.execute(f"PRAGMA cache_size={cache}")  # the pooled connection's own settings again
-            driver.execute(f"PRAGMA wal_autocheckpoint={checkpoint}")
-            if not foreign_keys:
-                driver.execute(f"PRAGMA foreign_keys={keys}")
+    emptying the staging tables whole). ``synced``: the commit waits for the disk, as an ordinary one
+    (the run's *done*), and still leaves the log long."""
+    return dialect_of(conn).quick_step(conn, synced=synced, foreign_keys=foreign_keys)
 
 
 def _new_run(conn: Connection, path: str, state: str) -> int:
@@ -322,14 +299,15 @@ def _merge_step(
     if not marked:
         conn.execute(text(UNSLOT), bounds)
         conn.execute(text(MARK_FRESH), bounds)
-    if conn.dialect.name == "postgresql":
+    dialect = dialect_of(conn)
+    if dialect.merges_in_one_statement:
         if checks is not None:
-            return checks.run(conn, bounds, _MERGE_POSTGRES)
-        return int(conn.execute(_MERGE_POSTGRES, bounds).rowcount)
-    sqlite = conn.dialect.name == "sqlite"
-    base = int(conn.scalar(select(func.max(battle_t.c.id))) or 0) if sqlite else 0
+            return checks.run(conn, bounds, _merge_in_one(dialect))
+        return int(conn.execute(_merge_in_one(dialect), bounds).rowcount)
+    numbered = dialect.numbers_inserts_in_order
+    base = int(conn.scalar(select(func.max(battle_t.c.id))) or 0) if numbered else 0
     added = int(conn.execute(_MERGE_BATTLES, bounds).rowcount)
-    if sqlite and added and _numbered_from(conn, base, added):
+    if numbered and added and _numbered_from(conn, base, added):
         conn.execute(_MERGE_VOTES_NUMBERED, {**bounds, "base": base})
     elif added:
         conn.execute(_MERGE_VOTES, bounds)
@@ -388,6 +366,7 @@ def import_battle_batches(
         probe = any_imported(conn)
     total = ImportCounts()
     counts = DigestCounts()
+    merges_beside = dialect_of(engine).merges_beside
     seq = 0
     aside = Aside()  # the indexes the merge set aside (votes.imports.aside_indexes)
     beside: Alongside | None = None  # PostgreSQL: the merge's own transaction (votes.imports.merge_alongside)
@@ -410,7 +389,7 @@ def import_battle_batches(
                 _add(total, staged)
                 _set_state(conn, run_id, "staging")
             seq += len(part)
-            if _merges_beside(engine) and (beside is not None or seq >= BESIDE_AFTER_ROWS):
+            if merges_beside and (beside is not None or seq >= BESIDE_AFTER_ROWS):
                 if beside is None:
                     aside, beside = _merge_beside(engine, run_id, seq, between)
                 beside.staged(seq)
@@ -419,7 +398,7 @@ def import_battle_batches(
         # Every row is staged: the occurrence counts (12 bytes a distinct row) are let go before the merge,
         # whose index builds are the run's peak of memory.
         counts.clear()
-        if _merges_beside(engine):
+        if merges_beside:
             if beside is None:
                 aside, beside = _merge_beside(engine, run_id, seq, between)
             beside.staged(seq)
@@ -441,12 +420,6 @@ def import_battle_batches(
     finally:
         _finish(engine, run_id, total.rows)
     return total
-
-
-def _merges_beside(engine: Engine) -> bool:
-    """Whether a run merges in one transaction beside its staging (PostgreSQL, where readers never wait
-    and a writer waits only for the rows it shares) rather than in short steps after it (SQLite)."""
-    return engine.dialect.name == "postgresql"
 
 
 def _merge_in_steps(
@@ -612,17 +585,21 @@ def _restore_indexes_quietly(engine: Engine) -> None:
 
 def _finish(engine: Engine, run_id: int, added: int) -> None:
     """Drop a done run's staging rows, in short steps, refresh PostgreSQL's statistics, and copy SQLite's
-    log into the database (the steps left it long, see :data:`STEP_CHECKPOINT_PAGES`)."""
+    log into the database (the steps left it long, see :data:`votes.dialects.sqlite.STEP_CHECKPOINT_PAGES`).
+    A reader still on an old snapshot leaves the rest of the log to a later checkpoint: the import is done
+    either way, so that is logged, not raised."""
     if not _empty_staging_if_alone(engine, run_id):
         _delete_staged(engine, run_id, remove_merged=False)
+    dialect = dialect_of(engine)
     with _step(engine) as conn:
         _drop_staging(conn, run_id)
-        if conn.dialect.name == "postgresql" and added >= _ANALYZE_AFTER:
+        if added >= _ANALYZE_AFTER:
             # Fresh statistics for the planner: without them the next import's key lookups on the
             # bulk-loaded table can take seconds each (measured: 2 minutes for 100,000 keys instead of 1 s).
-            conn.execute(text("ANALYZE battle, vote, prompt, output"))
-    if engine.dialect.name == "sqlite":
-        _checkpoint(engine)
+            dialect.analyze(conn, ("battle", "vote", "prompt", "output"))
+    later = dialect.truncate_log(engine)
+    if later is not None:
+        log.info("log checkpoint after the import left for later (%s)", later)
 
 
 def _empty_staging_if_alone(engine: Engine, run_id: int) -> bool:
@@ -638,41 +615,20 @@ def _empty_staging_if_alone(engine: Engine, run_id: int) -> bool:
     On PostgreSQL the tables are truncated (their files replaced, not a million rows deleted and left
     for vacuum), under an exclusive lock taken before looking: another run's staging waits for the
     step's end, and a run with rows in them is seen (its transaction ends before the lock is given)."""
-    if engine.dialect.name == "postgresql":
-        with _step(engine) as conn:
-            conn.execute(text("LOCK TABLE importrow, importcreated IN ACCESS EXCLUSIVE MODE"))
-            if _another_run(conn, run_id):
-                return False
-            conn.execute(text("TRUNCATE importrow, importcreated"))
-        return True
-    if engine.dialect.name != "sqlite":
-        return False
+    staging = (import_row_t.name, import_created_t.name)
+    dialect = dialect_of(engine)
     with engine.connect() as held, _step_on(held, foreign_keys=False) as conn:
+        dialect.lock_tables(conn, staging, "ACCESS EXCLUSIVE")
         conn.execute(update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow()))
         if _another_run(conn, run_id):
             return False
-        conn.execute(delete(import_row_t))
-        conn.execute(delete(import_created_t))
+        dialect.empty_tables(conn, staging)
     return True
 
 
 def _another_run(conn: Connection, run_id: int) -> bool:
     """Whether any run but ``run_id`` is recorded (staging, merging, or dead and not yet removed)."""
     return conn.scalar(select(import_run_t.c.id).where(import_run_t.c.id != run_id).limit(1)) is not None
-
-
-def _checkpoint(engine: Engine) -> None:
-    """Copy SQLite's log into the database and truncate it. A reader still on an old snapshot leaves the
-    rest to a later checkpoint: the import is done either way, so that is logged, not raised."""
-    with engine.connect() as conn:
-        driver = conn.connection.driver_connection
-        try:
-            busy = driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()  # type: ignore[union-attr]
-        except sqlite3.OperationalError as exc:
-            log.info("log checkpoint after the import left for later (%s)", exc)
-            return
-        if busy and busy[0]:
-            log.info("log checkpoint after the import left for later (readers still on older pages)")
 
 
 def _delete_staged(engine: Engine, run_id: int, *, remove_merged: bool) -> None:

@@ -17,15 +17,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Select, String, and_, case, func, literal, or_, select, true, type_coerce
+from sqlalchemy import Select, and_, case, func, literal, or_, select, true
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
-from sqlalchemy.sql.operators import custom_op
+from sqlalchemy.sql.elements import ColumnElement
 
 from leaderboard.battles import Battles
 from leaderboard.data import PairCounts, parse_outcome
 from votes.bulk import column_chunks
+from votes.dialects import Dialect, dialect_of
 from votes.files.records import rows_sha256
 from votes.reads.packed import (
     OUTCOME_WORDS,
@@ -365,7 +365,7 @@ def packed_scan(conn: Connection, filters: VoteFilter, *, who: bool = False) -> 
     """The texts of the scan :func:`load_battles` runs on SQLite for ``filters`` and ``who``, not
     fetched yet: what a thread fetches ahead (:meth:`~votes.reads.packed.FetchedTexts.fetch`) and
     ``load_battles(..., fetched=...)`` then parses. None on another database (read row by row)."""
-    if conn.dialect.name != "sqlite":
+    if not dialect_of(conn).packs_scans:
         return None
     selected = _packed_statement(filters, _scan(conn, filters, who), who)
     return FetchedTexts((filters, who), packed_texts(conn, selected, who=who, size=_CHUNK))
@@ -449,7 +449,7 @@ def load_battles(
                     )
                 )
 
-    if conn.dialect.name != "sqlite":
+    if not dialect_of(conn).packs_scans:
         read_rows(rows())
     else:  # SQLite hands chunks of votes packed in a few texts (votes.reads.packed)
         selected = _packed_statement(f, scan, who)
@@ -571,9 +571,7 @@ def iter_vote_texts(
 
 def _vote_time(conn: Connection) -> ColumnElement[Any]:
     """The vote time column as read fast: SQLite's stored text as is (parsed by :func:`_seconds`)."""
-    if conn.dialect.name == "sqlite":
-        return type_coerce(vote_t.c.created_at, String)
-    return vote_t.c.created_at
+    return dialect_of(conn).stored_time(vote_t.c.created_at)
 
 
 def _seconds(value: datetime | str) -> float:
@@ -646,9 +644,10 @@ def load_pair_counts(
     """
     conn = _connection(db)
     f = _filter_kwargs(filters, category, language, since, until, exclude_flagged)
-    stmt = pair_counts_statement(f, dialect=conn.dialect.name)
+    dialect = dialect_of(conn)
+    stmt = pair_counts_statement(f, dialect=dialect)
     # SQLite hands whole-number cells packed in a few texts (votes.reads.packed); else a row per cell
-    packed = packed_cells(conn, stmt) if conn.dialect.name == "sqlite" else None
+    packed = packed_cells(conn, stmt) if dialect.packs_scans else None
     if packed is not None:
         a_ids, b_ids, outcome = packed.model_a, packed.model_b, packed.outcome
         votes = weight = packed.votes.astype(np.float64)
@@ -694,8 +693,8 @@ def load_pair_counts(
     )
 
 
-def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: str = "sqlite") -> Select[Any]:
-    """The ``GROUP BY model_a, model_b, winner`` behind :func:`load_pair_counts`, for ``dialect``.
+def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: Dialect) -> Select[Any]:
+    """The ``GROUP BY model_a, model_b, winner`` behind :func:`load_pair_counts`, for ``dialect``'s planner.
 
     Grouped on the vote's own copies of the battle facts: unfiltered, or excluding flagged annotators,
     it is one scan of the covering index ``ix_vote_cells`` in the index's order (no join, no sort).
@@ -714,11 +713,11 @@ def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: str = "
         func.sum(case((unsided, 1), else_=0)),
         func.sum(case((unsided, weight), else_=0.0)),
     ).select_from(votes)
-    if dialect == "sqlite" and (f.since is not None or f.until is not None):
+    if f.since is not None or f.until is not None:
         # Left alone, SQLite walks ix_vote_cells for its order and fetches every vote row at random to
         # test its time (10M votes, half selected: 34 s). Grouping by ``+column`` (SQLite's documented
         # way to keep a term off an index) lets it take the time index's range and sort instead (6.5 s).
-        keys = [UnaryExpression(k, operator=custom_op("+"), type_=k.type) for k in keys]
+        keys = [dialect.unindexed(k) for k in keys]
     return filter_votes(stmt, f).group_by(*keys)
 
 

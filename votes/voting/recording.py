@@ -25,15 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
-from sqlalchemy import bindparam, insert, or_, text, update
+from sqlalchemy import bindparam, insert, or_, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from leaderboard.data import parse_outcome
 from leaderboard.online.elo import EloConfig, update_elo
+from votes.dialects import dialect_of
 from votes.models import Battle, LiveRating, Model, Vote, utcnow
 from votes.tables import annotator_t, battle_t, liverating_t, model_t, vote_t
 from votes.voting.apart_votes import next_free_vote_id, record_apart_votes
@@ -49,9 +48,7 @@ def _ensure_live_rows(session: Session, model_ids: Sequence[int], initial: dict[
     rows = [{"model_id": m, **initial, "updated_at": utcnow()} for m in model_ids]
     if not rows:
         return
-    bind = session.get_bind()
-    insert = pg_insert if bind.dialect.name == "postgresql" else sqlite_insert
-    session.execute(insert(LiveRating).values(rows).on_conflict_do_nothing(index_elements=["model_id"]))
+    session.execute(dialect_of(session).insert_or_skip(LiveRating, rows, unique=["model_id"]))
 
 
 # Statements of the batch path, built once: building and hashing a statement per batch costs more Python
@@ -300,7 +297,7 @@ def _record_one_by_one(
                 session.add(battle)
                 session.flush()
                 assert battle.id is not None  # nosec B101 # type narrowing
-                if session.get_bind().dialect.name == "sqlite":  # past the ids gold votes showed
+                if not dialect_of(session).has_sequences:  # past the ids gold votes showed
                     vote_row["id"] = next_free_vote_id(session.connection())
                 vote = Vote(battle_id=battle.id, **vote_row)
                 session.add(vote)
@@ -411,7 +408,7 @@ def _record_batch(
         conn = session.connection()
         battle_id_of: dict[str, int] = dict(conn.execute(_INSERT_BATTLES, battle_rows).all())
         battle_ids = [battle_id_of[row["token_id"]] for row in battle_rows]
-        first_id = next_free_vote_id(conn) if conn.dialect.name == "sqlite" else None
+        first_id = None if dialect_of(conn).has_sequences else next_free_vote_id(conn)
         for i, (row, battle_id) in enumerate(zip(vote_rows, battle_ids, strict=True)):
             row["battle_id"] = battle_id
             if first_id is not None:  # past the ids gold votes showed (PostgreSQL: the sequence is)
@@ -521,8 +518,8 @@ def _lock(
         initial: dict[str, Any] = {"rating": config.initial, "games": 0}
         lock = _LOCK_RATINGS
     else:
-        if has_clock(config) and conn.dialect.name == "postgresql":
-            conn.execute(text("LOCK TABLE liverating IN SHARE ROW EXCLUSIVE MODE"))
+        if has_clock(config):
+            dialect_of(conn).lock_tables(conn, ("liverating",), "SHARE ROW EXCLUSIVE")
         rating, deviation = shown(config, config.initial())
         initial = {"rating": rating, "games": 0, "deviation": deviation, "rater": rater_identity(config)}
         lock = LOCK_STATES
