@@ -31,7 +31,7 @@ from sqlalchemy.exc import IntegrityError
 
 from arena.llm.client import EndpointClient, EndpointError, Message
 from votes.models import utcnow
-from votes.reads.queries import JUDGE_KIND
+from votes.reads.filters import JUDGE_KIND
 from votes.tables import annotator_t, battle_t, judgment_t, model_t, output_t, prompt_t, vote_t
 
 __all__ = [

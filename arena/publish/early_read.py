@@ -2,10 +2,10 @@
 
 ``arena publish`` spends its first seconds importing scikit-learn, scipy, pandas and matplotlib on one
 core, then reads the votes' counts (a ``GROUP BY``) and, after the fit, scans the votes one by one
-(:func:`votes.reads.queries.load_battles`, the ledger's digest from the same chunks). Most of that reading is
+(:func:`votes.reads.scans.load_battles`, the ledger's digest from the same chunks). Most of that reading is
 the database's own work, during which SQLite and the PostgreSQL driver let the interpreter lock go. So
 the command starts this read as soon as it knows its filter: a thread opens the store, reads the
-counts, then on SQLite fetches the scan's packed texts (:func:`votes.reads.queries.packed_scan`) within a
+counts, then on SQLite fetches the scan's packed texts (:func:`votes.reads.scans.packed_scan`) within a
 budget of bytes, while the main thread imports, checks its options and opens the store itself. When
 the board's read starts, the main thread stops the thread and takes its connection over, the
 transaction still open: everything the board reads is read in that one transaction, as when one thread
@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING
 from votes.db import is_sqlite, make_engine, read_only, sqlite_file
 from votes.imports.runs import STALE_AFTER, dead_runs
 from votes.models import utcnow
-from votes.reads.queries import VoteFilter, load_pair_counts, packed_scan
+from votes.reads.cells import load_pair_counts
+from votes.reads.filters import VoteFilter
+from votes.reads.scans import packed_scan
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine

@@ -49,8 +49,8 @@ if TYPE_CHECKING:  # the database stack is imported where it is used: a recomput
     from arena.publish.early_read import EarlyRead
     from votes.models import Snapshot
     from votes.reads.annotated import AgreementInput
+    from votes.reads.filters import VoteFilter
     from votes.reads.packed import FetchedTexts
-    from votes.reads.queries import VoteFilter
 
 __all__ = [
     "FitOptions",
@@ -467,8 +467,7 @@ def load_from_database(
     """Aggregated votes and the sha256 of the same votes, read in one transaction so they agree.
 
     With ``bucket_seconds`` the votes are read one by one and aggregated by time bucket (time weights);
-    otherwise the database aggregates them (``GROUP BY``).
-    """
+    otherwise the database aggregates them (``GROUP BY``)."""
     stored = load_votes_with_texts(engine, vote_filter, bucket_seconds=bucket_seconds)
     return stored.counts, stored.digest
 
@@ -521,7 +520,7 @@ def load_votes_with_texts(
     ``fit_first`` is called, in the same transaction, with the counts before the votes are read one by
     one, when nothing read one by one can change them or how they are fitted (no time buckets, no
     source-aware method, and no clusters: ``cluster`` none, or ``auto`` on a store where no vote names an
-    annotator, :func:`votes.reads.queries.votes_name_annotators`): the database
+    annotator, :func:`votes.reads.scans.votes_name_annotators`): the database
     aggregates them (``GROUP BY``), and the caller fits (and draws) while the votes are read.
     ``counted_before`` is the counts of the same filter read just before in another transaction (the
     components check): given to ``fit_first`` instead of aggregating again, and kept only if the votes
@@ -538,8 +537,9 @@ def load_votes_with_texts(
         judge_votes,
         source_aware_filter,
     )
+    from votes.reads.cells import load_pair_counts
     from votes.reads.ledger import LedgerDigest, ledger_sha256
-    from votes.reads.queries import load_battles, load_pair_counts, votes_name_annotators
+    from votes.reads.scans import load_battles, votes_name_annotators
     from votes.reads.sources import battles_from_store
     from votes.review.flagged import flagged_report
 
@@ -695,7 +695,7 @@ def stored_components(
     cells (what :func:`publish_snapshot` can fit as ``counted`` when the graph is in one part).
     ``early``: the same filter's counts read already (:mod:`arena.publish.early_read`), when it has them."""
     from votes.db import read_only
-    from votes.reads.queries import load_pair_counts
+    from votes.reads.cells import load_pair_counts
 
     read = early.counts() if early is not None and early.filter == vote_filter else None
     if read is not None:
@@ -801,7 +801,7 @@ def publish_snapshot(
     """
     from votes.db import session_scope
     from votes.reads.annotated import source_aware_filter
-    from votes.reads.queries import VoteFilter
+    from votes.reads.filters import VoteFilter
     from votes.reads.snapshots import ensure_snapshot_guards, insert_snapshot
     from votes.review.gold_review import retire_golds
 

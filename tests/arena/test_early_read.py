@@ -25,9 +25,11 @@ from votes.db import make_engine
 from votes.imports.files import import_file
 from votes.migrate import upgrade_database
 from votes.models import utcnow
-from votes.reads import queries
+from votes.reads import scans
+from votes.reads.cells import load_pair_counts
+from votes.reads.filters import VoteFilter
 from votes.reads.ledger import LedgerDigest, ledger_sha256
-from votes.reads.queries import VoteFilter, load_battles, load_pair_counts
+from votes.reads.scans import load_battles
 from votes.tables import import_run_t
 
 FILTER = VoteFilter(exclude_flagged=True)
@@ -62,7 +64,7 @@ def store(tmp_path: Path) -> Iterator[tuple[str, Engine]]:
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of 7 votes, so a scan has several."""
-    monkeypatch.setattr(queries, "_CHUNK", 7)
+    monkeypatch.setattr(scans, "SCAN_CHUNK", 7)
 
 
 def _same_counts(a: PairCounts, b: PairCounts) -> None:

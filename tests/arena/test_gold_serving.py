@@ -18,7 +18,7 @@ from arena.publish.publishing import FitOptions, fit_counts, load_from_database
 from arena.voting.pairing_service import PairingService
 from tests.arena.conftest import AppFactory
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, write_jsonl
-from votes.reads.queries import VoteFilter
+from votes.reads.filters import VoteFilter
 from votes.tables import annotator_t, battle_t, goldbattle_t, goldvote_t, vote_t
 from votes.voting.gold_items import add_gold_file, derive_golds
 

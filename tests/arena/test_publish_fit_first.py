@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import arena.publish.early_read
 import arena.publish.publishing
-import votes.reads.queries
+import votes.reads.scans
 from arena.cli.main import build_app
 from arena.publish.publishing import FitOptions, publish_snapshot, stored_components
 from leaderboard import simulate_battles
@@ -24,7 +24,8 @@ from leaderboard.snapshot.folder import DATA_FILES, PLOT_FILES, read_snapshot
 from votes.db import make_engine
 from votes.imports.files import import_file
 from votes.migrate import upgrade_database
-from votes.reads.queries import VoteFilter, votes_name_annotators
+from votes.reads.filters import VoteFilter
+from votes.reads.scans import votes_name_annotators
 
 N_VOTES = 1_500
 ROUNDS = 30
@@ -76,7 +77,7 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return wrapped
 
     monkeypatch.setattr(arena.publish.publishing, "fit_board", spy("fit", arena.publish.publishing.fit_board))
-    monkeypatch.setattr(votes.reads.queries, "load_battles", spy("scan", votes.reads.queries.load_battles))
+    monkeypatch.setattr(votes.reads.scans, "load_battles", spy("scan", votes.reads.scans.load_battles))
     return calls
 
 

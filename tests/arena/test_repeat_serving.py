@@ -21,7 +21,7 @@ from arena.publish.publishing import FitOptions, fit_counts, load_from_database
 from arena.voting.pairing_service import REPEAT_GAP, PairingService
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, seed_catalog
 from votes.migrate import upgrade_database
-from votes.reads.queries import VoteFilter
+from votes.reads.filters import VoteFilter
 from votes.review.voters import AnnotatorRow, review_annotators
 from votes.tables import battle_t, repeatvote_t, vote_t
 from votes.voting.battles import IssuedBattle

@@ -28,7 +28,7 @@ from tests.votes.test_import_runs import battles_file
 from votes.imports.aside_indexes import CELLS_INDEX, SLOT_INDEX, restore_indexes, set_indexes_aside
 from votes.imports.files import import_file
 from votes.models import utcnow
-from votes.reads.queries import load_pair_counts
+from votes.reads.cells import load_pair_counts
 from votes.tables import battle_t, import_run_t, vote_t
 from votes.voting.ratings import replay_live_ratings
 

@@ -18,13 +18,10 @@ from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import live_ratings
 from votes.dialects.sqlite import SQLITE
 from votes.imports.demo import load_demo
-from votes.reads.queries import (
-    VoteFilter,
-    iter_vote_rows,
-    load_battles,
-    load_pair_counts,
-    pair_counts_statement,
-)
+from votes.reads.cells import load_pair_counts, pair_counts_statement
+from votes.reads.exports import iter_vote_rows
+from votes.reads.filters import VoteFilter
+from votes.reads.scans import load_battles
 from votes.tables import annotator_t, battle_t, model_t, output_t, vote_t
 from votes.voting import ratings
 from votes.voting.battles import IssuedBattle, VoteRequest

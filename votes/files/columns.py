@@ -356,7 +356,7 @@ def read_battles(
 
     ``digest`` is the sha256 of the (decompressed) file, what ``sha256sum`` (or ``zcat | sha256sum``)
     prints; for a JSONL export of Arena's votes it equals the database's
-    :func:`votes.reads.queries.votes_sha256`, for the vote ledger (``arena export ledger``) the
+    :func:`votes.reads.exports.votes_sha256`, for the vote ledger (``arena export ledger``) the
     :func:`votes.reads.ledger.ledger_sha256` a published snapshot records. (Before, a CSV or Parquet file's
     digest was that of its rows in canonical JSONL form, which took re-serialising every row in Python.)
 

@@ -23,7 +23,7 @@ from leaderboard.data import Outcome, parse_outcome
 from votes.files.convert import read_battle_records
 from votes.files.records import Message
 from votes.names import KNOWN_FAMILIES
-from votes.reads.queries import VoteFilter, filter_votes
+from votes.reads.filters import VoteFilter, filter_votes
 from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
 
 __all__ = [

@@ -8,7 +8,7 @@ A backup is a folder with two files:
   :meth:`~votes.dialects.Dialect.copy_out`, :meth:`~votes.dialects.Dialect.check_copy` and
   :meth:`~votes.dialects.Dialect.copy_in`;
 * ``manifest.json``: row counts per table, the votes hash that snapshots record
-  (:func:`votes.reads.queries.votes_sha256`), the schema revision, the Arena version and the file's sha256.
+  (:func:`votes.reads.exports.votes_sha256`), the schema revision, the Arena version and the file's sha256.
 
 :func:`verify_backup` checks a backup on its own; :func:`restore_backup` loads it into an empty database
 (or, with ``force``, over a non-empty one) and then checks the restored rows against the manifest.
@@ -31,7 +31,7 @@ from sqlmodel import SQLModel
 from leaderboard.snapshot.folder import package_version
 from votes.db import make_engine, normalise_url
 from votes.dialects import CopyError, dialect_named, dialect_of
-from votes.reads.queries import votes_sha256
+from votes.reads.exports import votes_sha256
 
 __all__ = [
     "MANIFEST_NAME",

@@ -19,7 +19,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from leaderboard.battles import Battles
 from votes.bulk import column_chunks
 from votes.dialects import dialect_of
-from votes.reads.queries import VoteFilter, filter_votes, seconds_array
+from votes.reads.filters import VoteFilter, filter_votes
+from votes.reads.scans import seconds_array
 from votes.tables import model_t, vote_t
 
 __all__ = ["battle_shares_of", "weekly_battle_shares"]
@@ -63,7 +64,7 @@ def weekly_battle_shares(
 
 def battle_shares_of(battles: Battles) -> dict[str, dict[str, float]]:
     """:func:`weekly_battle_shares` of votes already read (with their times, seconds since the epoch as
-    :func:`votes.reads.queries.load_battles` reads them): a publish counts the board's own votes without
+    :func:`votes.reads.scans.load_battles` reads them): a publish counts the board's own votes without
     reading them again."""
     if battles.time is None:
         raise ValueError("weekly shares need each vote's time")

@@ -1,7 +1,7 @@
 """The vote ledger: the selected votes as one canonical CSV text the database writes, and its sha256.
 
 A published snapshot names the votes it was fitted on by a sha256. Hashing the canonical JSONL export
-(:func:`votes.reads.queries.votes_sha256`) meant building a Python dict and a JSON line per vote,
+(:func:`votes.reads.exports.votes_sha256`) meant building a Python dict and a JSON line per vote,
 conversations included: 52 s for a million votes. The ledger holds what a vote *is* for a board (the two
 models, the outcome, the judge, the time, the weight and whether the sides are known), and the database itself
 formats each line (SQL string expressions), so Python only joins lines and hashes them in blocks.
@@ -30,8 +30,9 @@ from sqlalchemy.sql.elements import ColumnElement
 from leaderboard.atomic import atomic_file
 from votes.bulk import chunks, column_chunks
 from votes.dialects import dialect_of
+from votes.reads.filters import VoteFilter, filter_votes
 from votes.reads.packed import TIME_FORM, canonical_times
-from votes.reads.queries import StoredChunk, VoteFilter, filter_votes
+from votes.reads.scans import StoredChunk
 from votes.tables import annotator_t, model_t, vote_t
 
 __all__ = ["LEDGER_COLUMNS", "LedgerDigest", "iter_ledger_blocks", "ledger_sha256", "write_ledger"]
@@ -273,7 +274,7 @@ def _time_cells(
 
 class LedgerDigest:
     """:func:`ledger_sha256` of the votes a scan reads anyway, built from that scan's chunks
-    (:func:`votes.reads.queries.load_battles` hands them over), so publishing reads the votes once.
+    (:func:`votes.reads.scans.load_battles` hands them over), so publishing reads the votes once.
 
     The lines are cut out of each chunk with numpy: the model, judge, outcome, weight and side cells from
     small tables of bytes (the model and judge cells formatted by the database with the ledger

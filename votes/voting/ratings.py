@@ -28,7 +28,7 @@ from votes.bulk import column_chunks
 from votes.db import read_only
 from votes.dialects import dialect_of
 from votes.models import utcnow
-from votes.reads.queries import counted_vote_condition
+from votes.reads.filters import counted_vote_condition
 from votes.tables import annotator_t, liverating_t, model_t, vote_t
 from votes.voting.live import LiveConfig, encode_state, has_clock, rater_identity, shown
 

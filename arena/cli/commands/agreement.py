@@ -79,7 +79,7 @@ def agreement_command(
         self_agreement: SelfAgreement | None = None
     else:
         from votes.reads.annotated import agreement_input_from_store, judges_counted
-        from votes.reads.queries import VoteFilter
+        from votes.reads.filters import VoteFilter
         from votes.voting.repeat_votes import overall_self_agreement
 
         engine = open_store(settings_for(database_url))

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from votes.files.columns import BattleRead
     from votes.files.records import Refusal
     from votes.files.selection import BattleFilter
-    from votes.reads.queries import VoteFilter
+    from votes.reads.filters import VoteFilter
 
 __all__ = [
     "AnnotatorsOpt",
@@ -176,10 +176,10 @@ def database_filter(
     robust: bool = False,
     flagged_weight: float | None = None,
 ) -> VoteFilter:
-    """The filter options as a :class:`~votes.reads.queries.VoteFilter` on the stored votes (times read as
+    """The filter options as a :class:`~votes.reads.filters.VoteFilter` on the stored votes (times read as
     UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one.
     ``flagged_weight`` is the ``flagged_votes`` setting (``Settings.flagged_down_weight``)."""
-    from votes.reads.queries import VoteFilter
+    from votes.reads.filters import VoteFilter
 
     chosen = _names(annotators)
     if judge is not None:

@@ -176,8 +176,8 @@ def export_command(
 ) -> None:
     """Export deterministically (export -> import into an empty store -> export gives the same bytes)."""
     from votes.reads.exports import export_catalog, export_votes
+    from votes.reads.filters import VoteFilter
     from votes.reads.ledger import write_ledger
-    from votes.reads.queries import VoteFilter
 
     engine = open_store(settings_for(database_url))
     try:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from leaderboard.battles import Battles
     from leaderboard.evaluation.held_out import MethodScore
     from leaderboard.evaluation.systems import Verdict
-    from votes.reads.queries import VoteFilter
+    from votes.reads.filters import VoteFilter
 
 #: Systems drawn in the calibration plot: the best few by test log-loss (more would not be legible).
 N_PLOTTED = 6
