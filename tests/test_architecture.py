@@ -241,7 +241,6 @@ FOLDERS_EXEMPT = {"votes/migrations/versions"}
 OVERSIZED_MODULES = {
     "leaderboard/composite/fit.py": 1096,
     "arena/publish/publishing.py": 986,
-    "votes/imports/runs.py": 827,
     "arena/cli/commands/leaderboard.py": 813,
     "arena/voting/pairing_service.py": 676,
     "leaderboard/snapshot/plots.py": 632,

@@ -27,7 +27,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from votes.db import is_sqlite, make_engine, read_only, sqlite_file
-from votes.imports.runs import STALE_AFTER, dead_runs
+from votes.imports.run_steps import STALE_AFTER, dead_runs
 from votes.models import utcnow
 from votes.reads.cells import load_pair_counts
 from votes.reads.filters import VoteFilter
@@ -52,7 +52,7 @@ class EarlyRead:
     hands over.
 
     An import run that has not beaten for ``stale_after`` is dead, as for the command's clean-up
-    (:func:`votes.imports.runs.clean_dead_runs`). Use it as a context manager (or
+    (:func:`votes.imports.run_cleanup.clean_dead_runs`). Use it as a context manager (or
     call :meth:`close`): the thread is stopped, the transaction ended and the engine disposed of."""
 
     def __init__(

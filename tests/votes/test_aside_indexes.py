@@ -20,6 +20,8 @@ from sqlalchemy.exc import IntegrityError
 import votes.imports.aside_indexes
 import votes.imports.files
 import votes.imports.keys
+import votes.imports.merging
+import votes.imports.run_cleanup
 import votes.imports.runs
 from leaderboard.online.elo import EloConfig
 from tests.factories import live_ratings
@@ -64,7 +66,7 @@ def _watch(
 @pytest.fixture
 def merge_sees(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     """Whether the cell index was there at each merge step."""
-    yield _watch(monkeypatch, "_merge_step", votes.imports.runs._merge_step, _has_cells)
+    yield _watch(monkeypatch, "merge_step", votes.imports.merging.merge_step, _has_cells)
 
 
 def test_a_run_that_dwarfs_the_store_merges_without_the_index_and_builds_it_after(
@@ -195,7 +197,7 @@ def test_a_run_recorded_after_the_unique_index_was_set_aside_waits_for_it_before
     monkeypatch.setattr(votes.imports.runs, "SLOT_WAIT_SECONDS", 0.05)
     path = battles_file(tmp_path / "twice.jsonl", 150, seed=3)
     import_file(engine, path)
-    clean = votes.imports.runs.clean_dead_runs
+    clean = votes.imports.run_cleanup.clean_dead_runs
     first: list[int] = []
 
     def first_run_ends() -> None:

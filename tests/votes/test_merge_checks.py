@@ -17,7 +17,8 @@ from sqlalchemy.exc import IntegrityError
 
 import votes.imports.files
 import votes.imports.merge_checks
-import votes.imports.runs
+import votes.imports.merging
+import votes.imports.run_steps
 from tests.conftest import schema_engine, scratch_pg_database
 from tests.factories import live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
@@ -162,13 +163,13 @@ def test_a_row_referred_to_and_gone_fails_the_step_and_adds_nothing(both: Engine
     checks = _checks(both)
     assert (checks is None) == (both.dialect.name == "sqlite")
     if checks is not None:
-        with both.connect() as merger, votes.imports.runs._step_on(merger) as conn:
+        with both.connect() as merger, votes.imports.run_steps.run_step_on(merger) as conn:
             with pytest.raises(IntegrityError, match="1 model row"):
-                votes.imports.runs._merge_step(conn, run, 0, 1, checks=checks)
+                votes.imports.merging.merge_step(conn, run, 0, 1, checks=checks)
             conn.rollback()
     with both.connect() as conn, conn.begin():  # the same step with the per-row checks fails the same way
         with pytest.raises(IntegrityError):
-            votes.imports.runs._merge_step(conn, run, 0, 1, checks=None)
+            votes.imports.merging.merge_step(conn, run, 0, 1, checks=None)
     with both.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(vote_t)) == 0
         assert conn.scalar(text("SELECT count(*) FROM battle")) == 0
@@ -180,9 +181,9 @@ def test_a_merge_step_of_a_run_no_longer_recorded_fails(both: Engine) -> None:
     with both.begin() as conn:
         conn.execute(import_row_t.delete())
         conn.execute(import_run_t.delete())
-    with both.connect() as merger, votes.imports.runs._step_on(merger) as conn:
+    with both.connect() as merger, votes.imports.run_steps.run_step_on(merger) as conn:
         with pytest.raises(IntegrityError, match=f"import run {run} is no longer recorded"):
-            votes.imports.runs._merged_to(conn, run, 1)
+            votes.imports.merging.record_merged(conn, run, 1)
         conn.rollback()
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 
 import votes.imports.files
+import votes.imports.merging
 import votes.imports.runs
 from tests.factories import row_counts
 from tests.votes.conftest import small_import_steps
@@ -69,13 +70,13 @@ def test_an_import_alone_merges_in_fewer_longer_steps(
     small_import_steps(monkeypatch, batch=40, merge=25, alone=200)
     monkeypatch.setattr(dialect_of(engine), "merges_beside", False)
     reached: list[int] = []
-    original = votes.imports.runs._merged_to
+    original = votes.imports.merging.record_merged
 
     def spy(conn: object, run_id: int, hi: int) -> None:
         reached.append(hi)
         original(conn, run_id, hi)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(votes.imports.runs, "_merged_to", spy)
+    monkeypatch.setattr(votes.imports.runs, "record_merged", spy)
     counts = import_file(engine, battles_file(tmp_path / "alone.jsonl", 600))
     assert counts.n_added == 600
     assert reached[0] == 0  # merging started

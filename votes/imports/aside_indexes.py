@@ -22,7 +22,7 @@ with the unique index in place. The setting-aside run builds it again before it 
 failure to build it fails the run, which is then rolled back.
 
 A run builds the others once it is done (or failed); a process that died in between leaves them
-missing, and the next import or publish builds them (:func:`votes.imports.runs.clean_dead_runs`). On
+missing, and the next import or publish builds them (:func:`votes.imports.run_cleanup.clean_dead_runs`). On
 PostgreSQL dropping takes the table's strongest lock, so it waits at most :data:`LOCK_WAIT` for readers
 already running (a long publish) and otherwise keeps the index: waiting longer would queue every new
 reader behind it.

@@ -666,7 +666,7 @@ def publish(
     --each-component every part of a comparison graph in parts is published as its own snapshot.
     """
     from arena.publish.early_read import EarlyRead
-    from votes.imports.runs import clean_dead_runs
+    from votes.imports.run_cleanup import clean_dead_runs
 
     settings = settings_for(database_url)
     vote_filter = database_filter(
