@@ -244,7 +244,6 @@ OVERSIZED_MODULES = {
     "arena/cli/commands/leaderboard.py": 813,
     "arena/voting/pairing_service.py": 676,
     "leaderboard/snapshot/plots.py": 632,
-    "votes/voting/recording.py": 616,
     "leaderboard/snapshot/folder.py": 605,
     "leaderboard/quality/rater_ability.py": 593,
     "leaderboard/quality/annotators.py": 567,
