@@ -19,7 +19,8 @@ from sqlalchemy.engine import Engine
 from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import clear, conversation, live_ratings, row_counts, write_jsonl
 from votes.files.battle_rows import parse_battles
-from votes.files.records import FORMATS, InputError, read_rows, rows_sha256
+from votes.files.reading import read_rows
+from votes.files.records import FORMATS, InputError, rows_sha256
 from votes.imports.demo import load_demo
 from votes.imports.files import import_file
 from votes.reads.exports import export_catalog, export_votes, iter_vote_rows

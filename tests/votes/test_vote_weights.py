@@ -19,7 +19,8 @@ from leaderboard.bt.spec import BTSpec
 from leaderboard.online.elo import EloConfig, replay_elo_indices
 from tests.factories import clear, live_ratings, row_counts, seed_catalog, write_jsonl
 from votes.files.battle_rows import parse_battles
-from votes.files.records import FORMATS, read_rows, rows_sha256
+from votes.files.reading import read_rows
+from votes.files.records import FORMATS, rows_sha256
 from votes.imports.demo import load_demo
 from votes.imports.files import import_file
 from votes.reads.cells import load_pair_counts

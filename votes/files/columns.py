@@ -33,17 +33,8 @@ import pyarrow.parquet as pq
 from leaderboard.battles import Battles
 from votes.files.battle_rows import SELF_BATTLE, parse_battles
 from votes.files.formats import SourceFormat, detect_source_format, map_source_rows
-from votes.files.records import (
-    NAME_MAX,
-    TSTAMP_MAX,
-    InputError,
-    Refusal,
-    detect_format,
-    input_chunks,
-    input_sha256,
-    read_input_bytes,
-    read_rows,
-)
+from votes.files.reading import detect_format, input_chunks, input_sha256, read_input_bytes, read_rows
+from votes.files.records import NAME_MAX, TSTAMP_MAX, InputError, Refusal
 from votes.files.selection import BattleColumns, BattleFilter, CodedColumn, record_columns, select_battles
 
 __all__ = ["BattleRead", "read_agreement_columns", "read_battle_columns", "read_battles"]
@@ -277,7 +268,7 @@ _TEXT_LIMITS = {
 
 
 def _strings_pass(table: pa.Table) -> bool:
-    """The checks of :class:`votes.files.records.RowFields` on the text columns, as whole columns: strings, no
+    """The checks of :class:`votes.files.fields.RowFields` on the text columns, as whole columns: strings, no
     empty required name, none too long, no NUL."""
     for name, limit in _TEXT_LIMITS.items():
         if name not in table.column_names:
@@ -367,7 +358,7 @@ def read_battles(
     source_format : the shape; detected from the columns when None
     skip_invalid : leave out bad rows (listed in ``refused``) instead of refusing the file
     baseline : arena-hard judgments without a ``baseline`` column: the baseline model
-    max_expanded : most bytes a gzipped file may expand to (:func:`votes.files.records.read_input_bytes`)
+    max_expanded : most bytes a gzipped file may expand to (:func:`votes.files.reading.read_input_bytes`)
 
     Raises
     ------
