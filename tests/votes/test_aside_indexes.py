@@ -137,7 +137,7 @@ def test_a_dead_run_that_set_the_index_aside_has_it_built_by_the_next_import(
 
     with monkeypatch.context() as patch:  # a dead process neither rolls back nor builds the index
         patch.setattr(votes.imports.runs, "rollback_run", lambda _engine, _run: None)
-        patch.setattr(votes.imports.runs, "_restore_indexes_quietly", lambda _engine: None)
+        patch.setattr(votes.imports.runs, "restore_indexes", lambda *_args: ())
         with pytest.raises(Crash):
             import_file(engine, battles_file(tmp_path / "dead.jsonl", 400), between_batches=die)
     with engine.begin() as conn:

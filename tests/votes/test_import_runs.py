@@ -420,15 +420,22 @@ def test_a_run_alone_empties_the_staging_tables_at_once_but_not_beside_another_r
     class Stopped(Exception):
         pass
 
-    def stop_before_merging(*_args: Any, **_kwargs: Any) -> Any:
-        raise Stopped
+    batches = 0
+
+    def stop_before_merging() -> None:
+        nonlocal batches
+        batches += 1
+        if batches * BATCH >= 90:  # every row staged: the merge would start now
+            raise Stopped
 
     with monkeypatch.context() as patch:  # another run, still staged (its process busy elsewhere)
-        patch.setattr(votes.imports.runs, "step_ranges", stop_before_merging)  # SQLite
-        patch.setattr(votes.imports.runs, "_merge_beside", stop_before_merging)  # PostgreSQL
         patch.setattr(votes.imports.runs, "rollback_run", lambda _engine, _run: None)
         with pytest.raises(Stopped):
-            import_file(engine, battles_file(tmp_path / "other.jsonl", 90, seed=2))
+            import_file(
+                engine,
+                battles_file(tmp_path / "other.jsonl", 90, seed=2),
+                between_batches=stop_before_merging,
+            )
     assert _store(engine)["importrow"] == 90
     with _emptying_watched(engine) as emptied:
         import_file(engine, battles_file(tmp_path / "beside.jsonl", 60, seed=3))
