@@ -40,6 +40,7 @@ from arena.web.routes.docs import SWAGGER_ASSETS
 
 if TYPE_CHECKING:
     from arena.signin import OidcSignIn
+from leaderboard.data import OUTCOMES
 from votes.db import make_engine
 from votes.voting.ratings import ensure_live_rater
 from votes.voting.writer import GroupCommitWriter, RemoteVoteWriter, VoteWriter, writer_identity
@@ -62,6 +63,8 @@ def _make_templates(settings: Settings) -> Jinja2Templates:
     loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(p)) for p in template_dirs()])
     env = jinja2.Environment(loader=loader, autoescape=True, auto_reload=False)
     env.globals["sign_in_enabled"] = settings.sign_in
+    # The vote buttons of every page, with their keys and meanings, from the one outcome vocabulary.
+    env.globals["vote_buttons"] = tuple(OUTCOMES.values())
     env.filters["markdown"] = lambda text: markupsafe.Markup(render_markdown(text or ""))  # nosec B704 # nh3-sanitised HTML from render_markdown
     env.filters["rating"] = lambda value: "—" if math.isnan(value) else f"{value:.1f}"  # NaN: unrated
     env.filters["signed"] = lambda value: f"{value:+.1f}"

@@ -8,13 +8,15 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leaderboard.design.pairing import DEFAULT_FLOOR
 from leaderboard.online.elo import EloConfig
+from leaderboard.online.table import DEFAULT_LIVE_RATER, RATERS, LiveOptions
 from votes.voting.live import LiveConfig, live_rater_of
 
-__all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config", "live_config"]
+__all__ = ["Settings", "DEFAULT_DATABASE_URL", "elo_config", "live_config", "live_rating_words"]
 
 DEFAULT_DATABASE_URL = "sqlite:///arena.db"
 
@@ -105,10 +107,23 @@ class Settings(BaseSettings):
         return self.flagged_weight if self.flagged_votes == "down-weight" else None
 
     # Live standings: the online rater, and how the board ranks
-    live_rating: Literal["elo", "glicko2", "trueskill"] = Field(
-        "elo",
-        description="Online rater of the live standings; switching it rebuilds the live table at start-up.",
+    live_rating: str = Field(
+        DEFAULT_LIVE_RATER,
+        description="Online rater of the live standings, by its name in the RATERS table "
+        "(leaderboard.online.table); switching it rebuilds the live table at start-up.",
     )
+
+    @field_validator("live_rating")
+    @classmethod
+    def _rater_known(cls, name: str) -> str:
+        """A name of the RATERS table, refused as a choice among them (read when the settings are made,
+        so a rater added to the table is a choice at once)."""
+        if name not in RATERS:
+            names = [repr(known) for known in RATERS]
+            expected = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return name
+
     live_rank_by: Literal["rating", "conservative"] = Field(
         "rating", description="Rank the live board by rating, or by rating - 2 deviations."
     )
@@ -247,3 +262,9 @@ def live_config(settings: Settings) -> LiveConfig:
     return live_rater_of(
         settings.live_rating, elo=elo_config(settings), period_length=settings.live_period_seconds
     )
+
+
+def live_rating_words(settings: Settings) -> str:
+    """What the live board's ratings are, in words (``Online Elo (K = 4.0)``), from the RATERS table."""
+    options = LiveOptions(elo=elo_config(settings), period_length=settings.live_period_seconds)
+    return RATERS[settings.live_rating].describe(options)

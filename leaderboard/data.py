@@ -1,8 +1,11 @@
-"""Battles -> PairCounts: everything downstream works on unique cells with counts.
+"""The outcome vocabulary (OUTCOMES) and Battles -> PairCounts: everything downstream works on unique cells.
 
 A leaderboard of a million votes among a hundred models has at most a few tens of thousands of distinct
 (model_a, model_b, outcome) cells, so aggregating first makes every fit and bootstrap round cost
 O(cells) instead of O(votes).
+
+:data:`OUTCOMES` is the one place an outcome is spelled: its Chatbot Arena string, and the words, key and
+meaning of its vote button, which the vote pages render from it.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "OUTCOMES",
     "OUTCOME_STRINGS",
     "Outcome",
     "OutcomeLabel",
+    "OutcomeWords",
     "PairCounts",
     "PairStats",
     "aggregate_battles",
@@ -45,12 +50,38 @@ class Outcome(IntEnum):
 #: The four winner strings of the Chatbot Arena battle format, as a type (API schemas use it).
 OutcomeLabel = Literal["model_a", "model_b", "tie", "tie (bothbad)"]
 
-OUTCOME_STRINGS: dict[Outcome, OutcomeLabel] = {
-    Outcome.MODEL_A: "model_a",
-    Outcome.MODEL_B: "model_b",
-    Outcome.TIE: "tie",
-    Outcome.BOTHBAD: "tie (bothbad)",
+
+@dataclass(frozen=True)
+class OutcomeWords:
+    """How one outcome is written: in files and the API, and to the people who vote.
+
+    Attributes
+    ----------
+    string : OutcomeLabel
+        The Chatbot Arena battle format's winner string (files, the API, the ``vote.winner`` column).
+    words : str
+        What its vote button says.
+    key : str
+        Its single-key shortcut on the vote pages (lower case).
+    meaning : str
+        When to choose it, as the annotators' guidelines say.
+    """
+
+    string: OutcomeLabel
+    words: str
+    key: str
+    meaning: str
+
+
+#: The outcome vocabulary, one entry per outcome in the order of the vote buttons: everything that writes,
+#: reads or shows an outcome takes its spelling from here.
+OUTCOMES: dict[Outcome, OutcomeWords] = {
+    Outcome.MODEL_A: OutcomeWords("model_a", "A is better", "a", "A is clearly the better answer."),
+    Outcome.MODEL_B: OutcomeWords("model_b", "B is better", "b", "B is clearly the better answer."),
+    Outcome.TIE: OutcomeWords("tie", "Tie", "t", "Both are good and about equally so."),
+    Outcome.BOTHBAD: OutcomeWords("tie (bothbad)", "Both are bad", "x", "Neither answer is acceptable."),
 }
+OUTCOME_STRINGS: dict[Outcome, OutcomeLabel] = {outcome: words.string for outcome, words in OUTCOMES.items()}
 _FROM_STRING: dict[str, Outcome] = {label: outcome for outcome, label in OUTCOME_STRINGS.items()}
 
 

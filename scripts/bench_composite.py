@@ -29,7 +29,8 @@ from _bench_common import emit_json_line, machine_info, print_table
 
 from leaderboard.bt.bootstrap import bootstrap_ratings
 from leaderboard.bt.fit import fit_bt
-from leaderboard.composite.fit import CompositeData, bootstrap_composite, fit_composite
+from leaderboard.composite.fit import bootstrap_composite, fit_composite
+from leaderboard.composite.model import CompositeData
 from leaderboard.data import Outcome, aggregate_codes
 
 UNIT = 400 / np.log(10)

@@ -1,10 +1,11 @@
 """Time every snapshot figure at 100 models with realistic names, drawn and saved as the snapshot does.
 
-The six figures of a snapshot (ratings, two win-rate heatmaps, battle counts, average win rates,
-bootstrap) are built from one seeded fit on synthetic battles and saved as SVG and PNG through
-``save_figure``. Each tree is timed in its own process (so font caches and imports are paid the same
-way a fresh ``arena recompute`` pays them); ``--compare DIR`` (an unpacked ``git archive`` of an older
-commit) runs the same drawing with that tree's ``leaderboard`` package side by side.
+Every figure of a snapshot (the table :data:`leaderboard.snapshot.figures.FIGURES`: ratings, two
+win-rate heatmaps, battle counts, average win rates, bootstrap) is drawn by its own drawer from one
+seeded fit on synthetic battles and saved as SVG and PNG through ``save_figure``. Each tree is timed in
+its own process (so font caches and imports are paid the same way a fresh ``arena recompute`` pays
+them); ``--compare DIR`` (an unpacked ``git archive`` of an older commit that has the table) runs the
+same drawing with that tree's ``leaderboard`` package side by side.
 
     PYTHONPATH=$PWD python scripts/bench_plots.py --compare /tmp/plots-old
 """
@@ -20,14 +21,8 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from matplotlib.figure import Figure
-
-STEMS = ("ratings", "winrate_observed", "winrate_predicted", "battle_counts", "winrate_average", "bootstrap")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -50,32 +45,15 @@ def _worker(n_models: int, n_votes: int, rounds: int, repeats: int) -> None:
     from _bench_common import synthetic_battles
 
     from leaderboard.bt.compute import compute_leaderboard
-    from leaderboard.bt.matrices import pairwise_matrices
-    from leaderboard.snapshot.plots import (
-        plot_average_win_rates,
-        plot_battle_counts,
-        plot_bootstrap,
-        plot_intervals,
-        plot_win_rates,
-        save_figure,
-    )
+    from leaderboard.snapshot.figures import FIGURES, FigureSources
+    from leaderboard.snapshot.render import save_figure
 
     battles = synthetic_battles(n_votes, n_models, random_state=1)
     battles = replace(battles, models=_names(n_models))
     counts = battles.counts()
     board = compute_leaderboard(counts, n_rounds=rounds, random_state=0)
-    names = [board.models[i] for i in board.order()]
-    m = pairwise_matrices(counts, board).reorder(names)
-    makers: dict[str, Callable[[], Figure]] = {
-        "ratings": lambda: plot_intervals(board),
-        "winrate_observed": lambda: plot_win_rates(
-            m.observed, names, title="Observed win rate (ties count half)"
-        ),
-        "winrate_predicted": lambda: plot_win_rates(m.predicted, names, title=f"Predicted by {board.method}"),
-        "battle_counts": lambda: plot_battle_counts(m.n_battles, names),
-        "winrate_average": lambda: plot_average_win_rates(m.observed, names),
-        "bootstrap": lambda: plot_bootstrap(board),
-    }
+    sources = FigureSources(board, counts, [board.models[i] for i in board.order()])
+    sources.matrices()  # made once, outside the figures' times
     best: dict[str, float] = {}
     cpu: dict[str, float] = {}
     first_total = 0.0
@@ -84,9 +62,9 @@ def _worker(n_models: int, n_votes: int, rounds: int, repeats: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(repeats):
-            for stem, make in makers.items():
+            for stem, spec in FIGURES.items():
                 start, start_cpu = time.perf_counter(), time.process_time()
-                paths = save_figure(make(), Path(tmp) / stem)
+                paths = save_figure(spec.draw(sources), Path(tmp) / stem)
                 elapsed = time.perf_counter() - start
                 cpu[stem] = min(cpu.get(stem, float("inf")), time.process_time() - start_cpu)
                 if repeat == 0:
@@ -136,7 +114,7 @@ def main() -> None:
     if args.compare:
         header += ["ratio old/new", "same bytes"]
     print("  ".join(f"{h:>18}" for h in header))
-    rows = [*STEMS, "total"]
+    rows = [*results["this tree"]["best"], "total"]
     for stem in rows:
         cells: list[str] = [stem]
         times = []

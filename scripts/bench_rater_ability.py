@@ -2,8 +2,8 @@
 
 Annotators draw their discrimination from a log-normal (log-sd ``--spread``); both fits run side by side
 in this process on a seeded train/test split. Printed: each fit's wall seconds (median over
-``--repeats``) and their ratio, the L-BFGS iterations, how well the fitted discriminations follow the
-true ones (correlation of the logs), and both models' held-out log-loss with their difference.
+``--repeats``) and their ratio, the Newton trust-region iterations, how well the fitted discriminations
+follow the true ones (correlation of the logs), and both models' held-out log-loss with their difference.
 
     .venv/bin/python scripts/bench_rater_ability.py --votes 1000000 --models 50 --annotators 2000
 """
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "davidson_position_s": statistics.median(plain_s),
         "rater_ability_s": statistics.median(rater_s),
         "ratio": statistics.median(rater_s) / statistics.median(plain_s),
-        "lbfgs_iterations": fit.n_iter,
+        "iterations": fit.n_iter,
         "position_sd": args.position_sd,
         "fitted_position_sd": fit.position_sd,
         "log_discrimination_corr": corr,
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     print(
-        f"ratio {figures['ratio']:.1f}x, {fit.n_iter} L-BFGS iterations, "
+        f"ratio {figures['ratio']:.1f}x, {fit.n_iter} Newton iterations, "
         f"corr(log a fitted, true) {corr:.3f}, load {figures['load_avg_1m']}"
     )
     emit_json_line(figures)

@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from leaderboard.composite.fit import CompositeData, CompositeOptions, fit_composite
+from leaderboard.composite.fit import fit_composite
+from leaderboard.composite.model import CompositeData, CompositeOptions
 from leaderboard.composite.ppi import fit_ppi, ppi_battles
 
 FloatArray = npt.NDArray[np.float64]

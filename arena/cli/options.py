@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -11,7 +13,7 @@ if TYPE_CHECKING:  # the database stack is imported when a store is opened: not 
 
     from arena.settings import Settings
 
-__all__ = ["DatabaseUrlOption", "open_store", "settings_for"]
+__all__ = ["DatabaseUrlOption", "echo_failures", "open_store", "settings_for"]
 
 DatabaseUrlOption = Annotated[
     str | None,
@@ -21,6 +23,28 @@ DatabaseUrlOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+#: The pairs (or answers) named under each failure reason before the rest are counted.
+FAILURES_NAMED = 3
+
+
+def _natural(text: str) -> list[str | int]:
+    """A sort key that orders the numbers in ``text`` by value."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def echo_failures(failures: Sequence[tuple[str, str]], *, total: int) -> None:
+    """Failed requests on standard error, one line per distinct reason: how many of ``total`` failed so,
+    and the first few of them (``failures`` holds (what, why) pairs)."""
+    by_reason: dict[str, list[str]] = {}
+    for what, why in failures:
+        by_reason.setdefault(why, []).append(what)
+    for why, whats in by_reason.items():
+        whats.sort(key=_natural)  # requests finish in any order; the names are listed in one (p2 before p10)
+        named = ", ".join(whats[:FAILURES_NAMED])
+        more = f" and {len(whats) - FAILURES_NAMED} more" if len(whats) > FAILURES_NAMED else ""
+        typer.echo(f"{len(whats)} of {total} requests failed: {why} ({named}{more})", err=True)
 
 
 def settings_for(database_url: str | None = None) -> Settings:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "SCHEMA_MODES",
     "Completion",
     "EndpointClient",
     "EndpointConfig",
@@ -30,6 +32,7 @@ __all__ = [
     "EndpointResponseError",
     "EndpointUnavailable",
     "Message",
+    "SchemaMode",
 ]
 
 #: What local servers get as a key when the configuration names no variable (the openai client needs one).
@@ -43,6 +46,12 @@ class Message(TypedDict):
     content: str
 
 
+#: How a JSON schema goes to a server: OpenAI's ``json_schema``, llama-cpp-python's ``json_object``, or not
+#: at all (``text``).
+SchemaMode = Literal["json_schema", "json_object", "text"]
+SCHEMA_MODES: tuple[SchemaMode, ...] = ("json_schema", "json_object", "text")
+
+
 class EndpointConfig(BaseModel):
     """An OpenAI-compatible endpoint as Arena knows it: where it is, which model, how to sample.
 
@@ -50,8 +59,10 @@ class EndpointConfig(BaseModel):
     environment variable holding the key (None for servers without one). ``json_schema_mode`` picks
     how a JSON schema is sent: ``"json_schema"`` is OpenAI's ``response_format`` (OpenAI, vLLM,
     Ollama, llama.cpp's ``llama-server``); ``"json_object"`` is ``{"type": "json_object", "schema": ...}``,
-    the only form llama-cpp-python's server understands. ``extra_params`` go into the request body as
-    they are (``top_p``, ``top_k``, ``min_p``, ``stop``, ...).
+    the only form llama-cpp-python's server understands; ``"text"`` sends no ``response_format`` at all
+    (for a server that takes neither: the caller reads the answer as free text). ``arena judge`` finds the
+    mode a server takes by itself and records it here. ``extra_params`` go into the request body as they
+    are (``top_p``, ``top_k``, ``min_p``, ``stop``, ...).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -65,7 +76,7 @@ class EndpointConfig(BaseModel):
     system_prompt: str | None = None
     seed: int | None = None
     extra_params: dict[str, Any] = Field(default_factory=dict)
-    json_schema_mode: Literal["json_schema", "json_object"] = "json_schema"
+    json_schema_mode: SchemaMode = "json_schema"
     timeout_s: float = Field(default=120.0, gt=0.0)
     connect_timeout_s: float = Field(default=5.0, gt=0.0)
     max_retries: int = Field(default=3, ge=0)
@@ -103,7 +114,12 @@ class EndpointUnavailable(EndpointError):
 
 
 class EndpointResponseError(EndpointError):
-    """The endpoint answered with an error status (after retries where they apply) or broke a stream."""
+    """The endpoint answered with an error status (after retries where they apply) or broke a stream;
+    ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, endpoint: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(endpoint, message)
+        self.status = status
 
 
 def _read_api_key(config: EndpointConfig, environ: Mapping[str, str]) -> str:
@@ -151,6 +167,7 @@ class EndpointClient:
         *,
         stream: bool,
         seed: int | None = None,
+        mode: SchemaMode | None = None,
     ) -> dict[str, Any]:
         cfg = self.config
         turns: list[Message] = list(messages)
@@ -164,10 +181,11 @@ class EndpointClient:
         ):
             if value is not None:
                 body[key] = value
-        if json_schema is not None:
+        mode = cfg.json_schema_mode if mode is None else mode
+        if json_schema is not None and mode != "text":
             body["response_format"] = (
                 {"type": "json_schema", "json_schema": {"name": "answer", "schema": dict(json_schema)}}
-                if cfg.json_schema_mode == "json_schema"
+                if mode == "json_schema"
                 else {"type": "json_object", "schema": dict(json_schema)}
             )
         if stream:
@@ -189,7 +207,9 @@ class EndpointClient:
             )
         if isinstance(exc, openai.APIStatusError):
             return EndpointResponseError(
-                self.config.name, f"{where}: HTTP {exc.status_code}: {_short(exc.message)}"
+                self.config.name,
+                f"{where}: HTTP {exc.status_code}: {_server_message(exc.message)}",
+                status=exc.status_code,
             )
         return EndpointResponseError(self.config.name, f"{where}: {type(exc).__name__}: {_short(str(exc))}")
 
@@ -199,11 +219,15 @@ class EndpointClient:
         *,
         json_schema: Mapping[str, Any] | None = None,
         seed: int | None = None,
+        json_schema_mode: SchemaMode | None = None,
+        retries: int | None = None,
     ) -> Completion:
         """One answer to ``messages`` (with the configured system prompt first unless they have one).
 
-        With ``json_schema`` the server is asked to constrain the answer to it; `Completion.json`
-        parses it. ``seed`` replaces the configured seed for this request (several samples of one prompt).
+        With ``json_schema`` the server is asked to constrain the answer to it (as ``json_schema_mode``
+        says, else as configured); `Completion.json` parses it. ``seed`` replaces the configured seed for
+        this request (several samples of one prompt); ``retries`` the configured retries (a probe of what
+        a server takes asks once).
 
         Raises
         ------
@@ -215,8 +239,9 @@ class EndpointClient:
         async with self._slots:
             start = time.perf_counter()
             try:
-                response = await self._openai.chat.completions.create(
-                    **self._request(messages, json_schema, stream=False, seed=seed)
+                api = self._openai if retries is None else self._openai.with_options(max_retries=retries)
+                response = await api.chat.completions.create(
+                    **self._request(messages, json_schema, stream=False, seed=seed, mode=json_schema_mode)
                 )
             except openai.OpenAIError as exc:
                 raise self._error(exc, during="completion") from exc
@@ -294,6 +319,12 @@ class EndpointClient:
             endpoint=self.config.name,
             first_token_s=first_token_s,
         )
+
+
+def _server_message(text: str) -> str:
+    """A server's error message on one line: white space folded, a Python traceback it appends cut off."""
+    folded = re.sub(r"^Error code: \d+ - ", "", " ".join(text.split()))  # the openai client's prefix
+    return _short(folded.split(' File "', 1)[0].rstrip(" :"))
 
 
 def _short(text: str, limit: int = 300) -> str:

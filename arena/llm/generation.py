@@ -26,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from arena.llm.client import Completion, EndpointClient, EndpointError, Message
+from arena.llm.client import Completion, EndpointClient, EndpointError, EndpointUnavailable, Message
 from votes.catalog.answers import GeneratedAnswer, TurnStats, insert_answer
 from votes.files.catalog_records import MAX_SAMPLES
 from votes.tables import model_t, output_t, prompt_t
@@ -226,22 +226,33 @@ async def run_generation(
     """Ask for every task's answer (``clients`` by model name) and store each as it arrives.
 
     ``on_done(task, ok)`` is called after each task (for a progress bar). Failures do not stop the run:
-    they are listed in the report with the endpoint's reason (which never contains the API key).
+    they are listed in the report with the endpoint's reason (which never contains the API key). An
+    endpoint that cannot be reached is asked nothing more in this run: its remaining tasks fail at once
+    with the same reason, instead of each waiting out its own timeouts and retries.
     """
     report = GenerationReport(run_id=uuid.uuid4().hex, n_planned=len(tasks))
     gate = asyncio.Semaphore(concurrency)
     arrived: asyncio.Queue[_Answer | None] = asyncio.Queue()
+    unreachable: dict[str, str] = {}  # model -> why its endpoint was given up
     start = time.perf_counter()
+
+    def failed(task: GenerationTask, reason: str) -> None:
+        report.failures.append(GenerationFailure(task.model, task.prompt_key, reason))
+        if on_done is not None:
+            on_done(task, False)
 
     async def one(task: GenerationTask) -> None:
         client = clients[task.model]
         async with gate:
+            if task.model in unreachable:
+                failed(task, unreachable[task.model])
+                return
             try:
                 history, done = await _answer(client, task)
             except EndpointError as exc:
-                report.failures.append(GenerationFailure(task.model, task.prompt_key, str(exc)))
-                if on_done is not None:
-                    on_done(task, False)
+                if isinstance(exc, EndpointUnavailable):
+                    unreachable.setdefault(task.model, str(exc))
+                failed(task, str(exc))
                 return
         arrived.put_nowait(_Answer(task, client, history, done))
 

@@ -3,9 +3,12 @@
 Each pair of answers to a prompt is judged twice, once in each order (position swap). A verdict is asked
 for with a JSON schema (the client's structured-output mode) and, failing that, read from free text
 (``[[A>B]]``, ``[[A]]``, ...); a text that yields no verdict is asked again, then stored as unparseable,
-never guessed. Every judgment keeps its raw text, the template's sha256 and the judge's parameters, and
-a parsed one becomes votes of the annotator ``judge:<endpoint>`` (kind ``judge``): they stay out of the
-live standings and out of boards unless asked for (``arena recompute --annotators judge:NAME``).
+never guessed. Servers differ in how they take a schema (OpenAI's ``json_schema``, llama-cpp-python's
+``json_object``, or not at all): :func:`probe_schema_mode` asks the first pair in the endpoint's configured
+mode and, when the server refuses it, in the others, so a run works with the server as it starts. Every
+judgment keeps its raw text, the template's sha256 and the judge's parameters, and a parsed one becomes votes
+of the annotator ``judge:<endpoint>`` (kind ``judge``): they stay out of the live standings and out of boards
+unless asked for (``arena recompute --annotators judge:NAME``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,16 @@ from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from arena.llm.client import EndpointClient, EndpointError, Message
+from arena.llm.client import (
+    SCHEMA_MODES,
+    Completion,
+    EndpointClient,
+    EndpointError,
+    EndpointResponseError,
+    Message,
+    SchemaMode,
+)
+from leaderboard.data import Outcome
 from votes.models import utcnow
 from votes.reads.filters import JUDGE_KIND
 from votes.tables import annotator_t, battle_t, judgment_t, model_t, output_t, prompt_t, vote_t
@@ -39,24 +51,26 @@ __all__ = [
     "JudgeReport",
     "JudgeTask",
     "JudgeTemplate",
+    "ModeProbe",
     "builtin_template",
     "judge_label",
     "load_template",
     "parse_verdict",
     "plan_judging",
+    "probe_schema_mode",
     "run_judging",
 ]
 
 #: Winner string of each verdict label, and whether it is a strong verdict.
 _OUTCOMES: dict[str, tuple[str, bool]] = {
-    "A>>B": ("model_a", True),
-    "A>B": ("model_a", False),
-    "A=B": ("tie", False),
-    "B>A": ("model_b", False),
-    "B>>A": ("model_b", True),
-    "A": ("model_a", False),
-    "B": ("model_b", False),
-    "tie": ("tie", False),
+    "A>>B": (Outcome.MODEL_A.label, True),
+    "A>B": (Outcome.MODEL_A.label, False),
+    "A=B": (Outcome.TIE.label, False),
+    "B>A": (Outcome.MODEL_B.label, False),
+    "B>>A": (Outcome.MODEL_B.label, True),
+    "A": (Outcome.MODEL_A.label, False),
+    "B": (Outcome.MODEL_B.label, False),
+    "tie": (Outcome.TIE.label, False),
 }
 
 _ARENA_HARD = """\
@@ -194,9 +208,20 @@ class JudgeTask:
     reference: str | None
 
 
+@dataclass(frozen=True)
+class ModeProbe:
+    """How a judge's server takes a verdict's schema: the mode it answered in, that first answer, and the
+    modes it refused before, each with the server's reason."""
+
+    mode: SchemaMode
+    first: Completion
+    refused: tuple[tuple[SchemaMode, str], ...] = ()
+
+
 @dataclass
 class JudgeReport:
-    """What a run did; its tokens are summed from the stored judgments (:mod:`votes.catalog.costs`)."""
+    """What a run did; its tokens are summed from the stored judgments (:mod:`votes.catalog.costs`).
+    ``failures`` holds (which pair, why) per failed request; ``probe`` how the server took the schema."""
 
     run_id: str
     n_planned: int = 0
@@ -204,8 +229,50 @@ class JudgeReport:
     n_unparseable: int = 0
     n_votes: int = 0
     n_already: int = 0
-    failures: list[str] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    probe: ModeProbe | None = None
+
+
+#: Error statuses by which a server refuses a request's form rather than failing to serve it (a 500 counts
+#: only when its message names the response format: llama-cpp-python's validation error is a 500).
+_REFUSING_STATUSES = frozenset({400, 404, 415, 422})
+
+
+def _refuses_mode(exc: EndpointResponseError) -> bool:
+    """Whether an error says the server will not take the request as asked (not that it failed)."""
+    text = str(exc).lower()
+    named = any(word in text for word in ("response_format", "json_schema", "json_object", "schema"))
+    return exc.status in _REFUSING_STATUSES or (exc.status == 500 and named)
+
+
+async def probe_schema_mode(
+    client: EndpointClient, messages: Sequence[Message], schema: dict[str, Any]
+) -> ModeProbe:
+    """Ask once in the endpoint's configured mode and, while the server refuses the request's form, in each
+    other mode (``json_schema``, ``json_object``, then free ``text``); the first answer wins.
+
+    Raises
+    ------
+    EndpointUnavailable
+        The server cannot be reached (the run stops at once: every other request would fail the same way).
+    EndpointResponseError
+        An error that is not a refusal of the mode, or every mode refused (the message names each reason).
+    """
+    configured = client.config.json_schema_mode
+    refused: list[tuple[SchemaMode, str]] = []
+    for mode in (configured, *(m for m in SCHEMA_MODES if m != configured)):
+        try:
+            first = await client.complete(messages, json_schema=schema, json_schema_mode=mode, retries=0)
+        except EndpointResponseError as exc:
+            if not _refuses_mode(exc):
+                raise
+            why = str(exc)
+            refused.append((mode, why[why.find("HTTP ") :] if "HTTP " in why else why))
+            continue
+        return ModeProbe(mode, first, tuple(refused))
+    reasons = "; ".join(f"{mode}: {why}" for mode, why in refused)
+    raise EndpointResponseError(client.config.name, f"refused every way of asking for a verdict ({reasons})")
 
 
 def plan_judging(
@@ -330,10 +397,24 @@ async def run_judging(
 ) -> JudgeReport:
     """Judge every task and store each judgment as it arrives.
 
-    A strong verdict (``A>>B``, ``B>>A``) becomes ``strong_weight`` votes (arena-hard counts it three
-    times), any other parsed verdict one vote; an unparseable one is stored with no vote.
+    The first task goes first, alone, through :func:`probe_schema_mode`; the others are asked in the mode
+    it found (``report.probe``). A strong verdict (``A>>B``, ``B>>A``) becomes ``strong_weight`` votes
+    (arena-hard counts it three times), any other parsed verdict one vote; an unparseable one is stored
+    with no vote.
+
+    Raises
+    ------
+    EndpointError
+        From the probe: the server cannot be reached, or takes no form of the request.
     """
     report = JudgeReport(run_id=uuid.uuid4().hex, n_planned=len(tasks))
+    if tasks:
+        first = tasks[0]
+        report.probe = await probe_schema_mode(
+            client, template.messages(first.prompt, first.answer_a, first.answer_b, first.reference),
+            template.schema,
+        )  # fmt: skip
+    mode = report.probe.mode if report.probe is not None else client.config.json_schema_mode
     gate = asyncio.Semaphore(concurrency)
     cfg = client.config
     params = {
@@ -345,7 +426,7 @@ async def run_judging(
     params = {k: v for k, v in params.items() if v is not None}
     start = time.perf_counter()
 
-    async def one(task: JudgeTask) -> None:
+    async def one(task: JudgeTask, answered: Completion | None) -> None:
         messages = template.messages(task.prompt, task.answer_a, task.answer_b, task.reference)
         async with gate:
             text, verdict, attempts = "", None, 0
@@ -354,7 +435,10 @@ async def run_judging(
             try:
                 while verdict is None and attempts <= parse_retries:
                     attempts += 1
-                    done = await client.complete(messages, json_schema=template.schema)
+                    done = answered or await client.complete(
+                        messages, json_schema=template.schema, json_schema_mode=mode
+                    )
+                    answered = None
                     text = done.text
                     latency += done.latency_s
                     tokens[0] += done.prompt_tokens or 0
@@ -362,7 +446,7 @@ async def run_judging(
                     verdict = parse_verdict(text, template)
             except EndpointError as exc:
                 report.failures.append(
-                    f"prompt {task.prompt_id} outputs {task.output_a_id}/{task.output_b_id}: {exc}"
+                    (f"prompt {task.prompt_id} outputs {task.output_a_id}/{task.output_b_id}", str(exc))
                 )
                 if on_done is not None:
                     on_done()
@@ -376,7 +460,7 @@ async def run_judging(
             "judge": cfg.name,
             "template": template.name,
             "template_sha256": template.sha256,
-            "params": {**params, "strong_weight": strong_weight},
+            "params": {**params, "strong_weight": strong_weight, "json_schema_mode": mode},
             "raw_text": text,
             "verdict": verdict,
             "n_attempts": attempts,
@@ -396,6 +480,7 @@ async def run_judging(
         if on_done is not None:
             on_done()
 
-    await asyncio.gather(*(one(t) for t in tasks))
+    probed = report.probe.first if report.probe is not None else None
+    await asyncio.gather(*(one(t, probed if i == 0 else None) for i, t in enumerate(tasks)))
     report.seconds = time.perf_counter() - start
     return report

@@ -1,22 +1,23 @@
 """A snapshot's figures drawn by a forked child while the parent computes the rest of the snapshot.
 
-The six figures (matplotlib, SVG and PNG) of a 100-model board take seconds to draw, as long as the
-fit itself, and need nothing but the fitted board and the counts. A child forked from the publishing
-process draws them on another core while the parent computes the fragility certificate, the metadata and
-the data files; :func:`leaderboard.snapshot.folder.write_snapshot` waits for them before it hashes the folder.
+The figures (:data:`~leaderboard.snapshot.figures.FIGURES`, matplotlib, SVG and PNG) of a 100-model
+board take seconds to draw, as long as the fit itself, and need nothing but the fitted board and the
+counts. A child forked from the publishing process draws them on another core while the parent
+computes the fragility certificate, the metadata and the data files;
+:func:`leaderboard.snapshot.folder.write_snapshot` waits for them before it hashes the folder.
 A fork hands the child the parent's modules and arrays as they are (nothing imported again), and the
 child draws exactly what the parent would: the same bytes. Where the platform cannot fork, or the child
 fails, the parent draws the figures itself when it waits, so a drawing error is raised in the parent as
 it would be without the child.
 
-The child may also be forked before the fit (``leaderboard=None``, with a ``preview``): four of the six
-figures (:data:`~leaderboard.snapshot.folder.POINT_PLOT_STEMS`) need the point ratings only, so while the
-parent runs the bootstrap the child fits the point ratings itself (``preview``, a fit without
-intervals, milliseconds) and draws those four into memory. :meth:`PlotDrawing.draw` then hands it the
-finished board (pickled into an unnamed temporary file both hold, so the parent never waits for the
-child to read); the child writes the four only when the board draws them the same
-(:func:`~leaderboard.snapshot.folder.same_point_plots`), else draws them again, and draws the other two.
-Nothing reaches the folder before the board it shows is known.
+The child may also be forked before the fit (``leaderboard=None``, with a ``preview``): the figures
+whose table entry needs the point ratings only (:func:`~leaderboard.snapshot.figures.point_plot_stems`)
+can be drawn early, so while the parent runs the bootstrap the child fits the point ratings itself
+(``preview``, a fit without intervals, milliseconds) and draws those into memory.
+:meth:`PlotDrawing.draw` then hands it the finished board (pickled into an unnamed temporary file both
+hold, so the parent never waits for the child to read); the child writes them only when the board
+draws them the same (:func:`~leaderboard.snapshot.figures.same_point_plots`), else draws them again,
+and draws the others. Nothing reaches the folder before the board it shows is known.
 
 The two processes share the figures out as they go (:class:`_Claims`, flags in memory both hold): the
 child takes them first to last, and the parent, once the rest of the snapshot is written and it would
@@ -39,10 +40,10 @@ from pathlib import Path
 from leaderboard.atomic import write_bytes_atomic
 from leaderboard.data import PairCounts
 from leaderboard.result import Leaderboard
-from leaderboard.snapshot.folder import (
-    PLOT_STEMS,
-    POINT_PLOT_STEMS,
+from leaderboard.snapshot.figures import (
     draw_plots,
+    plot_stems,
+    point_plot_stems,
     render_plots,
     same_point_plots,
 )
@@ -87,21 +88,22 @@ class _Claims:
     processes hold them: each figure is drawn by whichever process takes it first."""
 
     def __init__(self) -> None:
-        self._flags = multiprocessing.get_context("fork").Array("b", len(PLOT_STEMS))
+        self._stems = plot_stems()
+        self._flags = multiprocessing.get_context("fork").Array("b", len(self._stems))
 
     def take(self, stem: str) -> bool:
         """Take ``stem``'s figure; whether it was still free (then the caller draws it)."""
-        return self._take(PLOT_STEMS.index(stem), keep=-1)
+        return self._take(self._stems.index(stem), keep=-1)
 
     def spare(self, keep: int) -> Iterator[str]:
         """Figures for the parent, from the last one back, each taken just before it is drawn (the
         iterator goes on once it is), while that leaves at least ``keep`` free for the child: the first
         figure the parent draws costs it about two of the child's (matplotlib is imported and warmed
         up), so it helps only where the child has more than that left to draw."""
-        for i in reversed(range(len(PLOT_STEMS))):
+        for i in reversed(range(len(self._stems))):
             if not self._take(i, keep=keep):
                 return
-            yield PLOT_STEMS[i]
+            yield self._stems[i]
 
     def _take(self, i: int, *, keep: int) -> bool:
         """Take figure ``i`` if it is free and at least ``keep`` others stay free; whether it did (not if
@@ -137,21 +139,21 @@ def _draw_in_child(
             if preview is not None:
                 try:
                     ahead = preview()
-                    drawn = list(render_plots(ahead, counts, stems=POINT_PLOT_STEMS))
+                    drawn = list(render_plots(ahead, counts, stems=point_plot_stems()))
                 except Exception:  # the finished board draws them all
                     ahead, drawn = None, []
             leaderboard = handover.receive()
         if leaderboard is None:
             raise ValueError("no board to draw")
         take = claims.take if claims is not None else None
-        stems: Collection[str] = PLOT_STEMS
+        stems: Collection[str] = plot_stems()
         if ahead is not None and same_point_plots(ahead, leaderboard):
             out.mkdir(parents=True, exist_ok=True)
-            kept = {stem for stem in POINT_PLOT_STEMS if take is None or take(stem)}
+            kept = {stem for stem in point_plot_stems() if take is None or take(stem)}
             for name, blob in drawn:
                 if name.rsplit(".", 1)[0] in kept:
                     write_bytes_atomic(out / name, blob)
-            stems = [stem for stem in PLOT_STEMS if stem not in POINT_PLOT_STEMS]
+            stems = [stem for stem in plot_stems() if stem not in point_plot_stems()]
         draw_plots(out, leaderboard, counts, stems=stems, take=take)
     except BaseException:  # the parent draws again and raises it; no traceback from the child
         sys.exit(1)
@@ -283,7 +285,7 @@ class PlotDrawing:
             elif child.exitcode == 0:
                 return
         # the child's figures drawn here (it failed, or was stopped): every one not drawn here already
-        rest = [stem for stem in PLOT_STEMS if stem not in drawn_here]
+        rest = [stem for stem in plot_stems() if stem not in drawn_here]
         draw_plots(self._out, self._leaderboard, self._counts, stems=rest)
 
     def cancel(self) -> None:

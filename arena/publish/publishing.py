@@ -30,17 +30,15 @@ from leaderboard.composite.agreement import AGREEMENT_CSV, AGREEMENT_JSON, Agree
 from leaderboard.data import PairCounts
 from leaderboard.result import Leaderboard
 from leaderboard.snapshot.dataset_card import CARD_FILE, MODELS_FILE, dataset_card, models_csv
-from leaderboard.snapshot.folder import (
+from leaderboard.snapshot.files import (
     DATA_FILES,
     PACKAGE,
-    SnapshotManifest,
     counts_sha256,
     dump_json,
     freeze_snapshot,
     package_version,
-    slice_label,
-    write_snapshot,
 )
+from leaderboard.snapshot.folder import SnapshotManifest, slice_label, write_snapshot
 from leaderboard.style.board import StyleBoard, compute_style_board, expand_style, style_board_files
 
 if TYPE_CHECKING:  # the database stack is imported where it is used: a recompute from a file needs none

@@ -7,7 +7,6 @@
 (function () {
   "use strict";
   var FRAGMENT = { "X-Arena-Fragment": "1" };
-  var SHORTCUT_KEYS = ["a", "b", "t", "x", "s", "n"];
   var STORAGE_KEY = "arena.shortcuts";
   var SITE = " · Arena";
   // True while focus sits where the page put it on load: the first Tab then goes to the skip link,
@@ -111,6 +110,18 @@
     return !!battle && battle.contains(target);
   }
 
+  // The control a single key stands for: the keys are the battle's own data-key attributes (the vote
+  // buttons' come from the outcome vocabulary the server renders), so this file spells none of them.
+  function shortcutFor(key) {
+    var battle = area();
+    if (!battle || !key) { return null; }
+    var found = null;
+    battle.querySelectorAll("[data-key]").forEach(function (el) {
+      if (!found && el.getAttribute("data-key") === key) { found = el; }
+    });
+    return found;
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.altKey || event.ctrlKey || event.metaKey) { return; }
     if (event.key === "Tab" && !event.shiftKey && focusFromLoad) {
@@ -124,9 +135,7 @@
     }
     if (event.repeat || !shortcutsOn() || !shortcutTarget(event.target)) { return; }
     var key = (event.key || "").toLowerCase();
-    if (SHORTCUT_KEYS.indexOf(key) < 0) { return; }
-    var battle = area();
-    var el = battle && battle.querySelector('[data-key="' + key + '"]');
+    var el = shortcutFor(key);
     if (!el) { return; }
     event.preventDefault();
     el.click();

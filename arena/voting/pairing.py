@@ -26,7 +26,8 @@ from typing import Literal
 
 import numpy as np
 
-from leaderboard.design.pairing import DEFAULT_FLOOR, PairDesign, design_probabilities, nats_per_point
+from leaderboard.design.pairing import DEFAULT_FLOOR, PairDesign, design_probabilities
+from leaderboard.online.table import RATERS
 from votes.voting.battles import CatalogRow
 
 __all__ = [
@@ -233,19 +234,20 @@ def optimal_design(
     *,
     counts: Mapping[Pair, int],
     ratings: Mapping[int, float],
-    system: Literal["elo", "glicko2", "trueskill"],
+    system: str,
     floor: float = DEFAULT_FLOOR,
     batch: int = 200,
 ) -> dict[Pair, float]:
     """Probability of each pair of ``model_ids`` under the ``optimal`` policy, from the live ratings (read
-    on their rater's scale) and the vote counts per pair; empty with fewer than two models."""
+    on the scale of ``system``, their rater's name in :data:`~leaderboard.online.table.RATERS`) and the
+    vote counts per pair; empty with fewer than two models."""
     ids = sorted(set(model_ids))
     if len(ids) < 2:
         return {}
     points = np.array([ratings.get(m, np.nan) for m in ids], dtype=np.float64)
     known = np.isfinite(points)
     centre = float(points[known].mean()) if known.any() else 0.0
-    theta = np.where(known, points - centre, 0.0) * nats_per_point(system)
+    theta = np.where(known, points - centre, 0.0) * RATERS[system].nats_per_point
     design = PairDesign.of(len(ids))
     votes = np.array(
         [counts.get((ids[i], ids[j]), 0) for i, j in zip(design.lo, design.hi, strict=True)], dtype=np.float64

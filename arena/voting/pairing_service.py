@@ -487,10 +487,10 @@ class PairingService:
                 return None
             model_a, model_b = named
             answer_a, answer_b = self._gold_answers[gold.gold_id]
-            expected = "tie" if gold.right == "tie" else "model_a"
+            expected = gold.expected_winner(right_on_left=True)
             if self.rng.random() < 0.5:
                 answer_a, answer_b, model_a, model_b = answer_b, answer_a, model_b, model_a
-                expected = "tie" if gold.right == "tie" else "model_b"
+                expected = gold.expected_winner(right_on_left=False)
             history.golds.add(gold.gold_id)
             n_pairs = max(1, len(models) * (len(models) - 1) // 2)
         return GoldChoice(

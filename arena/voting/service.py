@@ -28,6 +28,7 @@ from arena.security import BattleTokenError, SessionData
 from arena.voting.pairing import Choice
 from arena.voting.pairing_service import GoldChoice, RepeatChoice
 from arena.voting.state import ArenaState
+from leaderboard.data import Outcome
 from votes.models import Output, Prompt, utcnow
 from votes.voting.battles import (
     AlreadyVotedError,
@@ -161,7 +162,7 @@ async def submit_vote(
     who: SessionData,
     *,
     token: str,
-    winner: str,
+    winner: Outcome,
     address: str,
     user_agent: str,
     idempotency_key: str | None = None,

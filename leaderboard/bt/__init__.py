@@ -1,6 +1,7 @@
 """The Bradley-Terry family: one engine behind every batch method.
 
-What a fit is asked for (spec), the cells and their optimisers (cells, newton, probit, fit), intervals, the
-bootstrap, cluster structure, pairwise matrices and the METHODS table (compute). Imports only the core types
-of the package.
+What a fit is asked for (spec), the cells and their optimisers (cells, newton, probit, fit), the package's
+one Newton trust-region driver (solver, which the composite, rater-ability and PPI++ fits use too),
+intervals, the bootstrap, cluster structure, pairwise matrices and the METHODS table (compute). Imports
+only the core types of the package.
 """

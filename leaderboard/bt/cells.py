@@ -19,7 +19,8 @@ The probit link (Thurstone-Mosteller, Glenn-David ties) replaces these three pro
 ones of :mod:`leaderboard.bt.probit` on the same linear predictor; everything else is shared.
 
 Ratings are identified by fixing the last model at 0 during the fit (centring or anchoring comes after).
-Gradients and Hessians are analytic; the optimiser is scipy's ``trust-exact`` Newton method.
+Gradients and Hessians are analytic; the optimiser is the package's one Newton trust-region driver
+(:mod:`leaderboard.bt.solver`).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy import optimize
 
 from leaderboard.bt.probit import RowTerms, probit_row_terms
+from leaderboard.bt.solver import newton_trust_region
 from leaderboard.bt.spec import BTSpec
 from leaderboard.data import Outcome, PairCounts
 
@@ -360,7 +361,8 @@ class Objective:
 def maximise(
     objective: Objective, x0: FloatArray, *, tol: float, max_iter: int
 ) -> tuple[FloatArray, int, str]:
-    """Maximise the (penalised) likelihood from ``x0`` with scipy's ``trust-exact`` Newton method.
+    """Maximise the (penalised) likelihood from ``x0`` with the package's Newton trust-region driver
+    (:func:`leaderboard.bt.solver.newton_trust_region`, scipy's ``trust-exact``).
 
     Parameters
     ----------
@@ -377,13 +379,5 @@ def maximise(
     n_iter : iterations used
     message : empty on success, else the optimiser's reason for stopping
     """
-    result = optimize.minimize(
-        objective.value_grad,
-        x0,
-        jac=True,
-        hess=objective.hess,
-        method="trust-exact",
-        options={"gtol": tol, "maxiter": max_iter},
-    )
-    message = "" if result.success else str(result.message)
-    return np.asarray(result.x, dtype=np.float64), int(result.nit), message
+    solution = newton_trust_region(objective.value_grad, objective.hess, x0, tol=tol, max_iter=max_iter)
+    return solution.x, solution.n_iter, solution.message

@@ -34,13 +34,8 @@ from scipy.stats import norm
 from leaderboard.battles import Battles
 from leaderboard.bt.compute import assemble_board
 from leaderboard.bt.spec import DisconnectedComparisonError
-from leaderboard.composite.fit import (
-    CompositeData,
-    CompositeFit,
-    CompositeOptions,
-    bootstrap_composite,
-    fit_composite,
-)
+from leaderboard.composite.fit import bootstrap_composite, fit_composite
+from leaderboard.composite.model import CompositeData, CompositeFit, CompositeOptions
 from leaderboard.composite.ppi import bootstrap_ppi, fit_ppi, ppi_battles
 from leaderboard.data import Outcome
 from leaderboard.evaluation.held_out import MethodScore

@@ -19,7 +19,8 @@ score vectors; the logistic Hessian does not depend on the labels, so ``H`` is e
 Why not the ``ppi-python`` package: it is not installed here, and its logistic-regression routine
 knows nothing of the Bradley-Terry design (a model's column +1 on the left, -1 on the right, one model
 as the reference), fractional outcomes or the project's rating scale; the loss, gradient and Hessian
-below are the same few lines as the project's own fits.
+below are the same few lines as the project's own fits, and go to the same Newton trust-region driver
+(:mod:`leaderboard.bt.solver`).
 
 A battle is one prompt and pair of models: ``y`` is the mean of the human votes on it and ``f`` the
 mean of the judges' verdicts (both orders), each as the score of the lower-numbered model. Battles
@@ -33,10 +34,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import minimize
 from scipy.stats import norm
 
-from leaderboard.composite.fit import CompositeData
+from leaderboard.bt.solver import newton_trust_region
+from leaderboard.bt.spec import NonConvergenceError
+from leaderboard.composite.model import CompositeData
 
 __all__ = ["PPIBattles", "PPIFit", "bootstrap_ppi", "fit_ppi", "ppi_battles"]
 
@@ -153,45 +155,47 @@ def _sigmoid(z: FloatArray) -> FloatArray:
     return out
 
 
-def _minimise(x: FloatArray, target: FloatArray, weight: FloatArray, start: FloatArray) -> FloatArray:
-    """argmin of sum_r weight_r * logloss(x_r theta; target_r) (weights may be negative: the rectifier)."""
+#: Where a fit of the (rectified) log-loss stops: the Euclidean norm of its gradient (the weights sum to
+#: about 1, so this is per battle).
+_FIT_TOL = 1e-9
+#: A fit also stops, as settled, when its steps are refused at a smaller gradient than this: the
+#: decrease a step would bring is lost in rounding (:func:`leaderboard.bt.solver.newton_trust_region`).
+_SETTLED_GTOL = 1e-6
+#: The largest gradient a fit that stopped short of ``_FIT_TOL`` may leave (its next step's promised
+#: decrease lost in rounding): beyond it the fit raises.
+_STOPPED_GRADIENT = 1e-6
 
-    def objective(theta: FloatArray) -> tuple[float, FloatArray]:
+
+def _fit_loss(x: FloatArray, target: FloatArray, weight: FloatArray, start: FloatArray) -> FloatArray:
+    """argmin of ``sum_r weight_r * logloss(x_r theta; target_r)`` from ``start``, by the package's
+    Newton trust-region driver (:func:`leaderboard.bt.solver.newton_trust_region`) on the analytic
+    gradient and Hessian. The weights may be negative (the rectifier's labelled judge scores): the loss
+    is then not convex everywhere, which the trust region handles.
+
+    Raises
+    ------
+    NonConvergenceError
+        When the fit stops short with a gradient still above ``_STOPPED_GRADIENT``.
+    """
+
+    def value_grad(theta: FloatArray) -> tuple[float, FloatArray]:
         d = x @ theta
         # log(1 + e^{-d}) and log(1 + e^{d}) computed stably
         loss = target * np.logaddexp(0.0, -d) + (1.0 - target) * np.logaddexp(0.0, d)
-        grad = x.T @ (weight * (_sigmoid(d) - target))
+        grad: FloatArray = x.T @ (weight * (_sigmoid(d) - target))
         return float(weight @ loss), grad
 
-    res = minimize(objective, start, jac=True, method="L-BFGS-B", options={"maxiter": 2000, "gtol": 1e-10})
-    return np.asarray(res.x, dtype=float)
-
-
-def _newton(x: FloatArray, target: FloatArray, weight: FloatArray, start: FloatArray) -> FloatArray:
-    """argmin of the weighted log-loss (non-negative weights: convex) by Newton's method from a warm
-    start, halving a step that does not lower the loss; :func:`_minimise` if it has not converged in
-    50 steps."""
-
-    def loss(theta: FloatArray) -> float:
-        d = x @ theta
-        return float(weight @ (target * np.logaddexp(0.0, -d) + (1.0 - target) * np.logaddexp(0.0, d)))
-
-    theta, value = start.copy(), loss(start)
-    for _ in range(50):
+    def hessian(theta: FloatArray) -> FloatArray:
         p = _sigmoid(x @ theta)
-        grad = x.T @ (weight * (p - target))
-        hess = (x * (weight * p * (1 - p))[:, None]).T @ x
-        try:
-            step = np.linalg.solve(hess, grad)
-        except np.linalg.LinAlgError:
-            break
-        size = 1.0
-        while size > 1e-6 and (new := loss(theta - size * step)) > value + 1e-15:
-            size /= 2
-        theta, value = theta - size * step, new
-        if np.max(np.abs(size * step)) < 1e-10:
-            return theta
-    return _minimise(x, target, weight, theta)
+        out: FloatArray = (x * (weight * p * (1 - p))[:, None]).T @ x
+        return out
+
+    solution = newton_trust_region(
+        value_grad, hessian, start, tol=_FIT_TOL, max_iter=200, settled_gtol=_SETTLED_GTOL
+    )
+    if not solution.converged and float(np.max(np.abs(value_grad(solution.x)[1]))) > _STOPPED_GRADIENT:
+        raise NonConvergenceError(f"the PPI++ fit did not converge: {solution.message}")
+    return solution.x
 
 
 def _scores(x: FloatArray, theta: FloatArray, target: FloatArray) -> FloatArray:
@@ -214,7 +218,7 @@ def fit_ppi(
     x_unl = _design(battles.unl_a, battles.unl_b, m)
     n, big_n = len(x_lab), len(x_unl)
     start = np.zeros(m - 1)
-    human = _minimise(x_lab, battles.y, np.full(n, 1.0 / n), start)
+    human = _fit_loss(x_lab, battles.y, np.full(n, 1.0 / n), start)
     x_all = np.vstack([x_lab, x_unl])
 
     def hessian(theta: FloatArray) -> FloatArray:
@@ -241,7 +245,7 @@ def fit_ppi(
         x = np.vstack([x_lab, x_unl, x_lab])
         target = np.concatenate([battles.y, battles.f_unl, battles.f_lab])
         weight = np.concatenate([np.full(n, 1.0 / n), np.full(big_n, lam / big_n), np.full(n, -lam / n)])
-        theta = _minimise(x, target, weight, human)
+        theta = _fit_loss(x, target, weight, human)
     else:
         theta = human
     h_inv = np.linalg.pinv(hessian(theta))
@@ -340,7 +344,7 @@ def bootstrap_ppi(
         used = weight > 0
         # a rectified target outside [0, 1] (a pair with a handful of battles) has no finite optimum
         target = np.clip(total[used] / weight[used], 0.0, 1.0)
-        theta = _newton(x[used], target, weight[used], start)
+        theta = _fit_loss(x[used], target, weight[used], start)
         samples[r] = initial + unit * _centre(theta)
     low, high = percentile_intervals(samples, level)
     return low, high, samples

@@ -44,7 +44,6 @@ __all__ = [
     "fisher_information",
     "design_probabilities",
     "greedy_allocation",
-    "nats_per_point",
     "optimal_shares",
     "pair_gains",
     "pair_probabilities",
@@ -66,7 +65,7 @@ PRIOR_PRECISION = 0.01
 #: arrival gives such pairs nothing), so the floor costs about its own share times the share of such
 #: pairs; ``scripts/bench_pairing.py`` (40 seeds): 0.1 saves 49.3% of uniform's votes on arrival, 0.05
 #: saves 50.5%, against a bound of 52%. On a board with no newcomers 0.1 is the safer of the two on tau
-#: and separation, though not significantly (docs/benchmarks.md, section 6).
+#: and separation, though not significantly (docs/benchmarks-history.md, section 6).
 DEFAULT_FLOOR = 0.05
 #: Rating points per natural-log unit on the Elo scale (400 / ln 10).
 ELO_PER_NAT = 400.0 / math.log(10.0)
@@ -238,25 +237,6 @@ def optimal_shares(
         shares = shares * np.sqrt(slopes / mean)
         shares /= shares.sum()
     return shares
-
-
-#: Natural-log (logistic) units per probit unit: ``Phi(z)`` is within 0.01 of ``expit(1.702 z)``.
-_LOGISTIC_PER_PROBIT = 1.702
-
-
-def nats_per_point(
-    system: Literal["elo", "glicko2", "trueskill"], *, trueskill_beta: float = 25.0 / 6.0
-) -> float:
-    """Natural-log strength units per rating point of a live rater, to read its ratings as BT strengths.
-
-    Elo and Glicko-2 ratings are on the ``400 log10`` scale. TrueSkill forecasts ``Phi(gap / (sqrt(2)
-    beta))`` on its 25-point scale, read through the logistic approximation of the normal curve.
-    """
-    if system in ("elo", "glicko2"):
-        return math.log(10.0) / 400.0
-    if system == "trueskill":
-        return _LOGISTIC_PER_PROBIT / (math.sqrt(2.0) * trueskill_beta)
-    raise ValueError(f"unknown rating system {system!r}")
 
 
 def design_probabilities(

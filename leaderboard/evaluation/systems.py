@@ -1,13 +1,13 @@
 """Every rating system on one split: the batch models, the online raters, and which one forecasts best.
 
 The batch rows come from :func:`leaderboard.evaluation.held_out.evaluate_methods`. The online rows are the
-raters of :mod:`leaderboard.online.raters`: Elo with a fixed K (4, the live board's), FIDE's and US Chess's K
-schedules, Glicko-2 and TrueSkill, each with every tie mode it takes. An online rater is scored twice when the
-split is by time: ``online`` replays the training votes and forecasts the test votes with the states it ends
-with (train on the past, score the future, as the batch models are), and ``rolling`` forecasts each test
-vote from every vote before it, test votes included (:func:`~leaderboard.online.raters.rolling_forecasts`),
-which is how a live board meets a new vote. All rows share the same test votes and the same scores
-(:func:`leaderboard.evaluation.held_out.score_system`).
+raters of :data:`leaderboard.online.table.RATERS`: Elo with a fixed K (4, the live board's), FIDE's and US
+Chess's K schedules, Glicko-2 and TrueSkill, each with every tie mode it takes. An online rater is scored
+twice when the split is by time: ``online`` replays the training votes and forecasts the test votes with
+the states it ends with (train on the past, score the future, as the batch models are), and ``rolling``
+forecasts each test vote from every vote before it, test votes included
+(:func:`~leaderboard.online.raters.rolling_forecasts`), which is how a live board meets a new vote. All
+rows share the same test votes and the same scores (:func:`leaderboard.evaluation.held_out.score_system`).
 
 Ties in the forecasts: raters whose updates do not model ties forecast them with a Davidson ``nu`` (Elo,
 Glicko-2) or a draw probability (TrueSkill) set from the training tie rate, so every row is scored on three
@@ -31,11 +31,8 @@ from leaderboard.battles import Battles
 from leaderboard.data import Outcome
 from leaderboard.evaluation.calibration import paired_bootstrap_difference, vote_log_losses
 from leaderboard.evaluation.held_out import MethodScore, drop_unseen, score_system
-from leaderboard.online.elo import EloConfig, EloRater
-from leaderboard.online.elo_schedules import FideK, KSchedule, UscfK
-from leaderboard.online.glicko2 import Glicko2Rater
-from leaderboard.online.raters import OnlineRater, TieMode, rolling_forecasts
-from leaderboard.online.trueskill import TrueSkillRater
+from leaderboard.online.raters import OnlineRater, rolling_forecasts
+from leaderboard.online.table import RATERS, HeldOutOptions
 
 __all__ = ["Verdict", "online_raters", "online_scores", "pick_winner"]
 
@@ -43,8 +40,6 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Glicko-2 rates the votes in this many periods of equal length over the data's time span.
 GLICKO2_PERIODS = 100
-#: K of the fixed-K Elo rows (the live board's K).
-FIXED_K = 4.0
 
 
 def _davidson_nu(tie_rate: float) -> float:
@@ -53,7 +48,8 @@ def _davidson_nu(tie_rate: float) -> float:
 
 
 def online_raters(*, tie_rate: float, period_length: float = 1.0) -> dict[str, OnlineRater[Any]]:
-    """The online raters compared, by row name (``system/ties``).
+    """The online raters compared, by row name (``variant/ties``): every variant of every rater of
+    :data:`~leaderboard.online.table.RATERS`, in each of its tie modes, in the table's order.
 
     Parameters
     ----------
@@ -68,22 +64,14 @@ def online_raters(*, tie_rate: float, period_length: float = 1.0) -> dict[str, O
     dict of name to rater
     """
     nu = _davidson_nu(min(tie_rate, 0.99))
-    modes: tuple[TieMode, ...] = ("ignore", "half", "davidson") if tie_rate > 0 else ("ignore", "half")
-    schedules: dict[str, KSchedule | None] = {"elo-k4": None, "elo-fide": FideK(), "elo-uscf": UscfK()}
-    raters: dict[str, OnlineRater[Any]] = {}
-    for family, schedule in schedules.items():
-        for ties in modes:
-            davidson = ties == "davidson"
-            config = EloConfig(k=FIXED_K, davidson_nu=nu if davidson else None)
-            raters[f"{family}/{ties}"] = EloRater(
-                config=config, ties=ties, schedule=schedule, tie_nu=0.0 if davidson else nu
-            )
-    for ties in modes:
-        raters[f"glicko2/{ties}"] = Glicko2Rater(ties=ties, nu=nu, period_length=period_length)
     draw = min(tie_rate, 0.99)
-    for ties in modes:
-        if ties != "half":  # TrueSkill has no half point
-            raters[f"trueskill/{ties}"] = TrueSkillRater(ties=ties, draw_probability=draw)
+    raters: dict[str, OnlineRater[Any]] = {}
+    for entry in RATERS.values():
+        modes = [ties for ties in entry.tie_modes if tie_rate > 0 or ties != "davidson"]
+        for variant, make in entry.held_out.items():
+            for ties in modes:
+                options = HeldOutOptions(ties=ties, nu=nu, draw_probability=draw, period_length=period_length)
+                raters[f"{variant}/{ties}"] = make(options)
     return raters
 
 

@@ -398,6 +398,10 @@ class EloRater(OnlineRater[EloState]):
         d = self._difference(a.rating, b.rating) / cfg.scale * math.log(cfg.base)
         return davidson_probabilities(d, nu or 0.0)
 
+    def shown(self, state: EloState) -> tuple[float, float | None]:
+        """The rating; Elo has no deviation."""
+        return float(state.rating), None
+
     def k_of(self, state: EloState) -> float:
         """K factor of the model's next game."""
         if self.schedule is None:

@@ -171,6 +171,12 @@ class Glicko2Rater(OnlineRater[Glicko2State]):
             period=state.period + 1,
         )
 
+    def shown(self, state: Glicko2State) -> tuple[float, float | None]:
+        """Rating and deviation as if the state's open period ended now (:meth:`settle`): a period's
+        games are rated when it ends, and a board shown this way moves with every vote."""
+        settled = self.settle(state) if state.games else state
+        return settled.rating, settled.deviation
+
     def _cap_units(self) -> float:
         return math.inf if self.max_deviation is None else self.max_deviation / self.scale
 

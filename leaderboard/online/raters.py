@@ -111,6 +111,10 @@ class OnlineRater(ABC, Generic[S]):
         """Forecast of a vote between left model ``a`` and right model ``b``: (left, tie, right)."""
 
     @abstractmethod
+    def shown(self, state: S) -> tuple[float, float | None]:
+        """The rating and deviation a board shows for a state (``None``: the rater has no deviation)."""
+
+    @abstractmethod
     def _step(self, a: S, b: S, outcome: int) -> tuple[S, S]:
         """The update for a vote the tie mode does not skip (``outcome`` already checked)."""
 

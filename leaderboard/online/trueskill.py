@@ -146,6 +146,10 @@ class TrueSkillRater(OnlineRater[TrueSkillState]):
     def initial(self) -> TrueSkillState:
         return TrueSkillState(self.mu, self.sigma)
 
+    def shown(self, state: TrueSkillState) -> tuple[float, float | None]:
+        """The skill's mean and standard deviation."""
+        return state.mu, state.sigma
+
     def _widened(self, state: TrueSkillState) -> float:
         return state.sigma * state.sigma + self.tau * self.tau
 

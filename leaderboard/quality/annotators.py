@@ -24,7 +24,9 @@ lot:
 The p-values of every family are adjusted with Benjamini-Hochberg across the annotators it tested (one
 with fewer than ``min_model_votes`` votes, or no model seen that often, or no skips, is not a hypothesis
 of that family and would only make the correction stricter), and
-:func:`flag_annotators` turns them into flags with the thresholds of :class:`FlagRule`.
+:func:`flag_annotators` turns them into flags with the thresholds of :class:`FlagRule`. The screens
+themselves (each family's tails, the favourite-model and skip tests, the correction) are
+:mod:`leaderboard.quality.screens`.
 :func:`leaderboard.quality.voter_review.honest_weights` turns the same evidence into a posterior probability
 of being honest, for the robust fit that down-weights voters by their evidence instead of cutting at a
 threshold.
@@ -40,7 +42,15 @@ import numpy.typing as npt
 from scipy import special, stats
 
 from leaderboard.data import Outcome
-from leaderboard.quality.overdispersion import population_sd, random_effect_tails, robust_offset
+from leaderboard.quality.overdispersion import robust_offset
+from leaderboard.quality.screens import (
+    as_three_way,
+    benjamini_hochberg,
+    favourite_model_test,
+    skip_test,
+    tails_with_effect,
+    two_sided,
+)
 
 __all__ = [
     "AnnotatorStats",
@@ -219,121 +229,6 @@ def outcome_probabilities(
     return np.column_stack([decisive * p_a, decisive * (1.0 - p_a), np.full(p_a.shape, tie_rate)])
 
 
-def _as_three_way(outcome: npt.ArrayLike) -> IntArray:
-    codes = np.asarray(outcome, dtype=np.int64)
-    if codes.size and (codes.min() < 0 or codes.max() > int(Outcome.BOTHBAD)):
-        raise ValueError("outcome codes must be between 0 and 3")
-    return np.where(codes == Outcome.BOTHBAD, int(Outcome.TIE), codes)
-
-
-def _bh(pvalues: FloatArray) -> FloatArray:
-    out = np.full(pvalues.shape, np.nan)
-    ok = ~np.isnan(pvalues)
-    if ok.any():
-        out[ok] = stats.false_discovery_control(pvalues[ok], method="bh")
-    return out
-
-
-def _two_sided(upper: FloatArray, lower: FloatArray) -> FloatArray:
-    return np.minimum(1.0, 2.0 * np.minimum(upper, lower))
-
-
-def _test_family(
-    cell: IntArray,
-    n_cells: int,
-    u: FloatArray,
-    y: FloatArray,
-    sd: float | None,
-    min_votes: int,
-    cap: FloatArray | None = None,
-    weight: FloatArray | None = None,
-) -> tuple[FloatArray, FloatArray, FloatArray, float]:
-    """Tails and excess of each cell's count with the personal-effect sd estimated (or given)."""
-    caps = np.ones(u.size) if cap is None else cap
-    if sd is None:
-        sd = population_sd(cell, n_cells, u, caps, y, min_votes=min_votes, weight=weight)
-    upper, lower, z = random_effect_tails(cell, n_cells, u, caps, y, sd=sd, weight=weight)
-    return upper, lower, z, sd
-
-
-def _model_test(
-    group: IntArray,
-    n_groups: int,
-    ia: IntArray,
-    ib: IntArray,
-    out: IntArray,
-    u: FloatArray,
-    decisive_share: FloatArray,
-    *,
-    n_models: int,
-    min_votes: int,
-    sd: float | None,
-) -> tuple[IntArray, FloatArray, FloatArray, float]:
-    """Per annotator, the model whose wins (or losses) need the most unusual personal taste, with p.
-
-    Wins and losses are counted apart, each capped by the annotator's own chance of a decisive vote
-    (``decisive_share``, per annotator): a taste changes who wins, not how often this voter calls a tie,
-    so a voter who never ties on one model and ties as usual elsewhere is not explained by taste.
-    """
-    left_won = (out == Outcome.MODEL_A).astype(np.float64)
-    right_won = (out == Outcome.MODEL_B).astype(np.float64)
-    cell = np.concatenate([group * n_models + ia, group * n_models + ib])
-    size = n_groups * n_models
-    both_u = np.concatenate([u, -u])
-    cap = np.concatenate([decisive_share[group], decisive_share[group]])
-    wins, _, z, sd = _test_family(
-        cell, size, both_u, np.concatenate([left_won, right_won]), sd, min_votes, cap
-    )
-    losses, _, _, _ = _test_family(
-        cell, size, -both_u, np.concatenate([right_won, left_won]), sd, min_votes, cap
-    )
-    count = np.bincount(cell, minlength=size).reshape(n_groups, n_models)
-    p = np.minimum(1.0, 2.0 * np.minimum(wins, losses)).reshape(n_groups, n_models)
-    p = np.where(count >= min_votes, p, np.inf)
-    best = np.argmin(p, axis=1)
-    tried = (count >= min_votes).sum(axis=1)
-    has = tried > 0
-    rows = np.arange(n_groups)
-    # NaN: not tested, so not counted among the hypotheses Benjamini-Hochberg corrects for.
-    pvalue = np.where(has, np.minimum(1.0, p[rows, best] * np.maximum(tried, 1)), np.nan)
-    best_z = z.reshape(n_groups, n_models)[rows, best]
-    return np.where(has, best, -1).astype(np.int64), np.where(has, best_z, np.nan), pvalue, sd
-
-
-def _skip_test(
-    group: IntArray,
-    n_groups: int,
-    ia: IntArray,
-    ib: IntArray,
-    skip_group: IntArray,
-    skip_a: IntArray,
-    skip_b: IntArray,
-    n_models: int,
-) -> tuple[IntArray, FloatArray]:
-    """Fisher's exact test, per annotator and model, of voting on a battle independently of the model."""
-    size = n_groups * n_models
-    voted_with = np.bincount(
-        np.concatenate([group * n_models + ia, group * n_models + ib]), minlength=size
-    ).reshape(n_groups, n_models)
-    skipped_with = np.bincount(
-        np.concatenate([skip_group * n_models + skip_a, skip_group * n_models + skip_b]), minlength=size
-    ).reshape(n_groups, n_models)
-    n_voted = np.bincount(group, minlength=n_groups)
-    n_skipped = np.bincount(skip_group, minlength=n_groups)
-    seen = (n_voted + n_skipped)[:, None]
-    with_model = voted_with + skipped_with
-    drawn = n_voted[:, None]
-    upper = stats.hypergeom.sf(voted_with - 1, seen, with_model, drawn)
-    lower = stats.hypergeom.cdf(voted_with, seen, with_model, drawn)
-    informative = (with_model > 0) & (with_model < seen) & (n_skipped[:, None] > 0) & (drawn > 0)
-    p = np.where(informative, _two_sided(upper, lower), np.inf)
-    best = np.argmin(p, axis=1)
-    tried = informative.sum(axis=1)
-    rows = np.arange(n_groups)
-    pvalue = np.where(tried > 0, np.minimum(1.0, p[rows, best] * np.maximum(tried, 1)), np.nan)
-    return np.where(tried > 0, best, -1).astype(np.int64), pvalue
-
-
 def annotator_stats(
     annotator: npt.ArrayLike,
     model_a: npt.ArrayLike,
@@ -385,7 +280,7 @@ def annotator_stats(
     who = np.asarray(annotator, dtype=np.int64)
     ia = np.asarray(model_a, dtype=np.int64)
     ib = np.asarray(model_b, dtype=np.int64)
-    out = _as_three_way(outcome)
+    out = as_three_way(outcome)
     r = np.asarray(ratings, dtype=np.float64)
     if not (who.shape == ia.shape == ib.shape == out.shape) or who.ndim != 1:
         raise ValueError("annotator, model_a, model_b and outcome must be 1-d arrays of the same length")
@@ -424,22 +319,22 @@ def annotator_stats(
     advantage = given.get("left_advantage")
     if advantage is None:
         advantage = robust_offset(dg, n_groups, du, left_won, min_votes=min_model_votes)
-    upper, lower, _, side_sd = _test_family(
+    upper, lower, _, side_sd = tails_with_effect(
         dg, n_groups, du + advantage, left_won, given.get("side_sd"), min_model_votes
     )
-    side_p = np.where(n_decisive >= min_model_votes, _two_sided(upper, lower), np.nan)
+    side_p = np.where(n_decisive >= min_model_votes, two_sided(upper, lower), np.nan)
 
     favourite_won = np.where(du >= 0, left_won, 1.0 - left_won)
     # Too few agreements is the lower tail of the favourite's wins, each weighted by the crowd's logit:
     # the score of a likelihood-ratio test of the crowd against a coin, where a lopsided pair says more.
-    _, agree_p, _, agreement_sd = _test_family(
+    _, agree_p, _, agreement_sd = tails_with_effect(
         dg, n_groups, np.abs(du), favourite_won, given.get("agreement_sd"), min_model_votes, weight=np.abs(du)
     )
     agreed = np.bincount(dg, weights=favourite_won, minlength=n_groups)
     agreement_share = np.where(n_decisive > 0, agreed / safe, np.nan)
 
     tie_logit = float(special.logit(tie_rate))
-    upper, lower, _, tie_sd = _test_family(
+    upper, lower, _, tie_sd = tails_with_effect(
         group,
         n_groups,
         np.full(group.size, tie_logit),
@@ -447,11 +342,11 @@ def annotator_stats(
         given.get("tie_sd"),
         min_model_votes,
     )
-    tie_p = _two_sided(upper, lower)
+    tie_p = two_sided(upper, lower)
     fisher = -2.0 * (np.log(np.clip(agree_p, 1e-300, 1.0)) + np.log(np.clip(tie_p, 1e-300, 1.0)))
     noise_p = np.where(n_votes >= min_model_votes, stats.chi2.sf(fisher, 4), np.nan)
 
-    favourite, fav_z, fav_p, taste_sd = _model_test(
+    favourite, fav_z, fav_p, taste_sd = favourite_model_test(
         group,
         n_groups,
         ia,
@@ -477,7 +372,7 @@ def annotator_stats(
         known = (pos < n_groups) & (ids[np.minimum(pos, n_groups - 1)] == s_who) if n_groups else pos < 0
         s_group = pos[known].astype(np.int64)
         n_seen += np.bincount(s_group, minlength=n_groups)
-        skip_model, skip_p = _skip_test(group, n_groups, ia, ib, s_group, s_a[known], s_b[known], r.size)
+        skip_model, skip_p = skip_test(group, n_groups, ia, ib, s_group, s_a[known], s_b[known], r.size)
 
     median_seconds = np.full(n_groups, np.nan)
     order = np.argsort(group, kind="stable")
@@ -496,21 +391,21 @@ def annotator_stats(
         n_seen=n_seen,
         left_share=left_share,
         side_pvalue=side_p,
-        side_qvalue=_bh(side_p),
+        side_qvalue=benjamini_hochberg(side_p),
         median_seconds=median_seconds,
         agreement_share=agreement_share,
         agreement_pvalue=agree_p,
         favourite=favourite,
         favouritism_z=fav_z,
         favouritism_pvalue=fav_p,
-        favouritism_qvalue=_bh(fav_p),
+        favouritism_qvalue=benjamini_hochberg(fav_p),
         tie_share=tie_share,
         tie_pvalue=tie_p,
         noise_pvalue=noise_p,
-        noise_qvalue=_bh(noise_p),
+        noise_qvalue=benjamini_hochberg(noise_p),
         skip_model=skip_model,
         skip_pvalue=skip_p,
-        skip_qvalue=_bh(skip_p),
+        skip_qvalue=benjamini_hochberg(skip_p),
         left_advantage=advantage,
         tie_rate=tie_rate,
         taste_sd=taste_sd,

@@ -16,14 +16,15 @@ votes of annotators the fit has not seen (a forecast for a newcomer is the prior
 
 How it differs from :mod:`leaderboard.composite.fit`, which also gives each source a discrimination: the
 composite is for a few sources (the human pool fixed at ``a = 1`` and some LLM judges), each with its own
-position, ties and self-preference, soft verdicts and battle clusters, and a finite-difference Hessian
-(one gradient per parameter). Here the annotators may be thousands, most with a few votes: one shared
-position and tie parameter, a prior instead of a fixed reference, and an analytic Hessian.
+position, ties and self-preference, soft verdicts and battle clusters, and a dense Hessian. Here the
+annotators may be thousands, most with a few votes: one shared position and tie parameter, a prior
+instead of a fixed reference, and a sparse Hessian.
 
-Fitted by L-BFGS on the negative log-posterior per unit weight with its analytic gradient; every sum over
-votes is a ``bincount`` or a sparse product, never a Python loop. Standard errors are the sandwich of the
-analytic Hessian of the penalised objective and the per-vote scores, computed when the parameter vector
-is small enough for a dense inverse (:data:`MAX_SANDWICH_PARAMS`).
+Fitted by Newton's method in a trust region on the negative log-posterior per unit weight (the
+likelihood, its analytic gradient and sparse Hessian: :mod:`leaderboard.quality.rater_likelihood`; the
+driver the Bradley-Terry engine uses too). Standard errors are the sandwich of the analytic Hessian of
+the penalised objective and the per-vote scores, computed when the parameter vector is small enough for
+a dense inverse (:data:`MAX_SANDWICH_PARAMS`).
 """
 
 from __future__ import annotations
@@ -34,12 +35,10 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
-from scipy import optimize
 
 from leaderboard.battles import Battles
 from leaderboard.bt.cells import davidson_row_terms
-from leaderboard.data import Outcome
+from leaderboard.quality.rater_likelihood import RaterProblem, maximise_posterior
 
 __all__ = [
     "DEFAULT_POSITION_SD",
@@ -77,11 +76,9 @@ _START_POSITION_SD = 2.0
 #: Refits for the estimate at most, and the relative change of the estimate that ends them.
 _ESTIMATE_REFITS = 6
 _ESTIMATE_RTOL = 0.05
-#: L-BFGS tolerance of the fits made while the spread is estimated (per unit weight; the last fit uses
-#: the caller's ``tol``): enough for a spread to 5%.
+#: Tolerance of the fits made while the spread is estimated (per unit weight; the last fit uses the
+#: caller's ``tol``): enough for a spread to 5%.
 _ROUGH_TOL = 1e-6
-#: Bound on ``|log a_k|`` in the optimiser (a factor of 400), far beyond what the prior allows.
-_LOG_A_BOUND = 6.0
 _ELO_PER_NAT = 400.0 / math.log(10.0)
 
 
@@ -102,7 +99,7 @@ class RaterAbilityFit:
     n_votes : votes per fitted annotator
     prior_sd : the prior's standard deviation of ``log a_k``
     log_likelihood : at the optimum, without the prior
-    n_iter : L-BFGS iterations
+    n_iter : Newton trust-region iterations (over every fit an estimated ``position_sd`` takes)
     """
 
     models: tuple[str, ...]
@@ -220,161 +217,6 @@ class RaterAbilityFit:
         return out
 
 
-class _Problem:
-    """The votes in the optimiser's terms, and the objective with its gradient, Hessian and scores.
-
-    Parameter vector: strengths of all models but the last (held at 0), the position term when some vote
-    knows its side, then (with ``position_sd``) one position offset ``b_k`` per annotator, ``log nu``
-    when some vote is a tie, then ``log a_k`` per annotator. The offsets enter the linear predictor like
-    the common term, so they are columns of ``D`` and every derivative below covers them unchanged; only
-    their prior (precision ``lam_b``) is added.
-    """
-
-    def __init__(
-        self,
-        battles: Battles,
-        codes: IntArray,
-        n_annotators: int,
-        prior_sd: float,
-        position_sd: float | None = None,
-    ) -> None:
-        m = len(battles.models)
-        self.m = m
-        self.left = battles.model_a
-        self.right = battles.model_b
-        outcome = battles.outcome.astype(np.int64)
-        self.sign = (outcome == Outcome.MODEL_A).astype(np.float64) - (outcome == Outcome.MODEL_B)
-        self.is_tie = ((outcome == Outcome.TIE) | (outcome == Outcome.BOTHBAD)).astype(np.float64)
-        self.w = np.ones(len(battles)) if battles.weight is None else np.asarray(battles.weight, np.float64)
-        self.total = float(self.w.sum())
-        self.side = np.ones(len(battles)) if battles.sided is None else battles.sided.astype(np.float64)
-        self.has_position = bool(np.any(self.side > 0))
-        self.has_nu = bool(np.any(self.is_tie > 0))
-        self.codes = codes  # dense annotator index per vote, -1 for a vote counted with a = 1
-        self.rated = codes >= 0
-        self.k = n_annotators
-        self.lam = 1.0 / prior_sd**2
-        self.has_offsets = position_sd is not None and self.has_position and n_annotators > 0
-        self.lam_b = 0.0 if position_sd is None else 1.0 / position_sd**2
-        self.i_pos = m - 1
-        self.i_b = self.i_pos + int(self.has_position)
-        self.n_b = n_annotators if self.has_offsets else 0
-        self.i_nu = self.i_b + self.n_b
-        self.i_a = self.i_nu + int(self.has_nu)
-        self.size = self.i_a + n_annotators
-        self.n_linear = self.i_nu  # strengths, position and offsets: what eta is linear in
-        rows = np.arange(len(battles))
-        # d -> the linear predictor before the discrimination: strengths (last model dropped) and position
-        parts = [(self.left, 1.0), (self.right, -1.0)]
-        r = np.concatenate([rows[side < m - 1] for side, _ in parts])
-        c = np.concatenate([side[side < m - 1] for side, _ in parts])
-        v = np.concatenate([np.full(int((side < m - 1).sum()), s) for side, s in parts])
-        if self.has_position:
-            r, c, v = (
-                np.concatenate([r, rows]),
-                np.concatenate([c, np.full(rows.size, self.i_pos)]),
-                np.concatenate([v, self.side]),
-            )
-        if self.has_offsets:
-            sided = self.rated & (self.side != 0)
-            r, c, v = (
-                np.concatenate([r, rows[sided]]),
-                np.concatenate([c, self.i_b + codes[sided]]),
-                np.concatenate([v, self.side[sided]]),
-            )
-        self.D = sp.csr_matrix((v, (r, c)), shape=(len(battles), self.n_linear))
-        self.A = sp.csr_matrix(
-            (np.ones(int(self.rated.sum())), (rows[self.rated], codes[self.rated])),
-            shape=(len(battles), max(n_annotators, 0)),
-        )
-
-    def unpack(self, x: FloatArray) -> tuple[FloatArray, float | None, FloatArray]:
-        """(d per vote, log nu, a per vote)."""
-        d = self.D @ x[: self.n_linear]
-        t = float(x[self.i_nu]) if self.has_nu else None
-        a = np.ones(d.shape[0])
-        a[self.rated] = np.exp(x[self.i_a + self.codes[self.rated]])
-        return d, t, a
-
-    def terms(self, x: FloatArray) -> tuple[FloatArray, FloatArray, float | None, tuple[FloatArray, ...]]:
-        d, t, a = self.unpack(x)
-        return d, a, t, davidson_row_terms(a * d, self.sign, self.is_tie, t)
-
-    def value_grad(self, x: FloatArray) -> tuple[float, FloatArray]:
-        d, a, _, (ll, l_u, l_t, _, _, _) = self.terms(x)
-        grad = np.zeros(self.size)
-        wl = self.w * l_u
-        grad[: self.n_linear] = self.D.T @ (wl * a)
-        if self.has_nu:
-            grad[self.i_nu] = float(self.w @ l_t)
-        log_a = x[self.i_a :]
-        grad[self.i_a :] = self.A.T @ (wl * a * d) - self.lam * log_a
-        b = x[self.i_b : self.i_nu]
-        grad[self.i_b : self.i_nu] -= self.lam_b * b
-        value = -float(self.w @ ll) + 0.5 * self.lam * float(log_a @ log_a) + 0.5 * self.lam_b * float(b @ b)
-        return value / self.total, -grad / self.total
-
-    def jacobian(
-        self, x: FloatArray
-    ) -> tuple[sp.csr_matrix, FloatArray, FloatArray, float | None, tuple[FloatArray, ...]]:
-        """Per-vote derivative of ``eta`` in the parameters (the ``log nu`` column is 0), with the terms."""
-        d, a, t, terms = self.terms(x)
-        eta = a * d
-        blocks = [sp.diags(a) @ self.D]
-        if self.has_nu:
-            blocks.append(sp.csr_matrix((d.shape[0], 1)))
-        blocks.append(sp.diags(eta) @ self.A)
-        return sp.hstack(blocks).tocsr(), d, a, t, terms
-
-    def hessian(self, x: FloatArray) -> FloatArray:
-        """Hessian of the negative log-posterior (not per unit weight)."""
-        jac, d, a, _, (_, l_u, _, l_uu, l_ut, l_tt) = self.jacobian(x)
-        h: FloatArray = -(jac.T @ sp.diags(self.w * l_uu) @ jac).toarray()
-        # eta's own second derivatives: d2 eta / d log a d(linear) = a dD, d2 eta / d log a^2 = eta
-        cross = (self.A.T @ sp.diags(self.w * l_u * a) @ self.D).toarray()
-        h[self.i_a :, : self.n_linear] -= cross
-        h[: self.n_linear, self.i_a :] -= cross.T
-        h[self.i_a :, self.i_a :] -= np.diag(self.A.T @ (self.w * l_u * a * d))
-        if self.has_nu:
-            col = -(jac.T @ (self.w * l_ut))
-            h[:, self.i_nu] += col
-            h[self.i_nu, :] += col
-            h[self.i_nu, self.i_nu] = -float(self.w @ l_tt)
-        h[self.i_a :, self.i_a :] += self.lam * np.eye(self.k)
-        h[self.i_b : self.i_nu, self.i_b : self.i_nu] += self.lam_b * np.eye(self.n_b)
-        return h
-
-    def curvature_scale(self, x: FloatArray) -> FloatArray:
-        """A step size per parameter, ``1 / sqrt`` of the Hessian's diagonal per unit weight: a strength
-        seen in 40,000 votes and a discrimination seen in 40 differ in curvature a thousandfold, which
-        L-BFGS crosses slowly unless the variables are scaled (a diagonal preconditioner)."""
-        scale: FloatArray = 1.0 / np.sqrt(np.maximum(self.hessian_diagonal(x) / self.total, 1e-8))
-        return scale
-
-    def hessian_diagonal(self, x: FloatArray) -> FloatArray:
-        """The Hessian's diagonal without a dense matrix: exact for the strengths, position and offsets
-        (``eta`` is linear in them), the Gauss-Newton part for ``log a_k``."""
-        d, a, _, (_, l_u, _, l_uu, _, l_tt) = self.terms(x)
-        eta = a * d
-        diag = np.empty(self.size)
-        diag[: self.n_linear] = self.D.multiply(self.D).T @ (-self.w * l_uu * a**2)
-        if self.has_nu:
-            diag[self.i_nu] = -float(self.w @ l_tt)
-        diag[self.i_a :] = self.A.T @ (-self.w * l_uu * eta**2) + self.lam
-        diag[self.i_b : self.i_nu] += self.lam_b
-        return diag
-
-    def meat(self, x: FloatArray) -> FloatArray:
-        """Sum over votes of ``w^2 g g^T`` (per-vote scores of the log-likelihood)."""
-        jac, _, _, _, (_, l_u, l_t, _, _, _) = self.jacobian(x)
-        scores = sp.diags(l_u) @ jac
-        if self.has_nu:  # the jacobian's log-nu column is 0: the scores' is l_t
-            n = l_t.shape[0]
-            scores = scores + sp.csr_matrix((l_t, (np.arange(n), np.full(n, self.i_nu))), shape=scores.shape)
-        out: FloatArray = (scores.T @ sp.diags(self.w**2) @ scores).toarray()
-        return out
-
-
 def fit_rater_ability(
     battles: Battles,
     *,
@@ -398,14 +240,15 @@ def fit_rater_ability(
         offsets, refitted until it settles), starting from a fit with (nearly) shared position;
         None: one shared position term
     standard_errors : compute the sandwich standard errors (when the parameters are few enough)
-    max_iter, tol : L-BFGS iteration limit and projected-gradient tolerance (per unit weight)
+    max_iter, tol : iteration limit of each fit and its tolerance on the gradient per unit weight (in the
+        variables scaled by the curvature, :func:`leaderboard.quality.rater_likelihood.maximise_posterior`)
 
     Raises
     ------
     ValueError
         No annotator ids, a non-positive prior, fewer than two models, or votes that give no finite fit.
     RuntimeError
-        When L-BFGS stops before the optimum.
+        When the fit stops before the optimum.
     """
     if battles.annotator is None:
         raise ValueError("the rater-ability model needs annotator ids on the votes")
@@ -427,14 +270,16 @@ def fit_rater_ability(
     # show no spread between annotators' side terms, that fit is the answer; when they do, it restarts
     # loose, where the fitted offsets are nearly each annotator's own, and comes down
     sd = _MIN_POSITION_SD if estimate else position_sd if isinstance(position_sd, float | int) else None
-    problem = _Problem(battles, codes, int(fitted.size), prior_sd, sd)
+    problem = RaterProblem(battles, codes, int(fitted.size), prior_sd, sd)
     rough = max(tol, _ROUGH_TOL) if estimate else tol  # the estimate needs no exact fit until it settles
     x0 = _start(battles, problem)
-    x, n_iter = _maximise(problem, x0, max_iter, rough)
+    x, n_iter = maximise_posterior(problem, x0, max_iter, rough)
     if estimate and problem.has_offsets and _spread_of_offsets(problem, x)[3] < _SPREAD_P:
         sd = _START_POSITION_SD
         problem.lam_b = 1.0 / sd**2
-        x, more = _maximise(problem, x0, max_iter, rough)  # not from the tight fit: its a_k absorbed sides
+        x, more = maximise_posterior(
+            problem, x0, max_iter, rough
+        )  # not from the tight fit: its a_k absorbed sides
         n_iter += more
         for _ in range(_ESTIMATE_REFITS):
             old, (sd, free, info, _) = sd, _spread_of_offsets(problem, x)
@@ -444,10 +289,10 @@ def fit_rater_ability(
             problem.lam_b = 1.0 / sd**2
             x = x.copy()
             x[problem.i_b : problem.i_nu] = free * info / (info + problem.lam_b)  # re-shrunk: a near start
-            x, more = _maximise(problem, x, max_iter, rough)
+            x, more = maximise_posterior(problem, x, max_iter, rough)
             n_iter += more
     if rough != tol:
-        x, more = _maximise(problem, x, max_iter, tol)
+        x, more = maximise_posterior(problem, x, max_iter, tol)
         n_iter += more
     theta = np.append(x[: problem.m - 1], 0.0)
     theta -= theta.mean()
@@ -491,32 +336,7 @@ def fit_rater_ability(
     )
 
 
-def _maximise(problem: _Problem, x0: FloatArray, max_iter: int, tol: float) -> tuple[FloatArray, int]:
-    """The posterior mode from ``x0`` by L-BFGS on curvature-scaled variables, and its iterations."""
-    scale = problem.curvature_scale(x0)
-
-    def scaled(z: FloatArray) -> tuple[float, FloatArray]:
-        value, grad = problem.value_grad(scale * z)
-        return value, scale * grad
-
-    limit = _LOG_A_BOUND / scale[problem.i_a :]
-    bounds = [(None, None)] * problem.i_a + [(-b, b) for b in limit.tolist()]
-    result = optimize.minimize(
-        scaled,
-        x0 / scale,
-        jac=True,
-        method="L-BFGS-B",
-        bounds=bounds,
-        options={"maxiter": max_iter, "gtol": tol, "ftol": 1e-15, "maxcor": 20},
-    )
-    x = scale * np.asarray(result.x, dtype=np.float64)
-    _, grad = problem.value_grad(x)
-    if not result.success and float(np.max(np.abs(grad))) > 1e-5:
-        raise RuntimeError(f"rater-ability fit did not converge: {result.message}")
-    return x, int(result.nit)
-
-
-def _spread_of_offsets(problem: _Problem, x: FloatArray) -> tuple[float, FloatArray, FloatArray, float]:
+def _spread_of_offsets(problem: RaterProblem, x: FloatArray) -> tuple[float, FloatArray, FloatArray, float]:
     """The offsets' standard deviation estimated from a fit (empirical Bayes, one moment step), with the
     un-shrunk offsets, their information and Cochran's p-value of their spread.
 
@@ -554,7 +374,7 @@ def _offset_errors(
     return pos, np.sqrt(np.clip(var, 0.0, None))
 
 
-def _start(battles: Battles, problem: _Problem) -> FloatArray:
+def _start(battles: Battles, problem: RaterProblem) -> FloatArray:
     """The start: every ``a = 1`` and the unweighted fit of the same model (what the prior centres on),
     or all strengths level when that fit fails (a model that only wins, say)."""
     from leaderboard.bt.fit import fit_bt

@@ -1,1 +1,2 @@
-"""A snapshot folder: written and read back, diffed, its figures, dataset card and category overview."""
+"""A snapshot folder: its files, written and read back, diffed; the FIGURES table with the drawers, their
+layout and rendering; the dataset card and the category overview."""

@@ -13,8 +13,10 @@ import csv
 import io
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import PurePath
 from typing import Any
 
+from leaderboard.snapshot.files import BATTLES_FILE, CSV_FILE, OBSERVED_FILE, PREDICTED_FILE
 from leaderboard.spreadsheet import escape_cell
 
 __all__ = ["CARD_FILE", "MODEL_COLUMNS", "MODELS_FILE", "dataset_card", "models_csv"]
@@ -24,14 +26,18 @@ MODELS_FILE = "models.csv"
 #: Columns of ``models.csv``: what public boards show about a model (empty where unknown).
 MODEL_COLUMNS: tuple[str, ...] = ("model", "organisation", "licence", "link", "knowledge_cutoff")
 
-#: (configuration, file, what it holds): the tables a snapshot carries, the leaderboard first.
-_TABLES: tuple[tuple[str, str, str], ...] = (
-    ("leaderboard", "leaderboard.csv", "one row per model: rating, interval, ranks, battles, win rate"),
-    ("models", MODELS_FILE, "organisation, licence, link and knowledge cutoff of each model"),
-    ("winrate_observed", "winrate_observed.csv", "observed win rate of each row model against each column"),
-    ("winrate_predicted", "winrate_predicted.csv", "win rate the fitted model predicts for each pair"),
-    ("battle_counts", "battle_counts.csv", "number of battles between each pair of models"),
-    ("leaderboard_style", "leaderboard_style.csv", "the style-controlled board, with rank changes"),
+#: (configuration, file, what it holds): the tables a snapshot carries, the leaderboard first; each
+#: configuration is named after its file.
+_TABLES: tuple[tuple[str, str, str], ...] = tuple(
+    (PurePath(path).stem, path, what)
+    for path, what in (
+        (CSV_FILE, "one row per model: rating, interval, ranks, battles, win rate"),
+        (MODELS_FILE, "organisation, licence, link and knowledge cutoff of each model"),
+        (OBSERVED_FILE, "observed win rate of each row model against each column"),
+        (PREDICTED_FILE, "win rate the fitted model predicts for each pair"),
+        (BATTLES_FILE, "number of battles between each pair of models"),
+        ("leaderboard_style.csv", "the style-controlled board, with rank changes"),
+    )
 )
 
 

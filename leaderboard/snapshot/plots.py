@@ -1,22 +1,15 @@
 """Pictures of a leaderboard: interval whiskers, win-rate heatmaps, battle counts, average win rates,
-bootstrap distributions and calibration (matplotlib -> SVG/PNG).
+bootstrap distributions and calibration (matplotlib figures).
 
 Everything here draws on a fresh :class:`~matplotlib.figure.Figure` (no pyplot state, no global
-backend switch). Figures are sized from the number of models *and* the longest name, laid out by
-matplotlib's constrained layout and saved with ``bbox_inches="tight"``, so long names are never clipped.
-Up to 34 models every row carries its name; beyond that the rows share ``GRID_INCHES`` and every k-th
-row is named, k the fewest rows a name needs to stay readable (the full names are in the CSV files and
-the table: see :func:`label_step`). Model names are drawn literally (mathtext off: ``$x$`` in a
-name is two dollar signs and an x). Files are byte-stable: no dates or software versions in the
-metadata and a fixed SVG hash salt, so the same leaderboard always gives the same bytes.
+backend switch), sized and labelled by :mod:`leaderboard.snapshot.layout`; :mod:`leaderboard.snapshot.render`
+turns a figure into byte-stable SVG and PNG, and the snapshot's table of figures
+(:mod:`leaderboard.snapshot.figures`) says which of these a snapshot carries.
 """
 
 from __future__ import annotations
 
-import io
-import textwrap
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -27,170 +20,41 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.colors import Colormap
 from matplotlib.figure import Figure
-from matplotlib.text import Text
-from matplotlib.transforms import Bbox
 
-from leaderboard.atomic import write_bytes_atomic
 from leaderboard.result import Leaderboard
+from leaderboard.snapshot.layout import (
+    AXIS_LABEL_INCHES,
+    BOX_HEIGHT,
+    CELL_MAX_INCHES,
+    CELL_NUMBER_MIN_INCHES,
+    CELL_TEXT_MIN_POINTS,
+    CELL_TEXT_POINTS,
+    CHAR_EMS,
+    COLORBAR_INCHES,
+    GRID_INCHES,
+    PLOT_INCHES,
+    THINNED_SPARE_INCHES,
+    TITLE_INCHES,
+    draw_literally,
+    label_size,
+    label_step,
+    longest_name,
+    name_rows,
+    new_figure,
+    row_inches,
+    row_pitch,
+    set_title,
+    text_inches,
+)
 
 __all__ = [
-    "FIGURE_FORMATS",
-    "contrast_ratio",
-    "label_colour",
-    "label_step",
     "plot_average_win_rates",
     "plot_battle_counts",
     "plot_bootstrap",
     "plot_calibration",
     "plot_intervals",
     "plot_win_rates",
-    "relative_luminance",
-    "render_figure",
-    "save_figure",
 ]
-
-FIGURE_FORMATS: tuple[str, ...] = ("svg", "png")
-PNG_DPI = 100
-SVG_HASH_SALT = "arena-leaderboard"
-# Width of an average character of the default sans-serif font, in ems (generous, so names never clip).
-CHAR_EMS = 0.62
-# A row or heatmap cell is at least this many label heights tall, so neighbouring names never touch.
-ROW_LINES = 1.45
-# Heatmap cells are at most this wide (inches). The models share this height (inches) in the heatmaps
-# and the one-row-per-model figures once a name per row would need more: from 35 models on, rows are
-# thinner than a name and only every k-th row is named. Naming all of 100 models grew a heatmap to 17
-# inches and drew ~6,600 glyphs per PNG one at a time (0.5 s each; 3.9 s for a snapshot's figures).
-CELL_MAX_INCHES = 0.5
-GRID_INCHES = 7.0
-# Spare width (inches) right of a heatmap's colour bar whose names are thinned (0.3 otherwise).
-THINNED_SPARE_INCHES = 0.5
-# Numbers in heatmap cells: at most this size, and left out where they would need less than the minimum.
-CELL_TEXT_POINTS = 8.0
-CELL_TEXT_MIN_POINTS = 6.0
-# Cells narrower than this (inches; 14.4 points, up to 35 models on the 7-inch grid) carry no numbers at
-# all: a 100-model battle-count grid would otherwise hold thousands of 7-point numbers in 10-point cells,
-# too cramped to read as a picture and most of the drawing time (the exact values are in the CSV files).
-CELL_NUMBER_MIN_INCHES = 0.2
-# Room for a colour bar, titles and axis labels around the plotting area (inches).
-COLORBAR_INCHES = 1.3
-TITLE_INCHES = 0.9
-TITLE_POINTS = 12.0
-# Height of a bootstrap box, in rows (its caps are half as wide).
-BOX_HEIGHT = 0.6
-# Width of the plotting area of the one-row-per-model figures (inches).
-PLOT_INCHES = 6.5
-AXIS_LABEL_INCHES = 0.5
-
-
-def relative_luminance(rgb: npt.ArrayLike) -> float:
-    """WCAG 2 relative luminance of an sRGB colour.
-
-    Parameters
-    ----------
-    rgb : array_like of float
-        Red, green and blue in [0, 1] (an alpha channel, if present, is ignored).
-
-    Returns
-    -------
-    float
-        ``0.2126 R + 0.7152 G + 0.0722 B`` on the linearised channels (WCAG 2.2, "relative luminance").
-    """
-    channels = np.asarray(rgb, dtype=np.float64)[:3]
-    linear = np.where(channels <= 0.04045, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4)
-    return float(linear @ np.array([0.2126, 0.7152, 0.0722]))
-
-
-def contrast_ratio(first: npt.ArrayLike, second: npt.ArrayLike) -> float:
-    """WCAG 2 contrast ratio ``(L1 + 0.05) / (L2 + 0.05)`` of two sRGB colours, from 1 to 21."""
-    high, low = sorted((relative_luminance(first), relative_luminance(second)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
-
-
-def label_colour(background: npt.ArrayLike) -> str:
-    """Black or white, whichever contrasts more with ``background`` (an sRGB(A) colour in [0, 1])."""
-    on_black = contrast_ratio(background, (0.0, 0.0, 0.0))
-    on_white = contrast_ratio(background, (1.0, 1.0, 1.0))
-    return "black" if on_black >= on_white else "white"
-
-
-def _label_size(n_models: int) -> float:
-    """Font size for model names: large for a few models, 7 points from about 70 models on."""
-    return float(np.clip(13.0 - n_models / 12.0, 7.0, 11.0))
-
-
-def _text_inches(n_chars: int, points: float) -> float:
-    """Generous width estimate of a one-line text of ``n_chars`` characters at ``points``."""
-    return n_chars * points * CHAR_EMS / 72.0
-
-
-def _row_inches(points: float) -> float:
-    return ROW_LINES * points / 72.0
-
-
-def _row_pitch(n_models: int, points: float) -> float:
-    """Height of a row of the one-row-per-model figures (inches): a name's height, or a share of
-    ``GRID_INCHES`` when the names would need more than that in all."""
-    return min(_row_inches(points), GRID_INCHES / max(n_models, 1))
-
-
-def label_step(pitch: float, points: float) -> int:
-    """Name every k-th row (or column) of ``pitch`` inches: the smallest k whose span fits a name at
-    ``points`` (``ROW_LINES`` label heights), so neighbouring names never touch. 1 when every row fits.
-
-    Parameters
-    ----------
-    pitch : float
-        Height of one row (inches), positive.
-    points : float
-        Font size of the names.
-
-    Returns
-    -------
-    int
-        The step k >= 1.
-    """
-    if not pitch > 0.0:
-        raise ValueError(f"row height must be positive, got {pitch!r}")
-    # A hair of tolerance, so a row exactly one name high is not rounded up to two by float error.
-    return max(1, int(np.ceil(_row_inches(points) / pitch - 1e-9)))
-
-
-def _name_rows(ax: Axes, names: Sequence[str], pitch: float, points: float, *, columns: bool = False) -> None:
-    """Tick and name every :func:`label_step`-th row (and column, for heatmaps) from the first."""
-    step = label_step(pitch, points)
-    ticks = np.arange(0, len(names), step)
-    shown = [names[k] for k in ticks.tolist()]
-    if columns:
-        ax.set_xticks(ticks, shown, rotation=90, fontsize=points)
-    ax.set_yticks(ticks, shown, fontsize=points)
-
-
-def _longest(models: Sequence[str]) -> int:
-    return max((len(m) for m in models), default=1)
-
-
-def _new_figure(width: float, height: float) -> Figure:
-    # Text is drawn literally: no mathtext, whatever a model name contains.
-    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-        fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _title(ax: Axes, text: str, width: float) -> None:
-    """A caption-like title, wrapped to ``width`` inches (the plotting area: titles are centred on it, so
-    wrapped to it they never run past the figure's edge)."""
-    per_line = max(20, int(width * 72.0 / (TITLE_POINTS * CHAR_EMS)))
-    # Placed at the top of the axes, where matplotlib's automatic placement puts it when no tick labels
-    # are on top (none here): the automatic placement measures every y tick label on every draw, which
-    # at 100 models was a fifth of a heatmap's drawing time. The files are byte for byte the same.
-    ax.set_title(textwrap.fill(text, per_line), fontsize=TITLE_POINTS, y=1.0)
-
-
-def _literal(fig: Figure) -> None:
-    """Switch mathtext off on every text of the figure (tick labels are made when the axes are set up)."""
-    for text in fig.findobj(Text):
-        text.set_parse_math(False)
 
 
 def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Figure:
@@ -213,10 +77,10 @@ def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     rating = leaderboard.rating[order]
     low = leaderboard.ci_low[order]
     high = leaderboard.ci_high[order]
-    size = _label_size(n)
-    pitch = _row_pitch(n, size)
-    width = _text_inches(_longest(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
-    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
+    size = label_size(n)
+    pitch = row_pitch(n, size)
+    width = text_inches(longest_name(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
+    fig = new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
     ax = fig.add_subplot()
     y = np.arange(n)
     err = np.vstack([np.maximum(rating - low, 0.0), np.maximum(high - rating, 0.0)])
@@ -226,7 +90,7 @@ def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
         k = names.index(str(anchor[0]))
         ax.plot([rating[k]], [k], "D", color="#b35806", markersize=7, label=f"anchor: {anchor[0]}")
         ax.legend(loc="lower right", fontsize=8)
-    _name_rows(ax, names, pitch, size)
+    name_rows(ax, names, pitch, size)
     ax.set_ylim(n - 0.5, -0.5)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -234,13 +98,13 @@ def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     ax.set_ylabel("model (sorted by rating)")
     level = leaderboard.parameters.get("level")
     level_text = f"{float(level):.0%} " if isinstance(level, int | float) else ""
-    _title(
+    set_title(
         ax,
         title
         or f"Ratings of {n} models with {level_text}intervals ({leaderboard.method}, {leaderboard.interval})",
         PLOT_INCHES,
     )
-    _literal(fig)
+    draw_literally(fig)
     return fig
 
 
@@ -337,14 +201,14 @@ def _heatmap(
     n = len(models)
     if matrix.shape != (n, n):
         raise ValueError(f"matrix has shape {matrix.shape}, expected ({n}, {n})")
-    size = _label_size(n)
+    size = label_size(n)
     cell = min(CELL_MAX_INCHES, GRID_INCHES / max(n, 1))
-    names = _text_inches(_longest(models), size) + AXIS_LABEL_INCHES
+    names = text_inches(longest_name(models), size) + AXIS_LABEL_INCHES
     grid = cell * n
     # Constrained layout keeps the image square inside a box it sizes without the aspect; with small
     # names on the fixed grid (thinned labels) the box came out a few pixels wider than the figure.
     spare = 0.3 if label_step(cell, size) == 1 else THINNED_SPARE_INCHES
-    fig = _new_figure(names + grid + COLORBAR_INCHES + spare, names + grid + TITLE_INCHES)
+    fig = new_figure(names + grid + COLORBAR_INCHES + spare, names + grid + TITLE_INCHES)
     ax = fig.add_subplot()
     cmap = cmap.with_extremes(bad="#f2f2f2")
     image = ax.imshow(
@@ -354,14 +218,14 @@ def _heatmap(
         vmax=vmax,
         interpolation="nearest",
     )
-    _name_rows(ax, list(models), cell, size, columns=True)
+    name_rows(ax, list(models), cell, size, columns=True)
     ax.set_xlabel("opponent (column model)")
     ax.set_ylabel("model (row)")
-    _title(ax, title, grid + 0.5 * COLORBAR_INCHES)
+    set_title(ax, title, grid + 0.5 * COLORBAR_INCHES)
     _cell_numbers(ax, matrix, fmt, cell, cmap(image.norm(matrix)))
     bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     bar.set_label(colorbar_label)
-    _literal(fig)
+    draw_literally(fig)
     return fig
 
 
@@ -418,27 +282,29 @@ def plot_average_win_rates(
     average = np.divide(sums, met.sum(axis=1), out=np.full(n, np.nan), where=met.sum(axis=1) > 0)
     order = np.lexsort((np.asarray(models, dtype=object), -np.nan_to_num(average, nan=-1.0)))
     names = [models[i] for i in order]
-    size = _label_size(n)
-    pitch = _row_pitch(n, size)
-    width = _text_inches(_longest(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
-    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
+    size = label_size(n)
+    pitch = row_pitch(n, size)
+    width = text_inches(longest_name(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
+    fig = new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
     ax = fig.add_subplot()
     y = np.arange(n)
     values = np.nan_to_num(average[order], nan=0.0)
     ax.barh(y, values, color="#6f9fd8", height=0.7)
-    if pitch >= _row_inches(CELL_TEXT_MIN_POINTS):
+    if pitch >= row_inches(CELL_TEXT_MIN_POINTS):
         for k, v in enumerate(average[order]):
             if np.isfinite(v):
                 ax.text(v + 0.01, k, f"{v:.2f}", va="center", fontsize=min(size, CELL_TEXT_POINTS))
-    _name_rows(ax, names, pitch, size)
+    name_rows(ax, names, pitch, size)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_xlim(0.0, 1.1)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     ax.set_xlabel("average win rate against the other models (ties count half)")
     ax.set_ylabel("model (sorted by average win rate)")
-    _title(ax, title or f"Average win rate of each of {n} models against all the others it met", PLOT_INCHES)
-    _literal(fig)
+    set_title(
+        ax, title or f"Average win rate of each of {n} models against all the others it met", PLOT_INCHES
+    )
+    draw_literally(fig)
     return fig
 
 
@@ -461,10 +327,10 @@ def plot_bootstrap(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     order = leaderboard.order()
     n = len(order)
     names = [leaderboard.models[i] for i in order]
-    size = _label_size(n)
-    pitch = _row_pitch(n, size)
-    width = _text_inches(_longest(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
-    fig = _new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
+    size = label_size(n)
+    pitch = row_pitch(n, size)
+    width = text_inches(longest_name(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
+    fig = new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
     ax = fig.add_subplot()
     y = np.arange(n)
     rounds = leaderboard.rounds
@@ -475,14 +341,14 @@ def plot_bootstrap(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     else:
         ax.plot(leaderboard.rating[order], y, "o", color="#1f4e79", markersize=4)
         described = "(no bootstrap rounds: point ratings only)"
-    _name_rows(ax, names, pitch, size)
+    name_rows(ax, names, pitch, size)
     ax.set_ylim(n - 0.5, -0.5)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     ax.set_xlabel("rating (Elo scale)")
     ax.set_ylabel("model (sorted by rating)")
-    _title(ax, title or f"Distribution of each model's rating {described}", PLOT_INCHES)
-    _literal(fig)
+    set_title(ax, title or f"Distribution of each model's rating {described}", PLOT_INCHES)
+    draw_literally(fig)
     return fig
 
 
@@ -564,69 +430,3 @@ def plot_calibration(
     fig.suptitle(title)
     fig.tight_layout()
     return fig
-
-
-def save_figure(fig: Figure, stem: Path | str, *, formats: Sequence[str] = FIGURE_FORMATS) -> list[Path]:
-    """Save ``fig`` as ``stem.svg`` / ``stem.png`` with byte-stable output (:func:`render_figure`);
-    returns the paths written, each written all or nothing."""
-    stem = Path(stem)
-    written: list[Path] = []
-    for fmt, blob in render_figure(fig, formats=formats).items():
-        path = stem.with_suffix(f".{fmt}")
-        write_bytes_atomic(path, blob)  # a failed write leaves the previous figure
-        written.append(path)
-    return written
-
-
-def render_figure(fig: Figure, *, formats: Sequence[str] = FIGURE_FORMATS) -> dict[str, bytes]:
-    """``fig`` in each of ``formats`` (``svg``, ``png``), as the bytes :func:`save_figure` writes.
-
-    Dates, software names and random SVG ids are what make matplotlib files differ between runs; they
-    are switched off here (``metadata`` with ``None`` values and a fixed ``svg.hashsalt``).
-    """
-    for fmt in formats:
-        if fmt not in ("svg", "png"):
-            raise ValueError(f"unsupported figure format {fmt!r}")
-    rendered: dict[str, bytes] = {}
-    with matplotlib.rc_context(
-        {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "none", "text.parse_math": False}
-    ):
-        # Lay the figure out and measure its tight box once, then save every format with that fixed box
-        # and the layout frozen: matplotlib would otherwise lay out, measure and draw once more per format.
-        bbox = _tight_box(fig)
-        engine = fig.get_layout_engine()
-        fig.set_layout_engine(None)  # None, not "none": a placeholder engine would make savefig lay out again
-        try:
-            for fmt in formats:
-                handle = io.BytesIO()
-                if fmt == "svg":
-                    metadata = {"Date": None, "Creator": None}
-                    fig.savefig(handle, format="svg", metadata=metadata, bbox_inches=bbox)
-                else:
-                    fig.savefig(
-                        handle, format="png", dpi=PNG_DPI, metadata={"Software": None}, bbox_inches=bbox
-                    )
-                rendered[fmt] = handle.getvalue()
-        finally:
-            fig.set_layout_engine(engine)
-    return rendered
-
-
-def _tight_box(fig: Figure) -> Bbox:
-    """The figure's drawn extent in inches plus the usual save padding, after one layout pass.
-
-    The layout engine runs on its own: a whole draw without rendering (what ``savefig`` would do) also
-    positions every artist, which the tight box measures again anyway; the saved files are the same."""
-    canvas = fig.canvas
-    if not isinstance(canvas, FigureCanvasAgg):
-        canvas = FigureCanvasAgg(fig)
-    renderer = canvas.get_renderer()  # type: ignore[no-untyped-call]
-    engine = fig.get_layout_engine()
-    if fig.axes and engine is not None:
-        try:
-            engine.execute(fig)
-        except ValueError:  # as Figure.draw does: a figure too small to lay out is drawn as it is
-            pass
-    box = fig.get_tightbbox(renderer)
-    pad = float(matplotlib.rcParams["savefig.pad_inches"])
-    return box.padded(pad, pad)

@@ -23,7 +23,7 @@ import pandas as pd
 from leaderboard.battles import Battles
 from leaderboard.data import Outcome
 from leaderboard.result import Leaderboard
-from leaderboard.snapshot.folder import dump_json, leaderboard_table
+from leaderboard.snapshot.files import dump_json, leaderboard_table
 from leaderboard.spreadsheet import escape_frame
 
 if TYPE_CHECKING:

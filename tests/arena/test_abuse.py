@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from arena.app import create_app
 from arena.cli.commands.admin import register
 from arena.web.middleware import TrustedProxyMiddleware
+from leaderboard.data import parse_outcome
 from leaderboard.online.elo import EloConfig
 from leaderboard.quality.annotators import outcome_probabilities
 from tests.factories import ADMIN_TOKEN, make_settings, vote_once
@@ -175,7 +176,11 @@ def cast_votes(engine: Engine, rng: np.random.Generator, *, honest: int, votes_e
                 if who == people[-1]:
                     winner = "model_a"
                 requests.append(
-                    VoteRequest(battle=battle, winner=winner, voted_at=start + timedelta(seconds=10 + j))
+                    VoteRequest(
+                        battle=battle,
+                        winner=parse_outcome(winner),
+                        voted_at=start + timedelta(seconds=10 + j),
+                    )
                 )
         record_votes(session=s, requests=requests, config=config)
         s.commit()

@@ -1,4 +1,4 @@
-"""`arena agreement` on the real LLM-judge verdicts of ../shared/data (skipped where the folder is absent)."""
+"""`arena agreement` on the real LLM-judge verdicts of tests/data."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from arena.cli.main import app
+from tests.real_data import DATA, VICUNA_JUDGES
 from votes.reads.annotated import family_of, is_judge
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 runner = CliRunner()
 
 
@@ -21,7 +21,6 @@ def test_judge_labels_and_families() -> None:
     assert family_of("judge:claude-3") == family_of("claude") and family_of("tiny-llama-9") is not None
 
 
-@pytest.mark.skipif(not (DATA / "vicuna80-llm-judge-battles.jsonl.gz").exists(), reason="no shared data")
 def test_agreement_on_the_real_judge_verdicts(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/a.db"
     for name in ("vicuna80-catalog.jsonl.gz", "vicuna80-llm-judge-battles.jsonl.gz"):
@@ -48,11 +47,8 @@ def test_agreement_on_the_real_judge_verdicts(tmp_path: Path) -> None:
     assert all(0 < v["value"] < 1 and v["low"] < v["value"] < v["high"] for v in longer.values())
 
 
-@pytest.mark.skipif(not (DATA / "vicuna80-llm-judge-battles.jsonl.gz").exists(), reason="no shared data")
 def test_agreement_from_the_battles_file_pins_the_judge_table() -> None:
-    result = runner.invoke(
-        app, ["agreement", "--json", "--from", str(DATA / "vicuna80-llm-judge-battles.jsonl.gz")]
-    )
+    result = runner.invoke(app, ["agreement", "--json", "--from", str(VICUNA_JUDGES)])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     pairs = {(p["first"], p["second"]): p for p in report["agreement"]}

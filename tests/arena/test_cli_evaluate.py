@@ -14,8 +14,7 @@ from typer.testing import CliRunner
 from arena.cli.commands.evaluate import register
 from leaderboard.data import OUTCOME_STRINGS, Outcome
 from leaderboard.evaluation.simulate import simulate_battles
-
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+from tests.real_data import VICUNA_CATALOG, VICUNA_JUDGES
 
 
 def _app() -> typer.Typer:
@@ -101,17 +100,16 @@ def test_bad_split_is_refused(battles_file: Path) -> None:
     assert result.exit_code != 0
 
 
-@pytest.mark.skipif(not (DATA / "vicuna80-llm-judge-battles.jsonl.gz").exists(), reason="shared data absent")
 def test_real_battles_file_prints_the_table_and_a_significant_left_advantage() -> None:
     result = CliRunner().invoke(
         _app(),
         [
             "evaluate",
             "--from",
-            str(DATA / "vicuna80-llm-judge-battles.jsonl.gz"),
+            str(VICUNA_JUDGES),
             "--style",
             "--catalog",
-            str(DATA / "vicuna80-catalog.jsonl.gz"),
+            str(VICUNA_CATALOG),
         ],
     )
     assert result.exit_code == 0, result.output
@@ -151,9 +149,8 @@ def test_style_rows_from_the_database_fit_style_coefficients(tmp_path: Path) -> 
     assert "votes_without_texts" not in rows["bt"]
 
 
-@pytest.mark.skipif(not (DATA / "vicuna80-llm-judge-battles.jsonl.gz").exists(), reason="shared data absent")
 def test_real_judges_get_a_raters_row_position_terms_and_prompt_clusters() -> None:
-    path = str(DATA / "vicuna80-llm-judge-battles.jsonl.gz")
+    path = str(VICUNA_JUDGES)
     result = CliRunner().invoke(_app(), ["evaluate", "--from", path, "--json", "--cluster", "prompt"])
     assert result.exit_code == 0, result.output
     rows = {r["method"]: r for r in json.loads(result.output)}

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 from arena.cli.main import build_app
 from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
 from tests.factories import write_jsonl
+from tests.real_data import VICUNA_JUDGES
 from votes.db import make_engine
 from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
 
-DATA = Path("/work/shared/data")
 ROUNDS = 10
 
 
@@ -41,7 +41,7 @@ def store(tmp_path: Path) -> Iterator[tuple[str, Engine, list[str]]]:
 
 
 def test_recompute_json_is_parseable_with_whole_counts(tmp_path: Path) -> None:
-    args = ["recompute", "--from", str(DATA / "vicuna80-llm-judge-battles.jsonl.gz"), "--bootstrap"]
+    args = ["recompute", "--from", str(VICUNA_JUDGES), "--bootstrap"]
     result = CliRunner().invoke(
         build_app(), [*args, str(ROUNDS), "--no-plots", "--json", "--out", str(tmp_path)]
     )

@@ -3,12 +3,14 @@ imports none of them, and a command runs through it as it did when every module 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import pytest
 from typer.testing import CliRunner
 
+import arena
 from arena.cli.main import (
     COMMAND_MODULES,
     COMMANDS,
@@ -31,6 +33,12 @@ def test_the_registry_lists_exactly_what_the_modules_register() -> None:
             assert name not in registered, f"{name!r} registered by {registered[name]!r} and {module!r}"
             registered[name] = module
     assert registered == {name: module for name, (module, _) in COMMANDS.items()}
+
+
+def test_the_package_docstring_names_every_command_and_no_other() -> None:
+    """``arena/__init__.py`` is where a reader meets the commands: it lists exactly the registry's."""
+    named = set(re.findall(r"``([a-z-]+)``", (arena.__doc__ or "").split("The commands", 1)[1]))
+    assert named == set(COMMANDS)
 
 
 def test_the_registry_help_is_each_command_s_first_paragraph() -> None:

@@ -11,14 +11,13 @@ from typer.testing import CliRunner
 
 from arena.cli.main import build_app
 from leaderboard.snapshot.dataset_card import CARD_FILE, MODELS_FILE
-
-DATA = Path("/work/shared/data")
+from tests.real_data import VICUNA_JUDGES
 
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
     out = tmp_path / "snapshot"
-    args = ["recompute", "--from", str(DATA / "vicuna80-llm-judge-battles.jsonl.gz"), "--bootstrap", "10"]
+    args = ["recompute", "--from", str(VICUNA_JUDGES), "--bootstrap", "10"]
     result = CliRunner().invoke(build_app(), [*args, "--no-plots", "--out", str(out)])
     assert result.exit_code == 0, result.output
     return out

@@ -18,14 +18,14 @@ import pytest
 
 from arena.publish import drawing as plot_process
 from arena.publish.drawing import PlotDrawing
-from leaderboard.snapshot.folder import (
-    PLOT_FILES,
-    PLOT_STEMS,
-    POINT_PLOT_STEMS,
+from leaderboard.snapshot.figures import (
     draw_plots,
+    plot_files,
+    plot_stems,
+    point_plot_stems,
     same_point_plots,
-    write_snapshot,
 )
+from leaderboard.snapshot.folder import write_snapshot
 from tests.factories import handmade_leaderboard, simulated_counts
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -39,7 +39,7 @@ def test_child_draws_the_snapshot_drawn_in_place(tmp_path: Path) -> None:
     assert drawing._child is not None  # Linux forks: the figures are drawn by the child
     child = write_snapshot(tmp_path / "child", board, counts, created_at=AT, plots=drawing)
     assert child.metadata == here.metadata  # every file's sha256 (figures included) and so the id
-    for name in PLOT_FILES:
+    for name in plot_files():
         assert (tmp_path / "child" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
 
 
@@ -125,14 +125,14 @@ def test_a_process_running_other_threads_draws_in_place(
         stop.set()
         other.join()
     write_snapshot(tmp_path / "here", board, counts, created_at=AT)
-    for name in PLOT_FILES:
+    for name in plot_files():
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
 
 
 def _recording_stems(monkeypatch: pytest.MonkeyPatch, log: Path) -> None:
     """``draw_plots`` as it is, each call's figures written to ``log`` (the child's calls included)."""
 
-    def recorded(out: Path, *args: Any, stems: Sequence[str] = PLOT_STEMS, **kwargs: Any) -> None:
+    def recorded(out: Path, *args: Any, stems: Sequence[str] = plot_stems(), **kwargs: Any) -> None:
         with log.open("a", encoding="utf-8") as handle:
             handle.write(f"{os.getpid()} {','.join(stems)}\n")
         draw_plots(out, *args, stems=stems, **kwargs)
@@ -158,10 +158,10 @@ def test_a_child_forked_before_the_fit_draws_the_point_figures_ahead(
     drawing.draw(board)
     child = write_snapshot(tmp_path / "child", board, counts, created_at=AT, plots=drawing)
     assert child.metadata == here.metadata
-    for name in PLOT_FILES:
+    for name in plot_files():
         assert (tmp_path / "child" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
     ahead = [line.split()[1] for line in log.read_text().splitlines() if int(line.split()[0]) != os.getpid()]
-    assert ahead == [",".join(stem for stem in PLOT_STEMS if stem not in POINT_PLOT_STEMS)]
+    assert ahead == [",".join(stem for stem in plot_stems() if stem not in point_plot_stems())]
 
 
 def test_a_preview_other_than_the_board_is_drawn_again(
@@ -179,10 +179,10 @@ def test_a_preview_other_than_the_board_is_drawn_again(
     drawing = PlotDrawing(tmp_path / "child", None, counts, fork=True, preview=lambda: other)
     drawing.draw(board)
     drawing.wait()
-    for name in PLOT_FILES:
+    for name in plot_files():
         assert (tmp_path / "child" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
     asked = [line.split()[1] for line in log.read_text().splitlines() if int(line.split()[0]) != os.getpid()]
-    assert asked == [",".join(PLOT_STEMS)]  # by the child: the six from the board (those it still takes)
+    assert asked == [",".join(plot_stems())]  # by the child: the six from the board (those it still takes)
 
 
 def test_a_child_forked_before_the_fit_writes_nothing_until_it_has_the_board(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_a_drawing_without_a_child_draws_the_board_it_is_handed(tmp_path: Path) 
         drawing.draw(board)
     drawing.wait()
     write_snapshot(tmp_path / "here", board, counts, created_at=AT)
-    for name in PLOT_FILES:
+    for name in plot_files():
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
 
 
@@ -228,7 +228,7 @@ def test_a_child_gone_before_the_board_is_handed_over_leaves_the_drawing_to_the_
     drawing.draw(board)  # the pipe is broken: no error, the parent draws when it waits
     drawing.wait()
     write_snapshot(tmp_path / "here", board, counts, created_at=AT)
-    for name in PLOT_FILES:
+    for name in plot_files():
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
 
 
@@ -245,7 +245,7 @@ def test_no_temporary_file_to_hand_the_board_over_in_means_no_child(
     assert drawing._child is None and not drawing.forked
     drawing.draw(board)
     drawing.wait()
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(PLOT_FILES)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(plot_files())
 
 
 def test_figures_are_taken_once_the_parent_from_the_last_back() -> None:
@@ -262,7 +262,7 @@ def test_figures_are_taken_once_the_parent_from_the_last_back() -> None:
     assert fresh.take("winrate_average")  # the child took it meanwhile: the parent stops there
     assert list(spare) == []
     last = plot_process._Claims()
-    for stem in PLOT_STEMS[:3]:
+    for stem in plot_stems()[:3]:
         assert last.take(stem)
     assert list(last.spare(2)) == ["bootstrap"]  # three were free: one taken, two left to the child
 
@@ -277,7 +277,7 @@ def test_the_parent_draws_the_last_figures_the_child_has_not_reached(
     real_take = plot_process._Claims.take
 
     def slow_in_child(self: plot_process._Claims, stem: str) -> bool:
-        if os.getpid() != parent and stem != PLOT_STEMS[0]:
+        if os.getpid() != parent and stem != plot_stems()[0]:
             time.sleep(1.0)
         return real_take(self, stem)
 
@@ -293,18 +293,18 @@ def test_the_parent_draws_the_last_figures_the_child_has_not_reached(
         time.sleep(0.01)
     drawn_here: list[str] = []
 
-    def recorded(out: Path, *args: Any, stems: Sequence[str] = PLOT_STEMS, **kwargs: Any) -> None:
+    def recorded(out: Path, *args: Any, stems: Sequence[str] = plot_stems(), **kwargs: Any) -> None:
         drawn_here.extend(stems)  # the parent's calls only: the child was forked before this patch
         draw_plots(out, *args, stems=stems, **kwargs)
 
     monkeypatch.setattr(plot_process, "draw_plots", recorded)
     shared = write_snapshot(tmp_path / "shared", board, counts, created_at=AT, plots=drawing)
     assert shared.metadata == here.metadata
-    for name in PLOT_FILES:
+    for name in plot_files():
         assert (tmp_path / "shared" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
     # the last figures, drawn here from the last one back; the child drew the first one at least
-    assert drawn_here and drawn_here == list(reversed(PLOT_STEMS))[: len(drawn_here)]
-    assert PLOT_STEMS[0] not in drawn_here
+    assert drawn_here and drawn_here == list(reversed(plot_stems()))[: len(drawn_here)]
+    assert plot_stems()[0] not in drawn_here
 
 
 def test_a_lock_held_for_ever_stops_the_taking(monkeypatch: pytest.MonkeyPatch) -> None:

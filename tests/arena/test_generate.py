@@ -203,7 +203,9 @@ def test_failures_are_listed_and_requests_overlap(tmp_path: Path) -> None:
         assert slow.max_in_flight == 8
     assert result.exit_code == 1
     assert "16 stored" in result.output and "16 failed" in result.output
-    assert "dead on p0: endpoint 'dead'" in result.output + result.stderr
+    # One line for the sixteen: the dead endpoint was given up after its first refusal.
+    assert "16 of 32 requests failed: endpoint 'dead'" in result.stderr
+    assert "(dead on p0, dead on p1, dead on p2 and 13 more)" in result.stderr
     assert scalar(url, "SELECT count(*) FROM output") == 16
 
 

@@ -5,6 +5,7 @@ the key), keeps every answer already written, and a rerun asks only for what is 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +54,13 @@ def add_model(url: str, name: str, base_url: str, *params: str, extra: tuple[str
     assert code == 0, out
 
 
+def failure_lines(out: str) -> list[tuple[int, str]]:
+    """The grouped failure lines of a run's output, each once: (how many failed so, the line)."""
+    lines = dict.fromkeys(out.splitlines())  # the runner's output repeats standard error
+    found = [re.match(r"(\d+) of \d+ requests failed: ", line) for line in lines]
+    return [(int(m.group(1)), m.string) for m in found if m is not None]
+
+
 def test_the_server_killed_mid_run_then_a_rerun_does_only_the_missing(tmp_path: Path) -> None:
     require_llama_server()
     n_prompts = 40
@@ -87,9 +95,11 @@ def test_the_server_killed_mid_run_then_a_rerun_does_only_the_missing(tmp_path: 
     assert code == 1, text
     assert 5 <= stored < n_prompts
     assert f"{stored} stored" in text and f"{n_prompts - stored} failed" in text
-    failures = [line for line in text.splitlines() if line.startswith("  tiny on p")]
-    assert len(failures) == n_prompts - stored
-    assert all("endpoint 'tiny'" in line and s.base_url in line for line in failures), failures[:3]
+    # One line per distinct reason, each counting its failed answers; the endpoint given up is asked
+    # nothing more, its other answers failing with the same reason.
+    failures = failure_lines(text)
+    assert sum(n for n, _ in failures) == n_prompts - stored, text
+    assert all(f"endpoint 'tiny': {s.base_url}" in line for _, line in failures), failures
     assert scalar(url, "SELECT count(*) FROM generation") == stored  # nothing half-written
 
     with start_llama_server(
@@ -115,7 +125,10 @@ def test_a_tiny_timeout_names_the_endpoint_not_the_key(llm_server: LlamaServer, 
     code, out = arena("generate", "--quiet", "--database-url", url, env={"ARENA_FAULT_KEY": SECRET})
     assert code == 1, out
     assert time.monotonic() - start < 10  # gave up, did not wait for 512 tokens twice
-    assert "2 failed" in out and "hasty on p0: endpoint 'hasty'" in out and "timed out" in out
+    assert "2 failed" in out and "timed out" in out
+    assert [n for n, line in failure_lines(out) if "endpoint 'hasty'" in line and "hasty on p0" in line] == [
+        2
+    ]
     assert SECRET not in out
     assert scalar(url, "SELECT count(*) FROM output") == 0
 
@@ -133,9 +146,9 @@ def test_a_wrong_port_fails_its_answers_and_spares_the_others(
     code, out = arena("generate", "--quiet", "--database-url", url, env={"ARENA_FAULT_KEY": SECRET})
     assert code == 1, out
     assert "3 stored" in out and "3 failed" in out
-    assert (
-        f"lost on p0: endpoint 'lost': http://127.0.0.1:{port}/v1" in out and "cannot connect after 1" in out
-    )
+    (lost,) = failure_lines(out)
+    assert lost[0] == 3 and f"endpoint 'lost': http://127.0.0.1:{port}/v1" in lost[1], out
+    assert "cannot connect after 1" in lost[1] and "(lost on p0, lost on p1, lost on p2)" in lost[1]
     assert SECRET not in out
     assert (
         scalar(url, "SELECT count(*) FROM output o JOIN model m ON m.id = o.model_id WHERE m.name = 'good'")
@@ -161,5 +174,7 @@ def test_429_then_500_are_retried_with_backoff_then_the_last_error_is_listed(tmp
         code, out = arena("generate", "--quiet", "--database-url", url)
         assert code == 1, out
         assert broken.n_requests == 3  # the first try and two retries, then it gives up
-        assert "broken on p0: endpoint 'broken'" in out and "HTTP 500" in out
+        (broken_line,) = failure_lines(out)
+        assert "endpoint 'broken'" in broken_line[1] and "HTTP 500" in broken_line[1], out
+        assert broken_line[1].endswith("(broken on p0)")
     assert scalar(url, "SELECT count(*) FROM output") == 1  # the flaky one's answer only

@@ -4,6 +4,8 @@ judge:<name> kept out of live standings and default boards, and a board of the j
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
 from sqlalchemy import text
@@ -63,15 +65,24 @@ def test_judge_both_orders_votes_and_boards(llm_servers: LlamaServers, tmp_path:
         assert code == 0, out
     code, out = run("generate", "--quiet", "--database-url", url)
     assert code == 0, out
+    # Registered as the docs' quick start does: nothing said of the server's JSON mode.
     code, out = run(
         "models", "add", "J", "--base-url", judge.base_url, "--model", judge.model_id,
-        "--param", "max_tokens=40", "--param", "json_schema_mode=json_object", "--database-url", url,
+        "--param", "max_tokens=40", "--database-url", url,
     )  # fmt: skip
     assert code == 0, out
 
     code, out = run("judge", "--judge", "J", "--baseline", "a", "--quiet", "--database-url", url)
     assert code == 0, out
     assert "24 ordered pair(s)" in out  # 6 prompts x (b, c vs a) x 2 orders
+    # llama-cpp-python's server refuses OpenAI's json_schema form (an HTTP 500): said once, in one line,
+    # the run judged in the form it takes, and the endpoint remembers it.
+    said = [line for line in out.splitlines() if "the server refused" in line]
+    assert len(said) == 1 and "json_schema (HTTP 500" in said[0] and "judged with json_object" in said[0], out
+    assert "Traceback" not in out and 'File "' not in out, out
+    assert rows(url, "SELECT params FROM modelendpoint WHERE name = 'J'")[0][0] == (
+        '{"max_tokens": 40, "json_schema_mode": "json_object"}'
+    )
     assert "position consistency" in out and "position term (bt-position)" in out
     judged = rows(
         url, "SELECT output_a_id, output_b_id, verdict, raw_text, template_sha256, n_votes FROM judgment"
@@ -92,6 +103,7 @@ def test_judge_both_orders_votes_and_boards(llm_servers: LlamaServers, tmp_path:
 
     code, out = run("judge", "--judge", "J", "--quiet", "--database-url", url)  # all pairs: only b-c is new
     assert code == 0 and "12 ordered pair(s)" in out, out
+    assert "the server refused" not in out  # the stored mode is asked first now
 
     board = tmp_path / "judge-board"
     code, out = run(
@@ -104,3 +116,35 @@ def test_judge_both_orders_votes_and_boards(llm_servers: LlamaServers, tmp_path:
     code, out = run("recompute", "--out", str(tmp_path / "humans"), "--bootstrap", "10", "--no-plots",
                     "--database-url", url)  # fmt: skip
     assert code != 0  # no human votes: the judge's votes do not silently fill a human board
+
+
+def test_a_dead_judge_endpoint_fails_at_once_in_one_line(tmp_path: Path) -> None:
+    """Nothing listens on the judge's port: the first request fails, the run stops there with one line
+    naming the endpoint, and no pair is judged or counted as failed one by one."""
+    url = f"sqlite:///{tmp_path}/arena.db"
+    catalog = tmp_path / "c.jsonl"
+    catalog.write_text(
+        "".join(
+            json.dumps({"prompt_id": f"p{i}", "prompt": f"Q{i}", "model": m, "output": f"{m} says {i}"})
+            + "\n"
+            for i in range(5)
+            for m in ("a", "b")
+        )
+    )
+    assert run("import", str(catalog), "--database-url", url)[0] == 0
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code, out = run(
+        "models", "add", "J", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "j",
+        "--param", "max_retries=0", "--database-url", url,
+    )  # fmt: skip
+    assert code == 0, out
+    started = time.monotonic()
+    code, out = run("judge", "--judge", "J", "--quiet", "--database-url", url)
+    assert code == 1, out
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert len(set(errors)) == 1 and "'J'" in errors[0] and "cannot connect" in errors[0], out
+    assert "failed:" not in out and "Traceback" not in out, out
+    assert time.monotonic() - started < 30
+    assert rows(url, "SELECT count(*) FROM judgment") == [(0,)]

@@ -176,7 +176,11 @@ def test_writer_process_logs_each_commit_under_the_request_id(tmp_path: Path) ->
         with httpx.Client(base_url=base, timeout=30) as client:
             given = _vote(client, {"X-Request-ID": "vote-from-the-test-42"})
             generated = _vote(client)
-        time.sleep(1.0)  # the writer logs right after the commit that answered; let the line be flushed
+        # The writer logs right after the commit that answered: wait for both lines.
+        deadline = time.monotonic() + 30
+        while sum(r.get("message") == "vote committed" for r in _json_lines(log)) < 2:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
     finally:
         _stop(server, log)
     assert given.headers["x-request-id"] == "vote-from-the-test-42"

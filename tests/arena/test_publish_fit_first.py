@@ -20,7 +20,9 @@ import votes.reads.scans
 from arena.cli.main import build_app
 from arena.publish.publishing import FitOptions, publish_snapshot, stored_components
 from leaderboard import simulate_battles
-from leaderboard.snapshot.folder import DATA_FILES, PLOT_FILES, read_snapshot
+from leaderboard.snapshot.figures import plot_files
+from leaderboard.snapshot.files import DATA_FILES
+from leaderboard.snapshot.folder import read_snapshot
 from votes.db import make_engine
 from votes.imports.files import import_file
 from votes.migrate import upgrade_database
@@ -82,7 +84,7 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {name: (folder / name).read_bytes() for name in (*DATA_FILES, *PLOT_FILES)}
+    return {name: (folder / name).read_bytes() for name in (*DATA_FILES, *plot_files())}
 
 
 def test_board_fitted_before_the_scan_is_the_file_board(

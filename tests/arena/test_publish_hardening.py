@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 import arena.cli.commands.data
 import arena.cli.options
-import leaderboard.snapshot.folder
+import leaderboard.snapshot.files
 from arena.cli.main import app
 from arena.publish.publishing import STAGING_PREFIX
 from votes.db import is_sqlite, make_engine, storage_failure
@@ -108,7 +108,7 @@ def test_full_disk_during_publish_is_one_line_and_leaves_nothing(
     def no_room(path: Path | str, blob: bytes) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
-    monkeypatch.setattr(leaderboard.snapshot.folder, "write_bytes_atomic", no_room)
+    monkeypatch.setattr(leaderboard.snapshot.files, "write_bytes_atomic", no_room)
     code, out = publish(url, tmp_path / "snaps")
     assert code == 1, out
     assert "No space left on device" in out and "Traceback" not in out

@@ -4,7 +4,6 @@ judges' spread, and the board records how (and why) its votes were clustered."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,10 @@ from arena.app import create_app
 from arena.cli.main import build_app
 from leaderboard.snapshot.folder import read_snapshot
 from tests.factories import make_settings
+from tests.real_data import VICUNA_CATALOG, VICUNA_JUDGES
 from votes.db import make_engine
 from votes.migrate import upgrade_database
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-BATTLES = DATA / "vicuna80-llm-judge-battles.jsonl.gz"
 #: Each judge's own davidson-position fit on its votes (as tests/votes/test_real_judges.py reads the file).
 POSITION = {"llm-bard": 351.00, "llm-claude": -134.89, "llm-gpt35": -7.45, "llm-gpt4": 166.98}
 
@@ -32,13 +30,9 @@ def _run(*args: str) -> str:
 
 @pytest.fixture
 def judged_store(db_url: str) -> str:
-    if not BATTLES.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"real data missing at {DATA} under CI")
-        pytest.skip(f"real data not found at {DATA}")
     upgrade_database(db_url)
-    _run("import", str(DATA / "vicuna80-catalog.jsonl.gz"), "--database-url", db_url)
-    _run("import", str(BATTLES), "--database-url", db_url)
+    _run("import", str(VICUNA_CATALOG), "--database-url", db_url)
+    _run("import", str(VICUNA_JUDGES), "--database-url", db_url)
     return db_url
 
 

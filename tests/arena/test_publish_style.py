@@ -14,8 +14,10 @@ from typer.testing import CliRunner
 
 from arena.cli.main import build_app
 from arena.publish.publishing import FitOptions, publish_snapshot
-from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, read_snapshot
+from leaderboard.snapshot.files import DATA_FILES, METADATA_FILE
+from leaderboard.snapshot.folder import read_snapshot
 from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE
+from tests.real_data import VICUNA_CATALOG, VICUNA_JUDGES
 from votes.db import make_engine
 from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
@@ -23,7 +25,6 @@ from votes.migrate import upgrade_database
 N_VOTES = 500
 ROUNDS = 20
 SEED = 3
-DATA = Path("/work/shared/data")
 
 
 @pytest.fixture
@@ -84,9 +85,9 @@ def test_recompute_with_style_from_a_file_with_a_catalog(tmp_path: Path) -> None
         [
             "recompute",
             "--from",
-            str(DATA / "vicuna80-llm-judge-battles.jsonl.gz"),
+            str(VICUNA_JUDGES),
             "--catalog",
-            str(DATA / "vicuna80-catalog.jsonl.gz"),
+            str(VICUNA_CATALOG),
             "--style",
             "length,markdown",
             "--bootstrap",
@@ -109,7 +110,7 @@ def test_an_unknown_style_feature_is_a_usage_error(tmp_path: Path) -> None:
         [
             "recompute",
             "--from",
-            str(DATA / "vicuna80-llm-judge-battles.jsonl.gz"),
+            str(VICUNA_JUDGES),
             "--style",
             "colour",
             "--out",

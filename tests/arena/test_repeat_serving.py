@@ -19,6 +19,7 @@ from arena.app import create_app
 from arena.cli.main import build_app
 from arena.publish.publishing import FitOptions, fit_counts, load_from_database
 from arena.voting.pairing_service import REPEAT_GAP, PairingService
+from leaderboard.data import Outcome
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, seed_catalog
 from votes.migrate import upgrade_database
 from votes.reads.filters import VoteFilter
@@ -75,12 +76,12 @@ def test_served_repeat_share_is_within_one_point_of_the_rate_and_keeps_the_rules
 
 def test_repeat_agreement_names_the_same_model_and_ties_as_one_class() -> None:
     # the repeat shows the sides swapped: the same model is the other side
-    assert repeat_agrees("model_a", "model_b") and repeat_agrees("model_b", "model_a")
-    assert not repeat_agrees("model_a", "model_a")
-    assert repeat_agrees("tie", "tie (bothbad)") and repeat_agrees("tie (bothbad)", "tie")
-    assert not repeat_agrees("tie", "model_a")
-    with pytest.raises(ValueError):
-        repeat_agrees("model_a", "left")
+    assert repeat_agrees("model_a", Outcome.MODEL_B) and repeat_agrees("model_b", Outcome.MODEL_A)
+    assert not repeat_agrees("model_a", Outcome.MODEL_A)
+    assert repeat_agrees("tie", Outcome.BOTHBAD) and repeat_agrees("tie (bothbad)", Outcome.TIE)
+    assert not repeat_agrees("tie", Outcome.MODEL_A)
+    with pytest.raises(ValueError):  # the first vote's winner, as stored, is read back
+        repeat_agrees("left", Outcome.MODEL_A)
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def test_two_workers_write_through_one_writer_process_and_stop_cleanly(tmp_path:
         "ARENA_SNAPSHOT_DIR": str(tmp_path / "snapshots"),
     }
     cmd = [sys.executable, "-m", "arena.cli.main", "serve", "--workers", "2", "--port", str(port)]
-    cmd += ["--demo", "--demo-votes", "0", "--log-level", "warning"]
+    cmd += ["--demo", "--demo-votes", "0", "--log-level", "info"]  # info: a worker logs its reconnection
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
@@ -106,7 +106,13 @@ def test_two_workers_write_through_one_writer_process_and_stop_cleanly(tmp_path:
         while not (_writers(server.pid) not in ([], writers) and _listening(ready.group(1))):
             assert time.monotonic() < deadline, "the vote writer was not started again: " + log.read_text()
             time.sleep(0.2)
-        time.sleep(1.5)  # the workers try the socket again at most once a second
+        # A worker tries the socket again on a vote, at most once a second: vote until one has said that
+        # its votes go to the new writer process.
+        deadline = time.monotonic() + 60
+        while "votes go to the vote writer" not in log.read_text().split("starting it again", 1)[1]:
+            assert time.monotonic() < deadline, "no worker reached the new writer: " + log.read_text()
+            acknowledged += vote_round(1)
+            time.sleep(0.2)
         acknowledged += vote_round(4)
     finally:
         os.killpg(server.pid, signal.SIGINT)  # Ctrl-C in a terminal goes to the whole group

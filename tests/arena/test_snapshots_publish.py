@@ -19,7 +19,10 @@ from typer.testing import CliRunner
 
 from arena.cli.main import build_app
 from arena.publish.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot
-from leaderboard.snapshot.folder import DATA_FILES, METADATA_FILE, PLOT_FILES, read_snapshot
+from leaderboard.snapshot.figures import plot_files
+from leaderboard.snapshot.files import DATA_FILES, METADATA_FILE
+from leaderboard.snapshot.folder import read_snapshot
+from tests.real_data import VICUNA_JUDGES
 from votes.db import make_engine
 from votes.imports.demo import load_demo
 from votes.migrate import upgrade_database
@@ -68,7 +71,7 @@ def test_export_then_recompute_equals_publish(demo_engine: Engine, db_url: str, 
     )
     assert result.exit_code == 0, result.output
     published = Path(row.path)
-    for name in (*DATA_FILES, *PLOT_FILES):
+    for name in (*DATA_FILES, *plot_files()):
         assert (published / name).read_bytes() == (out / name).read_bytes(), name
     offline_meta = json.loads((out / METADATA_FILE).read_text())
     assert offline_meta["n_votes"] == row.n_votes == N_VOTES
@@ -155,9 +158,7 @@ def test_snapshots_commands(demo_engine: Engine, tmp_path: Path) -> None:
 
 
 def test_recompute_twice_is_byte_identical(tmp_path: Path) -> None:
-    source = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
-    if not source.exists():
-        pytest.skip("shared data folder absent")
+    source = VICUNA_JUDGES
     runner = CliRunner()
     for name in ("one", "two"):
         result = runner.invoke(
@@ -195,9 +196,7 @@ def test_migrated_store_refuses_changes(demo_engine: Engine, tmp_path: Path) -> 
 
 
 def test_extended_method_writes_parameters_fitted(tmp_path: Path) -> None:
-    source = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
-    if not source.exists():
-        pytest.skip("shared data folder absent")
+    source = VICUNA_JUDGES
     args = ["recompute", "--from", str(source), "--method", "bt-position", "--bootstrap", "20"]
     result = CliRunner().invoke(build_app(), [*args, "--seed", "2", "--no-plots", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -210,9 +209,7 @@ def test_extended_method_writes_parameters_fitted(tmp_path: Path) -> None:
 
 def test_bt_with_options_stays_bt(tmp_path: Path) -> None:
     """bt takes the model options itself: no silent switch to another method name."""
-    source = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
-    if not source.exists():
-        pytest.skip("shared data folder absent")
+    source = VICUNA_JUDGES
     args = ["recompute", "--from", str(source), "--method", "bt", "--prior", "100", "--bootstrap", "10"]
     result = CliRunner().invoke(build_app(), [*args, "--seed", "2", "--no-plots", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output

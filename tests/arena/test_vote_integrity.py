@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func, select
 
 from arena.security import Signer, address_key
+from leaderboard.data import Outcome
 from leaderboard.online.elo import EloConfig
 from tests.arena.conftest import AppFactory
 from tests.factories import battles_for
@@ -79,7 +80,7 @@ def _swapped(request: VoteRequest, token: str) -> VoteRequest:
         issued_at=b.issued_at,
         pair_probability=b.pair_probability,
     )
-    return VoteRequest(battle=battle, winner="model_a")
+    return VoteRequest(battle=battle, winner=Outcome.MODEL_A)
 
 
 def _assert_live_equals_replay(engine: Engine) -> None:
@@ -98,7 +99,10 @@ def test_second_judgement_of_a_prompt_and_pair_is_refused_by_the_store(
         s.commit()
     assert annotator is not None
     first, other = battles_for(seeded, random.Random(4), annotator, 2)
-    requests = [VoteRequest(battle=first, winner="model_b"), VoteRequest(battle=other, winner="tie")]
+    requests = [
+        VoteRequest(battle=first, winner=Outcome.MODEL_B),
+        VoteRequest(battle=other, winner=Outcome.TIE),
+    ]
     requests.append(_swapped(requests[0], "again-in-the-same-batch"))
     with Session(seeded) as s:
         results = record_votes(session=s, requests=requests, config=CONFIG, conflicts=conflicts)  # type: ignore[arg-type]
@@ -119,7 +123,7 @@ def test_optimistic_batch_collides_on_a_repeat_judgement(seeded: Engine) -> None
         s.commit()
     assert annotator is not None
     (battle,) = battles_for(seeded, random.Random(8), annotator, 1)
-    request = VoteRequest(battle=battle, winner="model_a")
+    request = VoteRequest(battle=battle, winner=Outcome.MODEL_A)
     with Session(seeded) as s:
         record_votes(session=s, requests=[request], config=CONFIG)
         s.commit()

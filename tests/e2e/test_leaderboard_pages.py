@@ -12,7 +12,7 @@ import pytest
 
 from arena.app import create_app
 from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
-from arena.web.routes.snapshots import FIGURES
+from leaderboard.snapshot.figures import FIGURES
 from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings
 from votes.db import make_engine

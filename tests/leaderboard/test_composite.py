@@ -9,7 +9,11 @@ import pytest
 
 from leaderboard.bt.fit import fit_bt
 from leaderboard.bt.spec import DisconnectedComparisonError
-from leaderboard.composite.fit import CompositeData, CompositeOptions, bootstrap_composite, fit_composite
+from leaderboard.composite.fit import bootstrap_composite, fit_composite
+from leaderboard.composite.layout import make_layout
+from leaderboard.composite.likelihood import log_posterior_gradient, log_posterior_hessian, make_vote_cells
+from leaderboard.composite.model import CompositeData, CompositeOptions
+from leaderboard.composite.spread import estimate_deviation_sd, spread_moments
 from leaderboard.data import Outcome, aggregate_codes
 
 OFF = CompositeOptions(
@@ -187,8 +191,6 @@ def test_analytic_gradient_and_hessian_match_finite_differences() -> None:
     """Every term on (discrimination, position with some unsided votes, ties, a family, soft scores, the
     judges' deviations with a shifted prior mean), at
     a point away from the optimum so the second-derivative terms of ``eta = a u`` matter."""
-    from leaderboard.composite.fit import _cells, _gradient, _hessian, _layout
-
     data = _votes(np.random.default_rng(13), 1500, 5, 3)
     data = CompositeData(
         **{
@@ -200,25 +202,28 @@ def test_analytic_gradient_and_hessian_match_finite_differences() -> None:
         }
     )
     options = CompositeOptions()
-    lay = _layout(data, options, np.array([0.0, 0.3, 0.2]))  # both judges' deviations, with their prior
+    lay = make_layout(data, options, np.array([0.0, 0.3, 0.2]))  # both judges' deviations, with their prior
     # the deviations' Jacobian: five models less the common shift and the self-preferred family's
     # direction per judge, only on the judges' log discriminations, and none in the loose fit
     cut = len(data.models) - 1
     assert lay.view_dims[cut : cut + 2].tolist() == [3.0, 3.0] and np.sum(lay.view_dims) == 6.0
-    assert not np.any(_layout(data, options, np.array([0.0, 0.3, 0.2]), loose=True).view_dims)
+    assert not np.any(make_layout(data, options, np.array([0.0, 0.3, 0.2]), loose=True).view_dims)
     lay = replace(lay, centre=np.random.default_rng(3).normal(0, 0.1, lay.n_params))  # a bootstrap round's
-    cells = _cells(data, options, lay)
+    cells = make_vote_cells(data, options, lay)
     stats = cells.stats(np.random.default_rng(1).random(1500) * 2)
     x = np.random.default_rng(2).normal(0, 0.3, lay.n_params)
-    _, grad = _gradient(x, lay, cells, stats)
-    hess = _hessian(x, lay, cells, stats)
+    _, grad = log_posterior_gradient(x, lay, cells, stats)
+    hess = log_posterior_hessian(x, lay, cells, stats)
     step = 1e-6
     fd_grad, fd_hess = np.empty_like(grad), np.empty_like(hess)
     for k in range(len(x)):
         up, down = x.copy(), x.copy()
         up[k] += step
         down[k] -= step
-        (f_up, g_up), (f_down, g_down) = _gradient(up, lay, cells, stats), _gradient(down, lay, cells, stats)
+        (f_up, g_up), (f_down, g_down) = (
+            log_posterior_gradient(up, lay, cells, stats),
+            log_posterior_gradient(down, lay, cells, stats),
+        )
         fd_grad[k] = (f_up - f_down) / (2 * step)
         fd_hess[:, k] = (g_up - g_down) / (2 * step)
     np.testing.assert_allclose(grad, fd_grad, rtol=1e-5, atol=1e-4)
@@ -228,8 +233,9 @@ def test_analytic_gradient_and_hessian_match_finite_differences() -> None:
 
 def test_always_left_judge_has_finite_terms_and_leaves_the_ratings_alone() -> None:
     """A judge that picks the left answer on both orders of every battle: without the weak priors its
-    position and discrimination have no finite maximum (the fit stops wherever the tolerance says); with
-    them it has a unique optimum, nearer, and the ratings are the humans' alone."""
+    position and discrimination have no finite maximum (the fit stops wherever the tolerance and the
+    optimiser's path say: where along the valley of equal left advantage ``a * position`` is arbitrary);
+    with them it has a unique optimum, nearer, and the ratings are the humans' alone."""
     rng = np.random.default_rng(1)
     m, n = 6, 6000
     theta = np.linspace(-1, 1, m)
@@ -253,7 +259,9 @@ def test_always_left_judge_has_finite_terms_and_leaves_the_ratings_alone() -> No
         data, CompositeOptions(ties=False, prior_sd_elo=None, prior_sd_log_discrimination=None)
     )
     assert fit.converged
-    assert fit.position[1] < 0.7 * free.position[1] and fit.discrimination[1] < free.discrimination[1]
+    # the left advantage on the judge's own votes, the quantity that runs away without the priors
+    left, free_left = (f.discrimination[1] * f.position[1] for f in (fit, free))
+    assert left < 0.7 * free_left and fit.discrimination[1] < free.discrimination[1]
     assert fit.position[1] < 600 and fit.discrimination[1] < 10
     keep = src == 0
     humans = fit_composite(
@@ -345,8 +353,6 @@ def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> No
     directions only the prior sets (common shift, view, family): the moment estimate of tau^2 is unbiased
     over many draws, its reported sampling variance matches the spread of the estimates, and with no
     spread Cochran's p-value is uniform (mean 1/2)."""
-    from leaderboard.composite.fit import _spread_moments
-
     rng = np.random.default_rng(5)
     k = 20
     view = rng.normal(0, 1, k)
@@ -359,7 +365,7 @@ def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> No
         estimates, p_values, variances = [], [], []
         for _ in range(400):
             d = chol @ rng.normal(size=k) + tau * rng.normal(size=k) + directions @ rng.normal(0, 50, 3)
-            tau2, p, variance = _spread_moments(d, cov, directions)
+            tau2, p, variance = spread_moments(d, cov, directions)
             estimates.append(tau2)
             p_values.append(p)
             variances.append(variance)
@@ -374,8 +380,6 @@ def test_spread_moments_are_unbiased_and_ignore_the_projected_directions() -> No
 def test_the_estimated_spread_is_unbiased_on_boards_with_a_known_one() -> None:
     """The loose fit measures the deviations at the view's smallest scale (``c delta``, ``c^2`` about
     0.77 here); the estimate divides that out, so over many boards ``E tau_hat^2`` is the true one."""
-    from leaderboard.composite.fit import estimate_deviation_sd
-
     unit = 400 / np.log(10)
     tau = 0.3
     estimates = [

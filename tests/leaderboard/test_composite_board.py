@@ -7,7 +7,7 @@ import numpy as np
 
 from leaderboard.battles import Battles
 from leaderboard.composite.board import composite_board, composite_data
-from leaderboard.composite.fit import CompositeOptions
+from leaderboard.composite.model import CompositeOptions
 from leaderboard.data import Outcome
 
 TRUTH = np.array([-1.2, -0.6, -0.2, 0.2, 0.7, 1.1])

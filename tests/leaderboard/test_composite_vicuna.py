@@ -6,30 +6,24 @@ than the target's votes alone, and ranks the judges' discriminations like their 
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
 from leaderboard.composite.board import composite_data, correlation_with_humans, subset_sources
-from leaderboard.composite.fit import CompositeFit, CompositeOptions, fit_composite
+from leaderboard.composite.fit import fit_composite
+from leaderboard.composite.model import CompositeFit, CompositeOptions
 from leaderboard.data import Outcome
+from tests.real_data import VICUNA_JUDGES
 from votes.reads.annotated import agreement_input_from_file
 
-DATA = Path("/work/shared/data/vicuna80-llm-judge-battles.jsonl.gz")
 FAMILIES = {"gpt4": "openai", "gpt35": "openai", "claude": "anthropic", "bard": "google"}
 #: Log-loss (nats per verdict) by which the composite may trail the single source: fitting noise.
 TOLERANCE = 0.003
 
-pytestmark = pytest.mark.skipif(
-    not DATA.exists() and not os.environ.get("CI"), reason="the shared vicuna80 data is not on this machine"
-)
-
 
 def held_out(target: str) -> tuple[float, float, list[float], list[float]]:
-    read = agreement_input_from_file(DATA)
+    read = agreement_input_from_file(VICUNA_JUDGES)
     b = read.battles
     assert b.prompt is not None and b.annotator is not None
     mine = b.annotator == read.labels.index(target)

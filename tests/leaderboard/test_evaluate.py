@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,11 +11,9 @@ from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
 from leaderboard.evaluation.held_out import default_methods, evaluate_methods, score_forecasts, split_battles
 from leaderboard.evaluation.simulate import simulate_battles
+from tests.real_data import VICUNA_JUDGES
 
 TRUE = np.array([1150.0, 1080.0, 1030.0, 1000.0, 960.0, 920.0])
-BATTLES_FILE = (
-    Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
-)
 
 
 def _table(rows: list) -> dict[str, object]:  # type: ignore[type-arg]
@@ -86,11 +83,10 @@ def test_style_rows_win_when_style_moves_votes() -> None:
     assert abs(coef["style_x0_elo"]["value"] - 80.0) < 20 and abs(coef["style_x1_elo"]["value"]) < 20
 
 
-@pytest.mark.skipif(not BATTLES_FILE.exists(), reason="shared data folder absent")
 def test_real_llm_judge_battles_show_first_position_bias() -> None:
     import pandas as pd
 
-    frame = pd.read_json(BATTLES_FILE, lines=True)
+    frame = pd.read_json(VICUNA_JUDGES, lines=True)
     models = tuple(sorted(set(frame.model_a) | set(frame.model_b)))
     index = {m: i for i, m in enumerate(models)}
     battles = Battles(

@@ -13,19 +13,16 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from leaderboard.bt.matrices import pairwise_matrices
+from leaderboard.snapshot.layout import contrast_ratio, label_colour, label_step
 from leaderboard.snapshot.plots import (
-    contrast_ratio,
-    label_colour,
-    label_step,
     plot_average_win_rates,
     plot_battle_counts,
     plot_bootstrap,
     plot_calibration,
     plot_intervals,
     plot_win_rates,
-    render_figure,
-    save_figure,
 )
+from leaderboard.snapshot.render import render_figure, save_figure
 from tests.factories import handmade_leaderboard, simulated_counts
 
 MIN_LABEL_POINTS = 7.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leaderboard.composite.fit import CompositeData
+from leaderboard.composite.model import CompositeData
 from leaderboard.composite.ppi import PPIBattles, fit_ppi, ppi_battles
 
 UNIT = 400 / np.log(10)

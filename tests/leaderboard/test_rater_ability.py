@@ -13,12 +13,8 @@ from scipy.optimize import approx_fprime
 from leaderboard import BTSpec, fit_bt, simulate_battles
 from leaderboard.battles import Battles
 from leaderboard.evaluation.held_out import RATERS_METHOD, evaluate_methods, split_battles
-from leaderboard.quality.rater_ability import (
-    RaterAbilityFit,
-    _Problem,
-    fit_rater_ability,
-    rater_ability_proba,
-)
+from leaderboard.quality.rater_ability import RaterAbilityFit, fit_rater_ability, rater_ability_proba
+from leaderboard.quality.rater_likelihood import RaterProblem
 
 TRUTH = np.linspace(850, 1150, 6)
 #: Three annotators: a noisy one, an ordinary one, a sharp one (geometric mean 1, what the prior centres).
@@ -37,7 +33,7 @@ def test_gradient_and_hessian_are_the_derivatives_of_the_objective(position_sd: 
     assert sim.annotator is not None and sim.sided is None
     codes = np.where(np.arange(len(sim)) % 7 == 0, -1, sim.annotator)  # some votes without an annotator
     sided = np.arange(len(sim)) % 5 != 0  # and some that do not know their side
-    problem = _Problem(replace(sim, annotator=codes, sided=sided), codes, 4, 0.5, position_sd)
+    problem = RaterProblem(replace(sim, annotator=codes, sided=sided), codes, 4, 0.5, position_sd)
     assert problem.size == len(TRUTH) - 1 + 1 + 1 + 4 + (4 if position_sd else 0)
     x = np.random.default_rng(0).normal(0.0, 0.4, problem.size)
     _, grad = problem.value_grad(x)

@@ -14,24 +14,23 @@ import pandas as pd
 import pytest
 
 from leaderboard.data import aggregate_battles
-from leaderboard.snapshot.folder import (
+from leaderboard.snapshot.figures import (
+    draw_plots,
+    plot_files,
+    plot_stems,
+    point_plot_stems,
+    render_plots,
+    same_point_plots,
+)
+from leaderboard.snapshot.files import (
     COLUMNS,
     DATA_FILES,
     METADATA_FILE,
-    PLOT_FILES,
-    PLOT_STEMS,
-    POINT_PLOT_STEMS,
     ZIP_FILE,
     counts_sha256,
-    diff_snapshots,
-    draw_plots,
     freeze_snapshot,
-    read_snapshot,
-    render_plots,
-    same_point_plots,
-    slice_label,
-    write_snapshot,
 )
+from leaderboard.snapshot.folder import diff_snapshots, read_snapshot, slice_label, write_snapshot
 from tests.factories import handmade_leaderboard, simulated_counts
 
 RATING_TOL = 1e-6
@@ -50,7 +49,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_files_and_columns(written: tuple[Path, Path]) -> None:
     folder, _ = written
-    for name in (*DATA_FILES, *PLOT_FILES, METADATA_FILE, ZIP_FILE):
+    for name in (*DATA_FILES, *plot_files(), METADATA_FILE, ZIP_FILE):
         assert (folder / name).stat().st_size > 0, name
     table = pd.read_csv(folder / "leaderboard.csv")
     assert tuple(table.columns) == COLUMNS
@@ -83,12 +82,12 @@ def test_metadata(written: tuple[Path, Path]) -> None:
     assert meta["slice"] == "category=coding" == slice_label(category="coding")
     assert meta["seed"] == 1
     assert meta["n_votes"] == 3000
-    assert set(meta["files"]) == set(DATA_FILES) | set(PLOT_FILES)
+    assert set(meta["files"]) == set(DATA_FILES) | set(plot_files())
 
 
 def test_same_input_gives_identical_bytes(written: tuple[Path, Path]) -> None:
     first, second = written
-    for name in (*DATA_FILES, *PLOT_FILES):
+    for name in (*DATA_FILES, *plot_files()):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
     meta_a = json.loads((first / METADATA_FILE).read_text())
     meta_b = json.loads((second / METADATA_FILE).read_text())
@@ -130,7 +129,7 @@ def test_zip_holds_everything_and_is_stable(written: tuple[Path, Path]) -> None:
     folder, _ = written
     with zipfile.ZipFile(folder / ZIP_FILE) as archive:
         names = set(archive.namelist())
-        assert names == {*DATA_FILES, *PLOT_FILES, METADATA_FILE}
+        assert names == {*DATA_FILES, *plot_files(), METADATA_FILE}
         assert archive.read("leaderboard.csv") == (folder / "leaderboard.csv").read_bytes()
         assert {info.date_time for info in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
 
@@ -196,14 +195,14 @@ def test_figures_drawn_in_parts_are_the_figures_drawn_whole(tmp_path: Path) -> N
     draw_plots(tmp_path / "whole", board, counts)
     narrower = handmade_leaderboard(counts, spread=5.0)
     assert same_point_plots(narrower, board)
-    ahead = dict(render_plots(narrower, counts, stems=POINT_PLOT_STEMS))
-    assert sorted(ahead) == sorted(f"{stem}.{ext}" for stem in POINT_PLOT_STEMS for ext in ("svg", "png"))
-    rest = [stem for stem in PLOT_STEMS if stem not in POINT_PLOT_STEMS]
+    ahead = dict(render_plots(narrower, counts, stems=point_plot_stems()))
+    assert sorted(ahead) == sorted(f"{stem}.{ext}" for stem in point_plot_stems() for ext in ("svg", "png"))
+    rest = [stem for stem in plot_stems() if stem not in point_plot_stems()]
     draw_plots(tmp_path / "parts", board, counts, stems=rest)
     assert sorted(p.name for p in (tmp_path / "parts").iterdir()) == sorted(
         f"{stem}.{ext}" for stem in rest for ext in ("svg", "png")
     )
-    for name in PLOT_FILES:
+    for name in plot_files():
         whole = (tmp_path / "whole" / name).read_bytes()
         assert whole == (ahead[name] if name in ahead else (tmp_path / "parts" / name).read_bytes()), name
     assert not same_point_plots(replace(board, rating=board.rating[::-1].copy()), board)

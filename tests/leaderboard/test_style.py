@@ -13,6 +13,7 @@ from leaderboard.style.features import (
     normalise_differences,
     style_differences,
 )
+from tests.real_data import VICUNA_CATALOG
 
 MARKDOWN = """# Title
 
@@ -74,12 +75,8 @@ def test_token_estimate_counts_word_pieces() -> None:
 def test_token_estimate_is_near_four_characters_per_token_on_real_answers() -> None:
     import gzip
     import json
-    from pathlib import Path
 
-    catalog = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-catalog.jsonl.gz"
-    if not catalog.exists():
-        pytest.skip("the shared real answers are not on this machine")
-    with gzip.open(catalog, "rt", encoding="utf-8") as lines:
+    with gzip.open(VICUNA_CATALOG, "rt", encoding="utf-8") as lines:
         texts = [json.loads(line)["output"] for line in lines]
     ratio = sum(map(len, texts)) / sum(map(estimate_tokens, texts))
     assert 3.5 < ratio < 4.5, ratio  # the usual figure for English text under a ~100k-merge tokenizer

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,8 +13,6 @@ from sqlalchemy.engine import Engine, make_url
 from votes.db import is_sqlite, make_engine
 from votes.migrate import upgrade_database
 
-DATA_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-
 
 def small_import_steps(monkeypatch: pytest.MonkeyPatch, *, batch: int, merge: int, alone: int) -> None:
     """Import runs read ``batch`` rows a batch and merge ``merge`` rows a step (``alone`` at most while
@@ -26,17 +23,6 @@ def small_import_steps(monkeypatch: pytest.MonkeyPatch, *, batch: int, merge: in
     monkeypatch.setattr(votes.imports.files, "BATCH_ROWS", batch)
     monkeypatch.setattr(votes.imports.merge_steps, "MERGE_ROWS", merge)
     monkeypatch.setattr(votes.imports.merge_steps, "MERGE_ROWS_ALONE", alone)
-
-
-@pytest.fixture
-def shared_data() -> Path:
-    """The real data folder (../shared/data); skipped when absent, except under CI=true."""
-    folder = DATA_DIR.resolve()
-    if not (folder / "vicuna80-catalog.jsonl.gz").is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"real data missing at {folder} under CI")
-        pytest.skip(f"real data not found at {folder}")
-    return folder
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from leaderboard.data import Outcome
 from votes.voting.battles import CatalogRow, IssuedBattle, VoteRequest, VoteResult, issue_battle
 
 
@@ -30,14 +31,14 @@ def test_issued_battle_and_vote_request_survive_json(probability: float | None) 
     assert IssuedBattle.from_dict(json.loads(json.dumps(battle.to_dict()))) == battle
     request = VoteRequest(
         battle=battle,
-        winner="tie (bothbad)",
+        winner=Outcome.BOTHBAD,
         client_hash="c" * 32,
         idempotency_key="7:k",
         voted_at=datetime(2025, 3, 1, 12, 0, 5, tzinfo=UTC),
         request_id="req-0123abcd",
     )
     assert VoteRequest.from_dict(json.loads(json.dumps(request.to_dict()))) == request
-    bare = VoteRequest(battle=battle, winner="model_a")
+    bare = VoteRequest(battle=battle, winner=Outcome.MODEL_A)
     assert VoteRequest.from_dict(json.loads(json.dumps(bare.to_dict()))) == bare
     repeat = replace(battle, repeat=41)  # a repeat of vote 41 travels to the writer as such
     assert battle.counted and not repeat.counted and "repeat" in battle.to_dict()
@@ -78,7 +79,7 @@ def test_a_malformed_dictionary_is_refused() -> None:
 
 
 def test_a_request_id_that_is_not_short_text_is_refused() -> None:
-    data = VoteRequest(battle=_battle(), winner="model_a").to_dict()
+    data = VoteRequest(battle=_battle(), winner=Outcome.MODEL_A).to_dict()
     assert data["request_id"] is None
     with pytest.raises(ValueError, match="request_id"):
         VoteRequest.from_dict({**data, "request_id": "x" * 65})

@@ -19,6 +19,7 @@ from sqlmodel import Session
 import votes.imports.files
 import votes.imports.run_cleanup
 import votes.imports.runs
+from leaderboard.data import Outcome
 from leaderboard.online.elo import EloConfig
 from tests.factories import WINNERS, battles_for, live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
@@ -224,7 +225,7 @@ def test_live_votes_are_written_between_batches(engine: Engine, tmp_path: Path) 
         battle = next(plan, None)
         if battle is None:
             return
-        result = writer.submit(VoteRequest(battle=battle, winner="model_a")).result(timeout=120)
+        result = writer.submit(VoteRequest(battle=battle, winner=Outcome.MODEL_A)).result(timeout=120)
         written.append(result.vote_id)
         votes_seen.append(_store(engine)["vote"])
 

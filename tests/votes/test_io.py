@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import clear, conversation, live_ratings, row_counts, write_jsonl
+from tests.real_data import VICUNA_CATALOG, VICUNA_JUDGES
 from votes.files.battle_rows import parse_battles
 from votes.files.reading import read_rows
 from votes.files.records import FORMATS, InputError, rows_sha256
@@ -63,23 +64,21 @@ def conversation_battles() -> list[dict[str, object]]:
 # ----------------------------------------------------------------------------------------- real data
 
 
-def test_real_vicuna_data_imports_completely_and_idempotently(
-    store: Engine, shared_data: Path, tmp_path: Path
-) -> None:
-    catalog = import_file(store, shared_data / "vicuna80-catalog.jsonl.gz")
+def test_real_vicuna_data_imports_completely_and_idempotently(store: Engine, tmp_path: Path) -> None:
+    catalog = import_file(store, VICUNA_CATALOG)
     assert (catalog.kind, catalog.n_prompts_added, catalog.n_outputs_added, catalog.n_models_added) == (
         "catalog",
         80,
         400,
         5,
     )
-    battles = import_file(store, shared_data / "vicuna80-llm-judge-battles.jsonl.gz")
+    battles = import_file(store, VICUNA_JUDGES)
     assert (battles.kind, battles.n_added) == ("battles", 6560)
     counts = row_counts(store)
     assert counts["vote"] == 6560 and counts["annotator"] == 4  # one annotator per LLM judge
-    again = import_file(store, shared_data / "vicuna80-llm-judge-battles.jsonl.gz")
+    again = import_file(store, VICUNA_JUDGES)
     assert again.n_added == 0 and row_counts(store) == counts
-    assert import_file(store, shared_data / "vicuna80-catalog.jsonl.gz").n_added == 0
+    assert import_file(store, VICUNA_CATALOG).n_added == 0
 
     with store.connect() as conn:
         rows = list(iter_vote_rows(conn))

@@ -1,16 +1,14 @@
-"""Identity-leak detector: on hand-made sentences and on the real Vicuna-80 answers."""
+"""Identity-leak detector: on hand-made sentences and on the real Vicuna-80 answers (tests/data)."""
 
 from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.real_data import VICUNA_CATALOG
 from votes.review.leaks import LeakDetector, model_aliases
-
-CATALOG = Path(__file__).resolve().parents[3] / "shared" / "data" / "vicuna80-catalog.jsonl.gz"
 
 
 def test_aliases_cover_name_maker_and_family() -> None:
@@ -56,9 +54,21 @@ def test_ignores_near_misses(model: str, text: str) -> None:
     assert not LeakDetector({}).leaks(model, text)
 
 
-@pytest.mark.skipif(not CATALOG.exists(), reason="shared data folder absent")
+@pytest.mark.parametrize("model", ["J", "ab", "7b"])
+def test_a_name_too_short_to_look_for_flags_nothing(model: str) -> None:
+    """A one- or two-character name has no alias: no answer names it, whatever it says (an empty pattern
+    would match between any two words and keep every answer of the model out of battles)."""
+    detector = LeakDetector({model: None})
+    assert model_aliases(model) == ()
+    for text in ("Paris is the capital of France.", "J", "ab ab", "", "I am J, made by nobody."):
+        assert detector.find(model, text) == [] and not detector.leaks(model, text)
+    assert detector.scan([(model, "Anything at all.")]) == [[]]
+    # Its maker, when given, still gives it away.
+    assert LeakDetector({model: "Acme Labs"}).leaks(model, "I was made by Acme Labs.")
+
+
 def test_real_answers() -> None:
-    rows = [json.loads(line) for line in gzip.open(CATALOG, "rt", encoding="utf-8")]
+    rows = [json.loads(line) for line in gzip.open(VICUNA_CATALOG, "rt", encoding="utf-8")]
     assert len(rows) == 400
     detector = LeakDetector({row["model"]: None for row in rows})
     leaking = sorted(

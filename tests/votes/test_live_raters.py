@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from leaderboard.data import parse_outcome
 from leaderboard.online.elo import EloConfig
 from leaderboard.online.glicko2 import Glicko2Rater
 from leaderboard.online.raters import OnlineRater
@@ -52,7 +53,7 @@ def _requests(engine: Engine, *, seed: int = 3) -> list[VoteRequest]:
         # Every seventh vote arrives stamped earlier than the one before it (a slower worker's clock).
         late = timedelta(seconds=-100 if i % 7 == 6 else 0)
         when = START + timedelta(seconds=40 * i) + late
-        out.append(VoteRequest(battle=battle, winner=rng.choice(WINNERS), voted_at=when))
+        out.append(VoteRequest(battle=battle, winner=parse_outcome(rng.choice(WINNERS)), voted_at=when))
     return out
 
 

@@ -1,4 +1,4 @@
-"""The fragility certificate on real votes (../shared/data; skipped where the folder is absent).
+"""The fragility certificate on real votes (the LLM-judge verdicts of tests/data).
 
 Three real boards, each one the tests already rank: every verdict of the four LLM judges (the board that
 `arena recompute --from` and `arena publish` build from the file), GPT-4's verdicts alone (the sharpest
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,9 +21,9 @@ from leaderboard import Battles, PairCounts, fit_bt
 from leaderboard.bt.compute import method_spec
 from leaderboard.bt.spec import UnboundedRatingWarning
 from leaderboard.design.fragility import Fragility, fragility, remove_votes
+from tests.real_data import VICUNA_JUDGES
 from votes.files.columns import read_battles
 
-BATTLES = "vicuna80-llm-judge-battles.jsonl.gz"
 METHODS = ("bt", "davidson-position")
 #: Per board and method: (#1 changes after, by whom) and each adjacent pair's votes to swap, board order.
 #: None: no swap within the search limit (5% of the votes).
@@ -88,8 +87,8 @@ CERTIFICATES: dict[
 }
 
 
-def board(shared_data: Path, name: str) -> Battles:
-    battles = read_battles(shared_data / BATTLES).battles
+def board(name: str) -> Battles:
+    battles = read_battles(VICUNA_JUDGES).battles
     if name == "all":
         return battles
     if battles.annotator is None:
@@ -97,8 +96,8 @@ def board(shared_data: Path, name: str) -> Battles:
     return battles.take(np.flatnonzero(battles.annotator == battles.annotator_names.index(name)))
 
 
-def certify(shared_data: Path, name: str, method: str) -> tuple[PairCounts, Fragility]:
-    counts = board(shared_data, name).counts()
+def certify(name: str, method: str) -> tuple[PairCounts, Fragility]:
+    counts = board(name).counts()
     return counts, fragility(counts, spec=method_spec(method, {}))
 
 
@@ -119,8 +118,8 @@ def no_smaller_removal_swaps(counts: PairCounts, method: str, k: int, upper: str
 
 
 @pytest.mark.parametrize(("name", "method"), list(CERTIFICATES))
-def test_certificate_on_real_boards(shared_data: Path, name: str, method: str) -> None:
-    counts, cert = certify(shared_data, name, method)
+def test_certificate_on_real_boards(name: str, method: str) -> None:
+    counts, cert = certify(name, method)
     top, pairs = CERTIFICATES[(name, method)]
     assert cert.max_votes == int(0.05 * counts.vote_counts.sum())
     assert cert.top == top
@@ -131,8 +130,8 @@ def test_certificate_on_real_boards(shared_data: Path, name: str, method: str) -
 
 
 @pytest.mark.slow
-def test_three_votes_are_the_minimum_on_gpt4s_board(shared_data: Path) -> None:
+def test_three_votes_are_the_minimum_on_gpt4s_board() -> None:
     """GPT-4's close pair under davidson-position: no two votes swap it (every pair of cells refitted)."""
-    counts, cert = certify(shared_data, "llm-gpt4", "davidson-position")
+    counts, cert = certify("llm-gpt4", "davidson-position")
     assert ("vicuna-13b", "gpt35", 3) in cert.pairs
     assert no_smaller_removal_swaps(counts, "davidson-position", 3, "vicuna-13b", "gpt35")

@@ -1,10 +1,9 @@
-"""The real LLM-judge verdicts of ../shared/data: each judge's position term, and the rater-ability model
-against plain davidson-position on held-out votes (skipped where the folder is absent)."""
+"""The real LLM-judge verdicts of tests/data: each judge's position term, and the rater-ability model
+against plain davidson-position on held-out votes."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +12,9 @@ from leaderboard.evaluation.calibration import paired_bootstrap_difference, vote
 from leaderboard.evaluation.held_out import RATERS_METHOD, evaluate_methods, split_battles
 from leaderboard.quality.judge_position import judge_positions
 from leaderboard.quality.rater_ability import fit_rater_ability, rater_ability_proba
+from tests.real_data import VICUNA_JUDGES
 from votes.files.columns import read_battles
 
-BATTLES = "vicuna80-llm-judge-battles.jsonl.gz"
 #: Each judge's own davidson-position fit: left-side advantage in Elo and its sandwich standard error.
 POSITION = {
     "llm-bard": (351.00, 16.01),
@@ -25,8 +24,8 @@ POSITION = {
 }
 
 
-def test_each_judge_has_its_own_position_term(shared_data: Path) -> None:
-    battles = read_battles(shared_data / BATTLES).battles
+def test_each_judge_has_its_own_position_term() -> None:
+    battles = read_battles(VICUNA_JUDGES).battles
     assert battles.annotator_names == ("llm-bard", "llm-claude", "llm-gpt35", "llm-gpt4")
     assert battles.prompt is not None and int(battles.prompt.max()) + 1 == 80  # question_id kept
     result = judge_positions(battles, battles.annotator_names)
@@ -46,8 +45,8 @@ def test_each_judge_has_its_own_position_term(shared_data: Path) -> None:
     assert bard[5] > 300 and claude[6] < -100
 
 
-def test_rater_ability_against_davidson_position_on_held_out_votes(shared_data: Path) -> None:
-    battles = read_battles(shared_data / BATTLES).battles
+def test_rater_ability_against_davidson_position_on_held_out_votes() -> None:
+    battles = read_battles(VICUNA_JUDGES).battles
     fit = fit_rater_ability(battles)
     assert fit.labels == battles.annotator_names
     # GPT-4 separates the answers most sharply, Claude least

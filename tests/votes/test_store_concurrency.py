@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
+from leaderboard.data import Outcome, parse_outcome
 from leaderboard.online.elo import EloConfig
 from leaderboard.online.glicko2 import Glicko2Rater
 from leaderboard.online.trueskill import TrueSkillRater
@@ -66,7 +67,7 @@ def test_concurrent_voters_keep_live_equal_to_replay(
         try:
             for i, battle in enumerate(battles):
                 writer = writers[(index + i) % n_writers]
-                request = VoteRequest(battle=battle, winner=rng.choice(WINNERS))
+                request = VoteRequest(battle=battle, winner=parse_outcome(rng.choice(WINNERS)))
                 result = writer.submit(request).result(timeout=60)
                 assert not result.replayed
                 # A duplicate submission (a client retry) right after: answered, not recorded twice.
@@ -114,7 +115,7 @@ def test_same_token_sent_concurrently_records_one_vote(seeded: Engine, db_url: s
     battles = battles_for(seeded, random.Random(5), annotator, 20)
     futures = []
     for battle in battles:
-        request = VoteRequest(battle=battle, winner="model_a")
+        request = VoteRequest(battle=battle, winner=Outcome.MODEL_A)
         futures.append([w.submit(request) for w in writers])
     for pair in futures:
         results = [f.result(timeout=60) for f in pair]

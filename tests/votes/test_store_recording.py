@@ -12,6 +12,7 @@ from sqlmodel import Session
 import votes.voting.recording as recording
 import votes.voting.vote_writes as vote_writes
 import votes.voting.writer.group_commit as group_commit
+from leaderboard.data import Outcome, parse_outcome
 from leaderboard.online.elo import EloConfig
 from votes.models import Battle, Vote
 from votes.voting.annotators import create_annotator
@@ -48,7 +49,7 @@ def _requests(
             output_b=b,
             pair_probability=0.5,
         )
-        out.append(VoteRequest(battle=battle, winner=winner, idempotency_key=key))
+        out.append(VoteRequest(battle=battle, winner=parse_outcome(winner), idempotency_key=key))
     return out
 
 
@@ -124,7 +125,13 @@ def test_group_writer_starts_over_carefully_when_its_optimistic_batch_collides(s
     first_s1, first_s2 = _write(seeded, stored)
     assert isinstance(first_s1, VoteResult) and isinstance(first_s2, VoteResult)
     fresh = _requests(seeded, tokens=["n1", "n2"], winners=["model_b", "tie (bothbad)"], keys=[None, None])
-    batch = [fresh[0], stored[0], stored[1], VoteRequest(battle=stored[0].battle, winner="model_b"), fresh[1]]
+    batch = [
+        fresh[0],
+        stored[0],
+        stored[1],
+        VoteRequest(battle=stored[0].battle, winner=Outcome.MODEL_B),
+        fresh[1],
+    ]
     writer = group_commit.GroupCommitWriter(seeded, config=CONFIG, max_wait_ms=50.0)
     pending = [group_commit._Pending(r) for r in batch]
     writer._write(pending)  # one batch, as the writer thread would take them together

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
+from leaderboard.data import Outcome, parse_outcome
 from leaderboard.online.elo import EloConfig
 from tests.factories import WINNERS, battles_for, live_ratings
 from votes.db import make_engine
@@ -110,10 +111,10 @@ def test_vote_request_survives_the_wire() -> None:
         pair_probability=0.125,
     )
     for request in (
-        VoteRequest(battle=battle, winner="tie"),
+        VoteRequest(battle=battle, winner=Outcome.TIE),
         VoteRequest(
             battle=battle,
-            winner="model_b",
+            winner=Outcome.MODEL_B,
             client_hash="c" * 32,
             idempotency_key="3:key",
             voted_at=datetime(2026, 11, 22, 1, 2, 9, tzinfo=UTC),
@@ -201,7 +202,7 @@ def test_two_workers_share_one_writer(engine: Engine, socket_dir: Path) -> None:
         def vote(index: int) -> None:
             try:
                 for i, battle in enumerate(plans[index]):
-                    request = VoteRequest(battle=battle, winner=WINNERS[(index + i) % 4])
+                    request = VoteRequest(battle=battle, winner=parse_outcome(WINNERS[(index + i) % 4]))
                     result = workers[(index + i) % 2].submit(request).result(timeout=60)
                     assert not result.replayed
                     # A retry through the other worker finds the same vote.
@@ -231,12 +232,15 @@ def test_refusals_come_back_as_the_same_errors(engine: Engine, socket_dir: Path)
         worker = _client(engine, path)
         worker.start()
         (battle,) = battles_for(engine, random.Random(1), new_annotator(engine), 1)
-        first = worker.submit(VoteRequest(battle=battle, winner="model_a")).result(timeout=30)
+        first = worker.submit(VoteRequest(battle=battle, winner=Outcome.MODEL_A)).result(timeout=30)
         with pytest.raises(AlreadyVotedError) as refused:
-            worker.submit(VoteRequest(battle=battle, winner="model_b")).result(timeout=30)
+            worker.submit(VoteRequest(battle=battle, winner=Outcome.MODEL_B)).result(timeout=30)
         assert refused.value.battle_id == first.battle_id
+        # A vote carries its winner as an Outcome, so an unknown one cannot be handed to the writer: it is
+        # refused where it comes in, the wire's reading of a vote included.
+        wire = VoteRequest(battle=battle, winner=Outcome.TIE).to_dict()
         with pytest.raises(ValueError, match="unknown winner"):
-            worker.submit(VoteRequest(battle=battle, winner="left")).result(timeout=30)
+            VoteRequest.from_dict({**wire, "winner": "left"})
         worker.stop()
     assert worker.n_local == 0
     assert _count_votes(engine) == 1
@@ -254,11 +258,11 @@ def test_without_a_writer_votes_are_written_in_process(engine: Engine, socket_di
     assert not worker.connected
     battles = battles_for(engine, random.Random(2), new_annotator(engine), 6)
     for battle in battles[:3]:
-        worker.submit(VoteRequest(battle=battle, winner="model_a")).result(timeout=30)
+        worker.submit(VoteRequest(battle=battle, winner=Outcome.MODEL_A)).result(timeout=30)
     assert worker.n_local == 3
     with running_writer(engine, path):  # the writer comes up: the next vote reconnects
         for battle in battles[3:]:
-            worker.submit(VoteRequest(battle=battle, winner="tie")).result(timeout=30)
+            worker.submit(VoteRequest(battle=battle, winner=Outcome.TIE)).result(timeout=30)
         assert worker.connected and worker.n_remote == 3
         worker.stop()
     assert _count_votes(engine) == 6
@@ -275,7 +279,7 @@ def test_a_writer_of_another_database_is_refused(engine: Engine, socket_dir: Pat
             worker.start()
             assert not worker.connected
             (battle,) = battles_for(engine, random.Random(3), new_annotator(engine), 1)
-            worker.submit(VoteRequest(battle=battle, winner="model_b")).result(timeout=30)
+            worker.submit(VoteRequest(battle=battle, winner=Outcome.MODEL_B)).result(timeout=30)
             worker.stop()
     finally:
         other.dispose()
@@ -334,7 +338,7 @@ def test_votes_owed_by_a_vanished_writer_are_retried_in_process(
         worker = _client(engine, path)
         worker.start()
         assert worker.connected
-        result = worker.submit(VoteRequest(battle=battle, winner="model_b")).result(timeout=30)
+        result = worker.submit(VoteRequest(battle=battle, winner=Outcome.MODEL_B)).result(timeout=30)
     worker.stop()
     assert worker.n_remote == 1 and worker.n_local == 1
     assert _count_votes(engine) == 1
@@ -351,7 +355,7 @@ def test_stop_answers_every_vote_in_flight(engine: Engine, socket_dir: Path) -> 
     with running_writer(engine, path):
         worker = _client(engine, path)
         worker.start()
-        futures = [worker.submit(VoteRequest(battle=b, winner="model_a")) for b in battles]
+        futures = [worker.submit(VoteRequest(battle=b, winner=Outcome.MODEL_A)) for b in battles]
         worker.stop()  # waits for what the writer owes
         assert all(f.done() and f.exception() is None for f in futures)
     assert _count_votes(engine) == 30
@@ -386,7 +390,7 @@ def test_socket_is_private_and_garbage_is_dropped(engine: Engine, socket_dir: Pa
             raw.connect(str(path))
             stream = raw.makefile("rb")
             assert json.loads(stream.readline())["hello"] == writer_identity(engine, CONFIG)
-            vote = {"id": 2, "vote": VoteRequest(battle=battle, winner="tie").to_dict()}
+            vote = {"id": 2, "vote": VoteRequest(battle=battle, winner=Outcome.TIE).to_dict()}
             raw.sendall(b'{"id": 1, "vote": {"nonsense": true}}\n' + json.dumps(vote).encode() + b"\n")
             answer = json.loads(stream.readline())
         assert answer["id"] == 2 and answer["result"]["winner"] == "tie"

@@ -13,7 +13,7 @@ from sqlalchemy import event, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from leaderboard.data import parse_outcome
+from leaderboard.data import Outcome, parse_outcome
 from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import live_ratings
 from votes.dialects.sqlite import SQLITE
@@ -55,7 +55,9 @@ def _site_votes(engine: Engine, n: int) -> None:
         )
         with Session(engine) as session, session.begin():
             record_vote(
-                session=session, request=VoteRequest(battle=battle, winner="model_b"), config=EloConfig()
+                session=session,
+                request=VoteRequest(battle=battle, winner=Outcome.MODEL_B),
+                config=EloConfig(),
             )
 
 

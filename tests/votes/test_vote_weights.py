@@ -16,6 +16,7 @@ from sqlmodel import Session
 from leaderboard.battles import Battles
 from leaderboard.bt.fit import fit_bt
 from leaderboard.bt.spec import BTSpec
+from leaderboard.data import Outcome
 from leaderboard.online.elo import EloConfig, replay_elo_indices
 from tests.factories import clear, live_ratings, row_counts, seed_catalog, write_jsonl
 from votes.files.battle_rows import parse_battles
@@ -178,7 +179,7 @@ def test_site_votes_count_one_and_are_sided_beside_weighted_imports(store: Engin
             output_b=b,
             pair_probability=0.5,
         )
-        requests.append(VoteRequest(battle=battle, winner="model_a", idempotency_key=None))
+        requests.append(VoteRequest(battle=battle, winner=Outcome.MODEL_A, idempotency_key=None))
     with Session(store) as s:
         results = record_votes(session=s, requests=requests, config=EloConfig())
         s.commit()

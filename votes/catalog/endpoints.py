@@ -26,6 +26,7 @@ __all__ = [
     "get_endpoint",
     "list_endpoints",
     "remove_endpoint",
+    "set_endpoint_params",
 ]
 
 #: What an environment variable's name may look like (so a pasted key is refused, not stored).
@@ -120,6 +121,22 @@ def get_endpoint(*, session: Session, name: str) -> EndpointRecord:
         None of that name.
     """
     return _record(_endpoint_row(session, name))
+
+
+def set_endpoint_params(*, session: Session, name: str, params: Mapping[str, Any]) -> EndpointRecord:
+    """Set (or replace) some of the endpoint ``name``'s parameters, keeping the others; returns the
+    record as stored now (what a command learned of the server, such as the JSON mode it takes).
+
+    Raises
+    ------
+    UnknownEndpoint
+        None of that name.
+    """
+    row = _endpoint_row(session, name)
+    row.params = {**(row.params or {}), **params}
+    session.add(row)
+    session.commit()
+    return _record(row)
 
 
 def remove_endpoint(*, session: Session, name: str) -> None:

@@ -31,8 +31,15 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from leaderboard.battles import Battles
+from leaderboard.data import OUTCOME_STRINGS
 from votes.files.battle_rows import SELF_BATTLE, parse_battles
-from votes.files.formats import SourceFormat, detect_source_format, map_source_rows
+from votes.files.formats import (
+    CLEAN_BATTLE,
+    SOURCE_FORMATS,
+    SourceFormat,
+    detect_source_format,
+    map_source_rows,
+)
 from votes.files.reading import detect_format, input_chunks, input_sha256, read_input_bytes, read_rows
 from votes.files.records import NAME_MAX, TSTAMP_MAX, InputError, Refusal
 from votes.files.selection import BattleColumns, BattleFilter, CodedColumn, record_columns, select_battles
@@ -316,8 +323,7 @@ def _fast(
     battles, self_battles = select_battles(cols, filters)
     if self_battles.size:
         return None  # the careful path names the row
-    note = "Chatbot Arena battles read as they are (model_a shown on the left)"
-    return BattleRead(battles, digest, len(cols), "clean-battle", note)
+    return BattleRead(battles, digest, len(cols), CLEAN_BATTLE, SOURCE_FORMATS[CLEAN_BATTLE].note)
 
 
 def _identity(path: Path) -> tuple[int, int, int, int]:
@@ -372,7 +378,7 @@ def read_battles(
         raise InputError(path, None, "no such file")
     before = _identity(path)
     digest = input_sha256(path, max_expanded)  # streamed: a file of gigabytes is never whole in memory
-    if source_format in (None, "clean-battle") and not skip_invalid:
+    if source_format in (None, CLEAN_BATTLE) and not skip_invalid:
         try:
             fast = _fast(path, digest, filters, max_expanded)
         except ValueError:
@@ -384,7 +390,7 @@ def read_battles(
     fmt, rows = read_rows(path, max_expanded=max_expanded)
     shape = source_format or detect_source_format(rows)
     refused: list[Refusal] | None = [] if skip_invalid else None
-    if shape == "clean-battle":
+    if shape == CLEAN_BATTLE:
         mapped_rows, note = rows, ""
     else:
         mapped = map_source_rows(path, rows, shape, baseline=baseline)
@@ -395,7 +401,7 @@ def read_battles(
             refused.extend(mapped.refused)
         mapped_rows, note, shape = mapped.rows, mapped.note, mapped.source_format
     # mapped rows hold JSON values, not CSV text cells
-    row_fmt = fmt if shape == "clean-battle" else "jsonl"
+    row_fmt = fmt if shape == CLEAN_BATTLE else "jsonl"
     records = parse_battles(path, row_fmt, mapped_rows, refused=refused, allow_self_battles=True)
     try:
         battles, self_battles = select_battles(record_columns(records), filters)
@@ -407,8 +413,8 @@ def read_battles(
         if refused is None:
             raise InputError(path, rec.where, reason)
         refused.append(Refusal(rec.where, reason))
-    if shape == "clean-battle":
-        note = "Chatbot Arena battles read as they are (model_a shown on the left)"
+    if shape == CLEAN_BATTLE:
+        note = SOURCE_FORMATS[CLEAN_BATTLE].note
     _unchanged(path, before)
     return BattleRead(battles, digest, len(rows), shape, note, tuple(refused or ()))
 
@@ -464,7 +470,7 @@ def read_agreement_columns(path: Path | str) -> dict[str, npt.NDArray[np.object_
     for name in ("question_id", *_NEEDED):
         if any(v is None for v in out[name]):
             return None
-    if not np.isin(out["winner"], ["model_a", "model_b", "tie", "tie (bothbad)"]).all():
+    if not np.isin(out["winner"], list(OUTCOME_STRINGS.values())).all():
         return None
     if (out["model_a"] == out["model_b"]).any():
         return None

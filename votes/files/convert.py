@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from votes.files.battle_rows import SELF_BATTLE, BattleRecord, parse_battles
-from votes.files.formats import SourceFormat, detect_source_format, map_source_rows
+from votes.files.formats import CLEAN_BATTLE, SourceFormat, detect_source_format, map_source_rows
 from votes.files.reading import read_rows
 from votes.files.records import BATTLE_EXTRA_COLUMNS, FileFormat, InputError, Kind, Refusal
 from votes.files.selection import BattleFilter, keep_mask, record_columns
@@ -36,7 +36,7 @@ class ImportReport:
     n_prompts_added: int
     n_outputs_added: int
     seconds: float
-    source_format: str = "clean-battle"
+    source_format: str = CLEAN_BATTLE
     note: str = ""
     refused: tuple[Refusal, ...] = ()
     n_filtered: int = 0
@@ -61,14 +61,14 @@ def select_battle_records(
     filters left out."""
     note = ""
     mapped_rows = rows
-    if shape not in (None, "clean-battle"):
+    if shape not in (None, CLEAN_BATTLE):
         mapped = map_source_rows(path, rows, shape, baseline=baseline)
         if mapped.refused and refused is None:
             raise InputError(path, mapped.refused[0].where, mapped.refused[0].reason)
         if refused is not None:
             refused.extend(mapped.refused)
         mapped_rows, note = mapped.rows, mapped.note
-    row_fmt = fmt if shape in (None, "clean-battle") else "jsonl"
+    row_fmt = fmt if shape in (None, CLEAN_BATTLE) else "jsonl"
     records = parse_battles(path, row_fmt, mapped_rows, refused=refused, allow_self_battles=True)
     keep = keep_mask(record_columns(records), filters)
     out: list[BattleRecord] = []
@@ -123,7 +123,7 @@ def convert_battles(
         n_prompts_added=0,
         n_outputs_added=0,
         seconds=time.perf_counter() - started,
-        source_format=str(shape or "clean-battle"),
+        source_format=str(shape or CLEAN_BATTLE),
         note=note,
         refused=tuple(refused or ()),
         n_filtered=n_filtered,

@@ -1,4 +1,4 @@
-"""Battle files in the shapes people already have, mapped to Chatbot Arena battle rows with a note of how.
+"""The SOURCE_FORMATS table: battle files in the shapes people have, mapped to Chatbot Arena battle rows.
 
 Each known shape is recognised from its columns (or named by the caller) and turned into rows of the
 ``clean_battle`` schema that :func:`votes.files.records.parse_battles` validates, plus two columns of our own:
@@ -6,23 +6,9 @@ Each known shape is recognised from its columns (or named by the caller) and tur
 answer shown first; true when absent). Rows keep their location (``line 7``, ``item 3``, ``row 2``), and a
 row that produces two battles gives both the same location, so every message still names the input row.
 
-============================  ==================================================================
-``clean-battle``              FastChat / Chatbot Arena battles, read as they are; side known.
-``hf-preference``             Hugging Face arena preference sets: ``winner_model_a`` /
-                              ``winner_model_b`` / ``winner_tie`` one-hot columns (or ``winner``
-                              strings); ``prompt``, ``response_a``, ``response_b`` as JSON lists of
-                              turns become the two conversations; side known (a is left).
-``mt-bench-pairwise``         FastChat ``llm_judge`` pairwise judgments: two games per row, game 1
-                              with ``model_1`` first, game 2 swapped (``g2_winner`` names the model
-                              as ``model_1``/``model_2``); judge name kept; side known.
-``arena-hard``                arena-hard judgments: ``games`` with scores ``A>>B`` .. ``B>>A``; game 1
-                              shows the baseline as A, game 2 the model; strong verdicts weigh
-                              :data:`STRONG_WEIGHT`; side known.
-``alpaca-eval``               AlpacaEval annotations: ``preference`` in [1, 2] is a soft label, a win
-                              of ``output_1`` weighted ``2 - p`` and one of ``output_2`` weighted
-                              ``p - 1``; the annotators shuffle the display order, so the side is
-                              unknown.
-============================  ==================================================================
+:data:`SOURCE_FORMATS` holds one entry per shape: how its columns are recognised, the mapper of its rows
+and the note of how it maps. Import, convert, recompute and evaluate read it (the ``--format`` choices, the
+detection order, the notes); a new shape is one entry plus its mapper.
 """
 
 from __future__ import annotations
@@ -31,33 +17,33 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, TypeAlias
 
 from votes.files.reading import load_json
 from votes.files.records import InputError, Refusal
 
 __all__ = [
+    "CLEAN_BATTLE",
     "SOURCE_FORMATS",
     "STRONG_WEIGHT",
+    "BattleFormat",
     "MappedRows",
+    "RefusedRow",
     "SourceFormat",
     "detect_source_format",
     "map_catalog_rows",
     "map_source_rows",
 ]
 
-SourceFormat = Literal["clean-battle", "hf-preference", "mt-bench-pairwise", "arena-hard", "alpaca-eval"]
-SOURCE_FORMATS: tuple[SourceFormat, ...] = (
-    "clean-battle",
-    "hf-preference",
-    "mt-bench-pairwise",
-    "arena-hard",
-    "alpaca-eval",
-)
+#: A shape's name: a key of :data:`SOURCE_FORMATS`.
+SourceFormat: TypeAlias = str
 #: Weight of an arena-hard strong verdict (``A>>B``), as arena-hard's own scoring counts it.
 STRONG_WEIGHT = 3.0
 
 Row = tuple[str, dict[str, Any]]
+#: A shape's mapper: one row (and the baseline model named on the command line) to its battles, in the
+#: ``clean_battle`` schema; a row that does not map raises :class:`RefusedRow` with the reason.
+Mapper = Callable[[Mapping[str, Any], str | None], list[dict[str, Any]]]
 
 
 @dataclass
@@ -70,45 +56,14 @@ class MappedRows:
     refused: list[Refusal] = field(default_factory=list)
 
 
-_NOTES: dict[SourceFormat, str] = {
-    "clean-battle": "Chatbot Arena battles read as they are (model_a shown on the left)",
-    "hf-preference": (
-        "Hugging Face preference set: winner from winner_model_a/winner_model_b/winner_tie (or winner), "
-        "prompt + response_a/response_b turned into conversations; model_a shown on the left"
-    ),
-    "mt-bench-pairwise": (
-        "MT-bench pairwise judgments: two battles per row, game 1 model_1 left, game 2 swapped "
-        "(model_2 left); judge kept; 'error' verdicts refused"
-    ),
-    "arena-hard": (
-        "arena-hard judgments: game 1 baseline left, game 2 model left; A>B a win, A>>B a win of weight "
-        f"{STRONG_WEIGHT:g}, A=B a tie"
-    ),
-    "alpaca-eval": (
-        "AlpacaEval annotations: preference p in [1, 2] as a win of output_1 weighted 2-p and one of "
-        "output_2 weighted p-1; display order shuffled by the annotators, so the side is unknown"
-    ),
-}
-
-
 def detect_source_format(rows: Sequence[Row]) -> SourceFormat | None:
-    """The shape of battle rows, from the columns of the first rows (None when none fits)."""
+    """The shape of battle rows, from the columns of the first rows (None when none fits): the shapes of
+    :data:`SOURCE_FORMATS` are tried from the most specific columns to the most generic."""
     seen: set[str] = set()
     for _, row in rows[:50]:
         seen.update(row)
-    if {"model_1", "model_2", "g1_winner", "g2_winner"} <= seen:
-        return "mt-bench-pairwise"
-    if "games" in seen and "model" in seen:
-        return "arena-hard"
-    if {"generator_1", "generator_2", "preference"} <= seen:
-        return "alpaca-eval"
-    if {"model_a", "model_b"} <= seen and (
-        {"winner_model_a", "winner_model_b"} <= seen or "response_a" in seen
-    ):
-        return "hf-preference"
-    if {"model_a", "model_b", "winner"} <= seen:
-        return "clean-battle"
-    return None
+    tried = sorted(SOURCE_FORMATS.items(), key=lambda item: item[1].generic)
+    return next((name for name, shape in tried if shape.detect(seen)), None)
 
 
 def hint_for(rows: Sequence[Row]) -> str:
@@ -147,19 +102,21 @@ def map_source_rows(
     fmt = source_format or detect_source_format(rows)
     if fmt is None:
         raise InputError(path, None, f"cannot tell which battle format this is: {hint_for(rows)}")
-    mapper = _MAPPERS[fmt]
+    shape = SOURCE_FORMATS[fmt]
+    mapper = shape.mapper
     out: list[Row] = []
     refused: list[Refusal] = []
     for where, raw in rows:
         try:
             out.extend((where, r) for r in mapper(raw, baseline))
-        except _Refused as exc:
+        except RefusedRow as exc:
             refused.append(Refusal(where, str(exc)))
-    return MappedRows(fmt, out, _NOTES[fmt], refused)
+    return MappedRows(fmt, out, shape.note, refused)
 
 
-class _Refused(ValueError):
-    """One row that does not map; carries the reason."""
+class RefusedRow(ValueError):
+    """One row that does not map, raised by a shape's mapper with the reason (the row is then refused,
+    or with ``skip_invalid`` listed)."""
 
 
 def _keep(raw: Mapping[str, Any], *keys: str) -> dict[str, Any]:
@@ -178,7 +135,7 @@ def _turns(value: Any, key: str) -> list[str]:
             return [value]
     if isinstance(value, list) and all(isinstance(t, str) or t is None for t in value):
         return ["" if t is None else t for t in value]
-    raise _Refused(f"{key!r} must be a JSON list of turns (strings)")
+    raise RefusedRow(f"{key!r} must be a JSON list of turns (strings)")
 
 
 def _one_hot(raw: Mapping[str, Any]) -> str:
@@ -188,11 +145,11 @@ def _one_hot(raw: Mapping[str, Any]) -> str:
         if isinstance(value, str):
             value = value.strip().lower() in ("1", "true", "1.0")
         if value not in (0, 1, True, False):
-            raise _Refused(f"{key!r} must be 0 or 1, got {value!r}")
+            raise RefusedRow(f"{key!r} must be 0 or 1, got {value!r}")
         if value:
             flags.append(label)
     if len(flags) != 1:
-        raise _Refused("exactly one of winner_model_a, winner_model_b, winner_tie must be 1")
+        raise RefusedRow("exactly one of winner_model_a, winner_model_b, winner_tie must be 1")
     return flags[0]
 
 
@@ -213,7 +170,7 @@ def _hf_preference(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[s
         for side, key in (("a", "response_a"), ("b", "response_b")):
             answers = _turns(raw[key], key)
             if len(answers) != len(prompts):
-                raise _Refused(f"{key!r} has {len(answers)} turns, prompt has {len(prompts)}")
+                raise RefusedRow(f"{key!r} has {len(answers)} turns, prompt has {len(prompts)}")
             conversation = []
             for user, assistant in zip(prompts, answers, strict=True):
                 conversation += [
@@ -236,7 +193,7 @@ def _judge_name(value: Any) -> str | None:
 def _mt_bench(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[str, Any]]:
     m1, m2 = raw.get("model_1"), raw.get("model_2")
     if not isinstance(m1, str) or not isinstance(m2, str):
-        raise _Refused("'model_1' and 'model_2' must be strings")
+        raise RefusedRow("'model_1' and 'model_2' must be strings")
     common = _keep(raw, "question_id", "turn", "tstamp")
     judge = _judge_name(raw.get("judge"))
     if judge is not None:
@@ -245,7 +202,7 @@ def _mt_bench(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[str, A
     for game, key, left, right in ((1, "g1_winner", m1, m2), (2, "g2_winner", m2, m1)):
         verdict = raw.get(key)
         if verdict not in _MT_WINNERS:
-            raise _Refused(f"game {game}: {key!r} is {verdict!r}; expected model_1, model_2 or tie")
+            raise RefusedRow(f"game {game}: {key!r} is {verdict!r}; expected model_1, model_2 or tie")
         winner = (
             "tie"
             if verdict == "tie"
@@ -268,17 +225,19 @@ def _arena_hard(raw: Mapping[str, Any], baseline: str | None) -> list[dict[str, 
     model = raw.get("model")
     base = raw.get("baseline", baseline)
     if not isinstance(model, str) or not model:
-        raise _Refused("'model' must be a non-empty string")
+        raise RefusedRow("'model' must be a non-empty string")
     if not isinstance(base, str) or not base:
-        raise _Refused("no baseline model: the judgments have no 'baseline' column; name it with --baseline")
+        raise RefusedRow(
+            "no baseline model: the judgments have no 'baseline' column; name it with --baseline"
+        )
     games = raw.get("games")
     if isinstance(games, str):
         try:
             games = load_json(games)
         except json.JSONDecodeError:
-            raise _Refused("'games' is not valid JSON") from None
+            raise RefusedRow("'games' is not valid JSON") from None
     if not isinstance(games, list) or not games:
-        raise _Refused("'games' must be a non-empty list")
+        raise RefusedRow("'games' must be a non-empty list")
     common = _keep(raw, "category", "tstamp")
     qid = raw.get("uid", raw.get("question_id"))
     if qid is not None:
@@ -290,7 +249,7 @@ def _arena_hard(raw: Mapping[str, Any], baseline: str | None) -> list[dict[str, 
     for k, game in enumerate(games[:2], start=1):
         score = game.get("score") if isinstance(game, dict) else None
         if score not in _HARD_SCORES:
-            raise _Refused(f"game {k}: score {score!r}; expected one of {', '.join(_HARD_SCORES)}")
+            raise RefusedRow(f"game {k}: score {score!r}; expected one of {', '.join(_HARD_SCORES)}")
         winner, weight = _HARD_SCORES[score]
         left, right = (base, model) if k == 1 else (model, base)
         out.append({**common, "model_a": left, "model_b": right, "winner": winner, "weight": weight})
@@ -302,16 +261,16 @@ def _preference(value: Any) -> float:
         try:
             value = float(value)
         except ValueError:
-            raise _Refused(f"'preference' must be a number in [1, 2], got {value!r}") from None
+            raise RefusedRow(f"'preference' must be a number in [1, 2], got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 1.0 <= float(value) <= 2.0:
-        raise _Refused(f"'preference' must be a number in [1, 2], got {value!r}")
+        raise RefusedRow(f"'preference' must be a number in [1, 2], got {value!r}")
     return float(value)
 
 
 def _alpaca_eval(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[str, Any]]:
     g1, g2 = raw.get("generator_1"), raw.get("generator_2")
     if not isinstance(g1, str) or not isinstance(g2, str):
-        raise _Refused("'generator_1' and 'generator_2' must be strings")
+        raise RefusedRow("'generator_1' and 'generator_2' must be strings")
     p = _preference(raw.get("preference"))
     common: dict[str, Any] = {"model_a": g1, "model_b": g2, "sided": False}
     judge = raw.get("annotator")
@@ -330,12 +289,86 @@ def _alpaca_eval(raw: Mapping[str, Any], _baseline: str | None) -> list[dict[str
     return out
 
 
-_MAPPERS: dict[SourceFormat, Callable[[Mapping[str, Any], str | None], list[dict[str, Any]]]] = {
-    "clean-battle": _clean_battle,
-    "hf-preference": _hf_preference,
-    "mt-bench-pairwise": _mt_bench,
-    "arena-hard": _arena_hard,
-    "alpaca-eval": _alpaca_eval,
+@dataclass(frozen=True)
+class BattleFormat:
+    """One shape of battle file.
+
+    Attributes
+    ----------
+    detect : callable
+        Whether the columns seen in a file's first rows are of this shape.
+    mapper : callable
+        One row to its battles in the ``clean_battle`` schema (:data:`Mapper`).
+    note : str
+        How the shape maps, told with the import's report.
+    generic : int
+        Detection order: shapes with columns of their own (0) are tried before those that share
+        Chatbot Arena's (1), and the plain Chatbot Arena battles (2) last.
+    """
+
+    detect: Callable[[set[str]], bool]
+    mapper: Mapper
+    note: str
+    generic: int = 0
+
+
+#: The shape read as it is: Chatbot Arena battles, which the columnar readers take without a mapping.
+CLEAN_BATTLE: SourceFormat = "clean-battle"
+
+#: Every battle file shape by its name (the ``--format`` choices, in this order).
+SOURCE_FORMATS: dict[SourceFormat, BattleFormat] = {
+    # FastChat / Chatbot Arena battles, read as they are; side known.
+    CLEAN_BATTLE: BattleFormat(
+        detect=lambda seen: {"model_a", "model_b", "winner"} <= seen,
+        mapper=_clean_battle,
+        note="Chatbot Arena battles read as they are (model_a shown on the left)",
+        generic=2,
+    ),
+    # Hugging Face arena preference sets: winner_model_a / winner_model_b / winner_tie one-hot columns (or
+    # winner strings); prompt, response_a, response_b as JSON lists of turns become the two conversations;
+    # side known (a is left).
+    "hf-preference": BattleFormat(
+        detect=lambda seen: (
+            {"model_a", "model_b", "winner_model_a", "winner_model_b"} <= seen
+            or {"model_a", "model_b", "response_a"} <= seen
+        ),
+        mapper=_hf_preference,
+        note=(
+            "Hugging Face preference set: winner from winner_model_a/winner_model_b/winner_tie (or winner), "
+            "prompt + response_a/response_b turned into conversations; model_a shown on the left"
+        ),
+        generic=1,
+    ),
+    # FastChat llm_judge pairwise judgments: two games per row, game 1 with model_1 first, game 2 swapped
+    # (g2_winner names the model as model_1/model_2); judge name kept; side known.
+    "mt-bench-pairwise": BattleFormat(
+        detect=lambda seen: {"model_1", "model_2", "g1_winner", "g2_winner"} <= seen,
+        mapper=_mt_bench,
+        note=(
+            "MT-bench pairwise judgments: two battles per row, game 1 model_1 left, game 2 swapped "
+            "(model_2 left); judge kept; 'error' verdicts refused"
+        ),
+    ),
+    # arena-hard judgments: games with scores A>>B .. B>>A; game 1 shows the baseline as A, game 2 the
+    # model; strong verdicts weigh STRONG_WEIGHT; side known.
+    "arena-hard": BattleFormat(
+        detect=lambda seen: {"games", "model"} <= seen,
+        mapper=_arena_hard,
+        note=(
+            "arena-hard judgments: game 1 baseline left, game 2 model left; A>B a win, A>>B a win of weight "
+            f"{STRONG_WEIGHT:g}, A=B a tie"
+        ),
+    ),
+    # AlpacaEval annotations: preference in [1, 2] is a soft label, a win of output_1 weighted 2 - p and one
+    # of output_2 weighted p - 1; the annotators shuffle the display order, so the side is unknown.
+    "alpaca-eval": BattleFormat(
+        detect=lambda seen: {"generator_1", "generator_2", "preference"} <= seen,
+        mapper=_alpaca_eval,
+        note=(
+            "AlpacaEval annotations: preference p in [1, 2] as a win of output_1 weighted 2-p and one of "
+            "output_2 weighted p-1; display order shuffled by the annotators, so the side is unknown"
+        ),
+    ),
 }
 
 

@@ -28,6 +28,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from leaderboard.data import OUTCOME_STRINGS
 from votes.files.fields import RowFields
 from votes.files.records import TSTAMP_MAX, InputError
 from votes.files.selection import BattleColumns
@@ -35,7 +36,7 @@ from votes.files.selection import BattleColumns
 __all__ = ["CleanBatch", "clean_batch", "clean_digests", "iso_times", "rows_table"]
 
 _Objects = npt.NDArray[np.object_]
-_WINNERS = frozenset(("model_a", "model_b", "tie", "tie (bothbad)"))
+_WINNERS = frozenset(OUTCOME_STRINGS.values())
 #: Columns a clean batch may hold (others are ignored, as the careful path ignores them), and those
 #: that send the whole batch to the careful path (answers to store and compare).
 _CONVERSATIONS = ("conversation_a", "conversation_b")

@@ -30,7 +30,7 @@ from votes.files.battle_rows import BattleRecord
 from votes.files.catalog_records import parse_catalog
 from votes.files.convert import ImportReport, select_battle_records
 from votes.files.fields import text_cells
-from votes.files.formats import SourceFormat, detect_source_format, map_catalog_rows
+from votes.files.formats import CLEAN_BATTLE, SourceFormat, detect_source_format, map_catalog_rows
 from votes.files.reading import read_rows
 from votes.files.records import FileFormat, InputError, Kind, Refusal, detect_kind
 from votes.files.selection import BattleFilter, keep_mask
@@ -90,9 +90,9 @@ def import_file(
     prompt_ids: tuple[str, ...] = ()
     if kind == "battles":
         read: Iterable[list[tuple[str, dict[str, object]]] | tuple[int, pa.RecordBatch]]
-        if shape in (None, "clean-battle") and tables is not None:
+        if shape in (None, CLEAN_BATTLE) and tables is not None:
             read = itertools.chain([first_table] if first_table else [], tables)
-        elif shape in (None, "clean-battle"):
+        elif shape in (None, CLEAN_BATTLE):
             read = itertools.chain([head] if head else [], (rows for _, rows in batches))
         else:  # other shapes are mapped over the whole file (a mapping may pair rows)
             _, all_rows = read_rows(path, fmt, max_expanded=max_expanded)
@@ -111,7 +111,7 @@ def import_file(
                 yield records[start : start + BATCH_ROWS]
 
         # Rows read from JSON (typed) or CSV (text cells, converted there) are checked as columns too.
-        row_tables = shape == "clean-battle" and fmt in ("jsonl", "json", "csv")
+        row_tables = shape == CLEAN_BATTLE and fmt in ("jsonl", "json", "csv")
         as_text = text_cells(fmt)
 
         def record_batches() -> Iterator[list[BattleRecord] | CleanBatch]:
@@ -122,7 +122,7 @@ def import_file(
                     first_row, table = item
                 clean = (
                     clean_batch(table, text_cells=as_text)
-                    if table is not None and shape == "clean-battle"
+                    if table is not None and shape == CLEAN_BATTLE
                     else None
                 )
                 if clean is not None:

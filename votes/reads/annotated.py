@@ -18,8 +18,8 @@ from sqlalchemy.engine import Connection
 
 from leaderboard.battles import Battles
 from leaderboard.composite.agreement import AgreementReport, agreement_report, agreement_statistics
-from leaderboard.composite.fit import CompositeData
-from leaderboard.data import Outcome, parse_outcome
+from leaderboard.composite.model import CompositeData
+from leaderboard.data import OUTCOME_STRINGS, Outcome, parse_outcome
 from votes.files.convert import read_battle_records
 from votes.files.records import Message
 from votes.names import KNOWN_FAMILIES
@@ -286,7 +286,7 @@ def _input_from_columns(cols: dict[str, npt.NDArray[np.object_]]) -> AgreementIn
     )
     winner = cols["winner"]
     outcome = np.select(
-        [winner == "model_a", winner == "model_b", winner == "tie"],
+        [winner == OUTCOME_STRINGS[o] for o in (Outcome.MODEL_A, Outcome.MODEL_B, Outcome.TIE)],
         [int(Outcome.MODEL_A), int(Outcome.MODEL_B), int(Outcome.TIE)],
         int(Outcome.BOTHBAD),
     )

@@ -28,7 +28,7 @@ from sqlalchemy import func, inspect, select
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlmodel import SQLModel
 
-from leaderboard.snapshot.folder import package_version
+from leaderboard.snapshot.files import package_version
 from votes.db import make_engine, normalise_url
 from votes.dialects import CopyError, dialect_named, dialect_of
 from votes.reads.exports import votes_sha256

@@ -75,7 +75,8 @@ def _name_pattern(alias: str) -> str:
 def model_aliases(name: str, organisation: str | None = None) -> tuple[str, ...]:
     """The names that give away a model: its name, its leading word, its maker and its family.
 
-    Aliases shorter than three characters are dropped (too many accidental matches).
+    Aliases shorter than three characters are dropped (too many accidental matches): a model named "J"
+    or "ab" has no alias of its own, and only its maker or family can give it away.
     """
     aliases = {name}
     lead = re.match(r"[A-Za-z]+", name)
@@ -92,8 +93,15 @@ def model_aliases(name: str, organisation: str | None = None) -> tuple[str, ...]
     return tuple(sorted(unique.values()))
 
 
+#: Matches nothing: the pattern of a model with no alias long enough to look for (a name such as "J"). An
+#: empty alternation would match the empty string between any two words, and flag every answer.
+_NOTHING = re.compile(r"(?!)")
+
+
 @lru_cache(maxsize=4096)
 def _compile(aliases: tuple[str, ...]) -> re.Pattern[str]:
+    if not aliases:
+        return _NOTHING
     # Longest first, so "Google DeepMind" wins over "Google".
     ordered = sorted(aliases, key=len, reverse=True)
     body = "|".join(_name_pattern(a) for a in ordered)
@@ -114,7 +122,8 @@ class LeakDetector:
 
     def aliases(self, model: str) -> tuple[str, ...]:
         """The aliases looked for in ``model``'s answers."""
-        return self._aliases.get(model) or model_aliases(model)
+        known = self._aliases.get(model)
+        return model_aliases(model) if known is None else known
 
     def find(self, model: str, text: str) -> list[IdentityLeak]:
         """Every mention of ``model``'s own names in ``text``, in order."""

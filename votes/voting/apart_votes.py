@@ -89,7 +89,7 @@ def _previous(
         return None
     # the idempotency key's vote answers first, as for any vote
     battle_id, battle_token, vote_id, winner, live_elo = next((r for r in rows if r[1] != token), rows[0])
-    if battle_token == token and winner != request.winner:
+    if battle_token == token and winner != request.winner.label:
         return AlreadyVotedError(int(battle_id))
     shown = {"winner": winner, "live_elo": live_elo}
     return _result(shown, vote_id=int(vote_id), battle_id=int(battle_id), names=names, replayed=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from leaderboard.data import Outcome, parse_outcome
 from votes.models import utcnow
 
 __all__ = [
@@ -132,7 +133,7 @@ class VoteRequest:
     """A vote on an issued battle, as handed to a vote writer."""
 
     battle: IssuedBattle
-    winner: str
+    winner: Outcome  # read once from the form or the API request; stored as its string
     client_hash: str | None = None
     address_hash: str | None = None
     # Scoped to the annotator by the caller, so two annotators can never collide on a key.
@@ -146,7 +147,7 @@ class VoteRequest:
         answer, when it came and how long after the battle was issued, and the client's marks."""
         return {
             "annotator_id": self.battle.annotator_id,
-            "winner": self.winner,
+            "winner": self.winner.label,
             "created_at": voted_at,
             "seconds_to_vote": max(0.0, (voted_at - self.battle.issued_at).total_seconds()),
             "client_hash": self.client_hash,
@@ -157,7 +158,7 @@ class VoteRequest:
     def to_dict(self) -> dict[str, Any]:
         return {
             "battle": self.battle.to_dict(),
-            "winner": self.winner,
+            "winner": self.winner.label,
             "client_hash": self.client_hash,
             "address_hash": self.address_hash,
             "idempotency_key": self.idempotency_key,
@@ -167,14 +168,15 @@ class VoteRequest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VoteRequest:
-        """Read :meth:`to_dict`'s form back; raises ``KeyError``, ``TypeError`` or ``ValueError``."""
+        """Read :meth:`to_dict`'s form back; raises ``KeyError``, ``TypeError`` or ``ValueError`` (an unknown
+        winner included)."""
         voted_at = data.get("voted_at")
         request_id = data.get("request_id")
         if request_id is not None and (not isinstance(request_id, str) or len(request_id) > MAX_REQUEST_ID):
             raise ValueError(f"request_id must be text of at most {MAX_REQUEST_ID} characters")
         return cls(
             battle=IssuedBattle.from_dict(data["battle"]),
-            winner=str(data["winner"]),
+            winner=parse_outcome(str(data["winner"])),  # the writer process's door
             client_hash=data.get("client_hash"),
             address_hash=data.get("address_hash"),
             idempotency_key=data.get("idempotency_key"),

@@ -22,6 +22,7 @@ from sqlalchemy import func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
+from leaderboard.data import OUTCOME_STRINGS, Outcome
 from votes.models import GoldBattle, Model, Output, Prompt
 
 __all__ = [
@@ -40,6 +41,10 @@ __all__ = [
 ]
 
 GOLD_KINDS = ("objective", "degraded", "identical")
+#: A gold's right answer (``GoldBattle.right``): its first text, or a tie between two identical texts,
+#: stored as the tie's winner string.
+RIGHT_FIRST = "a"
+RIGHT_TIE = OUTCOME_STRINGS[Outcome.TIE]
 DERIVED_DETAILS = ("truncated", "shuffled", "other-prompt", "identical")
 MAX_TEXT_CHARS = 50_000
 MAX_LINE_BYTES = 4 * MAX_TEXT_CHARS + 4096
@@ -95,6 +100,13 @@ class GoldItem:
     model_a_id: int | None
     model_b_id: int | None
 
+    def expected_winner(self, *, right_on_left: bool) -> str:
+        """The winner string a vote on this gold must give: a tie for a tie, else the side its right text
+        is shown on."""
+        if self.right == RIGHT_TIE:
+            return OUTCOME_STRINGS[Outcome.TIE]
+        return OUTCOME_STRINGS[Outcome.MODEL_A if right_on_left else Outcome.MODEL_B]
+
 
 def _text(row: dict[str, Any], field: str) -> str:
     value = row[field]
@@ -140,7 +152,7 @@ def _spec(row: Any, models: set[str]) -> GoldSpec:
     if kind == "identical":
         text = _text(row, "text")
         model = _optional_name(row, "model", models)
-        return GoldSpec(kind, detail, prompt, text, text, "tie", model, model, **extra)
+        return GoldSpec(kind, detail, prompt, text, text, RIGHT_TIE, model, model, **extra)
     right, wrong = _text(row, "right"), _text(row, "wrong")
     if right == wrong:
         raise ValueError("'right' and 'wrong' are the same text (use kind identical)")
@@ -150,7 +162,7 @@ def _spec(row: Any, models: set[str]) -> GoldSpec:
         prompt,
         right,
         wrong,
-        "a",
+        RIGHT_FIRST,
         _optional_name(row, "model_right", models),
         _optional_name(row, "model_wrong", models),
         **extra,
@@ -312,7 +324,7 @@ def derive_golds(session: Session, *, count: int, rng: random.Random) -> int:
         if wrong is None:
             continue
         kind = "identical" if detail == "identical" else "degraded"
-        right = "tie" if kind == "identical" else "a"
+        right = RIGHT_TIE if kind == "identical" else RIGHT_FIRST
         specs.append(GoldSpec(kind, detail, prompt, text, wrong, right, model, wrong_model))
         prompt_ids.append(int(prompt_id))
         output_ids.append(int(output_id))

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from leaderboard.data import Outcome, parse_outcome
+from leaderboard.data import OUTCOME_STRINGS, Outcome, parse_outcome
 from votes.models import Annotator, GoldVote
 from votes.voting.battles import VoteRequest
 
@@ -28,6 +28,8 @@ QUIZ_PASS = 0.75
 QUIZ_FLAG_REASON = "failed the onboarding quiz"
 
 _TIES = {Outcome.TIE, Outcome.BOTHBAD}
+#: What a gold can expect: a side, or a tie (never both bad).
+_EXPECTED = {OUTCOME_STRINGS[o] for o in (Outcome.MODEL_A, Outcome.MODEL_B, Outcome.TIE)}
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class GoldTicket:
     :attr:`votes.voting.battles.IssuedBattle.gold`)."""
 
     gold_id: int
-    expected: str  # "model_a", "model_b" or "tie"
+    expected: str  # the winner string of a side, or of a tie
     quiz: int = 0  # the quiz's length while this gold is part of it, else 0
 
     def encode(self) -> str:
@@ -46,18 +48,18 @@ class GoldTicket:
     def decode(cls, text: str) -> GoldTicket:
         """Read :meth:`encode`'s form; raises ``ValueError`` (the token is ours, so only on a bug)."""
         parts = text.split(":")
-        if len(parts) not in (2, 3) or parts[1] not in ("model_a", "model_b", "tie"):
+        if len(parts) not in (2, 3) or parts[1] not in _EXPECTED:
             raise ValueError(f"not a gold ticket: {text!r}")
         quiz = int(parts[2][1:]) if len(parts) == 3 and parts[2].startswith("q") else 0
         return cls(int(parts[0]), parts[1], quiz)
 
 
-def gold_correct(winner: str, expected: str) -> bool:
+def gold_correct(winner: Outcome, expected: str) -> bool:
     """Whether a vote is right: the expected side, or either tie when the right answer is a tie."""
-    outcome = parse_outcome(winner)
-    if expected == "tie":
-        return outcome in _TIES
-    return outcome == parse_outcome(expected)
+    right = parse_outcome(expected)
+    if right is Outcome.TIE:
+        return winner in _TIES
+    return winner == right
 
 
 def _check_quiz(session: Session, annotator_id: int, size: int) -> None:

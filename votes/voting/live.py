@@ -2,9 +2,10 @@
 
 The live ratings are either the plain online Elo (an :class:`~leaderboard.online.elo.EloConfig`, the fast path
 of :mod:`votes.voting.recording`, rows holding only rating and games) or any other online rater of
-:mod:`leaderboard.online.raters` (Glicko-2, TrueSkill). For the latter a row also holds the rater's whole
-state as JSON (``state``, exact floats), the shown rating and deviation derived from it, the rater's identity
-(``rater``), and for a rater with a clock the time of the model's last counted vote (``clock``).
+:data:`leaderboard.online.table.RATERS` (Glicko-2, TrueSkill). For the latter a row also holds the rater's
+whole state as JSON (``state``, exact floats), the shown rating and deviation derived from it
+(:meth:`~leaderboard.online.raters.OnlineRater.shown`), the rater's identity (``rater``), and for a rater
+with a clock the time of the model's last counted vote (``clock``).
 
 The clock of a vote is the running maximum of the counted votes' times in vote-id order, so it never
 runs backwards even when workers' clocks disagree; the vote transaction reads it as the largest
@@ -19,9 +20,8 @@ from dataclasses import asdict, fields
 from typing import Any, TypeAlias
 
 from leaderboard.online.elo import EloConfig
-from leaderboard.online.glicko2 import Glicko2Rater, Glicko2State
 from leaderboard.online.raters import OnlineRater
-from leaderboard.online.trueskill import TrueSkillRater, TrueSkillState
+from leaderboard.online.table import RATERS, LiveOptions
 
 __all__ = [
     "LiveConfig",
@@ -31,7 +31,6 @@ __all__ = [
     "live_rater_of",
     "provisional_deviation",
     "rater_identity",
-    "shown",
 ]
 
 #: The live rating system: the plain online Elo, or any online rater.
@@ -68,43 +67,24 @@ def decode_state(rater: OnlineRater[Any], data: dict[str, Any] | None) -> Any:
     return type(initial)(**{k: v for k, v in data.items() if k in names})
 
 
-def shown(rater: OnlineRater[Any], state: Any) -> tuple[float, float | None]:
-    """The rating and deviation to show for a state.
-
-    Glicko-2 rates a period's games when the period ends; what is shown is the state as if the current
-    period ended now (:meth:`~leaderboard.online.glicko2.Glicko2Rater.settle`), so each vote moves the board.
-    """
-    if isinstance(rater, Glicko2Rater) and isinstance(state, Glicko2State):
-        settled = rater.settle(state) if state.games else state
-        return settled.rating, settled.deviation
-    if isinstance(state, TrueSkillState):
-        return state.mu, state.sigma
-    return float(state.rating), None
-
-
 def provisional_deviation(config: LiveConfig) -> float | None:
     """Deviation above which a model is provisional; ``None`` for a rater without deviations."""
     if isinstance(config, EloConfig):
         return None
-    deviation = shown(config, config.initial())[1]
+    deviation = config.shown(config.initial())[1]
     return None if deviation is None or math.isnan(deviation) else PROVISIONAL_SHARE * deviation
 
 
 def live_rater_of(name: str, *, elo: EloConfig, period_length: float) -> LiveConfig:
-    """The live rating system named by a setting: ``elo``, ``glicko2`` or ``trueskill``.
-
-    Glicko-2 scores a tie half a win (Glickman's rule) with periods of ``period_length`` seconds;
-    TrueSkill rates a tie as a draw through its draw margin.
+    """The live rating system named by a setting: a name in :data:`~leaderboard.online.table.RATERS`
+    (``elo``, ``glicko2``, ``trueskill``), made from the Elo's config and Glicko-2's period length.
 
     Raises
     ------
     ValueError
         On another name.
     """
-    if name == "elo":
-        return elo
-    if name == "glicko2":
-        return Glicko2Rater(ties="half", period_length=period_length)
-    if name == "trueskill":
-        return TrueSkillRater()
-    raise ValueError(f"unknown live rating {name!r}")
+    entry = RATERS.get(name)
+    if entry is None:
+        raise ValueError(f"unknown live rating {name!r}")
+    return entry.live(LiveOptions(elo=elo, period_length=period_length))

@@ -15,12 +15,11 @@ from sqlalchemy import bindparam, func, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Connection
 
-from leaderboard.data import parse_outcome
 from leaderboard.online.raters import OnlineRater
 from votes.models import utcnow
 from votes.tables import liverating_t, model_t
 from votes.voting.battles import VoteRequest
-from votes.voting.live import decode_state, encode_state, has_clock, rater_identity, shown
+from votes.voting.live import decode_state, encode_state, has_clock, rater_identity
 
 __all__ = ["LOCK_STATES", "LiveBook", "RaterStep", "open_book", "rate_vote", "write_states"]
 
@@ -100,7 +99,7 @@ def rate_vote(request: VoteRequest, book: LiveBook, *, counted: bool) -> RaterSt
     rater = book.rater
     a, bb = book.states[b.model_a_id], book.states[b.model_b_id]
     if not counted:
-        (ra, da), (rb, db) = shown(rater, a), shown(rater, bb)
+        (ra, da), (rb, db) = rater.shown(a), rater.shown(bb)
         return RaterStep(a, bb, None, ra, rb, da, db)
     clock = None
     if has_clock(rater):
@@ -108,12 +107,12 @@ def rate_vote(request: VoteRequest, book: LiveBook, *, counted: bool) -> RaterSt
             raise ValueError("a rater with a clock needs the vote's time")
         clock = request.voted_at.timestamp()
         clock = clock if book.clock is None else max(book.clock, clock)
-    code = int(parse_outcome(request.winner))
+    code = int(request.winner)
     if not (code >= 2 and rater.ties == "ignore"):  # an ignored tie leaves both states as they were
         if clock is not None:
             a, bb = rater.advance(a, clock), rater.advance(bb, clock)
         a, bb = rater.update(a, bb, code)
-    (ra, da), (rb, db) = shown(rater, a), shown(rater, bb)
+    (ra, da), (rb, db) = rater.shown(a), rater.shown(bb)
     return RaterStep(a, bb, clock, ra, rb, da, db)
 
 
@@ -125,7 +124,7 @@ def open_book(conn: Connection, rater: OnlineRater[Any], locked_rows: Sequence[A
     if has_clock(rater):
         last = conn.execute(_LAST_CLOCK).scalar()
         clock = None if last is None else float(last)
-    deviations = {m: shown(rater, state)[1] for m, state in states.items()}
+    deviations = {m: rater.shown(state)[1] for m, state in states.items()}
     return LiveBook(rater, states, clocks, clock, deviations)
 
 

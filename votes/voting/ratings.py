@@ -30,7 +30,7 @@ from votes.dialects import dialect_of
 from votes.models import utcnow
 from votes.reads.filters import counted_vote_condition
 from votes.tables import annotator_t, liverating_t, model_t, vote_t
-from votes.voting.live import LiveConfig, encode_state, has_clock, rater_identity, shown
+from votes.voting.live import LiveConfig, encode_state, has_clock, rater_identity
 
 __all__ = [
     "REPLAY_CHUNK",
@@ -136,7 +136,7 @@ def _replay_rater(conn: Connection, rater: OnlineRater[Any]) -> dict[int, dict[s
     out: dict[int, dict[str, Any]] = {}
     for i, (model_id, _) in enumerate(models):
         if games[i] > 0:
-            rating, deviation = shown(rater, states[i])
+            rating, deviation = rater.shown(states[i])
             out[model_id] = {
                 "rating": rating,
                 "games": int(games[i]),
@@ -263,7 +263,7 @@ def _replayed_rows(conn: Connection, config: LiveConfig | None) -> tuple[list[di
         replayed = _replay_rater(conn, config)
         rated = [{"model_id": m, **row, "updated_at": now} for m, row in replayed.items()]
         models = _models(conn)[0]
-        new = shown(config, config.initial())[0]
+        new = config.shown(config.initial())[0]
         return rated, EloStandings(
             models=tuple(name for _, name in models),
             rating=np.array([replayed[m]["rating"] if m in replayed else new for m, _ in models]),

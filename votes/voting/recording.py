@@ -30,14 +30,13 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from leaderboard.data import parse_outcome
 from leaderboard.online.elo import EloConfig
 from votes.dialects import dialect_of
 from votes.models import LiveRating, utcnow
 from votes.tables import annotator_t, liverating_t, model_t
 from votes.voting.apart_votes import record_apart_votes
 from votes.voting.battles import VoteError, VoteRequest, VoteResult
-from votes.voting.live import LiveConfig, has_clock, rater_identity, shown
+from votes.voting.live import LiveConfig, has_clock, rater_identity
 from votes.voting.live_book import LOCK_STATES, LiveBook, open_book, write_states
 from votes.voting.vote_writes import elo_step, record_batch, record_one_by_one
 
@@ -103,8 +102,6 @@ def record_votes(
     ``live_rows``, when given, remembers the models whose ``LiveRating`` row is known to exist (a writer
     keeps it across batches), which saves an insert per batch.
     """
-    for r in requests:
-        parse_outcome(r.winner)  # refuse unknown outcomes before taking any lock
     if not isinstance(config, EloConfig):  # an online rater: the vote times are its clock
         now = utcnow()
         requests = [r if r.voted_at is not None else replace(r, voted_at=now) for r in requests]
@@ -159,7 +156,7 @@ def _lock(
     else:
         if has_clock(config):
             dialect_of(conn).lock_tables(conn, ("liverating",), "SHARE ROW EXCLUSIVE")
-        rating, deviation = shown(config, config.initial())
+        rating, deviation = config.shown(config.initial())
         initial = {"rating": rating, "games": 0, "deviation": deviation, "rater": rater_identity(config)}
         lock = LOCK_STATES
     if counted_ids and (live_rows is None or not live_rows.issuperset(counted_ids)):
@@ -194,7 +191,7 @@ def apart_shown_step(request: VoteRequest, config: LiveConfig, locked: _Locked) 
     b = request.battle
     book = locked.book
     if book is not None and not {b.model_a_id, b.model_b_id} <= book.states.keys():
-        rating = shown(book.rater, book.rater.initial())[0]
+        rating = book.rater.shown(book.rater.initial())[0]
         return {"a_before": rating, "a_after": rating, "b_before": rating, "b_after": rating}
     ratings = locked.ratings
     if book is None and not {b.model_a_id, b.model_b_id} <= ratings.keys():

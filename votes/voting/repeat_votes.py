@@ -41,15 +41,22 @@ __all__ = [
 #: tell.
 REPEATABLE_SOURCES = ("site",)
 
-_CLASS = {Outcome.MODEL_A: "model_a", Outcome.MODEL_B: "model_b", Outcome.TIE: "tie", Outcome.BOTHBAD: "tie"}
-_SWAPPED = {"model_a": "model_b", "model_b": "model_a", "tie": "tie"}
+#: What a vote says for self-agreement: the left answer, the right one, or a tie (both bad is a tie).
+_CLASS = {
+    Outcome.MODEL_A: Outcome.MODEL_A,
+    Outcome.MODEL_B: Outcome.MODEL_B,
+    Outcome.TIE: Outcome.TIE,
+    Outcome.BOTHBAD: Outcome.TIE,
+}
+#: The same, with the sides swapped.
+_SWAPPED = {Outcome.MODEL_A: Outcome.MODEL_B, Outcome.MODEL_B: Outcome.MODEL_A, Outcome.TIE: Outcome.TIE}
 
 
-def repeat_agrees(original_winner: str, winner: str) -> bool:
+def repeat_agrees(original_winner: str, winner: Outcome) -> bool:
     """Whether a repeat's ``winner`` (sides as the repeat showed them, swapped from the first time)
-    names the same model as ``original_winner``, or a tie as it did; raises ``ValueError`` on an
-    unknown winner."""
-    return _CLASS[parse_outcome(original_winner)] == _SWAPPED[_CLASS[parse_outcome(winner)]]
+    names the same model as the stored ``original_winner``, or a tie as it did; raises ``ValueError`` on
+    an unknown stored winner."""
+    return _CLASS[parse_outcome(original_winner)] == _SWAPPED[_CLASS[winner]]
 
 
 class _Refused(VoteError):

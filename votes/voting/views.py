@@ -10,6 +10,7 @@ from typing import Literal
 from sqlalchemy import func, or_
 from sqlmodel import Session, col, select
 
+from leaderboard.data import Outcome
 from votes.models import Battle, GoldBattle, GoldVote, LiveRating, Model, Output, Prompt, RepeatVote, Vote
 from votes.voting.battles import CatalogRow, VoteResult
 from votes.voting.live_battles import LIVE_SOURCE
@@ -195,7 +196,9 @@ def _gold_battle_view(session: Session, battle: Battle, prompt: Prompt) -> Battl
         return None
     vote, gold = row
     assert vote.id is not None  # nosec B101 # type narrowing
-    left, right = (gold.text_b, gold.text_a) if vote.expected == "model_b" else (gold.text_a, gold.text_b)
+    left, right = (
+        (gold.text_b, gold.text_a) if vote.expected == Outcome.MODEL_B.label else (gold.text_a, gold.text_b)
+    )
     names = _model_names(session, [battle.model_a_id, battle.model_b_id])
     result = VoteResult.from_live_elo(
         vote.live_elo,

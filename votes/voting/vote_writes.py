@@ -19,7 +19,6 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from leaderboard.data import parse_outcome
 from leaderboard.online.elo import EloConfig, update_elo
 from votes.dialects import dialect_of
 from votes.models import Battle, Model, Vote, utcnow
@@ -136,7 +135,7 @@ def _find_previous(
         return None
     battle, vote = row
     assert battle.id is not None and vote.id is not None  # nosec B101 # type narrowing
-    if battle.token_id == request.battle.token_id and vote.winner != request.winner:
+    if battle.token_id == request.battle.token_id and vote.winner != request.winner.label:
         return AlreadyVotedError(battle.id)
     return _replayed_result(
         session,
@@ -205,9 +204,7 @@ def elo_step(
         return EloStep(b.model_a_id, b.model_b_id, ra, r.rating_a, ga, rb, r.rating_b, gb, counted, r)
     elo = cast(EloConfig, config)
     new_a, new_b = (
-        update_elo(ra, rb, parse_outcome(request.winner), config=elo, games_a=ga, games_b=gb)
-        if counted
-        else (ra, rb)
+        update_elo(ra, rb, request.winner, config=elo, games_a=ga, games_b=gb) if counted else (ra, rb)
     )
     return EloStep(b.model_a_id, b.model_b_id, ra, new_a, ga, rb, new_b, gb, counted)
 
@@ -245,7 +242,7 @@ def _new_result(
         step.live_elo(),
         vote_id=vote_id,
         battle_id=battle_id,
-        winner=request.winner,
+        winner=request.winner.label,
         model_a=names[request.battle.model_a_id],
         model_b=names[request.battle.model_b_id],
     )
@@ -368,7 +365,7 @@ def record_batch(
         known = by_key.get(request.idempotency_key) if request.idempotency_key is not None else None
         known = known or by_token.get(b.token_id)
         if known is not None:
-            same_token_other_winner = known.token_id == b.token_id and known.winner != request.winner
+            same_token_other_winner = known.token_id == b.token_id and known.winner != request.winner.label
             decisions.append((known, "conflict") if same_token_other_winner else known)
             continue
         step = elo_step(request, config, ratings, flagged, book)
@@ -378,7 +375,7 @@ def record_batch(
         vote_rows.append(vote_row)
         elo.append(step)
         new_requests.append(request)
-        known = _Known(b.token_id, request.winner, index=len(vote_rows) - 1)
+        known = _Known(b.token_id, request.winner.label, index=len(vote_rows) - 1)
         by_token[b.token_id] = known
         if request.idempotency_key is not None:
             by_key[request.idempotency_key] = known

@@ -7,11 +7,12 @@ from __future__ import annotations
 import csv
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
+
+from votes.files.formats import SOURCE_FORMATS
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -51,17 +52,22 @@ __all__ = [
 ]
 
 
-class Shape(StrEnum):
-    clean_battle = "clean-battle"
-    hf_preference = "hf-preference"
-    mt_bench_pairwise = "mt-bench-pairwise"
-    arena_hard = "arena-hard"
-    alpaca_eval = "alpaca-eval"
+def source_format(value: str) -> str:
+    """A ``--format`` value read against the SOURCE_FORMATS table when the command runs, so a shape added
+    to the table is a choice at once; another value is refused naming the choices."""
+    if value not in SOURCE_FORMATS:
+        raise ValueError(f"{value!r} is not one of {', '.join(repr(name) for name in SOURCE_FORMATS)}.")
+    return value
 
 
 ShapeOpt = Annotated[
-    Shape | None,
-    typer.Option("--format", help="Shape of the battles file (default: from its columns)."),
+    str | None,
+    typer.Option(
+        "--format",
+        help="Shape of the battles file (default: from its columns).",
+        parser=source_format,
+        metavar="<" + "|".join(SOURCE_FORMATS) + ">",
+    ),
 ]
 SkipInvalidOpt = Annotated[
     bool,
@@ -241,7 +247,7 @@ def read_battle_file(
     path: Path,
     *,
     filters: BattleFilter,
-    shape: Shape | None = None,
+    shape: str | None = None,
     skip_invalid: bool = False,
     report: Path | None = None,
     baseline: str | None = None,
@@ -257,7 +263,7 @@ def read_battle_file(
         read = read_battles(
             path,
             filters=filters,
-            source_format=None if shape is None else shape.value,
+            source_format=shape,
             skip_invalid=skip_invalid,
             baseline=baseline,
         )

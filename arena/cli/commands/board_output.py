@@ -92,7 +92,7 @@ def board_json(board: Leaderboard, manifest_path: Path, metadata: dict[str, Any]
     """What --json prints for a fitted board: the snapshot's metadata, folder and rows, best first."""
     import json
 
-    from leaderboard.snapshot.folder import leaderboard_table
+    from leaderboard.snapshot.files import leaderboard_table
 
     rows = json.loads(leaderboard_table(board).to_json(orient="records"))
     return json.dumps({"path": str(manifest_path), "metadata": metadata, "models": rows}, default=str)

@@ -23,9 +23,9 @@ from arena.cli.commands.battle_files import (
 )
 from arena.cli.options import DatabaseUrlOption, open_store, settings_for
 from arena.settings import live_config
+from votes.files.formats import SOURCE_FORMATS, SourceFormat
 
 if TYPE_CHECKING:
-    from votes.files.formats import SourceFormat
     from votes.files.records import FileFormat
 
 __all__ = ["register"]
@@ -49,9 +49,6 @@ class ExportWhat(StrEnum):
     ledger = "ledger"
 
 
-_SHAPES = ("clean-battle", "hf-preference", "mt-bench-pairwise", "arena-hard", "alpaca-eval")
-
-
 def import_command(
     files: Annotated[
         list[Path], typer.Argument(help="Catalog or battles files (JSONL, JSON, CSV, Parquet; .gz ok).")
@@ -60,9 +57,8 @@ def import_command(
         str | None,
         typer.Option(
             "--format",
-            help="File format (jsonl, json, csv, parquet) or battles shape (clean-battle, hf-preference, "
-            "mt-bench-pairwise, arena-hard, alpaca-eval); default: from the name, content and columns. "
-            "Repeat to give both.",
+            help=f"File format (jsonl, json, csv, parquet) or battles shape ({', '.join(SOURCE_FORMATS)}); "
+            "default: from the name, content and columns. Repeat to give both.",
         ),
     ] = None,
     kind: Annotated[
@@ -150,11 +146,11 @@ def _split_format(value: str | None) -> tuple[FileFormat | None, SourceFormat | 
         return None, None
     if value in FormatChoice.__members__:
         return cast("FileFormat", value), None
-    if value in _SHAPES:
-        return None, cast("SourceFormat", value)
+    if value in SOURCE_FORMATS:
+        return None, value
     raise typer.BadParameter(
         f"{value!r} is neither a file format (jsonl, json, csv, parquet) nor a battles shape "
-        f"({', '.join(_SHAPES)})",
+        f"({', '.join(SOURCE_FORMATS)})",
         param_hint="--format",
     )
 

@@ -162,14 +162,14 @@ def _row_dicts(rows: list[MethodScore], verdict: Verdict, left_out: int) -> list
 
 def _write_out(out: Path, dicts: list[dict[str, object]], rows: list[MethodScore], title: str) -> list[Path]:
     """The JSON table and the calibration plot of the best few systems, into ``out``."""
-    from leaderboard.snapshot.plots import plot_calibration, save_figure
+    from leaderboard.snapshot import plots, render  # matplotlib: loaded only when a figure is drawn
 
     out.mkdir(parents=True, exist_ok=True)
     table = out / "evaluate.json"
     table.write_text(json.dumps(dicts, indent=2) + "\n", encoding="utf-8")
     best = sorted(rows, key=lambda row: row.log_loss)[:N_PLOTTED]
-    figure = plot_calibration({r.method: r.calibration for r in best}, title=title)
-    return [table, *save_figure(figure, out / "calibration")]
+    figure = plots.plot_calibration({r.method: r.calibration for r in best}, title=title)
+    return [table, *render.save_figure(figure, out / "calibration")]
 
 
 def evaluate(

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from arena.llm.generation import GenerationReport, GenerationTask
 
 from arena.cli.commands.costs import print_run_costs
-from arena.cli.options import DatabaseUrlOption, open_store, settings_for
+from arena.cli.options import DatabaseUrlOption, echo_failures, open_store, settings_for
 from votes.catalog.endpoints import EndpointRecord, UnknownEndpoint, get_endpoint, list_endpoints
 
 __all__ = ["generate_command", "register"]
@@ -140,9 +140,7 @@ def generate_command(
     finally:
         engine.dispose()
     if report.failures:
-        typer.echo("failures:", err=True)
-        for f in report.failures:
-            typer.echo(f"  {f.model} on {f.prompt_key}: {f.reason}", err=True)
+        echo_failures([(f"{f.model} on {f.prompt_key}", f.reason) for f in report.failures], total=len(tasks))
         raise typer.Exit(1)
 
 

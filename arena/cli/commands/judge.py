@@ -13,8 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sqlmodel import Session
 
 from arena.cli.commands.costs import print_run_costs
-from arena.cli.options import DatabaseUrlOption, open_store, settings_for
-from votes.catalog.endpoints import UnknownEndpoint, get_endpoint
+from arena.cli.options import DatabaseUrlOption, echo_failures, open_store, settings_for
+from votes.catalog.endpoints import UnknownEndpoint, get_endpoint, set_endpoint_params
 
 __all__ = ["judge_command", "register"]
 
@@ -46,7 +46,7 @@ def judge_command(
 ) -> None:
     """Judge answer pairs in both orders; each verdict is a vote of `judge:<JUDGE>`, kept out of the live
     standings and of boards unless asked for (`arena recompute --annotators judge:<JUDGE>`)."""
-    from arena.llm.client import EndpointClient
+    from arena.llm.client import EndpointClient, EndpointError
     from arena.llm.judging import (
         BUILTIN_TEMPLATES,
         JudgeReport,
@@ -95,7 +95,20 @@ def judge_command(
                         on_done=lambda: progress.advance(bar),
                     )  # fmt: skip
 
-        report = asyncio.run(go())
+        try:
+            report = asyncio.run(go())
+        except EndpointError as exc:  # the first request: nothing else would fare better
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        probe = report.probe
+        if probe is not None and probe.mode != record.params.get("json_schema_mode", "json_schema"):
+            with Session(engine) as session:
+                set_endpoint_params(session=session, name=judge, params={"json_schema_mode": probe.mode})
+            refusals = "; ".join(f"{mode} ({why})" for mode, why in probe.refused)
+            typer.echo(
+                f"{judge}: the server refused {refusals}; judged with {probe.mode}, "
+                f"now stored on the endpoint (json_schema_mode={probe.mode})"
+            )
         with engine.connect() as conn:
             battles, labels = annotated_battles(conn)
         typer.echo(
@@ -114,9 +127,8 @@ def judge_command(
             f"pairs; first answer wins {position.first_win_rate:.3f} of decisive votes; "
             f"position term (bt-position) {elo} Elo"
         )
-    for failure in report.failures:
-        typer.echo(f"  failed: {failure}", err=True)
     if report.failures:
+        echo_failures(report.failures, total=report.n_planned)
         raise typer.Exit(1)
 
 

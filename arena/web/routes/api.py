@@ -21,7 +21,7 @@ from arena.web.routes.deps import (
     session_or_new,
     voting_session,
 )
-from leaderboard.data import OutcomeLabel
+from leaderboard.data import Outcome, OutcomeLabel, parse_outcome
 from votes.voting.annotators import count_annotator_votes
 from votes.voting.battles import AlreadyVotedError, VoteError
 
@@ -61,6 +61,11 @@ class BattleOut(BaseModel):
 class VoteIn(BaseModel):
     token: str = Field(max_length=4096)
     winner: Winner
+
+    @property
+    def outcome(self) -> Outcome:
+        """The winner as an :class:`Outcome`: read here, at the door, and carried as one to the writer."""
+        return parse_outcome(self.winner)
 
 
 class SideRating(BaseModel):
@@ -168,7 +173,7 @@ async def api_vote(
             state,
             who,
             token=body.token,
-            winner=body.winner,
+            winner=body.outcome,
             address=address,
             user_agent=request.headers.get("user-agent", ""),
             idempotency_key=idempotency_key,

@@ -34,7 +34,6 @@ from arena.web.routes.deps import (
     require_session,
     session_or_new,
 )
-from arena.web.routes.pages import WINNER_LABELS
 
 router = APIRouter(include_in_schema=False)
 
@@ -56,7 +55,6 @@ def _context(
         "token": None,  # nosec B105 # the battle token of the page, not a password
         "notice": None,
         "max_chars": state.settings.live_max_prompt_chars,
-        "labels": WINNER_LABELS,
         "failed_text": FAILED_TEXT,
         **extra,
     }

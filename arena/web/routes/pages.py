@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from arena.metrics import count_refusal
 from arena.security import CSRF_FIELD, BattleTokenError, SessionData, hash_secret
+from arena.settings import live_rating_words
 from arena.voting.service import next_battle, submit_vote
 from arena.web.language import language_tag
 from arena.web.routes.deps import (
@@ -27,7 +28,7 @@ from arena.web.routes.deps import (
     session_or_new,
     voting_session,
 )
-from leaderboard.data import OUTCOME_STRINGS, Outcome
+from leaderboard.data import OUTCOMES, Outcome, parse_outcome
 from votes.db import read_session
 from votes.models import Model
 from votes.voting.annotators import count_annotator_votes, find_annotator_by_token_hash
@@ -38,12 +39,10 @@ from votes.voting.views import BattleView, get_battle_view
 router = APIRouter(include_in_schema=False)
 
 FRAGMENT_HEADER = "x-arena-fragment"
-WINNER_LABELS: dict[str, str] = {
-    OUTCOME_STRINGS[Outcome.MODEL_A]: "A is better",
-    OUTCOME_STRINGS[Outcome.MODEL_B]: "B is better",
-    OUTCOME_STRINGS[Outcome.TIE]: "Tie",
-    OUTCOME_STRINGS[Outcome.BOTHBAD]: "Both are bad",
-}
+#: What each winner string's vote button says, for the reveal's "Your vote: ...".
+WINNER_LABELS: dict[str, str] = {words.string: words.words for words in OUTCOMES.values()}
+#: The side of the answer a vote preferred, as the reveal marks it (none for a tie).
+_WON_SIDE = {Outcome.MODEL_A: "A", Outcome.MODEL_B: "B"}
 
 
 def _render(
@@ -70,7 +69,7 @@ def home(request: Request, state: StateDep, db: SessionDep) -> HTMLResponse:
 
 @router.get("/guidelines", response_class=HTMLResponse)
 def guidelines(request: Request, state: StateDep) -> HTMLResponse:
-    return _render(request, state, "pages/guidelines.html", {"labels": WINNER_LABELS})
+    return _render(request, state, "pages/guidelines.html", {})
 
 
 def _count_votes(engine: Engine, annotator_id: int) -> int:
@@ -85,7 +84,6 @@ async def _battle_page(request: Request, state: StateDep, who: SessionData, noti
         "battle": battle,
         "csrf_token": state.signer.csrf_token(who),
         "n_votes": await run_in_threadpool(_count_votes, state.engine, who.annotator_id),
-        "labels": WINNER_LABELS,
         "notice": notice,
         "prompt_lang": language_tag(battle.prompt.language) if battle else None,
     }
@@ -119,7 +117,9 @@ async def vote_submit(  # nosec B107 # form field defaults, not passwords
             "The form's security token is missing or wrong; please vote again from a freshly loaded page.",
             403,
         )
-    if winner not in OUTCOME_STRINGS.values():
+    try:
+        outcome = parse_outcome(winner)  # the one reading of the form's winner: an Outcome from here on
+    except ValueError:
         count_refusal("bad_choice")
         return _message(request, state, "Unknown choice", "Please use one of the vote buttons.", 422)
     address = request_address(request)
@@ -130,7 +130,7 @@ async def vote_submit(  # nosec B107 # form field defaults, not passwords
             state,
             who,
             token=token,
-            winner=winner,
+            winner=outcome,
             address=address,
             user_agent=request.headers.get("user-agent", ""),
         )
@@ -164,6 +164,7 @@ async def _reveal(
         "view": view,
         "result": view.result,
         "labels": WINNER_LABELS,
+        "won_side": _WON_SIDE.get(parse_outcome(view.result.winner)),
         "n_votes": n_votes,
         "prompt_lang": language_tag(view.prompt.language),
     }
@@ -191,5 +192,10 @@ def live_leaderboard(request: Request, state: StateDep, db: SessionDep) -> HTMLR
     standings = state.live_standings(db)
     updated = max((s.updated_at for s in standings if s.updated_at), default=None)
     availability = sorted(live_availability(db.connection()).values(), key=lambda a: (a.share, a.model))
-    context = {"standings": standings, "updated": updated, "availability": availability}
+    context = {
+        "standings": standings,
+        "updated": updated,
+        "availability": availability,
+        "rating_words": live_rating_words(state.settings),
+    }
     return _render(request, state, "pages/live_leaderboard.html", context)

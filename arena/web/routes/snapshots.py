@@ -18,15 +18,9 @@ from pydantic import BaseModel
 
 from arena.web.routes.deps import SessionDep, StateDep
 from leaderboard.snapshot.dataset_card import CARD_FILE, MODELS_FILE
-from leaderboard.snapshot.folder import (
-    DATA_FILES,
-    METADATA_FILE,
-    PLOT_FILES,
-    ZIP_FILE,
-    SnapshotData,
-    read_snapshot,
-    slice_label,
-)
+from leaderboard.snapshot.figures import FIGURES, plot_files
+from leaderboard.snapshot.files import DATA_FILES, METADATA_FILE, ZIP_FILE
+from leaderboard.snapshot.folder import SnapshotData, read_snapshot, slice_label
 from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE, read_style_table
 from votes.models import Snapshot
 from votes.reads.snapshots import (
@@ -50,14 +44,6 @@ MEDIA_TYPES = {
     ".zip": "application/zip",
 }
 WHISKER_WIDTH = 130
-FIGURES = (
-    ("ratings", "Ratings with intervals"),
-    ("winrate_observed", "Observed win rate"),
-    ("winrate_predicted", "Predicted win rate"),
-    ("battle_counts", "Battles per pair"),
-    ("winrate_average", "Average win rate"),
-    ("bootstrap", "Bootstrap distribution of ratings"),
-)
 
 
 class SnapshotRow(BaseModel):
@@ -303,13 +289,27 @@ def snapshot_page(
     board, rows, changes = _board(data, board)
     downloads = [
         {"name": name, "sha256": row.files[name]}
-        for name in (ZIP_FILE, *DATA_FILES, *STYLE_FILES, MODELS_FILE, CARD_FILE, METADATA_FILE, *PLOT_FILES)
+        for name in (
+            ZIP_FILE,
+            *DATA_FILES,
+            *STYLE_FILES,
+            MODELS_FILE,
+            CARD_FILE,
+            METADATA_FILE,
+            *plot_files(),
+        )
         if name in row.files
     ]
+    # every figure of the table the snapshot has, with the data file it is drawn from when it has that
     figures = [
-        {"stem": stem, "title": title}
-        for stem, title in FIGURES
-        if f"{stem}.svg" in row.files and f"{stem}.png" in row.files
+        {
+            "stem": spec.stem,
+            "title": spec.title,
+            "data_file": spec.data_file if spec.data_file in row.files else None,
+            "wide": spec.wide,
+        }
+        for spec in FIGURES.values()
+        if f"{spec.stem}.svg" in row.files and f"{spec.stem}.png" in row.files
     ]
     fitted = {
         name: {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in value.items()}

@@ -75,7 +75,7 @@ def outcome_to_wire(future: Future[VoteResult]) -> dict[str, Any]:
         return {"error": {"kind": "already_voted", "message": str(exc), "battle_id": exc.battle_id}}
     if isinstance(exc, VoteError):
         return {"error": {"kind": "vote", "message": str(exc)}}
-    if isinstance(exc, ValueError):  # a request the store refuses outright (an unknown winner)
+    if isinstance(exc, ValueError):  # a request the store refuses outright
         return {"error": {"kind": "value", "message": str(exc)}}
     return {"error": {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"}}
 
