@@ -9,8 +9,6 @@ from .bt.clusters import Clusters as Clusters
 from .bt.clusters import choose_clusters as choose_clusters
 from .bt.clusters import cluster_cells as cluster_cells
 from .bt.clusters import parse_cluster as parse_cluster
-from .bt.compute import METHODS as METHODS
-from .bt.compute import available_methods as available_methods
 from .bt.compute import both_bad_rates as both_bad_rates
 from .bt.compute import compute_leaderboard as compute_leaderboard
 from .bt.fit import BTFit as BTFit
@@ -31,6 +29,11 @@ from .bt.matrices import performance_rating as performance_rating
 from .bt.matrices import predicted_win_rates as predicted_win_rates
 from .bt.newton import solve_bt_batch as solve_bt_batch
 from .bt.probit import PROBIT_NATS as PROBIT_NATS
+from .bt.request import METHODS as METHODS
+from .bt.request import FitRequest as FitRequest
+from .bt.request import FitRequestError as FitRequestError
+from .bt.request import ModelOptions as ModelOptions
+from .bt.request import available_methods as available_methods
 from .bt.spec import BTSpec as BTSpec
 from .bt.spec import DisconnectedComparisonError as DisconnectedComparisonError
 from .bt.spec import NonConvergenceError as NonConvergenceError

@@ -36,11 +36,12 @@ def _worker(n_votes: int, n_models: int, repeats: int) -> None:
 
     from leaderboard.bt.compute import compute_leaderboard
     from leaderboard.bt.fit import fit_bt
+    from leaderboard.bt.request import FitRequest
     from leaderboard.design.fragility import fragility
     from leaderboard.design.precision import board_precision
 
     counts = synthetic_battles(n_votes, n_models, random_state=0).counts()
-    board = compute_leaderboard(counts, n_rounds=20, random_state=0)
+    board = compute_leaderboard(counts, FitRequest(n_rounds=20, random_state=0))
     fit = fit_bt(counts)
     runs: dict[str, Callable[[], object]] = {
         "fragility": lambda: fragility(counts, fit=fit).describe(),

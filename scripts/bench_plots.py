@@ -45,13 +45,14 @@ def _worker(n_models: int, n_votes: int, rounds: int, repeats: int) -> None:
     from _bench_common import synthetic_battles
 
     from leaderboard.bt.compute import compute_leaderboard
+    from leaderboard.bt.request import FitRequest
     from leaderboard.snapshot.figures import FIGURES, FigureSources
     from leaderboard.snapshot.render import save_figure
 
     battles = synthetic_battles(n_votes, n_models, random_state=1)
     battles = replace(battles, models=_names(n_models))
     counts = battles.counts()
-    board = compute_leaderboard(counts, n_rounds=rounds, random_state=0)
+    board = compute_leaderboard(counts, FitRequest(n_rounds=rounds, random_state=0))
     sources = FigureSources(board, counts, [board.models[i] for i in board.order()])
     sources.matrices()  # made once, outside the figures' times
     best: dict[str, float] = {}

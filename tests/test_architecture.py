@@ -247,12 +247,7 @@ FOLDERS_EXEMPT = {"votes/migrations/versions"}
 
 #: Modules still over MODULE_LINES_MAX, with their size today. The list may only shrink: a module here may
 #: not grow, and one that drops under the limit must leave the list.
-OVERSIZED_MODULES = {
-    "arena/publish/publishing.py": 986,
-    "arena/cli/commands/leaderboard.py": 813,
-    "arena/voting/pairing_service.py": 676,
-    "arena/cli/commands/evaluate.py": 523,
-}
+OVERSIZED_MODULES: dict[str, int] = {}
 #: Folders still over FOLDER_MODULES_MAX, with their count today; likewise only shrinking.
 CROWDED_FOLDERS: dict[str, int] = {}
 
@@ -289,8 +284,8 @@ def test_no_folder_outgrows_a_reader() -> None:
 #: Function-local imports, and how many of them still lack their reason. Both may only go down; the aim
 #: is under 80 in all, each with its reason as a comment on its line (a heavy library kept off the
 #: command line's start-up, a cycle that would otherwise close, ...).
-LOCAL_IMPORTS_MAX = 172
-LOCAL_IMPORTS_UNEXPLAINED_MAX = 161
+LOCAL_IMPORTS_MAX = 162
+LOCAL_IMPORTS_UNEXPLAINED_MAX = 142
 
 
 def local_imports(path: Path) -> list[tuple[int, bool]]:
@@ -378,7 +373,10 @@ SPELLED_ELSEWHERE: dict[str, dict[str, frozenset[str]]] = {
         # the both-bad option `tie` (a both-bad vote counts as a tie) of the fit and its command line
         "leaderboard/bt/spec.py": frozenset({"tie"}),
         "leaderboard/bt/fit.py": frozenset({"tie"}),
-        "arena/cli/commands/leaderboard.py": frozenset({"tie"}),
+        "leaderboard/bt/request.py": frozenset({"tie"}),
+        "arena/cli/commands/fit_options.py": frozenset({"tie"}),
+        "arena/cli/commands/publish.py": frozenset({"tie"}),
+        "arena/cli/commands/recompute.py": frozenset({"tie"}),
         # the judges' own verdict word (`[[tie]]`, or `[[C]]` read as one) in the text they answer
         "arena/llm/judging.py": frozenset({"tie"}),
     },
@@ -387,9 +385,10 @@ SPELLED_ELSEWHERE: dict[str, dict[str, frozenset[str]]] = {
         "leaderboard/result.py": frozenset({"bootstrap"}),
         "leaderboard/bt/compute.py": frozenset({"bootstrap"}),
         "leaderboard/composite/board.py": frozenset({"bootstrap"}),
-        "leaderboard/style/board.py": frozenset({"bootstrap"}),
-        "arena/publish/publishing.py": frozenset({"bootstrap"}),
-        "arena/cli/commands/leaderboard.py": frozenset({"bootstrap"}),
+        "leaderboard/bt/request.py": frozenset({"bootstrap"}),
+        "arena/publish/recompute.py": frozenset({"bootstrap"}),
+        "arena/cli/commands/publish.py": frozenset({"bootstrap"}),
+        "arena/cli/commands/recompute.py": frozenset({"bootstrap"}),
     },
 }
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize(
     "module",
-    ["sklearn.linear_model", "scipy.stats", "pandas", "matplotlib.figure", "arena.publish.publishing"],
+    ["sklearn.linear_model", "scipy.stats", "pandas", "matplotlib.figure", "arena.publish.snapshots"],
 )
 def test_the_fitting_stack_loads_from_cached_bytecode(module: str) -> None:
     source = importlib.import_module(module).__file__

@@ -10,6 +10,7 @@ and the modules agree, and that `arena --help` reads the same as with every modu
 from __future__ import annotations
 
 import atexit
+import difflib
 import importlib
 import os
 import sys
@@ -56,11 +57,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hand it their votes, and it commits the votes of all of them together.",
     ),
     "recompute": (
-        "leaderboard",
+        "recompute",
         "Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored).",
     ),
     "publish": (
-        "leaderboard",
+        "publish",
         "Recompute from the database and store an immutable snapshot (or one per category/language).",
     ),
     "snapshots": ("snapshots", "Published snapshots: list, show, diff (read only)."),
@@ -116,18 +117,44 @@ COMMANDS: dict[str, tuple[str, str]] = {
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 
 
+def _connecting(exc: BaseException) -> bool:
+    """Whether a database error happened while connecting (no server, refused, unknown host, a file
+    SQLite cannot open), not inside a statement of a connection that worked."""
+    text = str(getattr(exc, "orig", exc)).lower()
+    return any(
+        sign in text
+        for sign in (
+            "connection refused", "could not connect", "connection failed", "unable to open database",
+            "could not translate host", "name or service not known", "password authentication",
+        )
+    )  # fmt: skip
+
+
 class _Commands(TyperGroup):
     """Every command: a write that finds no room (full disk, quota, file size limit) is one line and exit
     status 1, never a traceback. Each write is a transaction or a temporary file renamed into place, so
-    nothing half-written is left behind."""
+    nothing half-written is left behind. A mistyped command is answered with the commands it is close to."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {' or '.join(map(repr, close))}?")
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer.Context; its click base is private to typer
         try:
             return super().invoke(ctx)
         except Exception as exc:
-            from votes.db import storage_failure_line  # the database stack only when something failed
+            from sqlalchemy.exc import OperationalError  # the database stack only when something failed
+
+            from arena.cli.options import unreachable_line
+            from votes.db import storage_failure_line
 
             line = storage_failure_line(exc)
+            if line is None and isinstance(exc, OperationalError) and _connecting(exc):
+                line = unreachable_line(None, exc)
             if line is None:
                 raise
             typer.echo(f"error: {line}", err=True)
@@ -212,9 +239,10 @@ def main(args: list[str] | None = None) -> None:
     themselves, and stores disposed of, before this point. A command that fails with an exception other
     than its exit leaves the ordinary way, traceback and all.
 
-    The command runs on a roomy stretch of the frame stack (:mod:`arena.cli.frame_stack`): with CPython 3.11
-    and 3.12, a loop at the depth where one 16 KiB chunk of frames ends maps and unmaps a chunk on
-    every call, which cost ``arena publish`` a second when started as the console script.
+    The command runs on a roomy stretch of the frame stack (:mod:`arena.cli.frame_stack`): before CPython
+    3.13.13 and 3.14.4, a loop at the depth where one 16 KiB chunk of frames ends maps and unmaps a chunk
+    on every call, which cost ``arena publish`` a second when started as the console script (the module
+    says when the workaround can go).
     """
     try:
         call_on_roomy_stack(app, args)  # arena.cli.frame_stack: no hot loop of the command on a chunk edge

@@ -13,13 +13,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from arena.settings import Settings
+from arena.voting.checks import GoldChoice, RepeatChoice, draw_gold, draw_repeat
+from arena.voting.histories import AddressReveals, AnnotatorHistory, shown_vote
 from arena.voting.pairing import Choice, PairingCatalog, choose_battle, choose_pair, optimal_design
 from votes.db import read_session
 from votes.models import LiveRating, Output, Prompt
@@ -30,13 +31,12 @@ from votes.voting.annotators import (
     annotator_battles_since,
     annotator_golds_and_repeats,
 )
-from votes.voting.battles import CatalogRow
-from votes.voting.gold_items import GoldItem, gold_answers, gold_sides, load_gold_items, load_prompts
+from votes.voting.gold_items import GoldItem, gold_answers, load_gold_items, load_prompts
 from votes.voting.pairing_weights import model_shares, record_pairing_weights
 from votes.voting.repeat_votes import REPEATABLE_SOURCES
 from votes.voting.views import load_pairing_catalog, pair_vote_counts
 
-__all__ = ["REPEAT_GAP", "GoldChoice", "PairingService", "RepeatChoice"]
+__all__ = ["PairingService"]
 
 log = logging.getLogger(__name__)
 
@@ -47,115 +47,6 @@ WEIGHTS_INTERVAL = timedelta(hours=1)
 #: How often a worker's catalog refresh also retires the golds good annotators keep missing
 #: (:func:`votes.review.gold_review.retire_golds`).
 GOLD_REVIEW_INTERVAL_S = 600.0
-
-#: A repeat shows again a battle the annotator voted on at least this many of their counted votes ago, so
-#: that they judge the answers afresh rather than recall their click.
-REPEAT_GAP = 20
-
-
-@dataclass(frozen=True)
-class GoldChoice:
-    """A gold to serve, sides drawn: the answers as shown, the models a reveal names, the right winner."""
-
-    gold_id: int
-    prompt_id: int
-    answer_a: Output
-    answer_b: Output
-    model_a_id: int
-    model_b_id: int
-    expected: str  # "model_a", "model_b" or "tie"
-    quiz: int  # the onboarding quiz's length while this gold is part of it, else 0
-    pair_probability: float
-
-
-@dataclass(frozen=True)
-class RepeatChoice:
-    """A repeat to serve: the vote repeated and its battle, sides swapped
-    (:mod:`votes.voting.repeat_votes`)."""
-
-    original_vote_id: int
-    choice: Choice
-
-
-class _History:
-    """One annotator's judged battles, as pairing needs them (kept per process, synced from the store)."""
-
-    __slots__ = (
-        "battles",
-        "exhausted",
-        "exhausted_for",
-        "golds",
-        "high_water",
-        "keys",
-        "n_votes",
-        "per_pair",
-        "repeated",
-        "revealed",
-        "synced_at",
-        "voted",
-    )
-
-    def __init__(self) -> None:
-        self.battles: dict[int, tuple[int, int, int]] = {}  # battle id -> (prompt, lower, higher model)
-        self.keys: dict[tuple[int, int, int], int] = {}  # (prompt, lower, higher) -> battles
-        self.per_pair: dict[tuple[int, int], int] = {}  # (lower, higher) -> distinct prompts judged
-        self.revealed: set[int] = set()  # output ids of voted battles: the reveal named their models
-        self.golds: set[int] = set()  # golds served (voted or not): never served to this annotator again
-        # Counted votes in voting order, as shown: (vote, prompt, model a, model b, output a, output b); and
-        # the votes already repeated (served, voted or not): each is repeated once.
-        self.voted: list[tuple[int, int, int, int, int, int]] = []
-        self.repeated: set[int] = set()
-        # Pairs with no unjudged prompt free of revealed answers, valid for one catalog and address
-        # (:func:`arena.voting.pairing.choose_battle`'s ``exhausted``): what was seen and revealed only grows.
-        self.exhausted: set[tuple[int, int]] = set()
-        self.exhausted_for: tuple[int, str | None] | None = None
-        self.n_votes = 0
-        self.high_water = 0  # highest battle id read from the store
-        self.synced_at = -float("inf")
-
-    def issue(self, key: tuple[int, int, int]) -> None:
-        """A battle issued to this annotator: not offered again, voted or not (a token fetched ahead)."""
-        n = self.keys.get(key, 0)
-        self.keys[key] = n + 1
-        if n == 0:
-            pair = (key[1], key[2])
-            self.per_pair[pair] = self.per_pair.get(pair, 0) + 1
-
-    def add(
-        self,
-        battle_id: int,
-        key: tuple[int, int, int],
-        *,
-        voted: bool,
-        outputs: Sequence[int | None] = (),
-        shown: tuple[int, int, int, int, int, int] | None = None,
-    ) -> None:
-        """A battle of this annotator; ``shown`` is its vote as a repeat needs it (vote, prompt, models and
-        outputs as shown), when it has a vote and both answers are stored outputs."""
-        if voted:
-            self.revealed.update(o for o in outputs if o is not None)
-        if battle_id in self.battles:
-            return
-        if shown is not None:
-            self.voted.append(shown)
-        self.battles[battle_id] = key
-        n = self.keys.get(key, 0)
-        self.keys[key] = n + 1
-        if n == 0:
-            pair = (key[1], key[2])
-            self.per_pair[pair] = self.per_pair.get(pair, 0) + 1
-        self.n_votes += voted
-
-
-class _AddressReveals:
-    """The outputs revealed by votes cast from one address hash (kept per process, synced from the store)."""
-
-    __slots__ = ("high_water", "revealed", "synced_at")
-
-    def __init__(self) -> None:
-        self.revealed: set[int] = set()
-        self.high_water = 0  # highest vote id read from the store
-        self.synced_at = -float("inf")
 
 
 class PairingService:
@@ -208,8 +99,8 @@ class PairingService:
         self._recorded_at = -float("inf")
         self._golds_reviewed_at = -float("inf")
         self._texts: dict[tuple[str, int], Prompt | Output] = {}
-        self._histories: OrderedDict[int, _History] = OrderedDict()
-        self._addresses: OrderedDict[str, _AddressReveals] = OrderedDict()
+        self._histories: OrderedDict[int, AnnotatorHistory] = OrderedDict()
+        self._addresses: OrderedDict[str, AddressReveals] = OrderedDict()
         self._golds: list[GoldItem] = []
         # Each gold's two answers, built once (as the live answers are cached): building them per battle
         # would make a gold slower to issue than a live battle.
@@ -339,10 +230,10 @@ class PairingService:
 
     # -- annotators' histories --------------------------------------------------------------------
 
-    def _history(self, annotator_id: int) -> _History:
+    def _history(self, annotator_id: int) -> AnnotatorHistory:
         history = self._histories.get(annotator_id)
         if history is None:
-            history = self._histories[annotator_id] = _History()
+            history = self._histories[annotator_id] = AnnotatorHistory()
             while len(self._histories) > self.max_histories:
                 self._histories.popitem(last=False)
         else:
@@ -361,16 +252,16 @@ class PairingService:
             history.repeated.update(repeated)
             for battle_id, prompt_id, a, b, vote_id, out_a, out_b, source in rows:
                 repeatable = vote_id if source in REPEATABLE_SOURCES else None
-                shown = _shown(repeatable, prompt_id, a, b, out_a, out_b)
+                shown = shown_vote(repeatable, prompt_id, a, b, out_a, out_b)
                 key = (prompt_id, min(a, b), max(a, b))
                 history.add(battle_id, key, voted=vote_id is not None, outputs=(out_a, out_b), shown=shown)
                 history.high_water = max(history.high_water, battle_id)
             history.synced_at = time.monotonic()
 
-    def _address(self, address_hash: str) -> _AddressReveals:
+    def _address(self, address_hash: str) -> AddressReveals:
         reveals = self._addresses.get(address_hash)
         if reveals is None:
-            reveals = self._addresses[address_hash] = _AddressReveals()
+            reveals = self._addresses[address_hash] = AddressReveals()
             while len(self._addresses) > self.max_histories:
                 self._addresses.popitem(last=False)
         else:
@@ -467,89 +358,21 @@ class PairingService:
                     history.per_pair.pop(pair, None)
 
     def pick_gold(self, annotator_id: int) -> GoldChoice | None:
-        """A gold instead of the next battle, or None: during the onboarding quiz (``gold_quiz`` golds
-        before a first counted vote) always when one is left, else with probability ``gold_rate``. Never a
-        gold this annotator was served before. Call :meth:`prepare` first when not :meth:`ready`."""
-        settings = self.settings
+        """A gold instead of the next battle, or None (:func:`arena.voting.checks.draw_gold`). Call
+        :meth:`prepare` first when not :meth:`ready`."""
         with self._lock:
             history = self._history(annotator_id)
-            if len(history.golds) >= len(self._golds):  # none left: no draw, pairing's stream unchanged
-                return None
-            in_quiz = history.n_votes == 0 and len(history.golds) < settings.gold_quiz
-            if not in_quiz and (settings.gold_rate <= 0 or self.rng.random() >= settings.gold_rate):
-                return None
-            models = sorted(self._catalog.model_ids)
-            gold = self._fresh_gold(history)
-            if gold is None:
-                return None
-            named = gold_sides(gold, models, self.rng)
-            if named is None:
-                return None
-            model_a, model_b = named
-            answer_a, answer_b = self._gold_answers[gold.gold_id]
-            expected = gold.expected_winner(right_on_left=True)
-            if self.rng.random() < 0.5:
-                answer_a, answer_b, model_a, model_b = answer_b, answer_a, model_b, model_a
-                expected = gold.expected_winner(right_on_left=False)
-            history.golds.add(gold.gold_id)
-            n_pairs = max(1, len(models) * (len(models) - 1) // 2)
-        return GoldChoice(
-            gold_id=gold.gold_id,
-            prompt_id=gold.prompt_id,
-            answer_a=answer_a,
-            answer_b=answer_b,
-            model_a_id=model_a,
-            model_b_id=model_b,
-            expected=expected,
-            quiz=settings.gold_quiz if in_quiz else 0,
-            pair_probability=1.0 / n_pairs,
-        )
-
-    def _fresh_gold(self, history: _History) -> GoldItem | None:
-        """A gold this annotator was not served, uniformly: a few random draws, then a scan (few left)."""
-        golds = self._golds
-        for _ in range(8):
-            gold = golds[self.rng.randrange(len(golds))]
-            if gold.gold_id not in history.golds:
-                return gold
-        fresh = [g for g in golds if g.gold_id not in history.golds]
-        return self.rng.choice(fresh) if fresh else None
+            return draw_gold(
+                history, self._golds, self._gold_answers, self._catalog.model_ids, self.settings, self.rng
+            )
 
     def pick_repeat(self, annotator_id: int) -> RepeatChoice | None:
         """One of the annotator's own counted battles again, sides swapped, instead of the next battle, or
-        None: with probability ``repeat_rate`` once a vote at least :data:`REPEAT_GAP` of their counted
-        votes old was not repeated yet. Call :meth:`prepare` first when not :meth:`ready`."""
-        rate = self.settings.repeat_rate
+        None (:func:`arena.voting.checks.draw_repeat`). Call :meth:`prepare` first when not :meth:`ready`."""
         with self._lock:
             history = self._history(annotator_id)
-            n_old = len(history.voted) - REPEAT_GAP + 1  # votes at least REPEAT_GAP votes ago
-            if n_old <= 0 or len(history.repeated) >= n_old:  # none: no draw, pairing's stream unchanged
-                return None
-            if rate <= 0 or self.rng.random() >= rate:
-                return None
-            original = self._fresh_repeat(history, n_old)
-            if original is None:
-                return None
-            vote_id, prompt_id, model_a, model_b, out_a, out_b = original
-            history.repeated.add(vote_id)
             n_models = len(self._catalog.model_ids)
-        n_pairs = max(1, n_models * (n_models - 1) // 2)
-        choice = Choice(
-            prompt_id=prompt_id,
-            output_a=CatalogRow(prompt_id=prompt_id, output_id=out_b, model_id=model_b),
-            output_b=CatalogRow(prompt_id=prompt_id, output_id=out_a, model_id=model_a),
-            pair_probability=1.0 / n_pairs,
-        )
-        return RepeatChoice(original_vote_id=vote_id, choice=choice)
-
-    def _fresh_repeat(self, history: _History, n_old: int) -> tuple[int, int, int, int, int, int] | None:
-        """A vote among the first ``n_old`` not yet repeated, uniformly: a few draws, then a scan."""
-        for _ in range(8):
-            shown = history.voted[self.rng.randrange(n_old)]
-            if shown[0] not in history.repeated:
-                return shown
-        fresh = [v for v in history.voted[:n_old] if v[0] not in history.repeated]
-        return self.rng.choice(fresh) if fresh else None
+            return draw_repeat(history, self.settings.repeat_rate, n_models, self.rng)
 
     def pick_pair(self, model_ids: Sequence[int]) -> tuple[int, int, float] | None:
         """Two of ``model_ids`` for a live battle, drawn by the pairing policy from the cached vote counts
@@ -611,7 +434,7 @@ class PairingService:
             history = self._histories.get(annotator_id)
             if history is not None:
                 out_a, out_b = (tuple(outputs) + (None, None))[:2]
-                shown = _shown(vote_id, prompt_id, model_a_id, model_b_id, out_a, out_b)
+                shown = shown_vote(vote_id, prompt_id, model_a_id, model_b_id, out_a, out_b)
                 history.add(battle_id, (prompt_id, *key), voted=True, outputs=outputs, shown=shown)
             if address_hash is not None:
                 reveals = self._addresses.get(address_hash)
@@ -665,12 +488,3 @@ class PairingService:
         session.expunge(row)
         self._texts[(kind, key)] = row
         return row
-
-
-def _shown(
-    vote_id: int | None, prompt_id: int, model_a: int, model_b: int, out_a: int | None, out_b: int | None
-) -> tuple[int, int, int, int, int, int] | None:
-    """A vote as a repeat needs it, or None when there is no vote or an answer is not a stored output."""
-    if vote_id is None or not out_a or not out_b:
-        return None
-    return (vote_id, prompt_id, model_a, model_b, out_a, out_b)

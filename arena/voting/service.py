@@ -25,8 +25,8 @@ from arena.metrics import (
     count_refusal,
 )
 from arena.security import BattleTokenError, SessionData
+from arena.voting.checks import GoldChoice, RepeatChoice
 from arena.voting.pairing import Choice
-from arena.voting.pairing_service import GoldChoice, RepeatChoice
 from arena.voting.state import ArenaState
 from leaderboard.data import Outcome
 from votes.models import Output, Prompt, utcnow

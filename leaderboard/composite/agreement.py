@@ -25,8 +25,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from leaderboard.battles import Battles
-from leaderboard.bt.compute import METHODS
 from leaderboard.bt.fit import fit_bt
+from leaderboard.bt.request import METHODS
 from leaderboard.bt.spec import DisconnectedComparisonError, NonConvergenceError, UnboundedRatingWarning
 from leaderboard.composite.agreement_stats import (
     Interval,

@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from leaderboard.battles import Battles
-from leaderboard.bt.compute import METHODS
 from leaderboard.bt.fit import BTFit, fit_bt, predict_proba
 from leaderboard.bt.intervals import sandwich_intervals
+from leaderboard.bt.request import METHODS
 from leaderboard.bt.spec import BTSpec
 from leaderboard.data import Outcome, PairCounts
 from leaderboard.evaluation.calibration import (
@@ -239,7 +239,7 @@ def every_method(
     *, half_life: float | None, prior_sd: float, style: bool, raters: bool = False
 ) -> list[MethodSpec]:
     """The rows of :func:`default_methods` (with its online Elo row, the live board's), then every member
-    of :data:`~leaderboard.bt.compute.METHODS` not yet among them (the probit link's Thurstone-Mosteller and
+    of :data:`~leaderboard.bt.request.METHODS` not yet among them (the probit link's Thurstone-Mosteller and
     Glenn-David rows)."""
     rows = default_methods(half_life=half_life, prior_sd=prior_sd, style=style, raters=raters)
     names = {m.name for m in rows}

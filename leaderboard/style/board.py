@@ -5,7 +5,8 @@ its search arena does, citations) enter the Bradley-Terry linear predictor as co
 see :mod:`leaderboard.style.features`), fitted jointly with the ratings, so a model's rating is its strength
 at equal style. This module picks the covariates asked for, reports those that separate the votes (their
 maximum likelihood estimate is infinite, so they are left out rather than fitted to a huge coefficient), fits
-the board through :func:`~leaderboard.bt.compute.compute_leaderboard` (the one engine, one cell per vote) and
+the board through :func:`~leaderboard.bt.compute.fit_leaderboard` (the one engine, one cell per vote, the
+default board's own :class:`~leaderboard.bt.request.FitRequest`) and
 lays out its table with each model's rank change against the default board.
 """
 
@@ -28,6 +29,7 @@ from leaderboard.spreadsheet import escape_frame
 
 if TYPE_CHECKING:
     from leaderboard.bt.bootstrap import Progress
+    from leaderboard.bt.request import FitRequest
 
 __all__ = [
     "STYLE_CSV_FILE",
@@ -159,16 +161,10 @@ def compute_style_board(
     *,
     features: Sequence[str],
     default: Leaderboard,
-    method: str = "bt",
-    n_rounds: int = 1000,
-    level: float = 0.95,
-    interval: str = "bootstrap",
-    anchor: tuple[str, float] | None = None,
-    random_state: int = 0,
+    request: FitRequest,
     progress: Progress | None = None,
-    options: Mapping[str, Any] | None = None,
 ) -> StyleBoard:
-    """Fit the style-controlled board on the same votes, options and seed as ``default``.
+    """Fit the style-controlled board on the same votes, with the same request (and so seed) as ``default``.
 
     Parameters
     ----------
@@ -177,8 +173,10 @@ def compute_style_board(
         left out).
     features : covariate names to fit (see :func:`expand_style`)
     default : the default board of the same votes, for the rank changes
-    method, n_rounds, level, interval, anchor, random_state, progress, options :
-        As :func:`~leaderboard.bt.compute.compute_leaderboard`; ``options`` are the model options.
+    request : the default board's :class:`~leaderboard.bt.request.FitRequest`: method, model options,
+        intervals, anchor and seed
+    progress : ``progress(done, total)`` after each bootstrap round, as for
+        :func:`~leaderboard.bt.compute.compute_leaderboard`
 
     Returns
     -------
@@ -213,24 +211,17 @@ def compute_style_board(
             "no style covariate can be fitted: "
             + (f"{', '.join(separating)} separate the votes" if separating else "none varies in the votes")
         )
-    model_options = dict(options or {})
     # the fitting stack loads here, not when the snapshot pages import this module to read a style table
-    from leaderboard.bt.compute import compute_leaderboard
-    from leaderboard.evaluation.held_out import votes_to_counts
+    from leaderboard.bt.compute import fit_leaderboard  # the fitting stack, on first fit
+    from leaderboard.evaluation.held_out import votes_to_counts  # the fitting stack, on first fit
 
-    counts = votes_to_counts(chosen, keep_time="half_life" in model_options, per_vote=True)
-    board = compute_leaderboard(
+    counts = votes_to_counts(chosen, keep_time=request.model.half_life is not None, per_vote=True)
+    board, _ = fit_leaderboard(
         counts,
-        method=method,
-        n_rounds=n_rounds,
-        level=level,
-        interval=interval,
-        anchor=anchor,
-        random_state=random_state,
+        request,
         progress=progress,
         features=values[:, keep],
         feature_names=tuple(chosen.feature_names[k] for k in keep),
-        **model_options,
     )
     default_rank = dict(zip(default.models, np.asarray(default.rank, dtype=np.int64), strict=True))
     change = np.array(

@@ -23,6 +23,7 @@ from leaderboard.data import parse_outcome
 from leaderboard.online.elo import EloConfig
 from leaderboard.quality.annotators import outcome_probabilities
 from tests.factories import ADMIN_TOKEN, make_settings, vote_once
+from votes.migrate import upgrade_database
 from votes.models import Annotator, Model, Output, utcnow
 from votes.voting.annotators import create_annotator
 from votes.voting.battles import VoteRequest, issue_battle
@@ -210,6 +211,7 @@ def test_review_flags_a_one_sided_voter_and_its_votes_stop_counting(make_client:
 
 def test_cli_annotators_and_leaks(seeded: Engine, db_url: str) -> None:
     bot = cast_votes(seeded, np.random.default_rng(1), honest=10, votes_each=30)
+    upgrade_database(db_url)  # as `arena db upgrade` leaves a store the commands open
     app = typer.Typer()
     register(app)
     runner = CliRunner()

@@ -6,24 +6,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arena.publish.publishing import FitOptions, board_fragility, fit_board
+from arena.publish.board_fit import board_fragility, fit_board
 from leaderboard import simulate_battles
+from leaderboard.bt.request import FitRequest
 
 
 @pytest.mark.parametrize(
-    "options",
+    "fit_request",
     [
-        FitOptions(n_rounds=0, interval="none"),
-        FitOptions(n_rounds=0, interval="none", anchor=("model-001", 1200.0)),
-        FitOptions(method="davidson", n_rounds=0, interval="none"),
+        FitRequest(n_rounds=0, interval="none"),
+        FitRequest(n_rounds=0, interval="none", anchor=("model-001", 1200.0)),
+        FitRequest(method="davidson", n_rounds=0, interval="none"),
     ],
     ids=["bt", "anchored", "davidson"],
 )
-def test_the_boards_fit_gives_the_refitted_certificate(options: FitOptions) -> None:
+def test_the_boards_fit_gives_the_refitted_certificate(fit_request: FitRequest) -> None:
     battles = simulate_battles(np.linspace(950, 1050, 6), 3000, random_state=2, tie_rate=0.2)
     counts = battles.counts()
-    board, fit = fit_board(counts, options)
+    board, fit = fit_board(counts, fit_request)
     np.testing.assert_allclose(fit.rating, board.rating)  # the point fit the board reports
-    with_fit = board_fragility(counts, options, fit)
+    with_fit = board_fragility(counts, fit_request, fit)
     assert "error" not in with_fit
-    assert with_fit == board_fragility(counts, options)  # refitted from the votes
+    assert with_fit == board_fragility(counts, fit_request)  # refitted from the votes

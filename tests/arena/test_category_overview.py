@@ -12,7 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from arena.app import create_app
-from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
+from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.folder import read_snapshot
 from leaderboard.snapshot.overview import OVERVIEW_COLUMNS, category_overview
 from tests.factories import make_settings
@@ -30,7 +32,7 @@ def published(tmp_path: Path) -> Iterator[tuple[TestClient, list[Any]]]:
     rows = publish_slices(
         engine,
         snapshot_dir=tmp_path / "snapshots",
-        options=FitOptions(n_rounds=10, random_state=1),
+        request=FitRequest(n_rounds=10, random_state=1),
         slices=[SliceSpec(), SliceSpec(language="en")],
         plots=False,
     )

@@ -68,7 +68,7 @@ def test_json_table_has_every_method_with_fitted_extras(battles_file: Path) -> N
 
 
 def test_every_system_is_listed_with_its_scores_and_the_verdict(battles_file: Path, tmp_path: Path) -> None:
-    from leaderboard.bt.compute import METHODS
+    from leaderboard.bt.request import METHODS
     from leaderboard.evaluation.systems import online_raters
 
     out = tmp_path / "evaluation"

@@ -11,7 +11,9 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 from arena.cli.main import build_app
-from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
+from leaderboard.bt.request import FitRequest
 from tests.factories import write_jsonl
 from tests.real_data import VICUNA_JUDGES
 from votes.db import make_engine
@@ -30,7 +32,7 @@ def store(tmp_path: Path) -> Iterator[tuple[str, Engine, list[str]]]:
     rows = publish_slices(
         engine,
         snapshot_dir=tmp_path / "snapshots",
-        options=FitOptions(n_rounds=ROUNDS, random_state=1),
+        request=FitRequest(n_rounds=ROUNDS, random_state=1),
         slices=[SliceSpec(), SliceSpec(language="en")],
         plots=False,
     )

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
-from arena.publish.publishing import load_votes_with_texts
+from arena.publish.board_reads import load_votes_with_texts
 from tests.factories import write_jsonl
 from votes.imports.files import import_file
 from votes.reads.annotated import source_aware_filter

@@ -13,7 +13,9 @@ from fastapi.testclient import TestClient
 from matplotlib.figure import Figure
 
 from arena.app import create_app
-from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
+from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.figures import FIGURES, FigureSources, FigureSpec, plot_files
 from leaderboard.snapshot.files import CSV_FILE
 from leaderboard.snapshot.layout import new_figure
@@ -51,7 +53,7 @@ def test_a_registered_figure_is_published_and_served(toy_figure: FigureSpec, tmp
     (row,) = publish_slices(
         engine,
         snapshot_dir=tmp_path / "snapshots",
-        options=FitOptions(n_rounds=10, random_state=1),
+        request=FitRequest(n_rounds=10, random_state=1),
         slices=[SliceSpec()],
     )
     assert {f"{TOY}.svg", f"{TOY}.png"} <= set(plot_files())

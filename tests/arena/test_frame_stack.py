@@ -10,15 +10,17 @@ frame (more than a recursion level) makes sure each chunk edge is hit by some de
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import sys
+import tomllib
 import types
 from pathlib import Path
 
 import pytest
 
-from arena.cli.frame_stack import call_on_roomy_stack
+from arena.cli.frame_stack import FIXED_IN, REMOVABLE_FROM, call_on_roomy_stack, keeps_a_spare_chunk
 
 ROOT = Path(__file__).resolve().parents[2]
 CALLS = 2_000
@@ -57,7 +59,8 @@ def worst_faults(depths: int = DEPTHS, calls: int = CALLS) -> int:
 @pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's frame stack")
 def test_no_depth_on_the_roomy_stack_maps_a_chunk_per_call() -> None:
     if sys.version_info < (3, 13):
-        # the probe finds the edge where CPython maps a chunk per call (3.13 and later keep a spare one)
+        # the probe finds the edge where CPython maps a chunk per call (measured on 3.11 and 3.12; 3.13.13,
+        # 3.14.4 and later keep a spare chunk, see arena.cli.frame_stack.FIXED_IN)
         assert worst_faults() >= CALLS // 2
     assert call_on_roomy_stack(worst_faults) < CALLS // 10
 
@@ -91,3 +94,31 @@ def test_the_arena_command_runs_on_the_roomy_stack() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.strip()) < CALLS // 10
+
+
+def requires_python_floor() -> tuple[int, int, int]:
+    """The lowest Python the project supports: the floor of ``requires-python`` in ``pyproject.toml``."""
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+    found = re.fullmatch(r"\s*>=\s*(\d+)\.(\d+)(?:\.(\d+))?\s*", spec)
+    assert found is not None, f"requires-python {spec!r}: read this floor by hand against REMOVABLE_FROM"
+    major, minor, micro = found.groups()
+    return int(major), int(minor), int(micro or 0)
+
+
+def test_the_fixed_releases_are_those_that_keep_a_spare_chunk() -> None:
+    for churning in ((3, 11, 14), (3, 12, 12), (3, 13, 12), (3, 14, 0), (3, 14, 3)):
+        assert not keeps_a_spare_chunk(churning), churning
+    for fixed in ((3, 13, 13), (3, 13, 14), (3, 14, 4), (3, 15, 0), (4, 0, 0)):
+        assert keeps_a_spare_chunk(fixed), fixed
+    # the floor from which the workaround can go is the first release after which no release churns
+    assert REMOVABLE_FROM == max(FIXED_IN.values())
+    assert keeps_a_spare_chunk(REMOVABLE_FROM) and not keeps_a_spare_chunk((3, 14, 3))
+
+
+def test_the_workaround_stays_only_while_a_supported_python_needs_it() -> None:
+    floor = requires_python_floor()
+    assert floor < REMOVABLE_FROM, (
+        f"requires-python now starts at {'.'.join(map(str, floor))}: every supported CPython keeps a spare "
+        "frame-stack chunk (gh-142183), so the workaround can go: remove arena/cli/frame_stack.py, its call "
+        "in arena.cli.main.main and this test file"
+    )

@@ -14,8 +14,10 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from arena.publish.publishing import FitOptions, fit_counts, load_from_database
+from arena.publish.board_reads import load_from_database
 from arena.voting.pairing_service import PairingService
+from leaderboard.bt.compute import compute_leaderboard
+from leaderboard.bt.request import FitRequest
 from tests.arena.conftest import AppFactory
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, write_jsonl
 from votes.reads.filters import VoteFilter
@@ -174,9 +176,9 @@ def test_removing_the_gold_rows_changes_no_rating(
     for _ in range(40):
         _vote(client, _next(client), rng.choice(["model_a", "model_b", "tie"]))
     assert _count(seeded, goldvote_t) > 0 and _count(seeded, vote_t) > 0
-    options = FitOptions(n_rounds=20, random_state=1)
+    request = FitRequest(n_rounds=20, random_state=1)
     counts, digest = load_from_database(seeded, VoteFilter())
-    board = fit_counts(counts, options)
+    board = compute_leaderboard(counts, request)
     live = live_ratings(seeded)
     with seeded.begin() as conn:
         conn.execute(delete(goldvote_t))
@@ -184,7 +186,7 @@ def test_removing_the_gold_rows_changes_no_rating(
         conn.execute(delete(goldbattle_t))
     assert _count(seeded, goldbattle_t) == 0
     counts_after, digest_after = load_from_database(seeded, VoteFilter())
-    board_after = fit_counts(counts_after, options)
+    board_after = compute_leaderboard(counts_after, request)
     assert digest_after == digest
     assert list(board_after.models) == list(board.models)
     assert list(board_after.rating) == list(board.rating)

@@ -11,7 +11,8 @@ from sqlmodel import Session, select
 from typer.testing import CliRunner
 
 from arena.cli.main import app
-from arena.publish.publishing import FitOptions, publish_snapshot
+from arena.publish.snapshots import publish_snapshot
+from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.dataset_card import MODELS_FILE
 from votes.catalog.model_metadata import ModelMetadata
 from votes.db import make_engine
@@ -131,7 +132,7 @@ def test_publish_writes_the_metadata_into_models_csv(url: str, tmp_path: Path) -
             "--link", "https://example.com/m", "--knowledge-cutoff", "2024-06", "--database-url", url,
         )  # fmt: skip
         assert code == 0, out
-        row = publish_snapshot(engine, snapshot_dir=tmp_path / "snaps", options=FitOptions(n_rounds=5))
+        row = publish_snapshot(engine, snapshot_dir=tmp_path / "snaps", request=FitRequest(n_rounds=5))
     finally:
         engine.dispose()
     with (Path(row.path) / MODELS_FILE).open(newline="", encoding="utf-8") as f:

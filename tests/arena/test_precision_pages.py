@@ -16,8 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from arena.app import create_app
-from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
 from arena.web.routes.snapshots import _precision
+from leaderboard.bt.request import FitRequest
 from tests.factories import make_settings
 from votes.db import make_engine
 from votes.imports.demo import load_demo
@@ -101,7 +103,7 @@ def published(
     (row,) = publish_slices(
         engine,
         snapshot_dir=tmp_path / "snapshots",
-        options=FitOptions(n_rounds=20, random_state=3),
+        request=FitRequest(n_rounds=20, random_state=3),
         slices=[SliceSpec()],
         plots=False,
     )

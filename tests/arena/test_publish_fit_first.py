@@ -14,12 +14,14 @@ import pytest
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
-import arena.publish.early_read
-import arena.publish.publishing
+import arena.publish.recompute
+import arena.publish.snapshots
 import votes.reads.scans
 from arena.cli.main import build_app
-from arena.publish.publishing import FitOptions, publish_snapshot, stored_components
+from arena.publish.board_reads import stored_components
+from arena.publish.snapshots import publish_snapshot
 from leaderboard import simulate_battles
+from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.figures import plot_files
 from leaderboard.snapshot.files import DATA_FILES
 from leaderboard.snapshot.folder import read_snapshot
@@ -78,7 +80,9 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return wrapped
 
-    monkeypatch.setattr(arena.publish.publishing, "fit_board", spy("fit", arena.publish.publishing.fit_board))
+    # the board is fitted while the votes are read (publishing) or after (recompute): the one fit_board
+    for module in (arena.publish.snapshots, arena.publish.recompute):
+        monkeypatch.setattr(module, "fit_board", spy("fit", module.fit_board))
     monkeypatch.setattr(votes.reads.scans, "load_battles", spy("scan", votes.reads.scans.load_battles))
     return calls
 
@@ -94,16 +98,6 @@ def test_board_fitted_before_the_scan_is_the_file_board(
     with engine.connect() as conn:
         assert not votes_name_annotators(conn)
     calls = _calls(monkeypatch)
-    taken: list[tuple[bool, bool]] = []
-    take = arena.publish.early_read.EarlyRead.take
-
-    def spy(self: arena.publish.early_read.EarlyRead) -> Any:
-        found = take(self)
-        fetched = found is not None and found[1] is not None and len(found[1]._fetched) > 0
-        taken.append((found is not None, fetched))
-        return found
-
-    monkeypatch.setattr(arena.publish.early_read.EarlyRead, "take", spy)
     fit = ["--bootstrap", str(ROUNDS), "--seed", str(SEED)]
     published = CliRunner().invoke(
         build_app(),
@@ -112,9 +106,6 @@ def test_board_fitted_before_the_scan_is_the_file_board(
     assert published.exit_code == 0, published.output
     # fitted once, on the database's counts, before the votes were read one by one
     assert calls == ["fit", "scan"]
-    # read in the transaction the command began in a thread as it started (on SQLite, its scan's first
-    # texts fetched ahead)
-    assert taken == [(True, engine.dialect.name == "sqlite")]
     (folder,) = (tmp_path / "snap").iterdir()
     offline = tmp_path / "offline"
     recomputed = CliRunner().invoke(
@@ -137,16 +128,15 @@ def test_votes_naming_annotators_are_read_before_the_fit(
             assert votes_name_annotators(conn)
         calls = _calls(monkeypatch)
         publish_snapshot(
-            engine, snapshot_dir=tmp_path / "auto", options=FitOptions(n_rounds=ROUNDS), plots=False
+            engine, snapshot_dir=tmp_path / "auto", request=FitRequest(n_rounds=ROUNDS), plots=False
         )
         assert calls == ["scan", "fit"]
         calls.clear()
         publish_snapshot(
             engine,
             snapshot_dir=tmp_path / "none",
-            options=FitOptions(n_rounds=ROUNDS),
+            request=FitRequest(n_rounds=ROUNDS, cluster="none"),
             plots=False,
-            cluster="none",
         )
         assert calls == ["fit", "scan"]
     finally:
@@ -157,13 +147,13 @@ def test_counts_that_no_longer_hold_are_refitted(anonymous: tuple[Engine, Path],
     """Counts read before (the components check) that the votes read do not give (votes came in since:
     here, the counts of fewer models) are fitted early and then dropped, figures and all."""
     engine, _ = anonymous
-    options = FitOptions(n_rounds=ROUNDS, random_state=SEED)
+    request = FitRequest(n_rounds=ROUNDS, random_state=SEED)
     _, counts = stored_components(engine, VoteFilter(exclude_flagged=True))
     _, fewer = stored_components(engine, VoteFilter(exclude_flagged=True, models=counts.models[:4]))
     assert not fewer.same_as(counts)
-    plain = publish_snapshot(engine, snapshot_dir=tmp_path / "plain", options=options)
-    reused = publish_snapshot(engine, snapshot_dir=tmp_path / "reused", options=options, counted=counts)
-    stale = publish_snapshot(engine, snapshot_dir=tmp_path / "stale", options=options, counted=fewer)
+    plain = publish_snapshot(engine, snapshot_dir=tmp_path / "plain", request=request)
+    reused = publish_snapshot(engine, snapshot_dir=tmp_path / "reused", request=request, counted=counts)
+    stale = publish_snapshot(engine, snapshot_dir=tmp_path / "stale", request=request, counted=fewer)
     for row in (reused, stale):
         assert _files(Path(row.path)) == _files(Path(plain.path))
         assert row.n_votes == N_VOTES

@@ -23,7 +23,7 @@ import arena.cli.commands.data
 import arena.cli.options
 import leaderboard.snapshot.files
 from arena.cli.main import app
-from arena.publish.publishing import STAGING_PREFIX
+from arena.publish.staging import STAGING_PREFIX
 from votes.db import is_sqlite, make_engine, storage_failure
 from votes.reads.snapshots import list_snapshots
 
@@ -124,8 +124,8 @@ def test_full_sqlite_database_during_import_is_one_line_without_row_values(
     imported(url, tmp_path, [["alpha", "beta"]])
     opened = arena.cli.options.open_store
 
-    def cramped(settings: object) -> Engine:
-        engine = opened(settings)  # type: ignore[arg-type]
+    def cramped(settings: object, *, create: bool = False) -> Engine:
+        engine = opened(settings, create=create)  # type: ignore[arg-type]
 
         @event.listens_for(engine, "connect")
         def _limit(dbapi_conn: object, _record: object) -> None:
@@ -192,7 +192,7 @@ def test_publish_cleans_up_leftovers_of_earlier_crashes(
     orphan.chmod(0o555)
     for folder in (stale, orphan, other):
         os.utime(folder, (OLD, OLD))
-    with caplog.at_level(logging.WARNING, logger="arena.publish.publishing"):
+    with caplog.at_level(logging.WARNING, logger="arena.publish.staging"):
         code, out = run("publish", "--database-url", url, "--snapshot-dir", str(snaps), "--bootstrap", "5")
     assert code == 0, out
     left = {p.name for p in snaps.iterdir()}

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from arena.app import create_app
 from arena.cli.main import build_app
-from leaderboard import compute_leaderboard
+from leaderboard import FitRequest, compute_leaderboard
 from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
 from tests.arena.test_cli_battle_files import _ratings
@@ -100,7 +100,7 @@ def _expected(
         outcome=np.array([parse_outcome(r["winner"]) for r in kept], dtype=np.int8),
         weight=np.array([weights.get(r["judge"], 1.0) for r in kept], dtype=np.float64),
     )
-    board = compute_leaderboard(battles.counts(), n_rounds=0, interval="none")
+    board = compute_leaderboard(battles.counts(), FitRequest(n_rounds=0, interval="none"))
     return {m: float(r) for m, r in zip(board.models, board.rating, strict=True)}
 
 

@@ -13,7 +13,8 @@ from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 from arena.cli.main import build_app
-from arena.publish.publishing import FitOptions, publish_snapshot
+from arena.publish.snapshots import publish_snapshot
+from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.files import DATA_FILES, METADATA_FILE
 from leaderboard.snapshot.folder import read_snapshot
 from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE
@@ -43,13 +44,13 @@ def test_published_snapshot_carries_both_boards(demo_engine: Engine, tmp_path: P
     plain = publish_snapshot(
         demo_engine,
         snapshot_dir=tmp_path / "plain",
-        options=FitOptions(n_rounds=ROUNDS, random_state=SEED),
+        request=FitRequest(n_rounds=ROUNDS, random_state=SEED),
         plots=False,
     )
     styled = publish_snapshot(
         demo_engine,
         snapshot_dir=tmp_path / "styled",
-        options=FitOptions(n_rounds=ROUNDS, random_state=SEED, style=("length", "markdown")),
+        request=FitRequest(n_rounds=ROUNDS, random_state=SEED, style=("length", "markdown")),
         plots=False,
     )
     for name in DATA_FILES:  # style control is an addition: the default board is byte for byte the same
@@ -131,7 +132,7 @@ def test_the_board_page_switches_to_the_style_controlled_board(demo_engine: Engi
     row = publish_snapshot(
         demo_engine,
         snapshot_dir=folder,
-        options=FitOptions(n_rounds=ROUNDS, random_state=SEED, style=("length",)),
+        request=FitRequest(n_rounds=ROUNDS, random_state=SEED, style=("length",)),
         plots=False,
     )
     url = str(demo_engine.url)

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arena.cli.main import build_app
-from arena.publish.publishing import TIME_BUCKET_SECONDS
+from arena.publish.board_reads import TIME_BUCKET_SECONDS
 from leaderboard.data import OUTCOME_STRINGS
 
 duckdb = pytest.importorskip("duckdb")

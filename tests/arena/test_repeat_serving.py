@@ -17,8 +17,11 @@ from typer.testing import CliRunner
 
 from arena.app import create_app
 from arena.cli.main import build_app
-from arena.publish.publishing import FitOptions, fit_counts, load_from_database
-from arena.voting.pairing_service import REPEAT_GAP, PairingService
+from arena.publish.board_reads import load_from_database
+from arena.voting.checks import REPEAT_GAP
+from arena.voting.pairing_service import PairingService
+from leaderboard.bt.compute import compute_leaderboard
+from leaderboard.bt.request import FitRequest
 from leaderboard.data import Outcome
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, seed_catalog
 from votes.migrate import upgrade_database
@@ -243,6 +246,7 @@ def test_removing_the_repeat_rows_changes_no_rating_and_the_review_reports_them(
         agreed = int(conn.scalar(select(func.count()).where(repeatvote_t.c.agreed.is_(True))) or 0)
     assert row["repeat_agreed"] == agreed
     runner = CliRunner()
+    upgrade_database(db_url)  # the command wants the schema at head; create_all's tables are kept
     listed_cli = runner.invoke(build_app(), ["annotators", "--all", "--json", "--database-url", db_url])
     assert listed_cli.exit_code == 0, listed_cli.output
     cli_row, overall = map(json.loads, listed_cli.output.splitlines())
@@ -250,7 +254,6 @@ def test_removing_the_repeat_rows_changes_no_rating_and_the_review_reports_them(
     pooled = overall["overall"]["self_agreement"]
     assert (pooled["n_repeat"], pooled["n_agreed"]) == (n_repeats, agreed)
     assert pooled["low"] <= pooled["share"] <= pooled["high"]
-    upgrade_database(db_url)  # the command wants the schema at head; create_all's tables are kept
     report = runner.invoke(build_app(), ["agreement", "--json", "--database-url", db_url])
     assert report.exit_code == 0, report.output
     assert json.loads(report.output)["self_agreement"] == pooled
@@ -260,15 +263,15 @@ def test_removing_the_repeat_rows_changes_no_rating_and_the_review_reports_them(
     table = runner.invoke(build_app(), ["annotators", "--all", "--database-url", db_url], env=wide)
     assert "self (95%)" in table.output and f"{agreed}/{n_repeats} (" in table.output
     assert f"Self-agreement on repeat battles: {agreed} of {n_repeats}" in table.output
-    options = FitOptions(n_rounds=20, random_state=1)
+    request = FitRequest(n_rounds=20, random_state=1)
     counts, digest = load_from_database(engine, VoteFilter())
-    board = fit_counts(counts, options)
+    board = compute_leaderboard(counts, request)
     live = live_ratings(engine)
     with engine.begin() as conn:
         conn.execute(delete(repeatvote_t))
         conn.execute(delete(battle_t).where(battle_t.c.source == "repeat"))
     counts_after, digest_after = load_from_database(engine, VoteFilter())
-    board_after = fit_counts(counts_after, options)
+    board_after = compute_leaderboard(counts_after, request)
     assert digest_after == digest
     assert list(board_after.models) == list(board.models)
     assert list(board_after.rating) == list(board.rating)

@@ -18,7 +18,9 @@ from sqlmodel import Session
 from typer.testing import CliRunner
 
 from arena.cli.main import build_app
-from arena.publish.publishing import FitOptions, SliceSpec, publish_slices, publish_snapshot
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices, publish_snapshot
+from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.figures import plot_files
 from leaderboard.snapshot.files import DATA_FILES, METADATA_FILE
 from leaderboard.snapshot.folder import read_snapshot
@@ -50,7 +52,7 @@ def test_export_then_recompute_equals_publish(demo_engine: Engine, db_url: str, 
     row = publish_snapshot(
         demo_engine,
         snapshot_dir=tmp_path / "published",
-        options=FitOptions(n_rounds=ROUNDS, random_state=SEED),
+        request=FitRequest(n_rounds=ROUNDS, random_state=SEED),
     )
     export = tmp_path / "votes.jsonl"
     assert export_votes(demo_engine, export) == N_VOTES
@@ -112,7 +114,7 @@ def test_published_folder_is_read_only_and_listed(demo_engine: Engine, tmp_path:
     rows = publish_slices(
         demo_engine,
         snapshot_dir=tmp_path,
-        options=FitOptions(n_rounds=10, random_state=SEED),
+        request=FitRequest(n_rounds=10, random_state=SEED),
         slices=[SliceSpec(), SliceSpec(language="en")],
         plots=False,
     )
@@ -130,12 +132,12 @@ def test_published_folder_is_read_only_and_listed(demo_engine: Engine, tmp_path:
 
 def test_snapshots_commands(demo_engine: Engine, tmp_path: Path) -> None:
     first = publish_snapshot(
-        demo_engine, snapshot_dir=tmp_path, options=FitOptions(n_rounds=10, random_state=1)
+        demo_engine, snapshot_dir=tmp_path, request=FitRequest(n_rounds=10, random_state=1)
     )
     second = publish_snapshot(
         demo_engine,
         snapshot_dir=tmp_path,
-        options=FitOptions(n_rounds=10, random_state=1, level=0.9),
+        request=FitRequest(n_rounds=10, random_state=1, level=0.9),
         plots=False,
     )
     url = demo_engine.url.render_as_string(hide_password=False)
@@ -189,7 +191,7 @@ def test_migrated_store_refuses_changes(demo_engine: Engine, tmp_path: Path) -> 
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
-    publish_snapshot(demo_engine, snapshot_dir=tmp_path, options=FitOptions(n_rounds=0), plots=False)
+    publish_snapshot(demo_engine, snapshot_dir=tmp_path, request=FitRequest(n_rounds=0), plots=False)
     for statement in ("UPDATE snapshot SET n_votes = 1", "DELETE FROM snapshot"):
         with pytest.raises(DBAPIError, match="immutable"), demo_engine.begin() as conn:
             conn.execute(text(statement))
@@ -236,12 +238,12 @@ def test_publish_leaves_out_flagged_annotators_by_default(demo_engine: Engine, t
         assert flag_annotator(session=session, annotator_id=target.id, reason="test")
         session.commit()
     default = publish_snapshot(
-        demo_engine, snapshot_dir=tmp_path / "a", options=FitOptions(n_rounds=0, interval="none"), plots=False
+        demo_engine, snapshot_dir=tmp_path / "a", request=FitRequest(n_rounds=0, interval="none"), plots=False
     )
     everyone = publish_snapshot(
         demo_engine,
         snapshot_dir=tmp_path / "b",
-        options=FitOptions(n_rounds=0, interval="none"),
+        request=FitRequest(n_rounds=0, interval="none"),
         exclude_flagged=False,
         plots=False,
     )

@@ -11,7 +11,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from arena.app import create_app
-from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
+from leaderboard.bt.request import FitRequest
 from tests.conftest import scratch_pg_database
 from tests.factories import make_settings
 from votes.db import make_engine
@@ -45,7 +47,7 @@ def published(
     rows = publish_slices(
         engine,
         snapshot_dir=tmp_path / "snapshots",
-        options=FitOptions(n_rounds=20, random_state=3),
+        request=FitRequest(n_rounds=20, random_state=3),
         slices=[SliceSpec(), SliceSpec(language="en")],
     )
     app = create_app(make_settings(db_url, snapshot_dir=str(tmp_path / "snapshots")), engine=engine, seed=1)

@@ -19,7 +19,9 @@ import pytest
 import uvicorn
 
 from arena.app import create_app
-from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
+from leaderboard.bt.request import FitRequest
 from tests.e2e.long_catalog import load_long_catalog
 from tests.factories import make_settings
 from votes.db import make_engine
@@ -87,7 +89,7 @@ def long_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, s
     rows = publish_slices(
         engine,
         snapshot_dir=tmp / "snapshots",
-        options=FitOptions(n_rounds=50, random_state=1),
+        request=FitRequest(n_rounds=50, random_state=1),
         slices=[SliceSpec()],
     )
     app = create_app(make_settings(url, snapshot_dir=str(tmp / "snapshots")), engine=engine, seed=5)

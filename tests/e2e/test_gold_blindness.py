@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel
 
 from arena.app import create_app
-from arena.voting.pairing_service import REPEAT_GAP
+from arena.voting.checks import REPEAT_GAP
 from tests.e2e.conftest import serve
 from tests.factories import make_settings, seed_catalog, write_jsonl
 from votes.db import make_engine

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from arena.app import create_app
-from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
+from leaderboard.bt.request import FitRequest
 from leaderboard.snapshot.figures import FIGURES
 from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings
@@ -32,7 +34,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list
     rows = publish_slices(
         engine,
         snapshot_dir=tmp / "snapshots",
-        options=FitOptions(n_rounds=100, random_state=1),
+        request=FitRequest(n_rounds=100, random_state=1),
         slices=[SliceSpec(), SliceSpec(category="coding")],
     )
     app = create_app(make_settings(url, snapshot_dir=str(tmp / "snapshots")), engine=engine, seed=3)

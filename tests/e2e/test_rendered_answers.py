@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from arena.app import create_app
-from arena.publish.publishing import FitOptions, SliceSpec, publish_slices
+from arena.publish.recompute import SliceSpec
+from arena.publish.snapshots import publish_slices
+from leaderboard.bt.request import FitRequest
 from tests.e2e.a11y import blocking_violations, new_page, page_width
 from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings
@@ -71,7 +73,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     rows = publish_slices(
         engine,
         snapshot_dir=tmp / "snapshots",
-        options=FitOptions(n_rounds=30, random_state=1, style=("length", "markdown")),
+        request=FitRequest(n_rounds=30, random_state=1, style=("length", "markdown")),
         slices=[SliceSpec()],
         plots=False,
     )

@@ -10,6 +10,7 @@ import pytest
 from leaderboard import (
     Battles,
     BTSpec,
+    FitRequest,
     PairCounts,
     bootstrap_ratings,
     cluster_cells,
@@ -143,8 +144,10 @@ def test_two_way_clusters_are_no_narrower_than_either_way() -> None:
 def test_compute_leaderboard_records_the_clustering() -> None:
     sim, counts = _annotator_board(10)
     clusters = cluster_cells(sim, counts, "annotator")
-    board = compute_leaderboard(counts, n_rounds=40, clusters=clusters)
+    board = compute_leaderboard(counts, FitRequest(n_rounds=40), clusters=clusters)
     assert board.parameters["cluster"] == "annotator" and board.parameters["cluster_counts"] == [30]
-    sw = compute_leaderboard(counts, method="davidson-position", interval="sandwich", clusters=clusters)
+    sw = compute_leaderboard(
+        counts, FitRequest(method="davidson-position", interval="sandwich"), clusters=clusters
+    )
     assert sw.parameters["cluster"] == "annotator"
-    assert "cluster" not in compute_leaderboard(counts, n_rounds=20).parameters
+    assert "cluster" not in compute_leaderboard(counts, FitRequest(n_rounds=20)).parameters

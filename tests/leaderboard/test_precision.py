@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from leaderboard import compute_leaderboard, simulate_battles
+from leaderboard import FitRequest, compute_leaderboard, simulate_battles
 from leaderboard.design.precision import board_precision
 from leaderboard.snapshot.folder import write_snapshot
 
@@ -16,7 +16,7 @@ from leaderboard.snapshot.folder import write_snapshot
 def _board(votes: int) -> tuple[object, object]:
     truth = np.array([1200.0, 1150.0, 1100.0, 1000.0, 990.0])
     counts = simulate_battles(truth, votes, random_state=1).counts()
-    return compute_leaderboard(counts, method="bt", interval="sandwich"), counts
+    return compute_leaderboard(counts, FitRequest(method="bt", interval="sandwich")), counts
 
 
 def test_more_votes_needed_when_fewer_were_cast_and_wide_models_are_provisional() -> None:
@@ -52,7 +52,7 @@ def test_ledger_shares_sum_to_one_and_favour_the_least_known_model() -> None:
     counts = replace(
         sim, model_a=sim.model_a[keep], model_b=sim.model_b[keep], outcome=sim.outcome[keep], time=None
     ).counts()
-    board = compute_leaderboard(counts, method="bt", interval="sandwich")
+    board = compute_leaderboard(counts, FitRequest(method="bt", interval="sandwich"))
     ledger = {e["model"]: e for e in board_precision(board, counts)["ledger"]}
     assert sum(e["battle_share"] for e in ledger.values()) == pytest.approx(1.0, abs=1e-5)
     assert sum(e["sampling_share"] for e in ledger.values()) == pytest.approx(1.0, abs=1e-5)

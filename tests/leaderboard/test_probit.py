@@ -14,6 +14,7 @@ from leaderboard.bt.cells import Layout, Objective, make_cells
 from leaderboard.bt.compute import compute_leaderboard
 from leaderboard.bt.fit import fit_bt, predict_proba
 from leaderboard.bt.probit import PROBIT_NATS, probit_proba, probit_row_terms
+from leaderboard.bt.request import FitRequest
 from leaderboard.bt.spec import BTSpec
 from leaderboard.data import PairCounts, aggregate_codes
 from leaderboard.evaluation.simulate import simulate_battles
@@ -121,13 +122,13 @@ def test_probit_methods_run_through_the_sandwich_and_the_bootstrap() -> None:
     counts = _counts(b)
     for interval in ("sandwich", "bootstrap"):
         lb = compute_leaderboard(
-            counts, method="glenn-david-position", interval=interval, n_rounds=40, random_state=1
+            counts, FitRequest(method="glenn-david-position", interval=interval, n_rounds=40, random_state=1)
         )
         assert np.all(lb.ci_low <= lb.rating) and np.all(lb.rating <= lb.ci_high)
         assert np.all(lb.ci_high - lb.ci_low > 0)
         tau = lb.parameters_fitted["tie_threshold_tau"]
         assert tau["ci_low"] < 0.3 < tau["ci_high"]
-    tm = compute_leaderboard(counts, method="tm", interval="sandwich")
+    tm = compute_leaderboard(counts, FitRequest(method="tm", interval="sandwich"))
     assert tm.method == "tm" and np.all(tm.ci_high > tm.ci_low)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from leaderboard.battles import Battles
 from leaderboard.bt.compute import compute_leaderboard
+from leaderboard.bt.request import FitRequest
 from leaderboard.data import Outcome
 from leaderboard.style.board import (
     compute_style_board,
@@ -51,9 +52,9 @@ def _length_biased_votes(seed: int = 3) -> tuple[Battles, np.ndarray]:
 
 def test_a_model_winning_through_length_alone_is_put_back_by_style_control() -> None:
     battles, true = _length_biased_votes()
-    default = compute_leaderboard(battles.counts(), n_rounds=ROUNDS, random_state=1)
+    default = compute_leaderboard(battles.counts(), FitRequest(n_rounds=ROUNDS, random_state=1))
     style = compute_style_board(
-        battles, features=("length",), default=default, n_rounds=ROUNDS, random_state=1
+        battles, features=("length",), default=default, request=FitRequest(n_rounds=ROUNDS, random_state=1)
     )
     board = style.leaderboard
     k = board.models.index(f"m{VERBOSE}")
@@ -74,9 +75,13 @@ def test_a_model_winning_through_length_alone_is_put_back_by_style_control() -> 
 
 def test_the_same_votes_and_seed_give_the_same_style_board() -> None:
     battles, _ = _length_biased_votes()
-    default = compute_leaderboard(battles.counts(), n_rounds=0, interval="none")
-    one = compute_style_board(battles, features=("length",), default=default, n_rounds=20, random_state=4)
-    two = compute_style_board(battles, features=("length",), default=default, n_rounds=20, random_state=4)
+    default = compute_leaderboard(battles.counts(), FitRequest(n_rounds=0, interval="none"))
+    one = compute_style_board(
+        battles, features=("length",), default=default, request=FitRequest(n_rounds=20, random_state=4)
+    )
+    two = compute_style_board(
+        battles, features=("length",), default=default, request=FitRequest(n_rounds=20, random_state=4)
+    )
     assert np.array_equal(one.leaderboard.ci_low, two.leaderboard.ci_low)
     table = style_board_table(one)
     assert list(table.columns)[-1] == "rank_change"
@@ -97,15 +102,20 @@ def test_a_covariate_that_separates_the_votes_is_reported_and_left_out() -> None
     )
     assert separating_features(separated) == ("bold",)
     assert separating_features(battles) == ()
-    default = compute_leaderboard(separated.counts(), n_rounds=0, interval="none")
+    default = compute_leaderboard(separated.counts(), FitRequest(n_rounds=0, interval="none"))
     style = compute_style_board(
-        separated, features=("length", "bold"), default=default, n_rounds=0, interval="none"
+        separated,
+        features=("length", "bold"),
+        default=default,
+        request=FitRequest(n_rounds=0, interval="none"),
     )
     assert style.features == ("length",)
     assert style.separating == ("bold",)
     assert "style_bold_elo" not in style.leaderboard.parameters_fitted
     with pytest.raises(ValueError, match="separate"):
-        compute_style_board(separated, features=("bold",), default=default, n_rounds=0, interval="none")
+        compute_style_board(
+            separated, features=("bold",), default=default, request=FitRequest(n_rounds=0, interval="none")
+        )
 
 
 def test_votes_without_texts_are_left_out_and_counted() -> None:
@@ -120,8 +130,10 @@ def test_votes_without_texts_are_left_out_and_counted() -> None:
         features=features,
         feature_names=battles.feature_names,
     )
-    default = compute_leaderboard(gappy.counts(), n_rounds=0, interval="none")
-    style = compute_style_board(gappy, features=("length",), default=default, n_rounds=0, interval="none")
+    default = compute_leaderboard(gappy.counts(), FitRequest(n_rounds=0, interval="none"))
+    style = compute_style_board(
+        gappy, features=("length",), default=default, request=FitRequest(n_rounds=0, interval="none")
+    )
     assert style.n_votes_without_texts == 10
     assert style.leaderboard.n_votes == N_VOTES - 10
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from leaderboard import Battles, PairCounts, fit_bt
-from leaderboard.bt.compute import method_spec
+from leaderboard.bt.request import method_spec
 from leaderboard.bt.spec import UnboundedRatingWarning
 from leaderboard.design.fragility import Fragility, fragility, remove_votes
 from tests.real_data import VICUNA_JUDGES
@@ -98,13 +98,13 @@ def board(name: str) -> Battles:
 
 def certify(name: str, method: str) -> tuple[PairCounts, Fragility]:
     counts = board(name).counts()
-    return counts, fragility(counts, spec=method_spec(method, {}))
+    return counts, fragility(counts, spec=method_spec(method))
 
 
 def swapped_after(counts: PairCounts, method: str, removed: np.ndarray, upper: str, lower: str) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnboundedRatingWarning)
-        fit = fit_bt(remove_votes(counts, removed), spec=method_spec(method, {}))
+        fit = fit_bt(remove_votes(counts, removed), spec=method_spec(method))
     return bool(fit.rating[fit.models.index(lower)] > fit.rating[fit.models.index(upper)])
 
 

@@ -11,14 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from arena.settings import Settings, live_config
-from votes.db import make_engine
+from arena.cli.options import DatabaseUrlOption, open_store, settings_for
+from arena.settings import live_config
 
 __all__ = ["annotators", "leaks", "register"]
-
-DatabaseOption = Annotated[
-    str | None, typer.Option(help="SQLAlchemy URL (default: ARENA_DATABASE_URL or sqlite:///arena.db).")
-]
 
 
 def _clean(value: object) -> object:
@@ -26,7 +22,7 @@ def _clean(value: object) -> object:
 
 
 def annotators(
-    database_url: DatabaseOption = None,
+    database_url: DatabaseUrlOption = None,
     apply: Annotated[
         bool, typer.Option(help="Flag the suspicious annotators (their votes stop counting).")
     ] = False,
@@ -58,8 +54,8 @@ def annotators(
     from votes.review.voters import review_annotators
     from votes.voting.repeat_votes import overall_self_agreement
 
-    settings = Settings()
-    engine = make_engine(database_url or settings.database_url)
+    settings = settings_for(database_url)
+    engine = open_store(settings)
     try:
         rule = FlagRule(alpha=alpha, min_votes=min_votes, min_median_seconds=min_median_seconds)
         rows = review_annotators(
@@ -135,13 +131,13 @@ def annotators(
 
 
 def leaks(
-    database_url: DatabaseOption = None,
+    database_url: DatabaseUrlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per leaking output.")] = False,
 ) -> None:
     """Outputs that name their own model or maker: kept out of battles, listed here for review."""
     from votes.review.leak_review import find_leaks
 
-    engine = make_engine(database_url or Settings().database_url)
+    engine = open_store(settings_for(database_url))
     try:
         with engine.connect() as conn:
             rows = find_leaks(conn)

@@ -17,7 +17,6 @@ from votes.files.formats import SOURCE_FORMATS
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from arena.publish.early_read import EarlyRead
     from leaderboard.battles import Battles
     from leaderboard.data import PairCounts
     from votes.files.columns import BattleRead
@@ -29,8 +28,10 @@ __all__ = [
     "AnnotatorsOpt",
     "AnonyOnlyOpt",
     "BaselineOpt",
+    "CategoryOpt",
     "EachOpt",
     "ExcludeModelsOpt",
+    "FlaggedOpt",
     "FirstSightOpt",
     "RobustOpt",
     "JudgeOpt",
@@ -119,6 +120,14 @@ EachOpt = Annotated[
 LanguageOpt = Annotated[str | None, typer.Option("--language", help="Only battles in this language.")]
 SinceOpt = Annotated[datetime | None, typer.Option("--since", help="Votes at or after this time (UTC).")]
 UntilOpt = Annotated[datetime | None, typer.Option("--until", help="Votes before this time (UTC).")]
+CategoryOpt = Annotated[str | None, typer.Option("--category", help="Only prompts of this category.")]
+FlaggedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--exclude-flagged/--include-flagged",
+        help="Leave out flagged annotators' votes (the default for published boards; files have no flags).",
+    ),
+]
 AnnotatorsOpt = Annotated[
     str | None,
     typer.Option(
@@ -218,16 +227,15 @@ class StoredPart(NamedTuple):
 
 
 def pick_stored_components(
-    engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool, early: EarlyRead | None = None
+    engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool
 ) -> list[StoredPart]:
     """The parts of the stored votes' comparison graph to fit; an error (exit 1) naming the parts when
-    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen.
-    ``early``: a read begun as the command started, whose counts are used when it has them."""
+    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen."""
     from dataclasses import replace
 
-    from arena.publish.publishing import stored_components
+    from arena.publish.board_reads import stored_components
 
-    parts, counts = stored_components(engine, vote_filter, early=early)
+    parts, counts = stored_components(engine, vote_filter)
     if len(parts) <= 1:
         return [StoredPart(None, vote_filter, counts)]
     sizes = "; ".join(f"{k}: {len(p)} models ({', '.join(p[:4])})" for k, p in enumerate(parts, 1))

@@ -1,6 +1,6 @@
 """The board on the console: the progress bar of a fit, the summary table, and what recompute prints.
 
-Shared by `arena recompute`/`publish` (:mod:`arena.cli.commands.leaderboard`) and `arena snapshots`
+Shared by `arena recompute` (:mod:`arena.cli.commands.recompute`), `arena publish` and `arena snapshots`
 (:mod:`arena.cli.commands.snapshots`), so a board looks the same wherever it is printed.
 """
 
@@ -49,7 +49,11 @@ def progress_bar(enabled: bool = True) -> Iterator[Progress]:
         disable=not enabled,
     )
     with bar:
-        yield bar
+        try:
+            yield bar
+        except BaseException:
+            bar.live.transient = True  # an error's one line is not followed by a bar cut short
+            raise
 
 
 def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -> Table:

@@ -100,7 +100,7 @@ def import_command(
         judge=judge,
     )
     settings = settings_for(database_url)
-    engine = open_store(settings)
+    engine = open_store(settings, create=True)
     try:
         for path in files:
             try:
@@ -247,7 +247,7 @@ def demo_command(
     from votes.imports.demo import load_demo
 
     settings = settings_for(database_url)
-    engine = open_store(settings)
+    engine = open_store(settings, create=True)
     try:
         summary = load_demo(engine, n_votes=votes, seed=seed, elo_config=live_config(settings))
     finally:

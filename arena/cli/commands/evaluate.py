@@ -4,14 +4,12 @@ side by side, the verdict with a paired bootstrap interval, and a calibration pl
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from sqlmodel import Session
 
 from arena.cli.commands.battle_files import (
@@ -34,17 +32,19 @@ from arena.cli.commands.battle_files import (
     pick_components,
     read_battle_file,
 )
-from arena.settings import Settings
-from votes.db import make_engine
+from arena.cli.commands.evaluate_report import (
+    annotator_positions_text,
+    render_table,
+    row_dicts,
+    verdict_text,
+    write_out,
+)
+from arena.cli.options import open_store, settings_for
 
 if TYPE_CHECKING:
     from leaderboard.battles import Battles
     from leaderboard.evaluation.held_out import MethodScore
-    from leaderboard.evaluation.systems import Verdict
     from votes.reads.filters import VoteFilter
-
-#: Systems drawn in the calibration plot: the best few by test log-loss (more would not be legible).
-N_PLOTTED = 6
 
 __all__ = ["evaluate", "register"]
 
@@ -81,95 +81,6 @@ def _compare(
     )
     left_out = int((~ok_train).sum() + (~ok_test).sum())
     return plain + rows, left_out
-
-
-def _extras_text(row: MethodScore) -> str:
-    parts = []
-    for name, v in row.parameters_fitted.items():
-        short = name.replace("position_advantage_elo", "left").replace("tie_propensity_nu", "nu")
-        short = short.replace("tie_threshold_tau", "tau")
-        short = short.replace("style_", "").replace("_elo", "")
-        parts.append(f"{short} {v['value']:.3g} [{v['ci_low']:.3g}, {v['ci_high']:.3g}]")
-    return "; ".join(parts)
-
-
-def render_table(rows: list[MethodScore], *, title: str) -> Table:
-    """The comparison table; the best value of each score is in bold."""
-    table = Table(title=title)
-    columns = ("system", "kind", "log-loss", "Brier", "accuracy", "AUC", "scale", "AIC", "BIC", "k")
-    for column in (*columns, "fitted extras [95% CI]"):
-        table.add_column(
-            column, justify="left" if column in ("system", "kind", "fitted extras [95% CI]") else "right"
-        )
-    best = {
-        "log_loss": min(r.log_loss for r in rows),
-        "brier": min(r.brier for r in rows),
-        "accuracy": max(r.accuracy for r in rows),
-        "auc": max((r.auc for r in rows if math.isfinite(r.auc)), default=math.nan),
-        "aic": min(r.aic for r in rows if r.kind == "batch"),
-        "bic": min(r.bic for r in rows if r.kind == "batch"),
-    }
-
-    def cell(row: MethodScore, key: str, fmt: str) -> str:
-        value = getattr(row, key)
-        text = format(value, fmt)
-        return f"[bold]{text}[/bold]" if value == best[key] else text
-
-    for r in sorted(rows, key=lambda row: row.log_loss):
-        table.add_row(
-            r.method,
-            r.kind,
-            cell(r, "log_loss", ".4f"),
-            cell(r, "brier", ".4f"),
-            cell(r, "accuracy", ".4f"),
-            cell(r, "auc", ".4f"),
-            f"{r.fitted_scale:.0f}",
-            cell(r, "aic", ".1f"),
-            cell(r, "bic", ".1f"),
-            str(r.n_params),
-            _extras_text(r),
-        )
-    return table
-
-
-def verdict_text(verdict: Verdict) -> str:
-    """One sentence: which system forecasts best and by how much, with the paired interval."""
-    return (
-        f"Best: {verdict.winner} (log-loss {verdict.winner_log_loss:.4f}); runner-up {verdict.runner_up} "
-        f"({verdict.runner_up_log_loss:.4f}): {verdict.difference:.4f} nats per vote worse, "
-        f"{verdict.level:.0%} paired bootstrap interval [{verdict.ci_low:.4f}, {verdict.ci_high:.4f}] "
-        f"over {verdict.n_test} test votes."
-    ) + "".join(
-        f"\n  vs {name}: {d:.4f} [{lo:.4f}, {hi:.4f}]"
-        for name, (d, lo, hi) in verdict.margins.items()
-        if name != verdict.runner_up
-    )
-
-
-def _row_dicts(rows: list[MethodScore], verdict: Verdict, left_out: int) -> list[dict[str, object]]:
-    ranked = {r.method: k + 1 for k, r in enumerate(sorted(rows, key=lambda row: row.log_loss))}
-    dicts: list[dict[str, object]] = []
-    for r in rows:
-        d = r.as_dict()
-        d["rank_log_loss"] = ranked[r.method]
-        if r.method.endswith("+style"):
-            d["votes_without_texts"] = left_out
-        if r.method == verdict.winner:
-            d["verdict"] = verdict.as_dict()
-        dicts.append(d)
-    return dicts
-
-
-def _write_out(out: Path, dicts: list[dict[str, object]], rows: list[MethodScore], title: str) -> list[Path]:
-    """The JSON table and the calibration plot of the best few systems, into ``out``."""
-    from leaderboard.snapshot import plots, render  # matplotlib: loaded only when a figure is drawn
-
-    out.mkdir(parents=True, exist_ok=True)
-    table = out / "evaluate.json"
-    table.write_text(json.dumps(dicts, indent=2) + "\n", encoding="utf-8")
-    best = sorted(rows, key=lambda row: row.log_loss)[:N_PLOTTED]
-    figure = plots.plot_calibration({r.method: r.calibration for r in best}, title=title)
-    return [table, *render.save_figure(figure, out / "calibration")]
 
 
 def evaluate(
@@ -318,7 +229,7 @@ def evaluate(
             source = str(from_file)
         else:
             vote_filter = stored_filter()
-            engine = make_engine(database_url or Settings().database_url)
+            engine = open_store(settings_for(database_url))
             try:
                 with Session(engine) as session:
                     # with who voted: the rater-ability row and the per-annotator position terms
@@ -410,14 +321,14 @@ def _evaluate_part(
         verdict = pick_winner(rows, n_rounds=rounds, random_state=seed, groups=groups)
     except ValueError as exc:  # style rows scored on fewer votes than the clusters name
         raise typer.BadParameter(str(exc), param_hint="--cluster") from None
-    dicts = _row_dicts(rows, verdict, left_out)
+    dicts = row_dicts(rows, verdict, left_out)
     by_annotator = _annotator_positions(battles)
     if by_annotator is not None:
         for d in dicts:
             if d["method"] == "davidson-position":
                 d["position_by_annotator"] = by_annotator
     title = f"{source}: {len(train)} training / {len(test)} test votes, {how} split, seed {seed}"
-    written = [] if out is None else _write_out(out, dicts, rows, title)
+    written = [] if out is None else write_out(out, dicts, rows, title)
     if as_json:
         return dicts
     console = Console()
@@ -457,26 +368,6 @@ def _annotator_positions(battles: Battles) -> dict[str, object] | None:
         return None
 
 
-def annotator_positions_text(described: dict[str, object]) -> str:
-    """The per-annotator position terms as lines: each estimate, shrunk with its interval, and the pooled
-    random-effects mean whose interval admits the spread between annotators."""
-    pooled = described["pooled"]
-    judges = described["judges"]
-    if not isinstance(pooled, dict) or not isinstance(judges, list):
-        raise TypeError("annotator positions: a 'pooled' mapping and a 'judges' list expected")
-    lines = [
-        "Left-side advantage per annotator (Elo; own davidson-position fit, shrunk to the pooled mean):",
-        *(
-            f"  {j['judge']}: {j['estimate']:+.1f} (se {j['se']:.1f}, {j['votes']} votes); shrunk "
-            f"{j['shrunk']:+.1f} [{j['ci_low']:+.1f}, {j['ci_high']:+.1f}]"
-            for j in judges
-        ),
-        f"  pooled: {pooled['value']:+.1f} [{pooled['ci_low']:+.1f}, {pooled['ci_high']:+.1f}], "
-        f"between-annotator sd {described['between_judge_sd']:.1f}",
-    ]
-    return "\n".join(lines)
-
-
 def _sourced_votes(
     from_file: Path | None, database_url: str | None, vote_filter: VoteFilter
 ) -> tuple[Battles, tuple[str, ...], str]:
@@ -488,7 +379,7 @@ def _sourced_votes(
         read = agreement_input_from_file(from_file)
         source = str(from_file)
     else:
-        engine = make_engine(database_url or Settings().database_url)
+        engine = open_store(settings_for(database_url))
         try:
             with engine.connect() as conn:
                 read = agreement_input_from_store(conn, vote_filter)

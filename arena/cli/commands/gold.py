@@ -2,7 +2,7 @@
 
 ``add`` reads a maintainer's JSONL file (all lines checked first; any bad line and nothing is written),
 ``derive`` makes golds from the catalog's own answers, ``list`` shows them with how often they were
-voted right. Serving, recording and the accuracy review live in :mod:`arena.voting.pairing_service`,
+voted right. Serving, recording and the accuracy review live in :mod:`arena.voting.checks`,
 :mod:`votes.voting.gold_votes` and :mod:`votes.review.gold_review`.
 """
 

@@ -72,7 +72,7 @@ def add_command(
         config_for(record)
     except (ValueError, ValidationError) as exc:
         raise _fail(str(exc)) from None
-    engine = open_store(settings_for(database_url))
+    engine = open_store(settings_for(database_url), create=True)
     try:
         with Session(engine) as session:
             known = [str(n) for n in session.exec(select(Model.name)).all()]
@@ -103,7 +103,7 @@ def load_command(
         records, metadata = read_models_file(file)
     except (OSError, ValueError, ValidationError) as exc:
         raise _fail(str(exc)) from None
-    engine = open_store(settings_for(database_url))
+    engine = open_store(settings_for(database_url), create=True)
     try:
         with Session(engine) as session:
             taken = {r.name for r in list_endpoints(session=session)} & {r.name for r in records}
@@ -144,7 +144,7 @@ def set_command(
         raise _fail(str(exc)) from None
     if not info.changes():
         raise _fail("nothing to set: give --organisation, --licence, --link or --knowledge-cutoff")
-    engine = open_store(settings_for(database_url))
+    engine = open_store(settings_for(database_url), create=True)
     try:
         with Session(engine) as session:
             created = set_model_metadata(session, name, info)

@@ -61,9 +61,10 @@ def prepare_database(
         load_demo(engine, n_votes=demo_votes, seed=seed)
         said = f"demo data loaded ({demo_votes} votes, seed {seed})"
         if snapshot_dir is not None and demo_votes > 0:
-            from arena.publish.publishing import FitOptions, publish_snapshot
+            from arena.publish.snapshots import publish_snapshot  # the fitting stack, only to publish
+            from leaderboard.bt.request import FitRequest  # the fitting stack, only to publish
 
-            row = publish_snapshot(engine, snapshot_dir=snapshot_dir, options=FitOptions(random_state=seed))
+            row = publish_snapshot(engine, snapshot_dir=snapshot_dir, request=FitRequest(random_state=seed))
             said += f"; published snapshot {row.id} in {snapshot_dir}"
         return said
     finally:

@@ -11,7 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, File, Header, HTTPException, Request, UploadFile
 from fastapi import Path as PathParam
@@ -27,6 +27,9 @@ from votes.files.records import InputError
 from votes.imports.files import import_file
 from votes.voting.annotators import create_annotator, flag_annotator
 from votes.voting.ratings import rebuild_live_ratings
+
+if TYPE_CHECKING:
+    from leaderboard.bt.request import FitRequest
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
 #: Imports run one at a time in their own thread, never on the event loop nor in the request thread
@@ -173,20 +176,26 @@ class PublishIn(BaseModel):
     seed: int = 0
     exclude_flagged: bool = True
 
+    def fit_request(self) -> FitRequest:
+        """The board's :class:`~leaderboard.bt.request.FitRequest` (the rest as the defaults say); a
+        ``ValueError`` for a method no board can be made with."""
+        from leaderboard.bt.request import FitRequest  # the fitting stack loads on the first publish
+
+        return FitRequest(method=self.method, n_rounds=self.n_rounds, random_state=self.seed)
+
 
 @router.post("/publish", summary="Publish a snapshot")
 def admin_publish(state: StateDep, body: PublishIn) -> dict[str, Any]:
     """Fit and publish an immutable leaderboard snapshot from the votes in the database."""
     # The fitting and plotting stack loads on the first publish, not when a worker starts.
-    from arena.publish.publishing import FitOptions, publish_snapshot
+    from arena.publish.snapshots import publish_snapshot
 
-    options = FitOptions(method=body.method, n_rounds=body.n_rounds, random_state=body.seed)
     started, result = time.perf_counter(), "error"
     try:
         row = publish_snapshot(
             state.engine,
             snapshot_dir=state.settings.snapshot_dir,
-            options=options,
+            request=body.fit_request(),
             category=body.category,
             language=body.language,
             exclude_flagged=body.exclude_flagged,

@@ -1,0 +1,440 @@
+"""`arena recompute`: a board fitted from a battles file, aggregated cells or the database, written as a
+snapshot folder anywhere (nothing is stored).
+
+It writes through :func:`arena.publish.recompute.recompute_snapshot` as `arena publish`
+(:mod:`arena.cli.commands.publish`) does, so an export recomputed offline gives the same data files as the
+snapshot published from the store with the same options and seed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from arena.cli.commands.battle_files import (
+    AnnotatorsOpt,
+    AnonyOnlyOpt,
+    BaselineOpt,
+    CategoryOpt,
+    EachOpt,
+    ExcludeModelsOpt,
+    FirstSightOpt,
+    FlaggedOpt,
+    JudgeOpt,
+    LanguageOpt,
+    LargestOpt,
+    ModelsOpt,
+    ReportOpt,
+    RobustOpt,
+    ShapeOpt,
+    SinceOpt,
+    SkipInvalidOpt,
+    UntilOpt,
+    battle_filter,
+    database_filter,
+    pick_components,
+    pick_stored_components,
+    read_battle_file,
+)
+from arena.cli.commands.board_output import (
+    board_json,
+    err,
+    print_result,
+    progress_bar,
+)
+from arena.cli.commands.fit_options import (
+    AnchorOpt,
+    BootstrapOpt,
+    BothBadOpt,
+    ClusterOpt,
+    FamilyOpt,
+    HalfLifeOpt,
+    IntervalOpt,
+    LevelOpt,
+    MethodOpt,
+    PriorOpt,
+    RectifyOpt,
+    SeedOpt,
+    StyleOpt,
+    fit_request,
+)
+from arena.cli.options import DatabaseUrlOption, open_store, settings_for
+from votes.collector import gc_paused
+
+__all__ = ["recompute", "register"]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _counts_part(
+    path: Path,
+    out_dir: Path,
+    parts: list[tuple[Path, Any, str | None, Any, Any]],
+    bucket_seconds: float | None,
+    *,
+    narrowed: bool,
+) -> None:
+    """``recompute --from-counts``: the cells of ``path``, the one part to fit (with the file's sha256)."""
+    from votes.files.counts import read_counts
+    from votes.files.records import InputError
+
+    if narrowed:
+        raise typer.BadParameter(
+            "--from-counts fits the cells as they are: aggregate only what you want to fit (no --from, "
+            "filters, components or --style)",
+            param_hint="--from-counts",
+        )
+    try:
+        read = read_counts(path, bucket_seconds=bucket_seconds)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    parts.append((out_dir, read.counts, read.digest, None, None))
+
+
+def _sources_of_file(path: Path, models: tuple[str, ...]) -> Any:
+    """Every vote of a battles file with who cast it (its ``judge`` column), for ``--method composite``;
+    only the models the filters kept."""
+    import numpy as np
+
+    from votes.files.records import InputError
+    from votes.reads.annotated import agreement_input_from_file
+
+    try:
+        read = agreement_input_from_file(path)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--from") from None
+    b = read.battles
+    if set(b.models) <= set(models):
+        return read
+    kept = np.array([m in models for m in b.models])
+    rows = np.flatnonzero(kept[b.model_a] & kept[b.model_b])
+    new_index = np.cumsum(kept) - 1
+    part = b.take(rows)
+    narrowed = replace(
+        part,
+        models=tuple(m for m, k in zip(b.models, kept, strict=True) if k),
+        model_a=new_index[part.model_a],
+        model_b=new_index[part.model_b],
+    )
+    return replace(read, battles=narrowed)
+
+
+def _clusters_of(battles: Any, counts: Any, cluster: str) -> Any:
+    """The clusters ``--cluster`` asks for (``auto``: by annotator when the battles name enough), or None."""
+    from leaderboard.bt.clusters import choose_clusters
+
+    try:
+        return choose_clusters(battles, counts, cluster)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--cluster") from None
+
+
+def recompute(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the snapshot files.")],
+    source: Annotated[
+        Path | None,
+        typer.Option("--from", dir_okay=False, help="Battles file (JSON/JSONL/CSV/Parquet, gz)."),
+    ] = None,
+    counts_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-counts",
+            exists=True,
+            dir_okay=False,
+            help="Aggregated cells instead of votes: model_a, model_b, winner, count[, weight, sided, time] "
+            "(Parquet/CSV/JSONL; see docs/counts.md).",
+        ),
+    ] = None,
+    database_url: DatabaseUrlOption = None,
+    method: MethodOpt = "bt",
+    bootstrap: BootstrapOpt = 1000,
+    seed: SeedOpt = 0,
+    anchor: AnchorOpt = None,
+    level: LevelOpt = 0.95,
+    interval: IntervalOpt = "bootstrap",
+    half_life: HalfLifeOpt = None,
+    prior: PriorOpt = None,
+    both_bad: BothBadOpt = "tie",
+    category: CategoryOpt = None,
+    language: LanguageOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    exclude_flagged: FlaggedOpt = True,
+    cluster: ClusterOpt = "auto",
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Draw the figures.")] = True,
+    style: StyleOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the board and metadata as JSON.")] = False,
+    catalog: Annotated[
+        Path | None,
+        typer.Option(
+            "--catalog", exists=True, dir_okay=False, help="Answers for --style when battles lack texts."
+        ),
+    ] = None,
+    annotators: AnnotatorsOpt = None,
+    battle_source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="Database: only battles of this source: site (pre-generated), live (own prompts), import.",
+        ),
+    ] = None,
+    shape: ShapeOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
+    report_file: ReportOpt = None,
+    anony_only: AnonyOnlyOpt = False,
+    first_sight: FirstSightOpt = False,
+    robust: RobustOpt = False,
+    models: ModelsOpt = None,
+    exclude_models: ExcludeModelsOpt = None,
+    judge: JudgeOpt = None,
+    baseline: BaselineOpt = None,
+    largest_component: LargestOpt = False,
+    each_component: EachOpt = False,
+    family: FamilyOpt = None,
+    rectify: RectifyOpt = None,
+) -> None:
+    """Fit the leaderboard from a battles file or the database and write a snapshot folder (not stored).
+
+    A file may be in any shape `arena import` reads (Chatbot Arena, Hugging Face preference sets,
+    MT-bench pairwise judgments, arena-hard judgments, AlpacaEval annotations); with --each-component
+    every part of a comparison graph in parts gets its own folder, component-1, component-2, ...
+    """
+    from arena.publish.board_reads import time_bucket
+    from arena.publish.drawing import command_line_process
+    from arena.publish.recompute import SliceSpec, recompute_snapshot
+    from leaderboard.bt.clusters import clustering_record
+    from votes.files.records import InputError
+
+    command_line_process()
+    request = fit_request(
+        method,
+        bootstrap,
+        seed,
+        anchor,
+        level,
+        interval,
+        half_life=half_life,
+        prior=prior,
+        both_bad=both_bad,
+        style=style,
+        families=family,
+        rectify=rectify,
+        cluster=cluster,
+    )
+    battles = None
+    agreement = None
+    model_info: dict[str, dict[str, Any]] = {}
+    since, until = _utc(since), _utc(until)
+    started = time.perf_counter()
+    # Batch work on arrays and plain values: the cyclic collector would only walk them (votes.collector).
+    with progress_bar(not as_json) as bar, gc_paused():
+        reading = bar.add_task("reading votes", total=None)
+        # (folder, counts, sha256 of its votes, its votes one per row for style control)
+        parts: list[tuple[Path, Any, str | None, Any, Any]] = []
+        part_clusters: dict[Path, Any] = {}
+        part_sources: dict[Path, Any] = {}
+        if request.by_source and (counts_file is not None or largest_component or each_component):
+            raise typer.BadParameter(
+                "--method composite fits every vote with who cast it: no --from-counts or components",
+                param_hint="--method",
+            )
+        part_judges: dict[Path, Any] = {}  # the judges' votes, for their position terms
+        part_clustering: dict[Path, dict[str, Any]] = {}  # what the clustering asked and used, and why
+        part_flagged: dict[Path, dict[str, Any] | None] = {}  # the flagged annotators left out, and why
+        if counts_file is not None:
+            _counts_part(
+                counts_file,
+                out_dir,
+                parts,
+                time_bucket(request),
+                narrowed=(source, category, language, since, until, models, exclude_models, judge, baseline)
+                != (None,) * 9
+                or battle_source is not None
+                or annotators is not None
+                or anony_only
+                or first_sight
+                or robust
+                or skip_invalid
+                or largest_component
+                or each_component
+                or bool(request.style),
+            )
+            origin = str(counts_file)
+            filters: dict[str, Any] = {"format": "counts"}
+        elif source is not None:
+            if category is not None:
+                raise typer.BadParameter("a battles file has no categories; use the database")
+            if first_sight:
+                raise typer.BadParameter(
+                    "a battles file does not say what each annotator saw revealed; use the database",
+                    param_hint="--first-sight",
+                )
+            if robust:
+                raise typer.BadParameter(
+                    "a battles file has no stored honest weights; use the database", param_hint="--robust"
+                )
+            selection = battle_filter(
+                language=language,
+                since=since,
+                until=until,
+                anony_only=anony_only,
+                models=models,
+                exclude_models=exclude_models,
+                judge=judge,
+            )
+            narrowed = (language, since, until, models, exclude_models, judge, baseline) != (None,) * 7
+            if request.style and (
+                narrowed or anony_only or skip_invalid or largest_component or each_component
+            ):
+                raise typer.BadParameter("--style on a file fits every vote in it; filter the file first")
+            read = read_battle_file(
+                source,
+                filters=selection,
+                shape=shape,
+                skip_invalid=skip_invalid,
+                report=report_file,
+                baseline=baseline,
+            )
+            components = pick_components(
+                read.battles, largest=largest_component, each=each_component, source=source
+            )
+            if request.style:
+                from votes.reads.sources import battles_from_file
+
+                try:
+                    battles = battles_from_file(source, catalog=catalog, style=True)
+                except InputError as exc:
+                    raise typer.BadParameter(str(exc), param_hint="--from") from None
+                except ValueError as exc:  # a battle without answer texts
+                    raise typer.BadParameter(str(exc), param_hint="--style") from None
+            if request.by_source:
+                part_sources[out_dir] = _sources_of_file(source, read.battles.models)
+            for k, part in enumerate(components, start=1):
+                folder = out_dir / f"component-{k}" if len(components) > 1 else out_dir
+                part_counts = part.counts(bucket_seconds=time_bucket(request))
+                parts.append((folder, part_counts, read.digest, battles, agreement))
+                part_clusters[folder] = _clusters_of(part, part_counts, request.cluster)
+                if request.cluster.strip().lower() != "none":
+                    part_clustering[folder] = clustering_record(part, request.cluster, part_clusters[folder])
+                if len(part.annotator_names) >= 2:  # a file's judge column names its judges
+                    part_judges[folder] = part
+            origin = str(source)
+            filters = {
+                **selection.as_metadata(),
+                "format": read.source_format,
+                "format_note": read.note,
+                "largest_component": largest_component,
+                "each_component": each_component,
+                "refused_rows": len(read.refused),
+            }
+        else:
+            from arena.publish.board_reads import filters_metadata, load_board_votes, load_model_info
+
+            if skip_invalid or shape is not None or baseline is not None:
+                raise typer.BadParameter("--skip-invalid, --format and --baseline are for a file (--from)")
+            vote_filter = database_filter(
+                category=category,
+                language=language,
+                since=since,
+                until=until,
+                exclude_flagged=exclude_flagged,
+                annotators=annotators,
+                judge=judge,
+                anony_only=anony_only,
+                models=models,
+                exclude_models=exclude_models,
+                source=battle_source,
+                first_sight=first_sight,
+                robust=robust,
+                flagged_weight=settings_for(database_url).flagged_down_weight,
+            )
+            engine = open_store(settings_for(database_url))
+            try:
+                model_info = load_model_info(engine)
+                chosen = pick_stored_components(
+                    engine, vote_filter, largest=largest_component, each=each_component
+                )
+                for number, part_filter, _ in chosen:
+                    stored = load_board_votes(engine, part_filter, request)
+                    folder = out_dir / f"component-{number}" if len(chosen) > 1 else out_dir
+                    part_sources[folder] = stored.by_source
+                    parts.append((folder, stored.counts, stored.digest, stored.battles, stored.agreement))
+                    part_clusters[folder] = stored.clusters
+                    part_judges[folder] = stored.judges
+                    if stored.clustering is not None:
+                        part_clustering[folder] = stored.clustering
+                    part_flagged[folder] = stored.flagged
+            except ValueError as exc:  # no stored vote has answer texts, votes without ids to cluster by
+                hint = "--style" if request.style else "--cluster"
+                raise typer.BadParameter(str(exc), param_hint=hint) from None
+            finally:
+                engine.dispose()
+            origin = "the database"
+            from votes.reads.annotated import source_aware_filter
+
+            # a source-aware board counts and hashes every annotator's votes it fits, judges included
+            filters = filters_metadata(source_aware_filter(vote_filter) if request.by_source else vote_filter)
+            if largest_component or each_component:
+                filters |= {"largest_component": largest_component, "each_component": each_component}
+        bar.update(reading, total=1, completed=1)
+        fitting = bar.add_task(f"bootstrap ({request.n_rounds} rounds)", total=max(request.n_rounds, 1))
+
+        def report(done: int, total: int) -> None:
+            bar.update(fitting, completed=done, total=total)
+
+        results = []
+        for k, (folder, counts, votes_digest, part_battles, part_agreement) in enumerate(parts, start=1):
+            part_filters = dict(filters)
+            if len(parts) > 1:
+                part_filters["component"] = k
+            clustered = part_clusters.get(folder)
+            try:
+                board, manifest = recompute_snapshot(
+                    counts,
+                    folder,
+                    request=request,
+                    clusters=clustered,
+                    votes_digest=votes_digest,
+                    spec=SliceSpec(category=category, language=language),
+                    filters={
+                        k: v.isoformat() if isinstance(v, datetime) else v for k, v in part_filters.items()
+                    },
+                    source="file" if source is not None else "database",
+                    progress=report,
+                    plots=plots,
+                    battles=part_battles,
+                    model_info=model_info,
+                    agreement=part_agreement,
+                    by_source=part_sources.get(folder),
+                    judges=part_judges.get(folder),
+                    clustering=part_clustering.get(folder),
+                    flagged_annotators=part_flagged.get(folder),
+                )
+            except ValueError as exc:  # bad anchor, unknown method, no votes, disconnected comparisons
+                err.print(f"[red]error:[/red] {exc}")
+                raise typer.Exit(2) from None
+            results.append((board, manifest, folder))
+        bar.update(fitting, completed=max(request.n_rounds, 1))
+    if as_json:
+        boards = [board_json(board, manifest.path, manifest.metadata) for board, manifest, _ in results]
+        print(boards[0] if len(boards) == 1 else "[" + ", ".join(boards) + "]")  # noqa: T201 - the output
+        return
+    for board, manifest, folder in results:
+        name = (
+            origin if len(results) == 1 else f"{origin} ({folder.name}: {', '.join(board.models[:4])}, ...)"
+        )
+        print_result(board, manifest, seconds=time.perf_counter() - started, source=name)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("recompute")(recompute)
