@@ -70,12 +70,17 @@ class BattleView:
 
 
 def live_standings(
-    *, session: Session, rank_by: RankBy = "rating", provisional_above: float | None = None
+    *,
+    session: Session,
+    rank_by: RankBy = "rating",
+    provisional_above: float | None = None,
+    provisional_games: int = 0,
 ) -> list[Standing]:
     """Live rating of every active or rated model, best first; unrated models last, with a NaN rating.
 
     ``rank_by="conservative"`` ranks by ``rating - 2 deviations`` (the rating where there is no
-    deviation); a model whose deviation exceeds ``provisional_above`` is marked provisional.
+    deviation); a model whose deviation exceeds ``provisional_above``, or with fewer than
+    ``provisional_games`` games, is marked provisional.
     """
     stmt = (
         select(Model.name, Model.active, LiveRating.rating, LiveRating.games)
@@ -88,7 +93,8 @@ def live_standings(
     for name, active, rating, games, updated_at, deviation in session.execute(stmt).all():
         if rating is not None:
             dev = None if deviation is None else float(deviation)
-            provisional = dev is not None and provisional_above is not None and dev > provisional_above
+            wide = dev is not None and provisional_above is not None and dev > provisional_above
+            provisional = wide or int(games) < provisional_games
             rated.append(
                 Standing(
                     model=name,
