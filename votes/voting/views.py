@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import func, or_
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from leaderboard.data import Outcome
 from votes.models import Battle, GoldBattle, GoldVote, LiveRating, Model, Output, Prompt, RepeatVote, Vote
 from votes.voting.battles import CatalogRow, VoteResult
-from votes.voting.live_battles import LIVE_SOURCE
+from votes.voting.live_battles import catalog_prompt
 
 __all__ = [
     "BattleView",
@@ -122,7 +122,7 @@ def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
         .join(Model, col(Model.id) == col(Output.model_id))
         .join(Prompt, col(Prompt.id) == col(Output.prompt_id))
         .where(col(Model.active))
-        .where(or_(col(Prompt.source).is_(None), col(Prompt.source) != LIVE_SOURCE))
+        .where(catalog_prompt(col(Prompt.source)))
         .order_by(col(Output.prompt_id), col(Output.model_id), col(Output.sample))
     )
     return [
