@@ -45,6 +45,8 @@ def catalog_prompt(source: Any) -> ColumnElement[bool]:
     """The condition on a prompt's ``source`` column that keeps live prompts out: an annotator's own
     prompt is neither shown to anyone else nor answered by ``arena generate`` for models it never met."""
     return or_(source.is_(None), source != LIVE_SOURCE)
+
+
 #: Category of a live prompt (no classifier runs on the site).
 LIVE_CATEGORY = "live"
 
