@@ -127,6 +127,12 @@ class Settings(BaseSettings):
     live_rank_by: Literal["rating", "conservative"] = Field(
         "rating", description="Rank the live board by rating, or by rating - 2 deviations."
     )
+    live_provisional_games: int = Field(
+        20,
+        ge=0,
+        description="A model with fewer live games is marked provisional on the live board, whatever the "
+        "rater: one vote is not a measurement, and the plain Elo has no deviation of its own to say so.",
+    )
     live_period_seconds: float = Field(86400.0, gt=0.0, description="Glicko-2 rating period length.")
     elo_k: float = Field(4.0, gt=0.0)
     elo_initial: float = 1000.0

@@ -11,18 +11,18 @@ inserts straight through the driver -- ``executemany`` with ``synchronous=OFF`` 
 PostgreSQL -- because filling it is the fixture, not the figure. The figures are then measured through the
 project's own functions, each in a fresh subprocess so that its peak memory (``ru_maxrss``) is its own:
 
-* ``group-by``: :func:`votes.reads.queries.load_pair_counts` (``GROUP BY model_a, model_b, winner`` in SQL,
+* ``group-by``: :func:`votes.reads.cells.load_pair_counts` (``GROUP BY model_a, model_b, winner`` in SQL,
   on the vote's own model columns: one scan of the covering index ``ix_vote_cells``);
 * ``group-by-counted``: the same without flagged annotators' votes (``exclude_flagged``, the published
   board's default), through ``NOT IN (SELECT id FROM annotator WHERE flagged)`` on the same index;
 * ``group-by-since``: the same restricted to the last half of the votes (``since``), the slower path of
   time-filtered slices, which has to read the vote rows;
-* ``rows``: :func:`votes.reads.queries.load_battles` (every vote row into arrays, streamed in chunks) and then
+* ``rows``: :func:`votes.reads.scans.load_battles` (every vote row into arrays, streamed in chunks) and then
   :func:`leaderboard.data.aggregate_codes`, the way a fit would aggregate without SQL;
 * ``elo-replay``: :func:`votes.voting.ratings.rebuild_live_ratings`, one transaction that streams every
 counted
   vote in commit order through the Elo replay into the live ratings;
-* ``sha256``: :func:`votes.reads.queries.votes_sha256` over all votes, the canonical JSONL export streamed
+* ``sha256``: :func:`votes.reads.exports.votes_sha256` over all votes, the canonical JSONL export streamed
   through sha256 (what backups record, and what snapshots recorded before the ledger);
 * ``ledger``: :func:`votes.reads.ledger.ledger_sha256` over all votes, the hash publishing records (lines
   formatted by the database, hashed in blocks); the table's last line is its speed-up over ``sha256``.
@@ -233,13 +233,11 @@ def _plan(conn: Any, stmt: Any) -> str:
 def worker(url: str, what: str) -> int:
     """Measure one thing on the filled database and print it as one JSON line."""
     from votes.db import make_engine
-    from votes.reads.queries import (
-        VoteFilter,
-        load_battles,
-        load_pair_counts,
-        pair_counts_statement,
-        votes_sha256,
-    )
+    from votes.dialects import dialect_of
+    from votes.reads.cells import load_pair_counts, pair_counts_statement
+    from votes.reads.exports import votes_sha256
+    from votes.reads.filters import VoteFilter
+    from votes.reads.scans import load_battles
     from votes.voting.ratings import rebuild_live_ratings
 
     engine = make_engine(url)
@@ -281,7 +279,7 @@ def worker(url: str, what: str) -> int:
         detail = {"games": int(np.sum(standings.games)) // 2}
     if what in filters:
         with engine.connect() as conn:
-            detail["plan"] = _plan(conn, pair_counts_statement(filters[what], dialect=conn.dialect.name))
+            detail["plan"] = _plan(conn, pair_counts_statement(filters[what], dialect=dialect_of(conn)))
     seconds = time.perf_counter() - t0
     engine.dispose()
     print(

@@ -8,13 +8,13 @@ Imports :mod:`leaderboard` (the math) and SQLModel, never :mod:`arena`. Entry po
   (:class:`~votes.voting.writer.GroupCommitWriter`, :func:`~votes.voting.writer.serve_vote_writer`,
   :class:`~votes.voting.writer.RemoteVoteWriter`);
 - what the site reads: :func:`votes.voting.views.live_standings`,
-:func:`votes.voting.views.load_pairing_catalog`,
+  :func:`votes.voting.views.load_pairing_catalog`,
   :func:`votes.voting.views.get_battle_view`, and :mod:`votes.voting.annotators`;
 - live ratings against the vote log: :func:`votes.voting.ratings.replay_live_ratings`,
   :func:`votes.voting.ratings.rebuild_live_ratings`;
 - files in and out: :func:`votes.imports.files.import_file`, :func:`votes.reads.exports.export_votes`,
   :func:`votes.reads.exports.export_catalog`;
-- fit inputs: :func:`votes.reads.queries.load_pair_counts`, :func:`votes.reads.queries.load_battles`,
+- fit inputs: :func:`votes.reads.cells.load_pair_counts`, :func:`votes.reads.scans.load_battles`,
   :func:`votes.reads.sources.load_battles_file`, :func:`votes.reads.sources.battles_from_store`;
 - published snapshots: :mod:`votes.reads.snapshots`; admin reviews: :mod:`votes.review.voters`; demo data:
   :func:`votes.imports.demo.load_demo`.

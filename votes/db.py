@@ -1,4 +1,5 @@
-"""Engines from a URL: embedded SQLite (durable, WAL) by default, PostgreSQL (psycopg 3) in production.
+"""Engines and sessions from a URL: embedded SQLite (durable, WAL) by default, PostgreSQL (psycopg 3) in
+production, each engine made by its dialect (:mod:`votes.dialects`).
 
 SQLite gets `BEGIN IMMEDIATE` for every transaction, so a writer takes the database lock at the start
 instead of failing with SQLITE_BUSY half-way through. Work that only reads (pages, fits, publishing) asks
@@ -13,13 +14,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import StaticPool
-from sqlmodel import Session, create_engine
+from sqlmodel import Session
+
+from votes.dialects import READ_ONLY_OPTION, dialect_of
+from votes.dialects.sqlite import SQLITE
 
 __all__ = [
     "make_engine",
@@ -32,10 +33,6 @@ __all__ = [
     "storage_failure",
     "storage_failure_line",
 ]
-
-READ_ONLY_OPTION = "arena_read_only"
-
-SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def normalise_url(url: str) -> str:
@@ -93,51 +90,15 @@ def is_sqlite(engine_or_url: Engine | str) -> bool:
 
 def sqlite_file(url: str) -> Path | None:
     """The file a SQLite ``url`` names, or None for an in-memory database."""
-    database = make_url(normalise_url(url)).database
-    return None if database in (None, "", ":memory:") else Path(str(database))
+    return SQLITE.database_file(normalise_url(url))
 
 
 def make_engine(url: str, *, echo: bool = False, pool_size: int = 10) -> Engine:
-    """Create an engine with the store's durability settings.
-
-    SQLite: WAL journal, ``synchronous=FULL`` (a commit is on disk before it returns), a busy timeout,
-    foreign keys on, and ``BEGIN IMMEDIATE`` transactions. An in-memory URL shares one connection
-    (``StaticPool``) so that every session sees the same database.
-    PostgreSQL: psycopg 3, pre-ping, and a small pool.
-    """
+    """Create an engine with the store's durability settings, as its dialect makes them
+    (:meth:`votes.dialects.Dialect.make_engine`): on SQLite a synced WAL journal and ``BEGIN IMMEDIATE``
+    transactions, on PostgreSQL psycopg 3 and a pool of ``pool_size``."""
     url = normalise_url(url)
-    if is_sqlite(url):
-        memory = sqlite_file(url) is None
-        kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
-        if memory:
-            kwargs["poolclass"] = StaticPool
-        engine = create_engine(url, echo=echo, hide_parameters=True, **kwargs)
-        _configure_sqlite(engine, memory=memory)
-        return engine
-    return create_engine(
-        url, echo=echo, hide_parameters=True, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size
-    )
-
-
-def _configure_sqlite(engine: Engine, *, memory: bool) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Let SQLAlchemy, not the sqlite3 module, decide where transactions begin.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        if not memory:
-            cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Any) -> None:
-        if connection.get_execution_options().get(READ_ONLY_OPTION):
-            connection.exec_driver_sql("BEGIN")
-        else:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+    return dialect_of(url).make_engine(url, echo=echo, pool_size=pool_size)
 
 
 @contextmanager

@@ -11,11 +11,15 @@ and check it with ``tests/votes/test_migrations.py`` (the migrated schema must e
 
 from __future__ import annotations
 
+import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
@@ -36,8 +40,6 @@ def alembic_config(url: str) -> Config:
 
 
 def head_revision() -> str:
-    from alembic.script import ScriptDirectory
-
     head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
     if head is None:
         raise RuntimeError("no migration revisions found")
@@ -45,8 +47,6 @@ def head_revision() -> str:
 
 
 def current_revision(engine: Engine) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 
@@ -62,8 +62,6 @@ def upgrade_database(url: str, *, revision: str = "head") -> str:
         tables = set(inspect(engine).get_table_names())
         config = alembic_config(url)
         if "alembic_version" not in tables and "vote" in tables:
-            from alembic.script import ScriptDirectory
-
             base = ScriptDirectory.from_config(config).get_base()
             command.stamp(config, base or "head")
         command.upgrade(config, revision)
@@ -75,9 +73,6 @@ def upgrade_database(url: str, *, revision: str = "head") -> str:
 def main(argv: list[str] | None = None) -> int:
     """Developer entry point: ``python -m votes.migrate revision -m MESSAGE`` autogenerates a revision
     against a scratch SQLite database upgraded to head."""
-    import argparse
-    import tempfile
-
     parser = argparse.ArgumentParser(prog="python -m votes.migrate")
     sub = parser.add_subparsers(dest="command", required=True)
     rev = sub.add_parser("revision")

@@ -12,6 +12,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, text, true
 from sqlmodel import Field, SQLModel
 
+from votes.dialects import partial_index
+
 __all__ = [
     "Annotator",
     "Battle",
@@ -48,8 +50,7 @@ _APART = "import_key IS NOT NULL AND import_digest IS NULL"
 def _set(column: str) -> dict[str, Any]:
     """Index options that leave out the rows whose ``column`` is NULL (a partial index on both stores;
     an equality on the column still uses it)."""
-    where = text(f"{column} IS NOT NULL")
-    return {"sqlite_where": where, "postgresql_where": where}
+    return partial_index(text(f"{column} IS NOT NULL"))
 
 
 class ModelBase(SQLModel):
@@ -142,8 +143,7 @@ class Battle(SQLModel, table=True):
             "ix_battle_import_key_apart",
             "import_key",
             unique=True,
-            sqlite_where=text(_APART),
-            postgresql_where=text(_APART),
+            **partial_index(text(_APART)),
         ),
     )
 

@@ -12,6 +12,7 @@ and the modules agree, and that `arena --help` reads the same as with every modu
 from __future__ import annotations
 
 import atexit
+import difflib
 import importlib
 import os
 import sys
@@ -125,7 +126,16 @@ _COMMAND_LINE_ENDS = (click.ClickException, typer.Exit, typer.Abort)
 class _Commands(TyperGroup):
     """Every command: a write that finds no room (full disk, quota, file size limit) is one line and exit
     status 1, never a traceback (:func:`arena.cli.store.failure_line`). Each write is a transaction or a
-    temporary file renamed into place, so nothing half-written is left behind."""
+    temporary file renamed into place, so nothing half-written is left behind. A mistyped command is
+    answered with the commands it is close to."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {' or '.join(map(repr, close))}?")
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer.Context; its click base is private to typer
         try:

@@ -30,6 +30,7 @@ from arena.llm.client import Completion, EndpointClient, EndpointError, Endpoint
 from votes.catalog.answers import GeneratedAnswer, TurnStats, insert_answer
 from votes.files.catalog_records import MAX_SAMPLES
 from votes.tables import model_t, output_t, prompt_t
+from votes.voting.live_battles import catalog_prompt
 
 __all__ = [
     "GenerationFailure",
@@ -101,7 +102,8 @@ def plan_generation(
     samples: int = 1,
 ) -> list[GenerationTask]:
     """Every (prompt, model, sample < ``samples``) of ``models`` without an output yet, interleaved across
-    models so that no endpoint waits behind another's queue; only prompts of ``category`` and with an
+    models so that no endpoint waits behind another's queue; catalog prompts only (an annotator's prompt of
+    a live battle is answered there, by its two models); only prompts of ``category`` and with an
     external id in ``prompt_keys`` when given. Unknown model names raise ``KeyError``; ``samples``
     outside 1..``MAX_SAMPLES`` raises ``ValueError``."""
     if not 1 <= samples <= MAX_SAMPLES:
@@ -112,6 +114,7 @@ def plan_generation(
         if unknown:
             raise KeyError(", ".join(unknown))
         stmt = select(prompt_t.c.id, prompt_t.c.external_id, prompt_t.c.text, prompt_t.c.conversation)
+        stmt = stmt.where(catalog_prompt(prompt_t.c.source))  # live prompts belong to their battle only
         if category is not None:
             stmt = stmt.where(prompt_t.c.category == category)
         prompts = conn.execute(stmt.order_by(prompt_t.c.id)).all()

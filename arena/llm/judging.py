@@ -43,7 +43,7 @@ from arena.llm.client import (
 )
 from leaderboard.data import Outcome
 from votes.models import utcnow
-from votes.reads.queries import JUDGE_KIND
+from votes.reads.filters import JUDGE_KIND
 from votes.tables import annotator_t, battle_t, judgment_t, model_t, output_t, prompt_t, vote_t
 
 __all__ = [

@@ -34,8 +34,10 @@ from votes.reads.annotated import (
     judge_votes,
     source_aware_filter,
 )
+from votes.reads.cells import load_pair_counts
+from votes.reads.filters import VoteFilter
 from votes.reads.ledger import LedgerDigest, ledger_sha256
-from votes.reads.queries import VoteFilter, load_battles, load_pair_counts, votes_name_annotators
+from votes.reads.scans import load_battles, votes_name_annotators
 from votes.reads.sources import battles_from_store
 from votes.review.flagged import flagged_report
 
@@ -119,7 +121,7 @@ def load_votes_with_texts(
     ``fit_first`` is called, in the same transaction, with the counts before the votes are read one by
     one, when nothing read one by one can change them or how they are fitted (no time buckets, no
     source-aware method, and no clusters: ``cluster`` none, or ``auto`` on a store where no vote names an
-    annotator, :func:`votes.reads.queries.votes_name_annotators`): the database
+    annotator, :func:`votes.reads.scans.votes_name_annotators`): the database
     aggregates them (``GROUP BY``), and the caller fits (and draws) while the votes are read.
     ``counted_before`` is the counts of the same filter read just before in another transaction (the
     components check): given to ``fit_first`` instead of aggregating again, and kept only if the votes

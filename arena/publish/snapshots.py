@@ -32,7 +32,7 @@ from leaderboard.style.board import expand_style
 from votes.db import session_scope
 from votes.reads.annotated import source_aware_filter
 from votes.reads.battle_shares import battle_shares_of, weekly_battle_shares
-from votes.reads.queries import VoteFilter
+from votes.reads.filters import VoteFilter
 from votes.reads.snapshots import ensure_snapshot_guards, insert_snapshot, vote_slices
 from votes.review.gold_review import retire_golds
 from votes.voting.live_battles import availability_ledger

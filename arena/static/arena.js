@@ -50,9 +50,6 @@
     if (!target) { return; }
     announce("");
     target.innerHTML = html;  // server-rendered, sanitised fragment from our own origin
-    // The reveal page's answers belong to the battle just judged: they leave with it.
-    var old = document.querySelector(".revealed-answers");
-    if (old) { old.remove(); }
     applyShortcutSetting();
     window.scrollTo(0, 0);
     focusFromLoad = false;

@@ -69,9 +69,13 @@ class AnnotatorHistory:
         voted: bool,
         outputs: Sequence[int | None] = (),
         shown: ShownVote | None = None,
+        catalog: bool = True,
     ) -> None:
         """A battle of this annotator; ``shown`` is its vote as a repeat needs it (vote, prompt, models and
-        outputs as shown), when it has a vote and both answers are stored outputs."""
+        outputs as shown), when it has a vote and both answers are stored outputs. A battle on a prompt
+        outside the catalog (``catalog`` false: a live battle's own prompt) counts a vote but no judged
+        prompt of its pair: counted, it made a pair look judged through before the catalog's new prompts
+        were shown."""
         if voted:
             self.revealed.update(o for o in outputs if o is not None)
         if battle_id in self.battles:
@@ -79,6 +83,9 @@ class AnnotatorHistory:
         if shown is not None:
             self.voted.append(shown)
         self.battles[battle_id] = key
+        if not catalog:
+            self.n_votes += voted
+            return
         n = self.keys.get(key, 0)
         self.keys[key] = n + 1
         if n == 0:

@@ -32,6 +32,7 @@ from votes.voting.annotators import (
     annotator_golds_and_repeats,
 )
 from votes.voting.gold_items import GoldItem, gold_answers, load_gold_items, load_prompts
+from votes.voting.live_battles import LIVE_SOURCE
 from votes.voting.pairing_weights import model_shares, record_pairing_weights
 from votes.voting.repeat_votes import REPEATABLE_SOURCES
 from votes.voting.views import load_pairing_catalog, pair_vote_counts
@@ -254,7 +255,10 @@ class PairingService:
                 repeatable = vote_id if source in REPEATABLE_SOURCES else None
                 shown = shown_vote(repeatable, prompt_id, a, b, out_a, out_b)
                 key = (prompt_id, min(a, b), max(a, b))
-                history.add(battle_id, key, voted=vote_id is not None, outputs=(out_a, out_b), shown=shown)
+                history.add(
+                    battle_id, key, voted=vote_id is not None, outputs=(out_a, out_b), shown=shown,
+                    catalog=source != LIVE_SOURCE,
+                )  # fmt: skip
                 history.high_water = max(history.high_water, battle_id)
             history.synced_at = time.monotonic()
 
@@ -424,9 +428,11 @@ class PairingService:
         model_b_id: int,
         outputs: Sequence[int | None] = (),
         address_hash: str | None = None,
+        catalog: bool = True,
     ) -> None:
         """A vote this process recorded: count its pair and add it (and its revealed answers, ``outputs``)
-        to the annotator's history, and the answers to its address's reveals, at once. ``vote_id`` is the
+        to the annotator's history, and the answers to its address's reveals, at once; ``catalog`` false
+        for a battle on a prompt outside the catalog (a live battle's). ``vote_id`` is the
         vote's id when it may be repeated later (a site battle's, :mod:`votes.voting.repeat_votes`)."""
         key = (min(model_a_id, model_b_id), max(model_a_id, model_b_id))
         with self._lock:
@@ -435,7 +441,9 @@ class PairingService:
             if history is not None:
                 out_a, out_b = (tuple(outputs) + (None, None))[:2]
                 shown = shown_vote(vote_id, prompt_id, model_a_id, model_b_id, out_a, out_b)
-                history.add(battle_id, (prompt_id, *key), voted=True, outputs=outputs, shown=shown)
+                history.add(
+                    battle_id, (prompt_id, *key), voted=True, outputs=outputs, shown=shown, catalog=catalog
+                )
             if address_hash is not None:
                 reveals = self._addresses.get(address_hash)
                 if reveals is not None:

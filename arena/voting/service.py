@@ -39,6 +39,7 @@ from votes.voting.battles import (
     issue_battle,
 )
 from votes.voting.gold_votes import GoldTicket
+from votes.voting.live_battles import LIVE_SOURCE
 from votes.voting.repeat_votes import REPEATABLE_SOURCES
 
 __all__ = ["VOTE_TIMEOUT_S", "BattleContext", "next_battle", "submit_vote", "vote_result_json"]
@@ -213,6 +214,7 @@ async def submit_vote(
             model_b_id=battle.model_b_id,
             outputs=(battle.output_a_id, battle.output_b_id),
             address_hash=vote.address_hash,
+            catalog=battle.source != LIVE_SOURCE,
         )
     return result
 

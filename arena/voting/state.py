@@ -53,4 +53,5 @@ class ArenaState:
             session=session,
             rank_by=self.settings.live_rank_by,
             provisional_above=provisional_deviation(self.live),
+            provisional_games=self.settings.live_provisional_games,
         )

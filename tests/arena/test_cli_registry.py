@@ -169,3 +169,13 @@ def test_exit_status_is_what_sys_exit_gives(
 ) -> None:
     assert exit_status(code) == status
     assert capsys.readouterr().err == ("stopped\n" if code == "stopped" else "")
+
+
+def test_a_mistyped_command_is_answered_with_the_commands_it_is_close_to() -> None:
+    runner = CliRunner()
+    for typed, meant in (("improt", "'import'"), ("pubish", "'publish'"), ("snapshot", "'snapshots'")):
+        result = runner.invoke(build_app(), [typed], terminal_width=200)
+        assert result.exit_code == 2
+        assert f"No such command '{typed}'. Did you mean {meant}" in result.output, result.output
+    nothing = runner.invoke(build_app(), ["zzz"], terminal_width=200)
+    assert nothing.exit_code == 2 and "Did you mean" not in nothing.output

@@ -13,8 +13,9 @@ from arena.publish.board_reads import load_votes_with_texts
 from tests.factories import write_jsonl
 from votes.imports.files import import_file
 from votes.reads.annotated import source_aware_filter
+from votes.reads.cells import load_pair_counts
+from votes.reads.filters import JUDGE_KIND, VoteFilter
 from votes.reads.ledger import ledger_sha256
-from votes.reads.queries import JUDGE_KIND, VoteFilter, load_pair_counts
 from votes.tables import annotator_t
 
 

@@ -23,6 +23,7 @@ from arena.llm.generation import GenerationReport, GenerationTask, plan_generati
 from tests.fake_openai import FakeOpenAI, serve_fake_openai
 from tests.llm_servers import LlamaServer, LlamaServers
 from votes.db import make_engine
+from votes.voting.live_battles import LIVE_SOURCE
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -244,3 +245,18 @@ def test_samples_are_asked_with_their_own_seeds_and_rerun_asks_only_the_missing(
     seeds = [(r[1] if isinstance(r[1], dict) else json.loads(r[1]))["seed"] for r in rows]
     assert [r[0] for r in rows] == [0, 1, 2] and seeds == [5, 6, 7]
     assert plan_generation(engine, models=["tiny"], prompt_keys={"single"}, samples=3) == []
+
+
+def test_a_live_battle_s_prompt_is_not_planned_for_other_models(seeded_prompts: Engine) -> None:
+    """An annotator's own prompt of a live battle was answered there by its two models; `arena generate`
+    asks the catalog's prompts only."""
+    with seeded_prompts.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO prompt (external_id, text, source, created_at)"
+                " VALUES ('typed-in-a-live-battle', 'What is 2+2?', :live, '2026-01-01')"
+            ),
+            {"live": LIVE_SOURCE},
+        )
+    planned = {task.prompt_key for task in plan_generation(seeded_prompts, models=["tiny"])}
+    assert planned == {"single", "multi"}

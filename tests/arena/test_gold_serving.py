@@ -20,7 +20,7 @@ from leaderboard.bt.compute import compute_leaderboard
 from leaderboard.bt.request import FitRequest
 from tests.arena.conftest import AppFactory
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, write_jsonl
-from votes.reads.queries import VoteFilter
+from votes.reads.filters import VoteFilter
 from votes.tables import annotator_t, battle_t, goldbattle_t, goldvote_t, vote_t
 from votes.voting.gold_items import add_gold_file, derive_golds
 

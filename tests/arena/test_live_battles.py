@@ -24,7 +24,9 @@ from tests.arena.live_support import NAMES, Turn, open_battle_page, parse_events
 from tests.e2e.conftest import serve
 from tests.factories import live_rows, make_settings
 from tests.llm_servers import LlamaServer, LlamaServers
-from votes.reads.queries import VoteFilter, iter_vote_rows, load_pair_counts
+from votes.reads.cells import load_pair_counts
+from votes.reads.exports import iter_vote_rows
+from votes.reads.filters import VoteFilter
 from votes.tables import battle_t, generation_t, liveusage_t, output_t, prompt_t, vote_t
 from votes.voting.ratings import replay_live_rows
 

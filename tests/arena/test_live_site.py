@@ -74,7 +74,7 @@ def test_votes_through_the_site_equal_the_replay(
     assert ("Rating − 2 dev." in live_page.text) is (rating != "elo")
 
 
-def _put_rows(engine: Engine, rows: dict[str, tuple[float, float, int]], rater: str | None) -> None:
+def _put_rows(engine: Engine, rows: dict[str, tuple[float, float | None, int]], rater: str | None) -> None:
     with engine.begin() as conn:
         ids = dict(conn.execute(select(model_t.c.name, model_t.c.id)).all())
         conn.execute(
@@ -103,6 +103,20 @@ def test_conservative_ranking_puts_a_new_model_below_and_marks_it(
     page = client.get("/leaderboard/live")
     assert "(provisional)" in page.text
     assert page.text.index("alpha-7b") > page.text.index("bravo-13b") or rank_by == "rating"
+
+
+def test_a_model_with_few_games_is_provisional_under_the_plain_elo_too(
+    make_client: Any, seeded: Engine, db_url: str
+) -> None:
+    """The plain Elo has no deviation: a model with one game would otherwise sit among the measured ones."""
+    client: TestClient = make_client(live_rating="elo", live_provisional_games=20)
+    _put_rows(seeded, {"alpha-7b": (1010.0, None, 1), "bravo-13b": (1000.0, None, 20)}, None)
+    by_model = {row["model"]: row for row in client.get("/api/leaderboard").json()}
+    assert by_model["alpha-7b"]["provisional"] and not by_model["bravo-13b"]["provisional"]
+    page = client.get("/leaderboard/live").text
+    assert page.count("(provisional)") == 1 and page.index("(provisional)") > page.index("alpha-7b")
+    unmarked = make_client(live_rating="elo", live_provisional_games=0)
+    assert not any(row["provisional"] for row in unmarked.get("/api/leaderboard").json())
 
 
 def test_switching_the_setting_rebuilds_the_live_table_at_start_up(

@@ -54,6 +54,6 @@ def test_the_reveal_shows_both_answers_under_the_names(client: TestClient, seede
     result = posted.context["result"]
     text = posted.text
     for side, name in (("A", result.model_a), ("B", result.model_b)):
-        assert f"Answer {side} · {name}" in text
+        assert f'Answer {side} · <span class="as-written">{name}</span>' in text
     assert text.count('class="answer-body"') == 2
     assert text.index(result.model_a) < text.index('id="answer-a-title"')

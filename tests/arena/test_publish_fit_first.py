@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 import arena.publish.board_reads
 import arena.publish.recompute
 import arena.publish.snapshots
-import votes.reads.queries
+import votes.reads.scans
 from arena.cli.main import build_app
 from arena.publish.board_reads import stored_components
 from arena.publish.snapshots import publish_snapshot
@@ -29,7 +29,8 @@ from leaderboard.snapshot.folder import read_snapshot
 from votes.db import make_engine
 from votes.imports.files import import_file
 from votes.migrate import upgrade_database
-from votes.reads.queries import VoteFilter, votes_name_annotators
+from votes.reads.filters import VoteFilter
+from votes.reads.scans import votes_name_annotators
 
 N_VOTES = 1_500
 ROUNDS = 30
@@ -84,7 +85,7 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for module in (arena.publish.snapshots, arena.publish.recompute):
         monkeypatch.setattr(module, "fit_board", spy("fit", module.fit_board))
     # the votes read one by one: the board's reads (arena.publish.board_reads) scan them through load_battles
-    scan = spy("scan", votes.reads.queries.load_battles)
+    scan = spy("scan", votes.reads.scans.load_battles)
     monkeypatch.setattr(arena.publish.board_reads, "load_battles", scan)
     return calls
 

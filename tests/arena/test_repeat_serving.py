@@ -25,7 +25,7 @@ from leaderboard.bt.request import FitRequest
 from leaderboard.data import Outcome
 from tests.factories import ADMIN_TOKEN, live_ratings, make_settings, seed_catalog
 from votes.migrate import upgrade_database
-from votes.reads.queries import VoteFilter
+from votes.reads.filters import VoteFilter
 from votes.review.voters import AnnotatorRow, review_annotators
 from votes.tables import battle_t, repeatvote_t, vote_t
 from votes.voting.battles import IssuedBattle

@@ -60,8 +60,7 @@ def test_pages_pass_axe(long_site: tuple[str, str], browser: Any, viewport: str,
         page.wait_for_selector("#vote-form")
         problems += _check_page(page, "next battle", viewport)
     else:
-        page.locator("summary").click()  # the reveal page's prompt and answers, open
-        problems += _check_page(page, "reveal, answers open", viewport)
+        assert page.locator(".reveal .prompt").is_visible()  # the prompt stays above the revealed answers
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"a11y-{viewport}-{'js' if javascript else 'nojs'}.png"))
     page.context.close()

@@ -125,7 +125,9 @@ def test_enter_keeps_its_meaning_on_the_reveal(long_site: tuple[str, str], brows
     page.context.close()
 
 
-def test_enter_on_the_reveal_page_summary_opens_the_answers(long_site: tuple[str, str], browser: Any) -> None:
+def test_the_reveal_page_shows_the_prompt_above_the_answers_and_the_names_as_written(
+    long_site: tuple[str, str], browser: Any
+) -> None:
     base, _ = long_site
     page = new_page(browser, "desktop", javascript=False)
     page.goto(f"{base}/vote")
@@ -135,16 +137,20 @@ def test_enter_on_the_reveal_page_summary_opens_the_answers(long_site: tuple[str
     page.unroute("**/static/arena.js")
     page.goto(landing)  # the same page, now with the site's script
     assert page.title() == "Vote recorded · Arena"
-    prompt_lang = page.locator(".revealed-answers .prompt .md").get_attribute("lang")
+    prompt_lang = page.locator(".reveal .prompt .md").get_attribute("lang")
     assert prompt_lang in ("en", "de")
-    # both answers sit under their model names in the reveal
+    # the prompt stands above both answers, which sit under their model names
+    above = "r => r.querySelector('.prompt').compareDocumentPosition(r.querySelector('.reveal-grid')) & 4"
+    assert page.eval_on_selector(".reveal", above)
     assert page.locator(f'.reveal .answer .md[lang="{prompt_lang}"]').count() == 2
-    summary = page.locator("summary")
-    summary.focus()
-    page.keyboard.press("Enter")
-    page.wait_for_timeout(SETTLE_MS)
-    assert page.url == landing
-    assert page.locator("details.revealed-answers").get_attribute("open") is not None
+    for side in ("a", "b"):
+        written = page.locator(f"#answer-{side}-title .as-written")
+        name = page.locator(f'.model-name[data-side="{side.upper()}"]').inner_text()
+        assert written.inner_text() == name  # not set in capitals like the rest of the label
+    # the page's own move of focus to the heading frames nothing
+    framed = "h => { h.focus(); return getComputedStyle(h).outlineStyle; }"
+    assert page.eval_on_selector("#area-heading", framed) == "none"
+    page.locator('.site-header nav a[href="/leaderboard"]').focus()
     page.keyboard.press("n")  # focus is outside the battle: no shortcut
     page.wait_for_timeout(SETTLE_MS)
     assert page.url == landing and page.locator(".reveal").count() == 1
@@ -153,7 +159,6 @@ def test_enter_on_the_reveal_page_summary_opens_the_answers(long_site: tuple[str
     page.wait_for_selector("#vote-form")
     assert _focused(page, "h1#area-heading")
     # The judged battle's answers leave with it: no second copy of the answers' ids.
-    assert page.locator(".revealed-answers").count() == 0
     assert page.locator("#answer-a-title").count() == 1
     page.context.close()
 

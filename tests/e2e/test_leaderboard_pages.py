@@ -57,6 +57,18 @@ def test_leaderboard_page_in_browser(server: tuple[str, list[str]], browser: obj
     assert page.locator("#live-standings tbody tr").count() == 7
     first_rank = rows.nth(0).locator("td").nth(0).inner_text()
     assert first_rank == "1"
+    # At 1280 px the published table fits its column: every column a reader needs shows without a sideways
+    # scroll, and the certificates wait behind a checkbox (no script needed).
+    fits = "t => t.scrollWidth <= t.closest('.table-scroll').clientWidth"
+    assert page.eval_on_selector("#published-standings", fits)
+    for heading in ("Rank range", "Battles", "Win rate"):
+        assert page.locator("#published-standings th", has_text=heading).is_visible(), heading
+    assert not page.locator("#published-standings th", has_text="Votes to swap").is_visible()
+    page.check("#board-details")
+    assert page.locator("#published-standings th", has_text="Votes to swap").is_visible()
+    page.uncheck("#board-details")
+    # The live board's narrow column shows whole numbers (601 games, not a cut "60").
+    assert page.eval_on_selector("#live-standings", fits)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "published-leaderboard.png"), full_page=True)
     # The board selector switches to the coding board (a plain GET form: works without JavaScript).

@@ -23,7 +23,8 @@ from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings, seed_catalog
 from tests.llm_servers import LlamaServers
 from votes.db import make_engine
-from votes.reads.queries import VoteFilter, iter_vote_rows
+from votes.reads.exports import iter_vote_rows
+from votes.reads.filters import VoteFilter
 
 pytestmark = pytest.mark.e2e
 

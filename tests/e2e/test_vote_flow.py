@@ -94,11 +94,16 @@ def test_vote_reveal_leaderboard(server: tuple[str, Engine], browser: object, ja
     page.goto(f"{base}/leaderboard/live")
     for name in names:
         assert _games(page, name) == 1
+    # one game each: both are marked provisional beside their names
     ratings = {
-        row.locator("td").nth(1).inner_text(): float(row.locator("td").nth(2).inner_text())
+        row.locator("td").nth(1).inner_text().removesuffix(" (provisional)"): float(
+            row.locator("td").nth(2).inner_text()
+        )
         for row in page.locator("#live-standings tbody tr").all()
         if row.locator("td").nth(2).inner_text() != "—"
     }
+    marked = page.locator("#live-standings tbody tr.provisional td.model").all_inner_texts()
+    assert sorted(m.removesuffix(" (provisional)") for m in marked) == sorted(names)
     assert ratings[names[0]] > 1000.0 > ratings[names[1]]
     page.screenshot(path=str(ARTIFACTS / f"leaderboard-{tag}.png"), full_page=True)
 

@@ -18,11 +18,11 @@ def small_import_steps(monkeypatch: pytest.MonkeyPatch, *, batch: int, merge: in
     """Import runs read ``batch`` rows a batch and merge ``merge`` rows a step (``alone`` at most while
     they have the store to themselves), so a small file spans many batches and steps."""
     import votes.imports.files
-    import votes.imports.runs
+    import votes.imports.merge_steps
 
     monkeypatch.setattr(votes.imports.files, "BATCH_ROWS", batch)
-    monkeypatch.setattr(votes.imports.runs, "MERGE_ROWS", merge)
-    monkeypatch.setattr(votes.imports.runs, "MERGE_ROWS_ALONE", alone)
+    monkeypatch.setattr(votes.imports.merge_steps, "MERGE_ROWS", merge)
+    monkeypatch.setattr(votes.imports.merge_steps, "MERGE_ROWS_ALONE", alone)
 
 
 @pytest.fixture

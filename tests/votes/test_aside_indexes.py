@@ -20,6 +20,8 @@ from sqlalchemy.exc import IntegrityError
 import votes.imports.aside_indexes
 import votes.imports.files
 import votes.imports.keys
+import votes.imports.merging
+import votes.imports.run_cleanup
 import votes.imports.runs
 from leaderboard.online.elo import EloConfig
 from tests.factories import live_ratings
@@ -28,7 +30,7 @@ from tests.votes.test_import_runs import battles_file
 from votes.imports.aside_indexes import CELLS_INDEX, SLOT_INDEX, restore_indexes, set_indexes_aside
 from votes.imports.files import import_file
 from votes.models import utcnow
-from votes.reads.queries import load_pair_counts
+from votes.reads.cells import load_pair_counts
 from votes.tables import battle_t, import_run_t, vote_t
 from votes.voting.ratings import replay_live_ratings
 
@@ -64,7 +66,7 @@ def _watch(
 @pytest.fixture
 def merge_sees(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     """Whether the cell index was there at each merge step."""
-    yield _watch(monkeypatch, "_merge_step", votes.imports.runs._merge_step, _has_cells)
+    yield _watch(monkeypatch, "merge_step", votes.imports.merging.merge_step, _has_cells)
 
 
 def test_a_run_that_dwarfs_the_store_merges_without_the_index_and_builds_it_after(
@@ -135,7 +137,7 @@ def test_a_dead_run_that_set_the_index_aside_has_it_built_by_the_next_import(
 
     with monkeypatch.context() as patch:  # a dead process neither rolls back nor builds the index
         patch.setattr(votes.imports.runs, "rollback_run", lambda _engine, _run: None)
-        patch.setattr(votes.imports.runs, "_restore_indexes_quietly", lambda _engine: None)
+        patch.setattr(votes.imports.runs, "restore_indexes", lambda *_args: ())
         with pytest.raises(Crash):
             import_file(engine, battles_file(tmp_path / "dead.jsonl", 400), between_batches=die)
     with engine.begin() as conn:
@@ -195,7 +197,7 @@ def test_a_run_recorded_after_the_unique_index_was_set_aside_waits_for_it_before
     monkeypatch.setattr(votes.imports.runs, "SLOT_WAIT_SECONDS", 0.05)
     path = battles_file(tmp_path / "twice.jsonl", 150, seed=3)
     import_file(engine, path)
-    clean = votes.imports.runs.clean_dead_runs
+    clean = votes.imports.run_cleanup.clean_dead_runs
     first: list[int] = []
 
     def first_run_ends() -> None:

@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import Boolean, Column, Float, Integer, MetaData, String, Table, func, select
 from sqlalchemy.engine import Engine
 
-from votes.bulk import _number_literal, bulk_insert_columns
+from votes.bulk import bulk_insert_columns
+from votes.dialects.sqlite import number_literal
 
 META = MetaData()
 THINGS = Table(
@@ -42,7 +43,7 @@ THINGS = Table(
     ],
 )
 def test_only_one_exact_number_becomes_a_literal(values: Any, literal: str | None) -> None:
-    assert _number_literal(values) == literal
+    assert number_literal(values) == literal
 
 
 def _stored(engine: Engine) -> list[tuple[Any, ...]]:

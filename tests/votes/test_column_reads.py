@@ -13,17 +13,17 @@ from votes.bulk import column_chunks
 from votes.files.battle_rows import BattleRecord
 from votes.imports.runs import import_battle_records
 from votes.reads.battle_shares import weekly_battle_shares
-from votes.reads.queries import _seconds, seconds_array
+from votes.reads.scans import seconds_array, vote_seconds
 from votes.tables import model_t
 
 
 def test_seconds_array_is_timestamp_of_each_stored_time() -> None:
     texts = ["2024-02-29 23:59:59.999999", "1970-01-01 00:00:00.000001", "2023-11-14 22:13:20"]
-    assert seconds_array(texts).tolist() == [_seconds(t) for t in texts]
+    assert seconds_array(texts).tolist() == [vote_seconds(t) for t in texts]
     offsets = ["2024-01-01 00:30:00+01:00", "2024-01-01 00:00:00.000000"]  # one stored with an offset
-    assert seconds_array(offsets).tolist() == [_seconds(t) for t in offsets]
+    assert seconds_array(offsets).tolist() == [vote_seconds(t) for t in offsets]
     moments = [datetime(2024, 5, 1, 12, tzinfo=UTC), datetime(2024, 5, 1, 12, 0, 0, 5)]
-    assert seconds_array(moments).tolist() == [_seconds(m) for m in moments]
+    assert seconds_array(moments).tolist() == [vote_seconds(m) for m in moments]
     assert seconds_array([]).shape == (0,)
 
 

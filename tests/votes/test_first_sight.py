@@ -14,7 +14,10 @@ from typer.testing import CliRunner
 from arena.cli.main import build_app
 from votes.db import make_engine
 from votes.migrate import upgrade_database
-from votes.reads.queries import VoteFilter, load_battles, load_pair_counts, votes_sha256
+from votes.reads.cells import load_pair_counts
+from votes.reads.exports import votes_sha256
+from votes.reads.filters import VoteFilter
+from votes.reads.scans import load_battles
 from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -18,7 +18,8 @@ from sqlalchemy.engine import Engine
 
 from tests.factories import row_counts, write_jsonl
 from votes.files.columns import read_battles
-from votes.files.records import InputError, read_rows
+from votes.files.reading import read_rows
+from votes.files.records import InputError
 from votes.imports.files import import_file
 
 GOOD = '{"model_a": "alpha", "model_b": "beta", "winner": "model_a", "tstamp": 1700000000}'

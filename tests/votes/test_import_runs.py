@@ -6,21 +6,24 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import event, func, select, update
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
 import votes.imports.files
+import votes.imports.run_cleanup
 import votes.imports.runs
 from leaderboard.data import Outcome
 from leaderboard.online.elo import EloConfig
 from tests.factories import WINNERS, battles_for, live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
+from votes.dialects import dialect_of
 from votes.files.records import InputError
 from votes.imports.files import import_file
 from votes.models import utcnow
@@ -106,10 +109,10 @@ def test_a_crash_mid_import_removes_every_row_of_the_run(
     assert again.n_added == 400
 
 
-def _merge_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+def _merge_in_steps(monkeypatch: pytest.MonkeyPatch, engine: Engine) -> None:
     """Runs merge in short transactions after their staging on PostgreSQL too, as the versions before
     the merge beside the staging did (the leftovers of their dead runs are what these tests make)."""
-    monkeypatch.setattr(votes.imports.runs, "_merges_beside", lambda _engine: False)
+    monkeypatch.setattr(dialect_of(engine), "merges_beside", False)
 
 
 def test_a_dead_imports_rows_are_removed_by_the_next_import(
@@ -117,7 +120,7 @@ def test_a_dead_imports_rows_are_removed_by_the_next_import(
 ) -> None:
     """A process killed mid-merge cannot roll back: its run stops beating and the next import removes it
     (merged in short steps, as on SQLite: on PostgreSQL a run's merge is one transaction, see below)."""
-    _merge_in_steps(monkeypatch)
+    _merge_in_steps(monkeypatch, engine)
     before = _store(engine)
     calls = 0
 
@@ -196,7 +199,7 @@ def test_a_running_import_is_not_taken_for_dead(engine: Engine, tmp_path: Path) 
 
     def other_import_starts() -> None:
         if not seen:
-            seen.append(votes.imports.runs.clean_dead_runs(engine))
+            seen.append(votes.imports.run_cleanup.clean_dead_runs(engine))
 
     import_file(engine, battles_file(tmp_path / "a.jsonl", 100), between_batches=other_import_starts)
     assert seen == [[]]
@@ -334,7 +337,7 @@ def test_a_dead_run_from_before_merge_progress_was_recorded_is_removed_whole(
 ) -> None:
     """A run left by an older version (flags set only on merged rows, no merge progress) loses every
     battle it merged when the next import cleans it up."""
-    _merge_in_steps(monkeypatch)
+    _merge_in_steps(monkeypatch, engine)
     before = _store(engine)
     calls = 0
 
@@ -360,27 +363,48 @@ def test_a_dead_run_from_before_merge_progress_was_recorded_is_removed_whole(
     assert _store(engine)["vote"] == before["vote"] + 10
 
 
-def test_a_run_alone_leaves_every_connection_enforcing_foreign_keys(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+#: The statements that empty the staging tables whole (no condition): SQLite's and PostgreSQL's.
+EMPTY_WHOLE = ("DELETE FROM importrow", "DELETE FROM importcreated", "TRUNCATE importrow, importcreated")
+
+
+@contextmanager
+def _emptying_watched(engine: Engine) -> Iterator[list[int | None]]:
+    """The statements that empty the staging tables whole, as they run: on SQLite whether the connection
+    then enforces foreign keys (1 or 0), on PostgreSQL None."""
+    seen: list[int | None] = []
+
+    def watch(conn: Connection, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.strip() in EMPTY_WHOLE:
+            driver = conn.connection.driver_connection
+            sqlite = engine.dialect.name == "sqlite"
+            seen.append(int(driver.execute("PRAGMA foreign_keys").fetchone()[0]) if sqlite else None)  # type: ignore[union-attr]
+
+    event.listen(engine, "before_cursor_execute", watch)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", watch)
+
+
+def test_a_run_alone_leaves_every_connection_enforcing_foreign_keys(engine: Engine, tmp_path: Path) -> None:
     """The run alone empties its staging tables with SQLite's foreign keys off on one connection (so the
-    pages are freed whole), and merges with them off (checked set-wise); every connection goes back to
-    the pool enforcing them again."""
+    pages are freed whole); every connection goes back to the pool enforcing them again."""
     if engine.dialect.name != "sqlite":
         pytest.skip("SQLite's foreign-key switch")
-    drivers: list[Any] = []
-    step_on = votes.imports.runs._step_on
+    returned: list[int] = []
 
-    def watched(conn: Any, **options: Any) -> Any:
-        drivers.append(conn.connection.driver_connection)
-        return step_on(conn, **options)
+    def back_in_pool(dbapi_connection: Any, _record: Any) -> None:
+        returned.append(int(dbapi_connection.execute("PRAGMA foreign_keys").fetchone()[0]))
 
-    monkeypatch.setattr(votes.imports.runs, "_step_on", watched)
-    import_file(engine, battles_file(tmp_path / "b.jsonl", 60))
+    event.listen(engine, "checkin", back_in_pool)
+    try:
+        with _emptying_watched(engine) as emptied:
+            import_file(engine, battles_file(tmp_path / "b.jsonl", 60))
+    finally:
+        event.remove(engine, "checkin", back_in_pool)
     assert _store(engine)["importrow"] == 0
-    assert drivers
-    for driver in drivers:
-        assert driver.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert emptied == [0, 0]  # both staging tables, with the keys off
+    assert returned and set(returned) == {1}
 
 
 def test_a_run_alone_empties_the_staging_tables_at_once_but_not_beside_another_run(
@@ -389,31 +413,32 @@ def test_a_run_alone_empties_the_staging_tables_at_once_but_not_beside_another_r
     """Alone, a finished run empties the staging tables whole (SQLite: a DELETE without WHERE;
     PostgreSQL: TRUNCATE under an exclusive lock); beside another run's staged rows it removes only its
     own, and the other run's rows are all still there."""
-    emptied: list[bool] = []
-    empty = votes.imports.runs._empty_staging_if_alone
-
-    def watched(engine_: Engine, run_id: int) -> bool:
-        emptied.append(empty(engine_, run_id))
-        return emptied[-1]
-
-    monkeypatch.setattr(votes.imports.runs, "_empty_staging_if_alone", watched)
-    import_file(engine, battles_file(tmp_path / "alone.jsonl", 60, seed=1))
-    assert emptied == [True]
+    with _emptying_watched(engine) as emptied:
+        import_file(engine, battles_file(tmp_path / "alone.jsonl", 60, seed=1))
+    assert emptied
     assert _store(engine)["importrow"] == _store(engine)["importcreated"] == 0
 
     class Stopped(Exception):
         pass
 
-    def stop_before_merging(*_args: Any, **_kwargs: Any) -> Any:
-        raise Stopped
+    batches = 0
+
+    def stop_before_merging() -> None:
+        nonlocal batches
+        batches += 1
+        if batches * BATCH >= 90:  # every row staged: the merge would start now
+            raise Stopped
 
     with monkeypatch.context() as patch:  # another run, still staged (its process busy elsewhere)
-        patch.setattr(votes.imports.runs, "step_ranges", stop_before_merging)  # SQLite
-        patch.setattr(votes.imports.runs, "_merge_beside", stop_before_merging)  # PostgreSQL
         patch.setattr(votes.imports.runs, "rollback_run", lambda _engine, _run: None)
         with pytest.raises(Stopped):
-            import_file(engine, battles_file(tmp_path / "other.jsonl", 90, seed=2))
+            import_file(
+                engine,
+                battles_file(tmp_path / "other.jsonl", 90, seed=2),
+                between_batches=stop_before_merging,
+            )
     assert _store(engine)["importrow"] == 90
-    import_file(engine, battles_file(tmp_path / "beside.jsonl", 60, seed=3))
-    assert emptied == [True, False]
+    with _emptying_watched(engine) as emptied:
+        import_file(engine, battles_file(tmp_path / "beside.jsonl", 60, seed=3))
+    assert not emptied
     assert _store(engine)["importrow"] == 90  # the other run's rows, every one

@@ -20,11 +20,11 @@ from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import clear, conversation, live_ratings, row_counts, write_jsonl
 from tests.real_data import VICUNA_CATALOG, VICUNA_JUDGES
 from votes.files.battle_rows import parse_battles
-from votes.files.records import FORMATS, InputError, read_rows, rows_sha256
+from votes.files.reading import read_rows
+from votes.files.records import FORMATS, InputError, rows_sha256
 from votes.imports.demo import load_demo
 from votes.imports.files import import_file
-from votes.reads.exports import export_catalog, export_votes
-from votes.reads.queries import iter_vote_rows
+from votes.reads.exports import export_catalog, export_votes, iter_vote_rows
 
 BATTLE = {"question_id": "q1", "model_a": "alpha", "model_b": "beta", "winner": "model_a", "judge": "j1"}
 
@@ -122,7 +122,7 @@ def test_export_import_export_is_byte_identical(fresh_engine: Callable[[], Engin
 def test_votes_hash_is_the_same_for_the_database_and_its_export(store: Engine, tmp_path: Path) -> None:
     load_demo(store, n_votes=200, seed=1)
     import_file(store, write_jsonl(tmp_path / "c.jsonl", conversation_battles()))
-    from votes.reads.queries import votes_sha256
+    from votes.reads.exports import votes_sha256
 
     with store.connect() as conn:
         digest = votes_sha256(conn)

@@ -16,7 +16,8 @@ from leaderboard.data import OUTCOME_STRINGS
 from tests.factories import clear, row_counts
 from votes.files.battle_rows import parse_battles
 from votes.files.catalog_records import parse_catalog
-from votes.files.records import FORMATS, InputError, read_rows
+from votes.files.reading import read_rows
+from votes.files.records import FORMATS, InputError
 from votes.files.writers import write_rows
 from votes.imports.files import import_file
 from votes.names import model_name

@@ -16,8 +16,9 @@ from tests.factories import write_jsonl
 from votes.files.columns import read_battles
 from votes.imports.files import import_file
 from votes.reads.battle_shares import battle_shares_of, weekly_battle_shares
+from votes.reads.filters import VoteFilter
 from votes.reads.ledger import LEDGER_HEADER, LedgerDigest, iter_ledger_blocks, ledger_sha256, write_ledger
-from votes.reads.queries import VoteFilter, load_battles
+from votes.reads.scans import load_battles
 
 # Model names a CSV would misread (formula starts are refused at the door; judges below carry them).
 HOSTILE = ('comma, "quoted" model', "plain-model", "ünïcode-模型", "semi;colon's")

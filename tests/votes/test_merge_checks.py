@@ -1,7 +1,7 @@
-"""Merge steps check their foreign keys once per row referred to: on PostgreSQL only where the role may
-skip the per-row checks, on both only where the tables hold exactly the declared keys; a row referred to
-and gone fails the step as the per-row check would; an import that keeps the per-row checks gives the
-same result."""
+"""PostgreSQL's merge steps check their foreign keys once per row referred to, only where the role may
+skip the per-row checks and the tables hold exactly the declared keys; SQLite's keep its own per-row
+checks. On both a row referred to and gone fails the step, and an import that keeps the per-row checks
+gives the same result."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import func, select, text
@@ -18,14 +17,15 @@ from sqlalchemy.exc import IntegrityError
 
 import votes.imports.files
 import votes.imports.merge_checks
-import votes.imports.runs
+import votes.imports.merging
+import votes.imports.run_steps
 from tests.conftest import schema_engine, scratch_pg_database
 from tests.factories import live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
 from votes.db import make_engine
 from votes.imports.files import import_file
-from votes.imports.merge_checks import REFERRED_MAX, MergeChecks, Referred, merge_checks_for
+from votes.imports.merge_checks import MergeChecks, merge_checks_for
 from votes.models import utcnow
 from votes.tables import import_row_t, import_run_t, model_t, vote_t
 
@@ -71,76 +71,16 @@ def plain_role(admin: Engine, *, may_skip_checks: bool = False) -> Iterator[Engi
             conn.execute(text(f'DROP ROLE "{name}"'))
 
 
-def _checks(engine: Engine, referred: Referred | None = None) -> MergeChecks | None:
+def _checks(engine: Engine) -> MergeChecks | None:
     with engine.begin() as conn:
-        return merge_checks_for(conn, referred)
+        return merge_checks_for(conn)
 
 
 @pytest.mark.postgres
 def test_a_superuser_gets_one_lock_statement_per_table_referred_to(pg: Engine) -> None:
     checks = _checks(pg)
-    assert checks is not None and checks.referred is None
+    assert checks is not None
     assert {parent: columns for parent, _, columns in checks.parents} == PARENTS
-
-
-def test_sqlite_checks_the_ids_the_run_gathered(tmp_path: Path) -> None:
-    with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
-        assert _checks(engine) is None  # nothing gathered: SQLite's own checks
-        referred = Referred()
-        checks = _checks(engine, referred)
-        assert checks is not None and checks.referred is referred
-        assert {parent: columns for parent, _, columns in checks.parents} == PARENTS
-
-
-def test_referred_gathers_each_columns_ids_without_none() -> None:
-    referred = Referred()
-    referred.add({"model_a_id": [1, 2, 2], "model_b_id": [3, None], "prompt_id": [None, None]})
-    referred.add({"model_a_id": [5], "annotator_id": (9,), "unrelated": [7]})
-    assert referred.ids == {
-        "annotator_id": {9},
-        "model_a_id": {1, 2, 5},
-        "model_b_id": {3},
-        "output_a_id": set(),
-        "output_b_id": set(),
-        "prompt_id": set(),
-    }
-
-
-def _watch_key_switch(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Whether each step of the import runs that follow keeps SQLite's foreign keys on, in order."""
-    switched: list[bool] = []
-    step_on = votes.imports.runs._step_on
-
-    def watched(conn: Any, **options: Any) -> Any:
-        switched.append(options.get("foreign_keys", True))
-        return step_on(conn, **options)
-
-    monkeypatch.setattr(votes.imports.runs, "_step_on", watched)
-    return switched
-
-
-def test_referred_lets_its_ids_go_past_its_bound_and_sqlite_then_checks_per_row(tmp_path: Path) -> None:
-    referred = Referred()
-    referred.add({"prompt_id": list(range(REFERRED_MAX))})
-    assert not referred.overflowed
-    referred.add({"output_a_id": [1, 2]})  # a file of conversations: a prompt and answers per battle
-    assert referred.overflowed and not any(referred.ids.values())
-    referred.add({"model_a_id": [1]})
-    assert not any(referred.ids.values())
-    with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
-        assert _checks(engine, referred) is None
-
-
-def test_an_sqlite_import_referring_to_more_rows_than_the_bound_keeps_the_per_row_checks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(
-        votes.imports.merge_checks, "REFERRED_MAX", 10
-    )  # the file's 8 models and 7 judges: 15
-    switched = _watch_key_switch(monkeypatch)
-    with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
-        assert import_file(engine, battles_file(tmp_path / "b.jsonl", 300)).n_added == 300
-        assert switched.count(False) == 1  # only the staging tables emptied at the end
 
 
 @pytest.mark.postgres
@@ -175,29 +115,6 @@ def _votes(engine: Engine) -> list[tuple[object, ...]]:
     return [tuple(r) for r in rows]
 
 
-def test_an_sqlite_import_with_set_wise_checks_equals_one_with_per_row_checks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """SQLite merges with its foreign keys off, checked set-wise; the same file imported with the per-row
-    checks (no set-wise checks made) gives the same store."""
-    path = battles_file(tmp_path / "b.jsonl", 300)
-    switched = _watch_key_switch(monkeypatch)
-    with (
-        schema_engine(f"sqlite:///{tmp_path}/fast.db") as fast,
-        schema_engine(f"sqlite:///{tmp_path}/slow.db") as slow,
-    ):
-        assert import_file(fast, path).n_added == 300
-        unchecked = switched.count(False)
-        switched.clear()
-        monkeypatch.setattr(votes.imports.runs, "merge_checks_for", lambda conn, referred=None: None)
-        assert import_file(slow, path).n_added == 300
-        assert switched.count(False) == 1  # the staging tables emptied at the end (no key to break)
-        assert unchecked == 1 + 300 // 25  # and every merge step of 25 rows
-        assert row_counts(fast) == row_counts(slow)
-        assert live_ratings(fast) == live_ratings(slow)
-        assert _votes(fast) == _votes(slow)
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     """An engine with the schema on each backend, whose role may skip PostgreSQL's per-row checks."""
@@ -209,7 +126,7 @@ def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
             yield engine
 
 
-def _staged_run(engine: Engine, referred: Referred) -> int:
+def _staged_run(engine: Engine) -> int:
     """A run in its merge, one staged row referring to a model and to a model that is not stored."""
     with engine.begin() as conn:
         now = utcnow()
@@ -236,23 +153,23 @@ def _staged_run(engine: Engine, referred: Referred) -> int:
             "import_copy": 0,
         }
         conn.execute(import_row_t.insert().values(**row))
-        referred.add({k: [v] for k, v in row.items()})
     return int(run)
 
 
 def test_a_row_referred_to_and_gone_fails_the_step_and_adds_nothing(both: Engine) -> None:
-    referred = Referred()
-    run = _staged_run(both, referred)
-    checks = _checks(both, referred)
-    assert checks is not None
-    with both.connect() as merger:
-        with votes.imports.runs._step_on(merger, foreign_keys=False) as conn:  # SQLite: no per-row checks
+    """PostgreSQL's set-wise checks fail the step, naming what is gone; SQLite's own per-row checks (it
+    gets no set-wise ones) fail it as well, as PostgreSQL's per-row checks do."""
+    run = _staged_run(both)
+    checks = _checks(both)
+    assert (checks is None) == (both.dialect.name == "sqlite")
+    if checks is not None:
+        with both.connect() as merger, votes.imports.run_steps.run_step_on(merger) as conn:
             with pytest.raises(IntegrityError, match="1 model row"):
-                votes.imports.runs._merge_step(conn, run, 0, 1, checks=checks)
+                votes.imports.merging.merge_step(conn, run, 0, 1, checks=checks)
             conn.rollback()
     with both.connect() as conn, conn.begin():  # the same step with the per-row checks fails the same way
         with pytest.raises(IntegrityError):
-            votes.imports.runs._merge_step(conn, run, 0, 1, checks=None)
+            votes.imports.merging.merge_step(conn, run, 0, 1, checks=None)
     with both.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(vote_t)) == 0
         assert conn.scalar(text("SELECT count(*) FROM battle")) == 0
@@ -260,13 +177,13 @@ def test_a_row_referred_to_and_gone_fails_the_step_and_adds_nothing(both: Engine
 
 def test_a_merge_step_of_a_run_no_longer_recorded_fails(both: Engine) -> None:
     """A merge step checks its run's own row as the row recording the step would refer to it."""
-    run = _staged_run(both, Referred())
+    run = _staged_run(both)
     with both.begin() as conn:
         conn.execute(import_row_t.delete())
         conn.execute(import_run_t.delete())
-    with both.connect() as merger, votes.imports.runs._step_on(merger, foreign_keys=False) as conn:
+    with both.connect() as merger, votes.imports.run_steps.run_step_on(merger) as conn:
         with pytest.raises(IntegrityError, match=f"import run {run} is no longer recorded"):
-            votes.imports.runs._merged_to(conn, run, 1)
+            votes.imports.merging.record_merged(conn, run, 1)
         conn.rollback()
 
 
@@ -295,10 +212,23 @@ def test_a_store_with_more_than_the_declared_keys_keeps_the_per_row_checks(
     assert _checks(pg) is None
 
 
-def test_an_sqlite_store_with_a_key_not_declared_keeps_the_per_row_checks(tmp_path: Path) -> None:
-    with schema_engine(f"sqlite:///{tmp_path}/a.db") as engine:
-        assert _checks(engine, Referred()) is not None
-        with engine.begin() as conn:
-            conn.execute(text("CREATE TABLE extra (id integer PRIMARY KEY)"))
-            conn.execute(text("ALTER TABLE vote ADD COLUMN extra_id integer REFERENCES extra (id)"))
-        assert _checks(engine, Referred()) is None
+def test_an_import_whose_model_is_gone_before_its_merge_fails_and_leaves_nothing(
+    both: Engine, tmp_path: Path
+) -> None:
+    """A model the staged rows refer to, deleted before they merge, fails the whole import on both
+    databases (PostgreSQL's set-wise checks, SQLite's own per-row ones) and leaves the store as it was."""
+    before = row_counts(both)
+    gone: list[int] = []
+
+    def delete_a_model() -> None:
+        if gone:
+            return
+        with both.begin() as conn:
+            model = int(conn.scalar(select(import_row_t.c.model_a_id).limit(1)) or 0)
+            conn.execute(model_t.delete().where(model_t.c.id == model))
+        gone.append(model)
+
+    with pytest.raises(IntegrityError):
+        import_file(both, battles_file(tmp_path / "b.jsonl", 300), between_batches=delete_a_model)
+    assert gone
+    assert row_counts(both) == before

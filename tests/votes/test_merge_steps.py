@@ -10,10 +10,12 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 
 import votes.imports.files
+import votes.imports.merging
 import votes.imports.runs
 from tests.factories import row_counts
 from tests.votes.conftest import small_import_steps
 from tests.votes.test_import_runs import battles_file
+from votes.dialects import dialect_of
 from votes.imports.files import import_file
 from votes.imports.merge_steps import step_ranges
 from votes.models import utcnow
@@ -66,15 +68,15 @@ def test_an_import_alone_merges_in_fewer_longer_steps(
     rows are those of an import in short steps (on PostgreSQL, where a run merges beside its staging
     in one transaction, the steps after the staging as the versions before did)."""
     small_import_steps(monkeypatch, batch=40, merge=25, alone=200)
-    monkeypatch.setattr(votes.imports.runs, "_merges_beside", lambda _engine: False)
+    monkeypatch.setattr(dialect_of(engine), "merges_beside", False)
     reached: list[int] = []
-    original = votes.imports.runs._merged_to
+    original = votes.imports.merging.record_merged
 
     def spy(conn: object, run_id: int, hi: int) -> None:
         reached.append(hi)
         original(conn, run_id, hi)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(votes.imports.runs, "_merged_to", spy)
+    monkeypatch.setattr(votes.imports.runs, "record_merged", spy)
     counts = import_file(engine, battles_file(tmp_path / "alone.jsonl", 600))
     assert counts.n_added == 600
     assert reached[0] == 0  # merging started

@@ -16,11 +16,13 @@ from sqlalchemy.engine import Engine
 
 from leaderboard.battles import Battles
 from tests.factories import assert_same_battles, write_jsonl
+from votes.dialects.sqlite import SQLITE
 from votes.imports.files import import_file
+from votes.reads import cells, scans
 from votes.reads import packed as packed_votes
-from votes.reads import queries
+from votes.reads.filters import VoteFilter
 from votes.reads.ledger import LedgerDigest, ledger_sha256
-from votes.reads.queries import VoteFilter, load_battles
+from votes.reads.scans import load_battles
 
 FILTERS = (
     None,
@@ -63,7 +65,7 @@ def _read(engine: Engine, filters: VoteFilter | None, who: bool) -> tuple[Battle
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     """Chunks of 7 votes; the list records, chunk by chunk, whether it was read packed."""
-    monkeypatch.setattr(queries, "_CHUNK", 7)
+    monkeypatch.setattr(scans, "SCAN_CHUNK", 7)
     packed: list[bool] = []
     real = packed_votes.packed_chunks
 
@@ -72,7 +74,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
             packed.append(isinstance(found, packed_votes.PackedChunk))
             yield found
 
-    monkeypatch.setattr(queries, "packed_chunks", chunks)
+    monkeypatch.setattr(scans, "packed_chunks", chunks)
     yield packed
 
 
@@ -178,11 +180,11 @@ def test_packed_cells_are_the_row_cells(
         packed.append(found is not None)
         return found
 
-    monkeypatch.setattr(queries, "packed_cells", spy)
+    monkeypatch.setattr(cells, "packed_cells", spy)
     with engine.connect() as conn:
-        counts = queries.load_pair_counts(conn, filters=filters)
-        monkeypatch.setattr(queries, "packed_cells", lambda *args: None)
-        rows = queries.load_pair_counts(conn, filters=filters)
+        counts = cells.load_pair_counts(conn, filters=filters)
+        monkeypatch.setattr(cells, "packed_cells", lambda *args: None)
+        rows = cells.load_pair_counts(conn, filters=filters)
     assert counts.models == rows.models
     for name in ("model_a", "model_b", "outcome", "count", "votes", "sided"):
         x, y = getattr(counts, name), getattr(rows, name)
@@ -212,7 +214,7 @@ def test_cells_with_an_unknown_outcome_are_read_by_rows(engine: Engine, tmp_path
     with closing(sqlite3.connect(str(engine.url.database))) as raw, raw:
         raw.execute("UPDATE vote SET winner = 'draw' WHERE id = (SELECT MIN(id) FROM vote)")
     with engine.connect() as conn:
-        stmt = queries.pair_counts_statement(VoteFilter(), dialect="sqlite")
+        stmt = cells.pair_counts_statement(VoteFilter(), dialect=SQLITE)
         assert packed_votes.packed_cells(conn, stmt) is None
         with pytest.raises(ValueError, match="draw"):
-            queries.load_pair_counts(conn)
+            cells.load_pair_counts(conn)

@@ -15,7 +15,10 @@ from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import live_ratings, row_counts, write_jsonl
 from votes.imports.demo import DEMO_MODELS, DEMO_PROMPTS, demo_answer, demo_catalog, load_demo, simulate_votes
 from votes.imports.files import import_file
-from votes.reads.queries import VoteFilter, iter_vote_rows, load_battles, load_pair_counts, votes_sha256
+from votes.reads.cells import load_pair_counts
+from votes.reads.exports import iter_vote_rows, votes_sha256
+from votes.reads.filters import VoteFilter
+from votes.reads.scans import load_battles
 from votes.tables import annotator_t
 
 

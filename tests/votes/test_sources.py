@@ -15,7 +15,7 @@ from votes.files.records import InputError
 from votes.imports.demo import load_demo
 from votes.models import Battle, Generation, Output, Vote
 from votes.reads.exports import export_votes
-from votes.reads.queries import iter_vote_texts
+from votes.reads.scans import iter_vote_texts
 from votes.reads.sources import battles_from_file, battles_from_store, load_battles_file
 
 

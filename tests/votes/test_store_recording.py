@@ -10,6 +10,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 import votes.voting.recording as recording
+import votes.voting.vote_writes as vote_writes
 import votes.voting.writer.group_commit as group_commit
 from leaderboard.data import Outcome, parse_outcome
 from leaderboard.online.elo import EloConfig
@@ -79,7 +80,7 @@ def test_batch_with_retries_inside_uses_the_fast_path(
     def careful_path(*_args: Any) -> Any:
         raise AssertionError("a clean batch must not fall back to vote-by-vote writes")
 
-    monkeypatch.setattr(recording, "_record_one_by_one", careful_path)
+    monkeypatch.setattr(recording, "record_one_by_one", careful_path)
     requests = _requests(
         seeded,
         tokens=["t1", "t2", "t1", "t1", "t3", "t4"],
@@ -108,7 +109,7 @@ def test_unique_key_collision_falls_back_vote_by_vote(
     (original,) = _write(seeded, first)
     assert isinstance(original, VoteResult)
     # Hide the earlier vote from the batch's look-up, as a concurrent commit would be hidden.
-    monkeypatch.setattr(recording, "_known_votes", lambda *_args: ({}, {}))
+    monkeypatch.setattr(vote_writes, "known_votes", lambda *_args: ({}, {}))
     again = [first[0], *_requests(seeded, tokens=["other"], winners=["tie"], keys=[None])]
     replayed, fresh = _write(seeded, again)
     assert isinstance(replayed, VoteResult) and replayed.replayed and replayed.vote_id == original.vote_id
@@ -153,8 +154,8 @@ def test_group_writer_clean_batch_takes_no_look_up_and_no_savepoint(
     def forbidden(*_args: Any) -> Any:
         raise AssertionError("a clean batch of new votes needs neither the look-up nor the careful path")
 
-    monkeypatch.setattr(recording, "_known_votes", forbidden)
-    monkeypatch.setattr(recording, "_record_one_by_one", forbidden)
+    monkeypatch.setattr(vote_writes, "known_votes", forbidden)
+    monkeypatch.setattr(recording, "record_one_by_one", forbidden)
     requests = _requests(
         seeded, tokens=["c1", "c2", "c3"], winners=["model_a", "tie", "model_b"], keys=[None] * 3
     )

@@ -22,7 +22,8 @@ from leaderboard.battles import Battles
 from leaderboard.data import OUTCOME_STRINGS
 from votes.files import columns
 from votes.files.columns import _fast, read_battles
-from votes.files.records import InputError, input_sha256, read_input_bytes
+from votes.files.reading import input_sha256, read_input_bytes
+from votes.files.records import InputError
 from votes.files.selection import (
     BattleColumns,
     BattleFilter,

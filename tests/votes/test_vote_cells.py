@@ -16,14 +16,12 @@ from sqlmodel import Session
 from leaderboard.data import Outcome, parse_outcome
 from leaderboard.online.elo import EloConfig, replay_elo
 from tests.factories import live_ratings
+from votes.dialects.sqlite import SQLITE
 from votes.imports.demo import load_demo
-from votes.reads.queries import (
-    VoteFilter,
-    iter_vote_rows,
-    load_battles,
-    load_pair_counts,
-    pair_counts_statement,
-)
+from votes.reads.cells import load_pair_counts, pair_counts_statement
+from votes.reads.exports import iter_vote_rows
+from votes.reads.filters import VoteFilter
+from votes.reads.scans import load_battles
 from votes.tables import annotator_t, battle_t, model_t, output_t, vote_t
 from votes.voting import ratings
 from votes.voting.battles import IssuedBattle, VoteRequest
@@ -146,14 +144,14 @@ def test_sqlite_groups_from_the_covering_index_without_sorting(store: Engine) ->
         pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
     load_demo(store, n_votes=50, seed=0)
     for f in (VoteFilter(), VoteFilter(exclude_flagged=True)):
-        stmt = pair_counts_statement(f, dialect="sqlite")
+        stmt = pair_counts_statement(f, dialect=SQLITE)
         sql = str(stmt.compile(store, compile_kwargs={"literal_binds": True}))
         with store.connect() as conn:
             plan = " / ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
         assert "USING COVERING INDEX ix_vote_cells" in plan, plan
         assert "TEMP B-TREE" not in plan, plan
         assert "battle" not in plan, plan
-    stmt = pair_counts_statement(VoteFilter(since=datetime(2025, 1, 2, tzinfo=UTC)), dialect="sqlite")
+    stmt = pair_counts_statement(VoteFilter(since=datetime(2025, 1, 2, tzinfo=UTC)), dialect=SQLITE)
     sql = str(stmt.compile(store, compile_kwargs={"literal_binds": True}))
     with store.connect() as conn:
         plan = " / ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))

@@ -11,7 +11,9 @@ from sqlalchemy.engine import Engine
 from tests.factories import write_jsonl
 from votes.imports.demo import DEMO_MODELS, DEMO_PROMPTS, demo_answer, load_demo
 from votes.imports.files import import_file
-from votes.reads.queries import VoteFilter, iter_vote_rows, iter_vote_texts, load_battles
+from votes.reads.exports import iter_vote_rows
+from votes.reads.filters import VoteFilter
+from votes.reads.scans import iter_vote_texts, load_battles
 
 
 def _with_textless_vote(store: Engine, tmp_path: Path) -> None:

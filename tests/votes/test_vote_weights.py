@@ -20,11 +20,13 @@ from leaderboard.data import Outcome
 from leaderboard.online.elo import EloConfig, replay_elo_indices
 from tests.factories import clear, live_ratings, row_counts, seed_catalog, write_jsonl
 from votes.files.battle_rows import parse_battles
-from votes.files.records import FORMATS, read_rows, rows_sha256
+from votes.files.reading import read_rows
+from votes.files.records import FORMATS, rows_sha256
 from votes.imports.demo import load_demo
 from votes.imports.files import import_file
-from votes.reads.exports import export_votes
-from votes.reads.queries import load_battles, load_pair_counts, votes_sha256
+from votes.reads.cells import load_pair_counts
+from votes.reads.exports import export_votes, votes_sha256
+from votes.reads.scans import load_battles
 from votes.tables import vote_t
 from votes.voting.annotators import create_annotator
 from votes.voting.battles import VoteRequest, VoteResult, issue_battle

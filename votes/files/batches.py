@@ -1,7 +1,7 @@
 """Rows of a file read in batches, so an import of ten million battles holds one batch in memory at a time.
 
 :func:`iter_row_batches` gives the same ``(location, mapping)`` pairs as
-:func:`votes.files.records.read_rows`, batch by batch: JSON lines and CSV are read line by line (gunzipped as
+:func:`votes.files.reading.read_rows`, batch by batch: JSON lines and CSV are read line by line (gunzipped as
 they stream, refused as soon as they expand beyond the cap), Parquet by record batch. A JSON array has no row
 boundaries a reader can find without parsing it whole, so it is read whole (its size is bounded by the
 decompression cap).
@@ -20,16 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from votes.bulk import gc_paused
-from votes.files.records import (
-    MAX_EXPANDED_BYTES,
-    FileFormat,
-    InputError,
-    _type_name,
-    csv_rows,
-    detect_format,
-    load_json,
-    read_rows,
-)
+from votes.files.reading import MAX_EXPANDED_BYTES, csv_rows, detect_format, load_json, read_rows
+from votes.files.records import FileFormat, InputError, type_name
 
 __all__ = ["BATCH_ROWS", "arrow_rows", "iter_parquet_batches", "iter_row_batches", "peek_format"]
 
@@ -131,7 +123,7 @@ def _jsonl_batches(path: Path, text: IO[str], size: int) -> Iterator[Rows]:
         except json.JSONDecodeError as exc:
             raise InputError(path, where, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(value, dict):
-            raise InputError(path, where, f"expected a JSON object, got {_type_name(value)}")
+            raise InputError(path, where, f"expected a JSON object, got {type_name(value)}")
         rows.append((where, value))
         if len(rows) >= size:
             yield rows
@@ -141,7 +133,7 @@ def _jsonl_batches(path: Path, text: IO[str], size: int) -> Iterator[Rows]:
 
 
 def _lines(text: IO[str]) -> Iterator[str]:
-    """Lines split on ``\\n`` only, as :func:`votes.files.records.read_rows` splits them (a ``\\r`` or a
+    """Lines split on ``\\n`` only, as :func:`votes.files.reading.read_rows` splits them (a ``\\r`` or a
     Unicode line separator inside a JSON string is not a line end)."""
     rest = ""
     while chunk := text.read(1 << 20):

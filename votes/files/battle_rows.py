@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from leaderboard.data import OUTCOME_STRINGS
-from votes.files.records import FileFormat, InputError, Message, Refusal, RowFields, check_columns, text_cells
+from votes.files.fields import RowFields, text_cells
+from votes.files.records import FileFormat, InputError, Message, Refusal, check_columns
 
 __all__ = ["SELF_BATTLE", "BattleRecord", "parse_battles"]
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from votes.files.records import SHORT_MAX, FileFormat, Message, RowFields, check_columns
+from votes.files.fields import RowFields
+from votes.files.records import SHORT_MAX, FileFormat, Message, check_columns
 
 __all__ = ["MAX_SAMPLES", "CatalogRecord", "parse_catalog"]
 

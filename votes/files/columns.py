@@ -40,17 +40,8 @@ from votes.files.formats import (
     detect_source_format,
     map_source_rows,
 )
-from votes.files.records import (
-    NAME_MAX,
-    TSTAMP_MAX,
-    InputError,
-    Refusal,
-    detect_format,
-    input_chunks,
-    input_sha256,
-    read_input_bytes,
-    read_rows,
-)
+from votes.files.reading import detect_format, input_chunks, input_sha256, read_input_bytes, read_rows
+from votes.files.records import NAME_MAX, TSTAMP_MAX, InputError, Refusal
 from votes.files.selection import BattleColumns, BattleFilter, CodedColumn, record_columns, select_battles
 
 __all__ = ["BattleRead", "read_agreement_columns", "read_battle_columns", "read_battles"]
@@ -284,7 +275,7 @@ _TEXT_LIMITS = {
 
 
 def _strings_pass(table: pa.Table) -> bool:
-    """The checks of :class:`votes.files.records.RowFields` on the text columns, as whole columns: strings, no
+    """The checks of :class:`votes.files.fields.RowFields` on the text columns, as whole columns: strings, no
     empty required name, none too long, no NUL."""
     for name, limit in _TEXT_LIMITS.items():
         if name not in table.column_names:
@@ -362,7 +353,7 @@ def read_battles(
 
     ``digest`` is the sha256 of the (decompressed) file, what ``sha256sum`` (or ``zcat | sha256sum``)
     prints; for a JSONL export of Arena's votes it equals the database's
-    :func:`votes.reads.queries.votes_sha256`, for the vote ledger (``arena export ledger``) the
+    :func:`votes.reads.exports.votes_sha256`, for the vote ledger (``arena export ledger``) the
     :func:`votes.reads.ledger.ledger_sha256` a published snapshot records. (Before, a CSV or Parquet file's
     digest was that of its rows in canonical JSONL form, which took re-serialising every row in Python.)
 
@@ -373,7 +364,7 @@ def read_battles(
     source_format : the shape; detected from the columns when None
     skip_invalid : leave out bad rows (listed in ``refused``) instead of refusing the file
     baseline : arena-hard judgments without a ``baseline`` column: the baseline model
-    max_expanded : most bytes a gzipped file may expand to (:func:`votes.files.records.read_input_bytes`)
+    max_expanded : most bytes a gzipped file may expand to (:func:`votes.files.reading.read_input_bytes`)
 
     Raises
     ------

@@ -14,14 +14,8 @@ from pathlib import Path
 
 from votes.files.battle_rows import SELF_BATTLE, BattleRecord, parse_battles
 from votes.files.formats import CLEAN_BATTLE, SourceFormat, detect_source_format, map_source_rows
-from votes.files.records import (
-    BATTLE_EXTRA_COLUMNS,
-    FileFormat,
-    InputError,
-    Kind,
-    Refusal,
-    read_rows,
-)
+from votes.files.reading import read_rows
+from votes.files.records import BATTLE_EXTRA_COLUMNS, FileFormat, InputError, Kind, Refusal
 from votes.files.selection import BattleFilter, keep_mask, record_columns
 from votes.files.writers import write_rows
 

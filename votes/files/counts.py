@@ -27,7 +27,8 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from leaderboard.data import OUTCOME_STRINGS, PairCounts, aggregate_codes
-from votes.files.records import TSTAMP_MAX, InputError, detect_format, read_input_bytes
+from votes.files.reading import detect_format, read_input_bytes
+from votes.files.records import TSTAMP_MAX, InputError
 
 __all__ = ["CountsRead", "read_counts"]
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from votes.files.records import InputError, Refusal, load_json
+from votes.files.reading import load_json
+from votes.files.records import InputError, Refusal
 
 __all__ = [
     "CLEAN_BATTLE",
@@ -89,7 +90,7 @@ def map_source_rows(
     Parameters
     ----------
     path : the file, for messages
-    rows : ``(location, row)`` pairs from :func:`votes.files.records.read_rows`
+    rows : ``(location, row)`` pairs from :func:`votes.files.reading.read_rows`
     source_format : the shape; detected from the columns when None
     baseline : arena-hard: the baseline model when the judgments do not name it in a ``baseline`` column
 

@@ -191,7 +191,7 @@ def _where(column: Text, test: _Test) -> npt.NDArray[np.bool_]:
 
 def _member(names: tuple[str, ...]) -> _Test:
     def test(values: npt.NDArray[np.object_]) -> npt.NDArray[np.bool_]:
-        import pandas as pd
+        import pandas as pd  # its isin hashes once; the import command, which never filters, skips pandas
 
         out: npt.NDArray[np.bool_] = pd.Series(values, dtype=object).isin(list(names)).to_numpy()
         return out
@@ -233,7 +233,7 @@ def _first_seen(
 ) -> tuple[npt.NDArray[np.int64], list[Any]]:
     """The values of ``rows`` (codes of ``column``) coded anew in order of first appearance, a missing
     value -1; and the values in that order."""
-    import pandas as pd
+    import pandas as pd  # its factorize keeps first-appearance order fast; only the filters that code use it
 
     seen, uniques = pd.factorize(rows)
     known = column.known()[uniques]

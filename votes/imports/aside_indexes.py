@@ -22,7 +22,7 @@ with the unique index in place. The setting-aside run builds it again before it 
 failure to build it fails the run, which is then rolled back.
 
 A run builds the others once it is done (or failed); a process that died in between leaves them
-missing, and the next import or publish builds them (:func:`votes.imports.runs.clean_dead_runs`). On
+missing, and the next import or publish builds them (:func:`votes.imports.run_cleanup.clean_dead_runs`). On
 PostgreSQL dropping takes the table's strongest lock, so it waits at most :data:`LOCK_WAIT` for readers
 already running (a long publish) and otherwise keeps the index: waiting longer would queue every new
 reader behind it.
@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Index, Table, func, select, text, update
+from sqlalchemy import Index, Table, func, select, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
 
+from votes.dialects import Dialect, dialect_of
 from votes.models import utcnow
 from votes.tables import battle_t, import_run_t, vote_t
 
@@ -53,18 +53,17 @@ __all__ = [
 
 CELLS_INDEX = "ix_vote_cells"
 SLOT_INDEX = "ix_battle_import_slot"
-#: Indexes set aside by any run that dwarfs the store, per database (see the module).
-_SECONDARY: dict[str, tuple[str, ...]] = {
-    "sqlite": (CELLS_INDEX,),
-    "postgresql": (CELLS_INDEX, "ix_vote_created_at", "ix_battle_language"),
-}
+#: Indexes written all over (set aside by any run that dwarfs the store), and those written at their right
+#: edge, set aside too where such entries cost as much (see the module).
+_SCATTERED = (CELLS_INDEX,)
+_IN_ORDER = ("ix_vote_created_at", "ix_battle_language")
 #: Every index this module may set aside, in the order they are built again.
 _MANAGED = (SLOT_INDEX, CELLS_INDEX, "ix_vote_created_at", "ix_battle_language")
 #: A run sets indexes aside only when it adds at least this many times the votes stored.
 ASIDE_FACTOR = 4
 #: ... and at least this many rows: below, updating the indexes costs less than a second anyway.
 ASIDE_MIN_ROWS = 100_000
-#: PostgreSQL: how long dropping an index may wait for the readers before it, seconds.
+#: How long dropping an index may wait for the readers before it, seconds (PostgreSQL's readers hold it).
 LOCK_WAIT = 2.0
 
 
@@ -101,19 +100,23 @@ def set_indexes_aside(conn: Connection, rows: int, run_id: int) -> Aside:
     if rows < ASIDE_FACTOR * stored:
         return Aside()
     present = present_indexes(conn)
-    dropped = [name for name in _SECONDARY.get(conn.dialect.name, ()) if _drop(conn, name, present)]
+    dialect = dialect_of(conn)
+    dropped = [name for name in _secondary(dialect) if _drop(conn, name, present)]
     if _alone(conn, run_id) and _drop(conn, SLOT_INDEX, present):
         dropped.append(SLOT_INDEX)
     return Aside(tuple(dropped))
 
 
+def _secondary(dialect: Dialect) -> tuple[str, ...]:
+    return _SCATTERED if dialect.cheap_index_appends else (*_SCATTERED, *_IN_ORDER)
+
+
 def _alone(conn: Connection, run_id: int) -> bool:
     """Whether run ``run_id`` is the only one recorded, holding (to the transaction's end) the lock that
-    keeps another from being recorded: on SQLite the writer lock, taken by writing the run's heartbeat."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("LOCK TABLE importrun IN SHARE ROW EXCLUSIVE MODE"))
-    else:
-        conn.execute(update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow()))
+    keeps another from being recorded: a lock on ``importrun``, on SQLite the writer lock (the run's
+    heartbeat written, as any write takes it)."""
+    dialect_of(conn).lock_tables(conn, ("importrun",), "SHARE ROW EXCLUSIVE")
+    conn.execute(update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow()))
     other = select(import_run_t.c.id).where(import_run_t.c.id != run_id).limit(1)
     return conn.scalar(other) is None
 
@@ -123,34 +126,14 @@ def _drop(conn: Connection, name: str, present: frozenset[str]) -> bool:
     long)."""
     if name not in present:
         return False
-    _, index = _index(name)
-    if conn.dialect.name != "postgresql":
-        index.drop(conn)
-        return True
-    conn.execute(text(f"SET LOCAL lock_timeout = '{int(LOCK_WAIT * 1000)}ms'"))
-    try:
-        with conn.begin_nested():
-            index.drop(conn)
-    except OperationalError:  # readers held the table: merge with the index, as a small run does
-        return False
-    finally:
-        conn.execute(text("SET LOCAL lock_timeout = DEFAULT"))  # the configured value again
-    return True
+    # readers that hold the table longer: merge with the index, as a small run does
+    return dialect_of(conn).drop_index(conn, _index(name)[1], wait=LOCK_WAIT)
 
 
 def present_indexes(conn: Connection) -> frozenset[str]:
-    """Those of the indexes this module manages that exist, by name: in one statement on SQLite and
-    PostgreSQL (every import and publish asks), one look-up per index elsewhere."""
-    if conn.dialect.name == "sqlite":
-        query = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('battle', 'vote')"
-    elif conn.dialect.name == "postgresql":
-        query = (
-            "SELECT indexname FROM pg_indexes"
-            " WHERE schemaname = current_schema() AND tablename IN ('battle', 'vote')"
-        )
-    else:
-        return frozenset(n for n in _MANAGED if conn.dialect.has_index(conn, _index(n)[0].name, n))
-    names = {str(name) for name in conn.execute(text(query)).scalars()}
+    """Those of the indexes this module manages that exist, by name, in one statement (every import and
+    publish asks)."""
+    names = dialect_of(conn).index_names(conn, (battle_t.name, vote_t.name))
     return frozenset(n for n in _MANAGED if n in names)
 
 
@@ -167,8 +150,6 @@ def restore_indexes(target: Engine | Connection, names: tuple[str, ...] = _MANAG
         if name not in present:
             _index(name)[1].create(target)
             built.append(name)
-    if built and target.dialect.name == "postgresql":
-        # the planner learns the new indexes' sizes at once
-        tables = sorted({_index(name)[0].name for name in built})
-        target.execute(text(f"ANALYZE {', '.join(tables)}"))
+    if built:  # the planner learns the new indexes' sizes at once
+        dialect_of(target).analyze(target, sorted({_index(name)[0].name for name in built}))
     return tuple(built)

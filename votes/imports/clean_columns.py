@@ -4,7 +4,7 @@ Row by row (:mod:`votes.files.battle_rows`), a battle costs a dictionary, a doze
 canonical JSON line for its digest and a staging dictionary: about 30 µs, half a minute at a million rows.
 Most large battle files are plain Chatbot Arena battles without conversations, whose columns hold a few
 hundred distinct names. Here such a batch, read by pyarrow, is checked as whole columns: each distinct text
-value once, through the very :class:`votes.files.records.RowFields` checks the careful path applies to each
+value once, through the very :class:`votes.files.fields.RowFields` checks the careful path applies to each
 row (so it is accepted, normalised or refused for the same reasons), numbers and flags as arrays. A batch that
 is not plainly clean (a bad or unexpected value, a column of another type, a self-battle) is handed back:
 the careful path then reads it and names the row. Nothing here decides an error message.
@@ -29,7 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from leaderboard.data import OUTCOME_STRINGS
-from votes.files.records import TSTAMP_MAX, InputError, RowFields
+from votes.files.fields import RowFields
+from votes.files.records import TSTAMP_MAX, InputError
 from votes.files.selection import BattleColumns
 
 __all__ = ["CleanBatch", "clean_batch", "clean_digests", "iso_times", "rows_table"]

@@ -29,16 +29,10 @@ from votes.files.batches import BATCH_ROWS, arrow_rows, iter_parquet_batches, it
 from votes.files.battle_rows import BattleRecord
 from votes.files.catalog_records import parse_catalog
 from votes.files.convert import ImportReport, select_battle_records
+from votes.files.fields import text_cells
 from votes.files.formats import CLEAN_BATTLE, SourceFormat, detect_source_format, map_catalog_rows
-from votes.files.records import (
-    FileFormat,
-    InputError,
-    Kind,
-    Refusal,
-    detect_kind,
-    read_rows,
-    text_cells,
-)
+from votes.files.reading import read_rows
+from votes.files.records import FileFormat, InputError, Kind, Refusal, detect_kind
 from votes.files.selection import BattleFilter, keep_mask
 from votes.imports.catalog import import_catalog_records
 from votes.imports.clean_columns import CleanBatch, clean_batch, rows_table
@@ -72,7 +66,7 @@ def import_file(
     nothing is written when any row is invalid; with it the valid rows are written and the others
     returned in ``refused``. ``filters`` choose the battles written; self-battles among them are
     refused, never dropped unsaid. A gzipped file may expand to at most ``max_expanded`` bytes
-    (:data:`votes.files.records.MAX_EXPANDED_BYTES` by default). ``between_batches`` is called between the
+    (:data:`votes.files.reading.MAX_EXPANDED_BYTES` by default). ``between_batches`` is called between the
     run's short transactions.
     """
     started = time.perf_counter()

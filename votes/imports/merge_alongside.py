@@ -11,7 +11,7 @@ the staging and the merge took 8 s each, one after the other; side by side they 
 The transaction commits only when the whole file is staged and merged, together with the run's state
 *done*, so no reader ever sees part of an import: a bad row late in the file, a crash or Ctrl-C rolls
 back every battle and vote the merge wrote, and what the staging committed (the staged rows, the models
-and judges the file named) is removed as before (:func:`votes.imports.runs.rollback_run`). The merge's
+and judges the file named) is removed as before (:func:`votes.imports.run_cleanup.rollback_run`). The merge's
 steps are savepoints: a step that meets a key another run stored since the rows were staged is done
 again with the rows' places set anew, as a short transaction would be.
 

@@ -24,22 +24,21 @@ part of an import, and a failure or a crash rolls its battles and votes back who
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
-from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from votes.bulk import ImportCounts, bulk_insert, bulk_insert_columns, chunks, gc_paused, member
+from votes.dialects import dialect_of
 from votes.files.battle_rows import BattleRecord
+from votes.imports import merge_steps
 from votes.imports.aside_indexes import (
     ASIDE_MIN_ROWS,
     SLOT_INDEX,
@@ -50,205 +49,63 @@ from votes.imports.aside_indexes import (
 )
 from votes.imports.clean_columns import CleanBatch, clean_digests, iso_times
 from votes.imports.digest_counts import DigestCounts
-from votes.imports.keys import BATTLE_OF_ROW, MARK_FRESH, ROW_KEY, UNSLOT, any_imported, place_keys
+from votes.imports.keys import any_imported, place_keys
 from votes.imports.merge_alongside import Alongside
-from votes.imports.merge_checks import REFERRING, MergeChecks, Referred, merge_checks_for
+from votes.imports.merge_checks import MergeChecks, merge_checks_for
 from votes.imports.merge_steps import step_ranges
+from votes.imports.merging import merge_step, record_merged
 from votes.imports.read_ahead import read_ahead
+from votes.imports.run_cleanup import clean_dead_runs, finish_run, rollback_run
+from votes.imports.run_steps import (
+    STALE_AFTER,
+    beat,
+    drop_run,
+    new_run,
+    other_run_alive,
+    run_step,
+    run_step_on,
+    set_run_state,
+)
 from votes.imports.staging import row_digest, stage_battle_batch, stage_clean_batch
 from votes.models import utcnow
-from votes.tables import battle_t, import_created_t, import_row_t, import_run_t
+from votes.tables import import_row_t
 from votes.voting.live import LiveConfig
 from votes.voting.ratings import rebuild_live_ratings, rebuild_live_ratings_aside, replay_aside
 
 __all__ = [
-    "MERGE_ROWS",
-    "MERGE_ROWS_ALONE",
+    "BESIDE_AFTER_ROWS",
     "CLEAN_STAGE_ROWS",
+    "SLOT_WAIT_SECONDS",
     "STAGE_ROWS",
-    "STALE_AFTER",
     "BetweenBatches",
-    "clean_dead_runs",
-    "dead_runs",
     "import_battle_batches",
     "import_battle_records",
-    "rollback_run",
 ]
 
 log = logging.getLogger(__name__)
 
 #: Validated rows written to the staging table per short transaction.
 STAGE_ROWS = 5_000
+
+
 #: The same for battles checked as columns (:mod:`votes.imports.clean_columns`): their staging is a few
 #: statements and one bulk insert whatever the size, so the per-transaction costs are spread wider.
 CLEAN_STAGE_ROWS = 20_000
-#: Staged rows moved into ``battle`` and ``vote`` per short transaction while other connections write
-#: (a run alone grows its steps up to :data:`MERGE_ROWS_ALONE`: :mod:`votes.imports.merge_steps`).
-#: Larger than a staging batch: each merge step writes every page of ``battle``'s and ``vote``'s
-#: hash- or pair-ordered indexes it touches, so halving the steps nearly halves the bytes written
-#: (100,000 rows: 515 MB at 5,000 rows per step, 363 MB at 10,000, 286 MB at 20,000), while the longest
-#: wait of a live vote for the writer lock grew from 0.14 s to 0.23 s (0.3-0.8 s at 20,000).
-MERGE_ROWS = 10_000
-#: The longest merge step of a run that has the store to itself (on PostgreSQL the server holds a
-#: step's rows: the staged ones read once, spilled to a temporary file past ``work_mem``, and the queue
-#: of their foreign-key checks, some tens of bytes per row and key, in memory to the step's end).
-MERGE_ROWS_ALONE = 320_000
-#: A run whose heartbeat is older than this belongs to a dead process (a batch takes seconds).
-STALE_AFTER = timedelta(minutes=10)
-_ANALYZE_AFTER = 10_000
-#: SQLite page cache of a run's step, KiB: a step's dirty pages (hash-ordered ``battle.import_digest``
-#: entries land on thousands of index pages) must fit, or SQLite spills them to the log mid-step and
-#: writes the same page again at commit.
-STEP_CACHE_KIB = 65_536
-#: SQLite write-ahead log pages a run's step may leave before it copies them into the database (a
-#: checkpoint; SQLite's default is 1,000). A step dirties thousands of index pages, so with the default
-#: every step ended in a checkpoint that copied (and synced) each of them, though most are written again
-#: by the next steps; with a longer log a page rewritten by several steps is copied once. 1M rows: 28
-#: CPU seconds instead of 34 for the bare inserts, a third less system time. The run checkpoints and
-#: truncates the log when it ends.
-STEP_CHECKPOINT_PAGES = 50_000
+
 
 #: PostgreSQL: the merge starts beside the staging once this many rows are staged (at the end for fewer);
 #: the indexes a run sets aside are decided then, on the rows staged so far (as many as a run that dwarfs
 #: the store must bring at least, :data:`votes.imports.aside_indexes.ASIDE_MIN_ROWS`).
 BESIDE_AFTER_ROWS = ASIDE_MIN_ROWS
+
+
 #: Seconds between two looks of a run waiting for another to build the unique import-slot index again.
 SLOT_WAIT_SECONDS = 0.5
+
 
 #: Called between two short transactions of a run (after each staged batch and each merge step; on
 #: PostgreSQL a merge step is a savepoint of the merge's transaction, and the call is in its thread).
 BetweenBatches = Callable[[], None]
-
-_MERGE_BATTLES = text(
-    "INSERT INTO battle"  # nosec B608  # constant fragments of this module
-    " (prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id,"
-    " issued_at, source, import_key, import_digest, import_copy, language, extra)"
-    " SELECT prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id, issued_at,"
-    f" 'import', {ROW_KEY.format(row='importrow')}, import_digest, import_copy, language, extra"
-    " FROM importrow"
-    " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq"
-)
-_MERGE_VOTES = text(
-    "INSERT INTO vote"  # nosec B608  # constant fragments of this module
-    " (battle_id, model_a_id, model_b_id, annotator_id, winner, created_at, weight, sided)"
-    f" SELECT {BATTLE_OF_ROW}, r.model_a_id, r.model_b_id, r.annotator_id, r.winner, r.issued_at, r.weight,"
-    " r.sided FROM importrow r"
-    " WHERE r.import_id = :run AND r.seq >= :lo AND r.seq < :hi AND r.fresh ORDER BY r.seq"
-)
-# SQLite gives the battles of one INSERT consecutive ids (one writer; each new id is the largest plus
-# one), so the votes of a step can be numbered from the id before it instead of finding each battle
-# again by its key (checked per step; otherwise, and on PostgreSQL, the join above).
-_MERGE_VOTES_NUMBERED = text(
-    "INSERT INTO vote (battle_id, model_a_id, model_b_id, annotator_id, winner, created_at, weight, sided)"
-    " SELECT :base + row_number() OVER (ORDER BY seq), model_a_id, model_b_id, annotator_id, winner,"
-    " issued_at, weight, sided FROM importrow"
-    " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq"
-)
-# PostgreSQL: one statement per step, nothing through the client. Each staged row draws its battle's
-# id from the column's own sequence, in file order (the scalar subquery names the sequence once per
-# statement; a volatile output is computed after the sort), and the battle and its vote are both written
-# from those rows, so no key is looked up again: a join on the keys over all battles may scan a table
-# bulk-loaded since its last ANALYZE whole for every step, and an insert RETURNING the ids followed by a
-# COPY of the votes spent a second of client CPU per 200,000 battles. The foreign key checks of the votes
-# run at the end of the statement and see its battles.
-_MERGE_POSTGRES = text(
-    "WITH r AS MATERIALIZED"  # nosec B608  # constant fragments of this module
-    " (SELECT nextval((SELECT pg_get_serial_sequence('battle', 'id')::regclass))"
-    " AS battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id, issued_at,"
-    f" {ROW_KEY.format(row='importrow')} AS import_key, import_digest, import_copy, language, extra, winner,"
-    " weight, sided FROM importrow"
-    " WHERE import_id = :run AND seq >= :lo AND seq < :hi AND fresh ORDER BY seq),"
-    " b AS (INSERT INTO battle (id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id,"
-    " annotator_id, issued_at, source, import_key, import_digest, import_copy, language, extra)"
-    " SELECT battle_id, prompt_id, output_a_id, output_b_id, model_a_id, model_b_id, annotator_id,"
-    " issued_at, 'import', import_key, import_digest, import_copy, language, extra FROM r)"
-    " INSERT INTO vote (battle_id, model_a_id, model_b_id, annotator_id, winner, created_at, weight, sided)"
-    " SELECT battle_id, model_a_id, model_b_id, annotator_id, winner, issued_at, weight, sided FROM r"
-)
-_REMOVE_VOTES = text(
-    "DELETE FROM vote"  # nosec B608  # constant fragments of this module
-    f" WHERE battle_id IN (SELECT {BATTLE_OF_ROW} FROM importrow r"
-    " WHERE r.import_id = :run AND r.seq >= :lo AND r.seq < :hi AND r.fresh)"
-)
-_REMOVE_BATTLES = text(
-    "DELETE FROM battle"  # nosec B608  # constant fragments of this module
-    f" WHERE id IN (SELECT {BATTLE_OF_ROW} FROM importrow r"
-    " WHERE r.import_id = :run AND r.seq >= :lo AND r.seq < :hi AND r.fresh)"
-)
-#: ``importcreated`` kind of a run's merge progress: ``row_id`` is the sequence number its merged rows
-#: reach (exclusive), written in each merge step's own transaction.
-_MERGED = "merged"
-# What a run created outside battle and vote, undone newest first (outputs refer to prompts and models).
-_UNDO = (
-    ("filled", "UPDATE output SET conversation = NULL WHERE id IN ({ids})"),
-    ("output", "DELETE FROM output WHERE id IN ({ids})"),
-    ("prompt", "DELETE FROM prompt WHERE id IN ({ids})"),
-    ("annotator", "DELETE FROM annotator WHERE id IN ({ids})"),
-    ("model", "DELETE FROM model WHERE id IN ({ids})"),
-)
-
-
-@contextmanager
-def _step(engine: Engine) -> Iterator[Connection]:
-    """One short transaction of a run, whose commit does not wait for the disk: on SQLite
-    ``synchronous=NORMAL`` in WAL mode, on PostgreSQL ``synchronous_commit = off`` (both still atomic and
-    consistent; only the newest commits can be lost to a power cut). A run commits a thousand times at a
-    million rows, and a sync per commit cost a quarter of the import. The run's last commit (state
-    *done*) is an ordinary, synced one, and the log is written in order, so it syncs every step before
-    it too: a finished import is as durable as any other write, and a run cut short by a power loss is
-    a run that did not finish, removed by :func:`clean_dead_runs`. On SQLite the step also gets a page
-    cache of :data:`STEP_CACHE_KIB` and leaves up to :data:`STEP_CHECKPOINT_PAGES` in the log."""
-    with engine.connect() as conn, _step_on(conn):
-        yield conn
-
-
-@contextmanager
-def _step_on(conn: Connection, *, foreign_keys: bool = True, synced: bool = False) -> Iterator[Connection]:
-    """:func:`_step` on a connection the caller holds across steps
-    (:func:`votes.imports.merge_steps.step_ranges` watches it for other connections' commits).
-    ``foreign_keys=False``: SQLite checks no foreign key in this step (a merge step whose keys
-    :mod:`votes.imports.merge_checks` checks set-wise). ``synced``: the commit waits for the disk, as an
-    ordinary one (the run's *done*), and still leaves the log long."""
-    driver = conn.connection.driver_connection if conn.dialect.name == "sqlite" else None
-    cache = checkpoint = keys = 0
-    if driver is not None:
-        driver.execute(f"PRAGMA synchronous={'FULL' if synced else 'NORMAL'}")
-        cache = int(driver.execute("PRAGMA cache_size").fetchone()[0])
-        checkpoint = int(driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
-        driver.execute(f"PRAGMA cache_size=-{STEP_CACHE_KIB}")
-        driver.execute(f"PRAGMA wal_autocheckpoint={STEP_CHECKPOINT_PAGES}")
-        if not foreign_keys:  # before the transaction begins: SQLite ignores the setting inside one
-            keys = int(driver.execute("PRAGMA foreign_keys").fetchone()[0])
-            driver.execute("PRAGMA foreign_keys=OFF")
-    try:
-        with conn.begin():
-            if conn.dialect.name == "postgresql" and not synced:
-                conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
-            yield conn
-    finally:
-        if driver is not None:
-            driver.execute("PRAGMA synchronous=FULL")
-            driver.execute(f"PRAGMA cache_size={cache}")  # the pooled connection's own settings again
-            driver.execute(f"PRAGMA wal_autocheckpoint={checkpoint}")
-            if not foreign_keys:
-                driver.execute(f"PRAGMA foreign_keys={keys}")
-
-
-def _new_run(conn: Connection, path: str, state: str) -> int:
-    now = utcnow()
-    values = {"path": path[:1000], "state": state, "started_at": now, "heartbeat_at": now}
-    key = conn.execute(insert(import_run_t).values(**values)).inserted_primary_key
-    if key is None:
-        raise RuntimeError("the database returned no id for the new import run")
-    return int(key[0])
-
-
-def _set_state(conn: Connection, run_id: int, state: str) -> bool:
-    """Set the run's state and heartbeat; whether the run is still recorded."""
-    result = conn.execute(
-        update(import_run_t).where(import_run_t.c.id == run_id).values(state=state, heartbeat_at=utcnow())
-    )
-    return bool(result.rowcount)
 
 
 def _stage(
@@ -262,11 +119,10 @@ def _stage(
     *,
     probe: bool = True,
     times: Sequence[str] | None = None,
-    referred: Referred | None = None,
 ) -> ImportCounts:
     """Stage a batch: its rows with their import keys, where the store keeps each, and whether each key
     is new (``probe``: see :func:`votes.imports.keys.place_keys`). ``times``: a clean batch's times as
-    stored, when computed already. ``referred`` gathers the ids the rows refer to."""
+    stored, when computed already."""
     fetch = _staged_digests(conn, run_id)
     if digests is None:
         digests = _digests(records)
@@ -278,15 +134,11 @@ def _stage(
         columns.columns["import_copy"] = placed.copies
         columns.columns["fresh"] = placed.fresh
         bulk_insert_columns(conn, import_row_t, columns.columns, stored=columns.stored)
-        if referred is not None:
-            referred.add(columns.columns)
         return columns.counts
     staged = stage_battle_batch(conn, run_id, records, first_seq=first_seq, file=file, digests=digests)
     for row, digest, copy, new in zip(staged.rows, placed.digests, placed.copies, placed.fresh, strict=True):
         row.update(import_digest=digest, import_copy=copy, fresh=new)
     bulk_insert(conn, import_row_t, staged.rows)
-    if referred is not None:
-        referred.add({name: [row.get(name) for row in staged.rows] for name in REFERRING})
     return staged.counts
 
 
@@ -311,58 +163,6 @@ def _staged_digests(conn: Connection, run_id: int) -> Callable[[Sequence[int]], 
         return found
 
     return fetch
-
-
-def _merge_step(
-    conn: Connection, run_id: int, lo: int, hi: int, *, marked: bool = True, checks: MergeChecks | None = None
-) -> int:
-    """Move staged rows ``lo`` to ``hi`` into ``battle`` and ``vote``; returns the battles added.
-
-    ``marked``: the rows' places and ``fresh`` flags were set when they were staged
-    (:func:`votes.imports.keys.place_keys`); a run that merged the same keys (or keys in the same slots)
-    since makes the battle insert fail, and the step is then done again with them set anew
-    (``marked=False``). ``checks``: PostgreSQL's foreign keys checked set-wise
-    (:mod:`votes.imports.merge_checks`)."""
-    bounds = {"run": run_id, "lo": lo, "hi": hi}
-    if not marked:
-        conn.execute(text(UNSLOT), bounds)
-        conn.execute(text(MARK_FRESH), bounds)
-    if conn.dialect.name == "postgresql":
-        if checks is not None:
-            return checks.run(conn, bounds, _MERGE_POSTGRES)
-        return int(conn.execute(_MERGE_POSTGRES, bounds).rowcount)
-    sqlite = conn.dialect.name == "sqlite"
-    if checks is not None and checks.referred is not None:
-        checks.check_referred(conn)
-    base = int(conn.scalar(select(func.max(battle_t.c.id))) or 0) if sqlite else 0
-    added = int(conn.execute(_MERGE_BATTLES, bounds).rowcount)
-    if sqlite and added and _numbered_from(conn, base, added):
-        conn.execute(_MERGE_VOTES_NUMBERED, {**bounds, "base": base})
-    elif added:
-        conn.execute(_MERGE_VOTES, bounds)
-    return added
-
-
-def _merged_to(conn: Connection, run_id: int, hi: int) -> None:
-    """Record (in the step's transaction) that the run's rows before ``hi`` are merged; the heartbeat.
-    The run's own row is checked here, as its foreign key would (a merge step may run without them)."""
-    if not _set_state(conn, run_id, "merging"):
-        raise IntegrityError(
-            "record a merge step", {"run": run_id}, ValueError(f"import run {run_id} is no longer recorded")
-        )
-    conn.execute(insert(import_created_t).values(import_id=run_id, kind=_MERGED, row_id=hi))
-
-
-def _numbered_from(conn: Connection, base: int, added: int) -> bool:
-    """Whether the battles just added are exactly ids ``base + 1`` to ``base + added``."""
-    count, top = conn.execute(select(func.count(), func.max(battle_t.c.id)).where(battle_t.c.id > base)).one()
-    return bool(count == added and top == base + added)
-
-
-def _drop_staging(conn: Connection, run_id: int) -> None:
-    conn.execute(delete(import_row_t).where(import_row_t.c.import_id == run_id))
-    conn.execute(delete(import_created_t).where(import_created_t.c.import_id == run_id))
-    conn.execute(delete(import_run_t).where(import_run_t.c.id == run_id))
 
 
 def _add(total: ImportCounts, part: ImportCounts) -> None:
@@ -391,19 +191,19 @@ def import_battle_batches(
     """
     clean_dead_runs(engine)
     with engine.begin() as conn:
-        run_id = _new_run(conn, str(file), "staging")
+        run_id = new_run(conn, str(file), "staging")
         probe = any_imported(conn)
     total = ImportCounts()
     counts = DigestCounts()
+    merges_beside = dialect_of(engine).merges_beside
     seq = 0
     aside = Aside()  # the indexes the merge set aside (votes.imports.aside_indexes)
-    referred = Referred()  # what the staged rows refer to, for SQLite's set-wise key checks
     beside: Alongside | None = None  # PostgreSQL: the merge's own transaction (votes.imports.merge_alongside)
     try:
         _wait_for_slots(engine, run_id)
         # the next part is read, checked and hashed in a worker thread while this one is staged
         for part, digests, times, batch_ends in read_ahead(_parts(batches)):
-            with gc_paused(), _step(engine) as conn:  # rows of plain values: no cycles to collect
+            with gc_paused(), run_step(engine) as conn:  # rows of plain values: no cycles to collect
                 staged = _stage(
                     conn,
                     run_id,
@@ -414,12 +214,11 @@ def import_battle_batches(
                     digests,
                     probe=probe,
                     times=times,
-                    referred=referred,
                 )
                 _add(total, staged)
-                _set_state(conn, run_id, "staging")
+                set_run_state(conn, run_id, "staging")
             seq += len(part)
-            if _merges_beside(engine) and (beside is not None or seq >= BESIDE_AFTER_ROWS):
+            if merges_beside and (beside is not None or seq >= BESIDE_AFTER_ROWS):
                 if beside is None:
                     aside, beside = _merge_beside(engine, run_id, seq, between)
                 beside.staged(seq)
@@ -428,16 +227,16 @@ def import_battle_batches(
         # Every row is staged: the occurrence counts (12 bytes a distinct row) are let go before the merge,
         # whose index builds are the run's peak of memory.
         counts.clear()
-        if _merges_beside(engine):
+        if merges_beside:
             if beside is None:
                 aside, beside = _merge_beside(engine, run_id, seq, between)
             beside.staged(seq)
             total.rows = beside.finish(
-                partial(_done_beside, run_id=run_id, slots=aside.slots), wait=partial(_beat, engine, run_id)
+                partial(_done_beside, run_id=run_id, slots=aside.slots), wait=partial(beat, engine, run_id)
             )
             beside = None
         else:
-            total.rows, aside = _merge_in_steps(engine, run_id, seq, between, referred)
+            total.rows, aside = _merge_in_steps(engine, run_id, seq, between)
     except BaseException:
         if beside is not None:
             beside.abort()  # the merge's transaction rolled back: nothing of it was ever seen
@@ -448,51 +247,43 @@ def import_battle_batches(
     try:
         _after_merge(engine, total.rows, elo_config, aside=bool(aside))
     finally:
-        _finish(engine, run_id, total.rows)
+        finish_run(engine, run_id, total.rows)
     return total
 
 
-def _merges_beside(engine: Engine) -> bool:
-    """Whether a run merges in one transaction beside its staging (PostgreSQL, where readers never wait
-    and a writer waits only for the rows it shares) rather than in short steps after it (SQLite)."""
-    return engine.dialect.name == "postgresql"
-
-
 def _merge_in_steps(
-    engine: Engine, run_id: int, seq: int, between: BetweenBatches | None, referred: Referred | None = None
+    engine: Engine, run_id: int, seq: int, between: BetweenBatches | None
 ) -> tuple[int, Aside]:
     """Merge a staged run in short transactions (SQLite: live votes write between them) and call it
-    done; the battles added and the indexes set aside meanwhile (built again here if a step fails).
-    ``referred``: the ids the staged rows refer to, for SQLite's set-wise key checks."""
+    done; the battles added and the indexes set aside meanwhile (built again here if a step fails)."""
     added = 0
-    with _step(engine) as conn:
-        _merged_to(conn, run_id, 0)  # state "merging", nothing merged yet
+    with run_step(engine) as conn:
+        record_merged(conn, run_id, 0)  # state "merging", nothing merged yet
     with engine.connect() as merger:
-        with _step_on(merger) as conn:
+        with run_step_on(merger) as conn:
             aside = set_indexes_aside(conn, seq, run_id)  # a run that dwarfs the store builds them after
-            checks = merge_checks_for(conn, referred)  # foreign keys checked once per row referred to
-        keys = checks is None or checks.referred is None  # SQLite's own checks, per row and key
+            checks = merge_checks_for(conn)  # PostgreSQL: foreign keys checked once per row referred to
         try:
-            for lo, hi in step_ranges(merger, seq, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
+            for lo, hi in step_ranges(merger, seq):
                 try:
-                    with _step_on(merger, foreign_keys=keys) as conn:
-                        added += _merge_step(conn, run_id, lo, hi, checks=checks)
-                        _merged_to(conn, run_id, hi)
+                    with run_step_on(merger) as conn:
+                        added += merge_step(conn, run_id, lo, hi, checks=checks)
+                        record_merged(conn, run_id, hi)
                 except IntegrityError:  # another run merged some of these keys since they were staged
-                    with _step_on(merger, foreign_keys=keys) as conn:
-                        added += _merge_step(conn, run_id, lo, hi, marked=False, checks=checks)
-                        _merged_to(conn, run_id, hi)
+                    with run_step_on(merger) as conn:
+                        added += merge_step(conn, run_id, lo, hi, marked=False, checks=checks)
+                        record_merged(conn, run_id, hi)
                 if between is not None:
                     between()
             if aside.slots:  # unique: built while the run can still be rolled back if it fails
-                with _step_on(merger) as conn:
+                with run_step_on(merger) as conn:
                     restore_indexes(conn, (SLOT_INDEX,))
         except BaseException:
             if aside:  # before the caller's rollback finds the run's battles by their slots
                 _restore_indexes_quietly(engine)
             raise
-    with engine.connect() as last, _step_on(last, synced=True) as conn:  # the log copied at the run's end
-        _set_state(conn, run_id, "done")
+    with engine.connect() as last, run_step_on(last, synced=True) as conn:  # the log copied at the run's end
+        set_run_state(conn, run_id, "done")
     return added, aside
 
 
@@ -502,7 +293,7 @@ def _merge_beside(
     """PostgreSQL: set the indexes aside that ``staged`` rows warrant (in a short transaction of its own:
     a drop waits for readers, the merge's transaction would hold it to the end) and start the merge in
     its own transaction (:mod:`votes.imports.merge_alongside`)."""
-    with _step(engine) as conn:
+    with run_step(engine) as conn:
         aside = set_indexes_aside(conn, staged, run_id)
     checks: list[MergeChecks | None] = []
 
@@ -511,12 +302,12 @@ def _merge_beside(
             checks.append(merge_checks_for(conn))
         try:
             with conn.begin_nested():
-                return _merge_step(conn, run_id, lo, hi, checks=checks[0])
+                return merge_step(conn, run_id, lo, hi, checks=checks[0])
         except IntegrityError:  # another run merged some of these keys since they were staged
             with conn.begin_nested():
-                return _merge_step(conn, run_id, lo, hi, marked=False, checks=checks[0])
+                return merge_step(conn, run_id, lo, hi, marked=False, checks=checks[0])
 
-    return aside, Alongside(engine, step, longest=MERGE_ROWS_ALONE, after_step=between)
+    return aside, Alongside(engine, step, longest=merge_steps.MERGE_ROWS_ALONE, after_step=between)
 
 
 def _done_beside(conn: Connection, *, run_id: int, slots: bool) -> None:
@@ -524,13 +315,7 @@ def _done_beside(conn: Connection, *, run_id: int, slots: bool) -> None:
     were set aside (a failure rolls the whole merge back), and the run done, seen with its rows."""
     if slots:
         restore_indexes(conn, (SLOT_INDEX,))
-    _set_state(conn, run_id, "done")
-
-
-def _beat(engine: Engine, run_id: int) -> None:
-    """The run's heartbeat alone (its state stays what its last committed transaction said)."""
-    with engine.begin() as conn:
-        conn.execute(update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow()))
+    set_run_state(conn, run_id, "done")
 
 
 def _wait_for_slots(engine: Engine, run_id: int) -> None:
@@ -546,14 +331,14 @@ def _wait_for_slots(engine: Engine, run_id: int) -> None:
         with engine.connect() as conn:
             if SLOT_INDEX in present_indexes(conn):
                 return
-            waiting = _live_run(conn, utcnow() - STALE_AFTER, own=run_id)
+            waiting = other_run_alive(conn, utcnow() - STALE_AFTER, own=run_id)
         if not waiting:  # the run that set it aside died: removed, and the index built again
             clean_dead_runs(engine, own=run_id)
             return
         if not said:
             log.info("import run %d waits for another import to build its unique index again", run_id)
             said = True
-        _beat(engine, run_id)
+        beat(engine, run_id)
         time.sleep(SLOT_WAIT_SECONDS)
 
 
@@ -615,192 +400,10 @@ def _restore_indexes_quietly(engine: Engine) -> None:
     """Build the indexes a run set aside; if that fails, the run's own failure (or its result) is what the
     caller sees, and the next import or publish builds them (:func:`clean_dead_runs`)."""
     try:
-        with engine.connect() as held, _step_on(held, synced=True) as conn:
+        with engine.connect() as held, run_step_on(held, synced=True) as conn:
             restore_indexes(conn)
     except Exception as exc:  # noqa: BLE001 - the import's own failure is re-raised by the caller
         log.warning("indexes set aside are not built again now (%s); the next import or publish does", exc)
-
-
-def _finish(engine: Engine, run_id: int, added: int) -> None:
-    """Drop a done run's staging rows, in short steps, refresh PostgreSQL's statistics, and copy SQLite's
-    log into the database (the steps left it long, see :data:`STEP_CHECKPOINT_PAGES`)."""
-    if not _empty_staging_if_alone(engine, run_id):
-        _delete_staged(engine, run_id, remove_merged=False)
-    with _step(engine) as conn:
-        _drop_staging(conn, run_id)
-        if conn.dialect.name == "postgresql" and added >= _ANALYZE_AFTER:
-            # Fresh statistics for the planner: without them the next import's key lookups on the
-            # bulk-loaded table can take seconds each (measured: 2 minutes for 100,000 keys instead of 1 s).
-            conn.execute(text("ANALYZE battle, vote, prompt, output"))
-    if engine.dialect.name == "sqlite":
-        _checkpoint(engine)
-
-
-def _empty_staging_if_alone(engine: Engine, run_id: int) -> bool:
-    """Empty the staging tables at once when no other run has rows in them; whether it did.
-
-    A ``DELETE`` without ``WHERE`` frees the tables' pages whole instead of removing a million rows one
-    by one (about a second at 1M). SQLite does so only while it enforces no foreign key, so the step runs
-    with enforcement off on its connection: otherwise it removes the rows one by one after listing them
-    all in memory (about 23 MB per million staged rows, 230 MB at ten million). Removing these rows can
-    break no key (they refer to their run; no row refers to them). The run's own row is written first,
-    so the step holds the writer lock before it looks: no run can start in between.
-
-    On PostgreSQL the tables are truncated (their files replaced, not a million rows deleted and left
-    for vacuum), under an exclusive lock taken before looking: another run's staging waits for the
-    step's end, and a run with rows in them is seen (its transaction ends before the lock is given)."""
-    if engine.dialect.name == "postgresql":
-        with _step(engine) as conn:
-            conn.execute(text("LOCK TABLE importrow, importcreated IN ACCESS EXCLUSIVE MODE"))
-            if _another_run(conn, run_id):
-                return False
-            conn.execute(text("TRUNCATE importrow, importcreated"))
-        return True
-    if engine.dialect.name != "sqlite":
-        return False
-    with engine.connect() as held, _step_on(held, foreign_keys=False) as conn:
-        conn.execute(update(import_run_t).where(import_run_t.c.id == run_id).values(heartbeat_at=utcnow()))
-        if _another_run(conn, run_id):
-            return False
-        conn.execute(delete(import_row_t))
-        conn.execute(delete(import_created_t))
-    return True
-
-
-def _another_run(conn: Connection, run_id: int) -> bool:
-    """Whether any run but ``run_id`` is recorded (staging, merging, or dead and not yet removed)."""
-    return conn.scalar(select(import_run_t.c.id).where(import_run_t.c.id != run_id).limit(1)) is not None
-
-
-def _checkpoint(engine: Engine) -> None:
-    """Copy SQLite's log into the database and truncate it. A reader still on an old snapshot leaves the
-    rest to a later checkpoint: the import is done either way, so that is logged, not raised."""
-    with engine.connect() as conn:
-        driver = conn.connection.driver_connection
-        try:
-            busy = driver.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()  # type: ignore[union-attr]
-        except sqlite3.OperationalError as exc:
-            log.info("log checkpoint after the import left for later (%s)", exc)
-            return
-        if busy and busy[0]:
-            log.info("log checkpoint after the import left for later (readers still on older pages)")
-
-
-def _delete_staged(engine: Engine, run_id: int, *, remove_merged: bool) -> None:
-    """Drop a run's staging rows in short steps; ``remove_merged``: with the battles and votes its merge
-    steps wrote (rows up to the last step recorded as merged: later rows' ``fresh`` flags are only the
-    guess made when they were staged; a run records 0 when it starts merging)."""
-    with engine.connect() as conn:
-        last = conn.scalar(select(func.max(import_row_t.c.seq)).where(import_row_t.c.import_id == run_id))
-        merged = conn.scalar(
-            select(func.max(import_created_t.c.row_id)).where(
-                import_created_t.c.import_id == run_id, import_created_t.c.kind == _MERGED
-            )
-        )
-    if last is None:
-        return
-    # A run written before merge progress was recorded set its flags only as it merged: all count.
-    reach = int(last) + 1 if merged is None else int(merged)
-    with engine.connect() as remover:
-        for lo, hi in step_ranges(remover, int(last) + 1, shortest=MERGE_ROWS, longest=MERGE_ROWS_ALONE):
-            bounds = {"run": run_id, "lo": lo, "hi": min(hi, reach)}
-            with _step_on(remover) as conn:
-                if remove_merged and bounds["hi"] > lo:
-                    conn.execute(_REMOVE_VOTES, bounds)
-                    conn.execute(_REMOVE_BATTLES, bounds)
-                conn.execute(
-                    delete(import_row_t).where(
-                        import_row_t.c.import_id == run_id,
-                        import_row_t.c.seq >= lo,
-                        import_row_t.c.seq < hi,
-                    )
-                )
-
-
-def rollback_run(engine: Engine, run_id: int) -> None:
-    """Remove every row a run that is not done wrote (battles, votes, what it created), in short steps.
-
-    A done run only loses its staging rows."""
-    with engine.connect() as conn:
-        state = conn.scalar(select(import_run_t.c.state).where(import_run_t.c.id == run_id))
-    if state is None:
-        return
-    if state == "done":
-        _finish(engine, run_id, 0)
-        return
-    _delete_staged(engine, run_id, remove_merged=state == "merging")
-    with engine.begin() as conn:
-        for kind, statement in _UNDO:
-            ids = [
-                int(i)
-                for i in conn.scalars(
-                    select(import_created_t.c.row_id).where(
-                        import_created_t.c.import_id == run_id, import_created_t.c.kind == kind
-                    )
-                )
-            ]
-            for start in range(0, len(ids), 1000):
-                _undo(conn, statement, ids[start : start + 1000])
-        _drop_staging(conn, run_id)
-    log.info("import run %d rolled back", run_id)
-
-
-def _undo(conn: Connection, statement: str, ids: list[int]) -> None:
-    """Remove (or empty) rows a run created. A row another run's battles have come to use since (a model
-    or judge both files name) stays: it is that run's now, and refusing to roll back for it would leave
-    this run's rows behind for good."""
-    try:
-        with conn.begin_nested():
-            conn.execute(text(statement.format(ids=", ".join(str(i) for i in ids))))
-    except IntegrityError:
-        for i in ids:
-            try:
-                with conn.begin_nested():
-                    conn.execute(text(statement.format(ids=str(i))))
-            except IntegrityError:
-                log.info("import rollback keeps row %d, which other rows use now", i)
-
-
-def clean_dead_runs(
-    engine: Engine, *, stale_after: timedelta = STALE_AFTER, own: int | None = None
-) -> list[int]:
-    """Roll back the runs whose process died (no heartbeat for ``stale_after``); returns their ids.
-
-    Called when any import or publish starts, so a crashed import's rows never reach a board. Also
-    builds the indexes a run set aside and died before building again (:mod:`votes.imports.aside_indexes`):
-    first, as a dead run's battles are found through the import-slot index; should its unique build
-    fail, after the dead runs' rows are gone. Not while a run lives: it builds its own at its end, and a
-    build here would wait behind its writes (on PostgreSQL its one long transaction) with every live vote
-    queued behind the build. ``own``: the caller's own run, alive and not counted as another."""
-    cutoff = utcnow() - stale_after
-    with engine.connect() as conn:
-        dead = dead_runs(conn, cutoff)
-        live = _live_run(conn, cutoff, own=own)
-    if not live:
-        try:
-            restore_indexes(engine)
-        except IntegrityError:
-            if not dead:
-                raise
-    for run_id in dead:
-        rollback_run(engine, run_id)
-    if dead and not live:
-        restore_indexes(engine)
-    return dead
-
-
-def dead_runs(conn: Connection, cutoff: datetime) -> list[int]:
-    """The runs that have not beaten since ``cutoff``: their process died (see :data:`STALE_AFTER`)."""
-    stale = select(import_run_t.c.id).where(import_run_t.c.heartbeat_at < cutoff)
-    return [int(i) for i in conn.scalars(stale)]
-
-
-def _live_run(conn: Connection, cutoff: datetime, *, own: int | None) -> bool:
-    """Whether a run other than ``own`` has beaten since ``cutoff`` (is alive)."""
-    living = select(import_run_t.c.id).where(import_run_t.c.heartbeat_at >= cutoff)
-    if own is not None:
-        living = living.where(import_run_t.c.id != own)
-    return conn.scalar(living.limit(1)) is not None
 
 
 def import_battle_records(
@@ -816,12 +419,13 @@ def import_battle_records(
     Rows whose import key is already stored are skipped. Raises :class:`votes.files.records.InputError` when a
     battle's conversation contradicts an answer already stored for the same prompt and model.
     """
-    run_id = _new_run(conn, str(file), "merging")
+    run_id = new_run(conn, str(file), "merging")
     restore_indexes(conn, (SLOT_INDEX,))  # set aside by a run alone before this one was recorded
     total = _stage(conn, run_id, records, 0, str(file), DigestCounts()) if records else ImportCounts()
-    for lo in range(0, len(records), MERGE_ROWS):
-        total.rows += _merge_step(conn, run_id, lo, min(lo + MERGE_ROWS, len(records)))
-    _drop_staging(conn, run_id)
+    step = merge_steps.MERGE_ROWS
+    for lo in range(0, len(records), step):
+        total.rows += merge_step(conn, run_id, lo, min(lo + step, len(records)))
+    drop_run(conn, run_id)
     if total.rows:
         rebuild_live_ratings(conn, config=elo_config)
     return total

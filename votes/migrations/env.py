@@ -2,6 +2,11 @@
 
 Run through :func:`votes.migrate.upgrade_database` or ``arena db upgrade``. A caller may hand in an open
 connection as ``config.attributes["connection"]``.
+
+The revisions in ``versions/`` branch on the database's name themselves, where SQLite and PostgreSQL
+need different statements: they are frozen history (each runs once, against the schema of its day), so
+they keep their own statements rather than ask the live dialects (:mod:`votes.dialects`), which may
+change.
 """
 
 from __future__ import annotations
@@ -12,23 +17,24 @@ from sqlmodel import SQLModel
 
 import votes.models  # noqa: F401  (registers the tables)
 from votes.db import make_engine
+from votes.dialects import dialect_of
 
 config = context.config
 target_metadata = SQLModel.metadata
 
 
 def _configure(connection: Connection) -> None:
-    sqlite = connection.dialect.name == "sqlite"
+    by_copy = dialect_of(connection).alters_by_copy
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
-        render_as_batch=sqlite,  # SQLite alters tables by copying them
+        render_as_batch=by_copy,  # SQLite alters tables by copying them
         compare_type=True,
     )
     # Copying a table that others refer to drops the original, which SQLite refuses while it enforces
     # foreign keys; its documented procedure is to turn enforcement off (only possible outside a
     # transaction, so not on a connection handed in mid-transaction), alter, then check every reference.
-    relax = sqlite and not connection.in_transaction()
+    relax = by_copy and not connection.in_transaction()
     if relax:
         _sqlite_pragma(connection, "PRAGMA foreign_keys=OFF")
     try:

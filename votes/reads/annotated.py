@@ -20,10 +20,11 @@ from leaderboard.battles import Battles
 from leaderboard.composite.agreement import AgreementReport, agreement_report, agreement_statistics
 from leaderboard.composite.model import CompositeData
 from leaderboard.data import OUTCOME_STRINGS, Outcome, parse_outcome
+from votes.files.columns import read_agreement_columns
 from votes.files.convert import read_battle_records
-from votes.files.records import Message
+from votes.files.records import InputError, Message
 from votes.names import KNOWN_FAMILIES
-from votes.reads.queries import VoteFilter, filter_votes
+from votes.reads.filters import VoteFilter, filter_votes
 from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
 
 __all__ = [
@@ -231,9 +232,6 @@ def agreement_input_from_file(path: Path) -> AgreementInput:
     An item is the row's ``question_id`` and ``turn`` (or, without an id, its first user message); a
     row with neither is refused. A vote without a ``judge`` is one anonymous annotator of its own.
     """
-    from votes.files.columns import read_agreement_columns
-    from votes.files.records import InputError
-
     columns = read_agreement_columns(path)
     if columns is not None:
         return _input_from_columns(columns)
@@ -313,7 +311,7 @@ def composite_input(read: AgreementInput, families: Mapping[str, str] | None = N
     with their annotators: every LLM judge (:func:`is_judge`) a source of its own, everyone else the
     human pool. ``families`` maps model names to families; a judge takes the family of the model it
     names, so its self-preference is learned for the models of that family."""
-    from leaderboard.composite.board import composite_data
+    from leaderboard.composite.board import composite_data  # scipy.optimize: only a composite board fits
 
     families = dict(families or {})
     judges = [label for label in read.labels if is_judge(label)]

@@ -4,9 +4,11 @@ A backup is a folder with two files:
 
 * ``database.sqlite3`` (SQLite, written through the online backup API, so the copy is consistent while
   the site serves and votes arrive) or ``database.pgdump`` (PostgreSQL, ``pg_dump --format=custom``,
-  taken inside the same snapshot the manifest is counted in);
+  taken inside the same snapshot the manifest is counted in): each dialect's
+  :meth:`~votes.dialects.Dialect.copy_out`, :meth:`~votes.dialects.Dialect.check_copy` and
+  :meth:`~votes.dialects.Dialect.copy_in`;
 * ``manifest.json``: row counts per table, the votes hash that snapshots record
-  (:func:`votes.reads.queries.votes_sha256`), the schema revision, the Arena version and the file's sha256.
+  (:func:`votes.reads.exports.votes_sha256`), the schema revision, the Arena version and the file's sha256.
 
 :func:`verify_backup` checks a backup on its own; :func:`restore_backup` loads it into an empty database
 (or, with ``force``, over a non-empty one) and then checks the restored rows against the manifest.
@@ -16,24 +18,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import sqlite3
-import subprocess  # nosec B404 # runs pg_dump / pg_restore with arguments we build, never a shell
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import func, inspect, select, text
+from sqlalchemy import func, inspect, select
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlmodel import SQLModel
 
 from leaderboard.snapshot.files import package_version
-from votes.db import is_sqlite, make_engine, normalise_url, sqlite_file
-from votes.reads.queries import votes_sha256
+from votes.db import make_engine, normalise_url
+from votes.dialects import CopyError, dialect_named, dialect_of
+from votes.reads.exports import votes_sha256
 
 __all__ = [
     "MANIFEST_NAME",
@@ -46,11 +44,7 @@ __all__ = [
 ]
 
 MANIFEST_NAME = "manifest.json"
-SQLITE_NAME = "database.sqlite3"
-PGDUMP_NAME = "database.pgdump"
 FORMAT_VERSION = 1
-#: Pages copied per step of SQLite's online backup; writers get the lock between steps.
-SQLITE_BACKUP_PAGES = 1024
 
 
 class BackupError(Exception):
@@ -94,40 +88,6 @@ def _content(conn: Connection) -> tuple[dict[str, int], str, str | None]:
     return counts, votes_sha256(conn), revision
 
 
-def _sqlite_path(url: str) -> Path:
-    path = sqlite_file(url)
-    if path is None:
-        raise BackupError("an in-memory SQLite database cannot be backed up or restored; use a file")
-    return path
-
-
-def _libpq(url: str) -> tuple[str, dict[str, str]]:
-    """A libpq connection string for pg_dump / pg_restore, the password handed over in the environment."""
-    parsed = make_url(normalise_url(url))
-    env = dict(os.environ)
-    if parsed.password:
-        env["PGPASSWORD"] = str(parsed.password)
-    plain = parsed.set(drivername="postgresql", password=None)
-    return plain.render_as_string(hide_password=False), env
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise BackupError(
-            f"`{name}` is not on PATH: install the PostgreSQL client tools (Debian: postgresql-client, "
-            "at least the server's major version)"
-        )
-    return path
-
-
-def _run(cmd: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)  # nosec B603
-    if done.returncode != 0:
-        raise BackupError(f"{Path(cmd[0]).name} failed ({done.returncode}): {done.stderr.strip()}")
-    return done.stdout
-
-
 def backup_database(url: str, out: Path) -> Manifest:
     """Write a consistent backup of the database at ``url`` into the new folder ``out``.
 
@@ -140,54 +100,17 @@ def backup_database(url: str, out: Path) -> Manifest:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BackupError(f"{out} exists and is not an empty folder")
     out.mkdir(parents=True, exist_ok=True)
-    if is_sqlite(url):
-        target = out / SQLITE_NAME
-        source = sqlite3.connect(_sqlite_path(url), timeout=30)
-        try:
-            dest = sqlite3.connect(target)
-            try:
-                # Step by step: between steps writers may commit, and SQLite restarts the copy of any page
-                # changed under it, so the result is the database as of one moment.
-                source.backup(dest, pages=SQLITE_BACKUP_PAGES)
-            finally:
-                dest.close()
-        finally:
-            source.close()
-        copy = make_engine(f"sqlite:///{target}")
-        try:
-            with copy.connect() as conn:
-                counts, digest, revision = _content(conn)
-        finally:
-            copy.dispose()
-        backend = "sqlite"
-    else:
-        target = out / PGDUMP_NAME
-        dsn, env = _libpq(url)
-        pg_dump = _tool("pg_dump")
-        engine = make_engine(url)
-        try:
-            with engine.connect() as conn:
-                # The manifest is counted in the very snapshot pg_dump then copies: both see one moment.
-                conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
-                snapshot = conn.execute(text("SELECT pg_export_snapshot()")).scalar_one()
-                counts, digest, revision = _content(conn)
-                _run(
-                    [
-                        pg_dump,
-                        "--format=custom",
-                        f"--snapshot={snapshot}",
-                        "--no-owner",
-                        f"--file={target}",
-                        f"--dbname={dsn}",
-                    ],
-                    env,
-                )
-                conn.rollback()
-        finally:
-            engine.dispose()
-        backend = "postgresql"
+    dialect = dialect_of(normalise_url(url))
+    target = out / dialect.backup_file
+    engine = make_engine(url)
+    try:
+        counts, digest, revision = dialect.copy_out(engine, target, _content)
+    except CopyError as exc:
+        raise BackupError(str(exc)) from None
+    finally:
+        engine.dispose()
     manifest = Manifest(
-        backend=backend,
+        backend=dialect.name,
         file=target.name,
         file_sha256=_file_sha256(target),
         created_at=datetime.now(UTC).isoformat(),
@@ -239,31 +162,16 @@ def verify_backup(folder: Path) -> Manifest:
         raise BackupError(f"{path} is missing")
     if _file_sha256(path) != manifest.file_sha256:
         raise BackupError(f"{path}: sha256 differs from the manifest (the file changed or is damaged)")
-    if manifest.backend == "sqlite":
-        # Checked on a scratch copy: opening the backup itself in WAL mode would change its bytes.
-        with tempfile.TemporaryDirectory(prefix="arena-verify-") as tmp:
-            scratch = Path(tmp) / SQLITE_NAME
-            shutil.copyfile(path, scratch)
-            _check_sqlite(scratch, manifest, f"backup {folder}")
-    else:
-        _run([_tool("pg_restore"), "--list", str(path)], dict(os.environ))
+    try:
+        dialect = dialect_named(manifest.backend)
+    except NotImplementedError as exc:
+        raise BackupError(f"{path}: {exc}") from None
+    what = f"backup {folder}"
+    try:
+        dialect.check_copy(path, what, lambda conn: _compare(manifest, *_content(conn), what))
+    except CopyError as exc:
+        raise BackupError(str(exc)) from None
     return manifest
-
-
-def _check_sqlite(path: Path, manifest: Manifest, what: str) -> None:
-    raw = sqlite3.connect(path)
-    try:
-        verdict = raw.execute("PRAGMA integrity_check").fetchall()
-    finally:
-        raw.close()
-    if verdict != [("ok",)]:
-        raise BackupError(f"{what}: integrity check failed: {verdict[:5]}")
-    engine = make_engine(f"sqlite:///{path}")
-    try:
-        with engine.connect() as conn:
-            _compare(manifest, *_content(conn), what)
-    finally:
-        engine.dispose()
 
 
 def _is_empty(engine: Engine) -> bool:
@@ -290,7 +198,9 @@ def restore_backup(folder: Path, url: str, *, force: bool = False) -> Manifest:
         a PostgreSQL client tool is missing, or the restored rows do not match the manifest.
     """
     manifest = verify_backup(folder)
-    if ("sqlite" if is_sqlite(url) else "postgresql") != manifest.backend:
+    target = make_url(normalise_url(url))
+    dialect = dialect_of(target)
+    if dialect.name != manifest.backend:
         raise BackupError(
             f"a {manifest.backend} backup cannot be restored into {make_url(url).get_backend_name()}"
         )
@@ -300,29 +210,10 @@ def restore_backup(folder: Path, url: str, *, force: bool = False) -> Manifest:
             raise BackupError("the target database is not empty; pass --force to replace its content")
     finally:
         engine.dispose()
-    source = folder / manifest.file
-    if manifest.backend == "sqlite":
-        src = sqlite3.connect(source)
-        try:
-            dest = sqlite3.connect(_sqlite_path(url), timeout=30)
-            try:
-                src.backup(dest)  # replaces every page of the target, in one step under its write lock
-            finally:
-                dest.close()
-        finally:
-            src.close()
-    else:
-        dsn, env = _libpq(url)
-        cmd = [
-            _tool("pg_restore"),
-            "--no-owner",
-            "--exit-on-error",
-            "--single-transaction",
-            f"--dbname={dsn}",
-        ]
-        if force:
-            cmd[1:1] = ["--clean", "--if-exists"]
-        _run([*cmd, str(source)], env)
+    try:
+        dialect.copy_in(folder / manifest.file, target, replace=force)
+    except CopyError as exc:
+        raise BackupError(str(exc)) from None
     engine = make_engine(url)
     try:
         with engine.connect() as conn:

@@ -12,13 +12,15 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import String, func, select, type_coerce
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 
 from leaderboard.battles import Battles
 from votes.bulk import column_chunks
-from votes.reads.queries import VoteFilter, filter_votes, seconds_array
+from votes.dialects import dialect_of
+from votes.reads.filters import VoteFilter, filter_votes
+from votes.reads.scans import seconds_array
 from votes.tables import model_t, vote_t
 
 __all__ = ["battle_shares_of", "weekly_battle_shares"]
@@ -45,13 +47,14 @@ def weekly_battle_shares(
         names = {int(i): str(n) for i, n in conn.execute(select(model_t.c.id, model_t.c.name))}
         # SQLite's stored text as is, parsed by numpy (see seconds_array); PostgreSQL's day number, which
         # it computes faster than Python converts a million datetimes
-        sqlite = conn.dialect.name == "sqlite"
-        when: ColumnElement[Any] = type_coerce(vote_t.c.created_at, String)
-        if not sqlite:
+        dialect = dialect_of(conn)
+        text_times = dialect.times_stored_as_text
+        when: ColumnElement[Any] = dialect.stored_time(vote_t.c.created_at)
+        if not text_times:
             when = func.floor(func.extract("epoch", vote_t.c.created_at) / _DAY)
         stmt = filter_votes(select(when, vote_t.c.model_a_id, vote_t.c.model_b_id), vote_filter)
         for times, a_ids, b_ids in column_chunks(conn, stmt, size=_CHUNK):
-            if sqlite:
+            if text_times:
                 day = np.floor_divide(seconds_array(times), _DAY).astype(np.int64)
             else:
                 day = np.array(times, dtype=np.float64).astype(np.int64)
@@ -61,7 +64,7 @@ def weekly_battle_shares(
 
 def battle_shares_of(battles: Battles) -> dict[str, dict[str, float]]:
     """:func:`weekly_battle_shares` of votes already read (with their times, seconds since the epoch as
-    :func:`votes.reads.queries.load_battles` reads them): a publish counts the board's own votes without
+    :func:`votes.reads.scans.load_battles` reads them): a publish counts the board's own votes without
     reading them again."""
     if battles.time is None:
         raise ValueError("weekly shares need each vote's time")

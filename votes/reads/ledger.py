@@ -1,7 +1,7 @@
 """The vote ledger: the selected votes as one canonical CSV text the database writes, and its sha256.
 
 A published snapshot names the votes it was fitted on by a sha256. Hashing the canonical JSONL export
-(:func:`votes.reads.queries.votes_sha256`) meant building a Python dict and a JSON line per vote,
+(:func:`votes.reads.exports.votes_sha256`) meant building a Python dict and a JSON line per vote,
 conversations included: 52 s for a million votes. The ledger holds what a vote *is* for a board (the two
 models, the outcome, the judge, the time, the weight and whether the sides are known), and the database itself
 formats each line (SQL string expressions), so Python only joins lines and hashes them in blocks.
@@ -23,14 +23,16 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import BigInteger, Connection, Engine, Select, String, case, cast, func, literal, select
+from sqlalchemy import Connection, Engine, Select, String, case, cast, func, literal, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from leaderboard.atomic import atomic_file
 from votes.bulk import chunks, column_chunks
+from votes.dialects import dialect_of
+from votes.reads.filters import VoteFilter, filter_votes
 from votes.reads.packed import TIME_FORM, canonical_times
-from votes.reads.queries import StoredChunk, VoteFilter, filter_votes
+from votes.reads.scans import StoredChunk
 from votes.tables import annotator_t, model_t, vote_t
 
 __all__ = ["LEDGER_COLUMNS", "LedgerDigest", "iter_ledger_blocks", "ledger_sha256", "write_ledger"]
@@ -55,17 +57,6 @@ def _text_cell(value: ColumnElement[Any]) -> ColumnElement[str]:
         else_=value,
     )
     return literal('"').concat(func.replace(escaped, '"', '""')).concat('"')
-
-
-def _seconds_text(conn: Connection) -> ColumnElement[str]:
-    """The vote time as seconds since the epoch with six decimals, formatted by the database."""
-    created = vote_t.c.created_at
-    if conn.dialect.name == "sqlite":
-        # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff' (UTC); strftime('%s') gives the whole seconds.
-        stored = cast(created, String)
-        return func.strftime("%s", stored).concat(".").concat(func.substr(stored, 21, 6))
-    whole = cast(cast(func.extract("epoch", func.date_trunc("second", created)), BigInteger), String)
-    return whole.concat(".").concat(func.to_char(created, "US"))
 
 
 def _model_cells() -> Select[Any]:
@@ -94,7 +85,7 @@ def _statement(conn: Connection, filters: VoteFilter | None) -> Select[Any]:
         # an outcome is one of four fixed words (checked on every write): quoted, never escaped
         literal('"').concat(vote_t.c.winner).concat('"'),
         func.coalesce(judges.c.cell, literal("")),
-        _seconds_text(conn),
+        dialect_of(conn).seconds_text(vote_t.c.created_at),
         cast(vote_t.c.weight, String),
         sided,
     ]
@@ -152,8 +143,8 @@ _MICRO = 1_000_000
 _HALF_MS_BEFORE_SECOND = 999_500
 #: Ids below this are looked up in a dense table; others (never made by the database) one by one.
 _DENSE_IDS = 1 << 22
-#: Stored times whose ``strftime('%s')`` the database is asked first: the rounding rule of
-#: :func:`_time_cells` is used only when it gives the database's answers.
+#: Stored times whose ledger cell (``strftime('%s')`` and the digits after it) the database is asked
+#: first: the rounding rule of :func:`_time_cells` is used only when it gives the database's answers.
 _TIME_PROBES = (
     "1970-01-01 00:00:00.000000",
     "1970-01-02 00:00:59.999400",
@@ -283,7 +274,7 @@ def _time_cells(
 
 class LedgerDigest:
     """:func:`ledger_sha256` of the votes a scan reads anyway, built from that scan's chunks
-    (:func:`votes.reads.queries.load_battles` hands them over), so publishing reads the votes once.
+    (:func:`votes.reads.scans.load_battles` hands them over), so publishing reads the votes once.
 
     The lines are cut out of each chunk with numpy: the model, judge, outcome, weight and side cells from
     small tables of bytes (the model and judge cells formatted by the database with the ledger
@@ -296,7 +287,8 @@ class LedgerDigest:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._digest = hashlib.sha256(LEDGER_HEADER.encode("utf-8"))
-        self._usable = conn.dialect.name == "sqlite" and self._times_agree()
+        self._dialect = dialect_of(conn)
+        self._usable = self._dialect.times_stored_as_text and self._times_agree()
         self._models = _Cells(conn, _model_cells(), model_t.c.id, None)
         self._judges = _Cells(conn, _judge_cells(), annotator_t.c.id, b",")
         self._winners: dict[str, int] = {}
@@ -308,10 +300,14 @@ class LedgerDigest:
         self._sides.add(b"true\n")
 
     def _times_agree(self) -> bool:
-        said = self._conn.execute(select(*(func.strftime("%s", literal(t)) for t in _TIME_PROBES))).one()
+        probes = (self._dialect.seconds_text(literal(t)) for t in _TIME_PROBES)
+        said = self._conn.execute(select(*probes)).one()
         micro = np.array(_TIME_PROBES, dtype="datetime64[us]").astype(np.int64)
-        whole, _ = _time_cells(_TIME_PROBES, micro)
-        ours = [bytes(row[row != 0]).decode("ascii") for row in whole]
+        whole, fraction = _time_cells(_TIME_PROBES, micro)
+        ours = [
+            bytes(w[w != 0]).decode("ascii") + bytes(f[:7]).decode("ascii")
+            for w, f in zip(whole, fraction, strict=True)
+        ]
         return list(said) == ours
 
     def update(self, chunk: StoredChunk) -> None:

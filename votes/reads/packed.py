@@ -11,7 +11,7 @@ Only what such texts carry exactly is read this way: every id an integer, the ou
 four words, the stored time in SQLite's canonical form, the side 0 or 1, the weights exactly 1 (a
 weight's text would round it). Anything else, or texts that do not give back the chunk's own number of
 votes in increasing id order, yields :class:`RowsNeeded` and the caller reads those votes row by row
-(:func:`votes.reads.queries.load_battles`), so the arrays are always those of the row-by-row read.
+(:func:`votes.reads.scans.load_battles`), so the arrays are always those of the row-by-row read.
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ def _parse(n: int, after: int, last: int, texts: list[Any], who: bool) -> Packed
 
 def time_micro(chars: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64] | None:
     """Stored time texts (rows of :data:`TIME_WIDTH` bytes) in microseconds since the epoch, parsed by
-    numpy at once as :func:`votes.reads.queries.seconds_array` parses the same texts; None when numpy does not
+    numpy at once as :func:`votes.reads.scans.seconds_array` parses the same texts; None when numpy does not
     read one of them exactly."""
     if chars.ndim != 2 or chars.shape[1] != TIME_WIDTH:
         return None

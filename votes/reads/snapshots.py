@@ -1,7 +1,8 @@
 """Published snapshots in the store: insert and read, never change.
 
 There is deliberately no update or delete function here, and the database refuses both on its own:
-triggers on the ``snapshot`` table raise on UPDATE and DELETE (and TRUNCATE on PostgreSQL), so not even
+triggers on the ``snapshot`` table raise on UPDATE and DELETE (and TRUNCATE on PostgreSQL: each
+dialect's :meth:`~votes.dialects.Dialect.immutable_guards`), so not even
 a hand-written SQL statement or a future bug can rewrite what researchers have already cited. The
 triggers are created with the table (``create_all``) and by :func:`ensure_snapshot_guards` (also run by
 the Alembic revision), idempotently.
@@ -18,6 +19,7 @@ from sqlalchemy import Table, event, func
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, SQLModel, col, select
 
+from votes.dialects import dialect_of
 from votes.models import Battle, Prompt, Snapshot, Vote
 
 if TYPE_CHECKING:  # the snapshot writer's libraries (pandas) are not needed to guard or record a row
@@ -39,21 +41,6 @@ __all__ = [
 
 IMMUTABLE_MESSAGE = "published snapshots are immutable"
 
-SQLITE_GUARDS: tuple[str, ...] = (
-    "CREATE TRIGGER IF NOT EXISTS snapshot_no_update BEFORE UPDATE ON snapshot "
-    f"BEGIN SELECT RAISE(ABORT, '{IMMUTABLE_MESSAGE}'); END",
-    "CREATE TRIGGER IF NOT EXISTS snapshot_no_delete BEFORE DELETE ON snapshot "
-    f"BEGIN SELECT RAISE(ABORT, '{IMMUTABLE_MESSAGE}'); END",
-)
-POSTGRES_GUARDS: tuple[str, ...] = (
-    "CREATE OR REPLACE FUNCTION arena_snapshot_immutable() RETURNS trigger LANGUAGE plpgsql AS "
-    f"$$ BEGIN RAISE EXCEPTION '{IMMUTABLE_MESSAGE}' USING ERRCODE = 'restrict_violation'; END $$",
-    "CREATE OR REPLACE TRIGGER snapshot_no_update_delete BEFORE UPDATE OR DELETE ON snapshot "
-    "FOR EACH ROW EXECUTE FUNCTION arena_snapshot_immutable()",
-    "CREATE OR REPLACE TRIGGER snapshot_no_truncate BEFORE TRUNCATE ON snapshot "
-    "FOR EACH STATEMENT EXECUTE FUNCTION arena_snapshot_immutable()",
-)
-
 
 def ensure_snapshot_guards(bind: Engine | Connection) -> None:
     """Create the UPDATE/DELETE-refusing triggers on ``snapshot`` if they are missing (idempotent)."""
@@ -61,11 +48,7 @@ def ensure_snapshot_guards(bind: Engine | Connection) -> None:
         with bind.begin() as conn:
             ensure_snapshot_guards(conn)
         return
-    dialect = bind.dialect.name
-    statements = SQLITE_GUARDS if dialect == "sqlite" else POSTGRES_GUARDS if dialect == "postgresql" else ()
-    if not statements:
-        raise NotImplementedError(f"no snapshot guard for the {dialect} dialect")
-    for statement in statements:
+    for statement in dialect_of(bind).immutable_guards("snapshot", IMMUTABLE_MESSAGE):
         bind.exec_driver_sql(statement)
 
 

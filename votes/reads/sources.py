@@ -23,9 +23,11 @@ from leaderboard.style.features import TOKEN_ESTIMATOR, style_differences
 from votes.files.battle_rows import BattleRecord, parse_battles
 from votes.files.catalog_records import parse_catalog
 from votes.files.columns import read_battle_columns
-from votes.files.records import InputError, read_rows
+from votes.files.reading import read_rows
+from votes.files.records import InputError
 from votes.files.selection import BattleFilter, record_columns, select_battles
-from votes.reads.queries import VoteFilter, iter_vote_texts, load_battles
+from votes.reads.filters import VoteFilter
+from votes.reads.scans import iter_vote_texts, load_battles
 
 __all__ = ["MIN_STYLE_BATTLES", "battles_from_file", "battles_from_store", "load_battles_file"]
 

@@ -1,7 +1,7 @@
 """Who a board leaves out or down-weights, and why: the flagged annotators with votes in it.
 
 A published board counts flagged annotators' votes as its filter says
-(:class:`votes.reads.queries.VoteFilter`: left out by default, down-weighted with ``flagged_weight``, weighed
+(:class:`votes.reads.filters.VoteFilter`: left out by default, down-weighted with ``flagged_weight``, weighed
 by every annotator's honest weight with ``robust``). :func:`flagged_report` lists the flagged annotators whose
 votes the filter would otherwise select, each under a pseudonymous id (``annotator:<id>``, as the snapshot's
 agreement report names annotators without a label; never a label, an e-mail or an address) with one reason:
@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
-from votes.reads.queries import VoteFilter, filter_votes
+from votes.reads.filters import VoteFilter, filter_votes
 from votes.review.voters import AUTO_FLAG_PREFIX
 from votes.tables import annotator_t, goldbattle_t, goldvote_t, vote_t
 from votes.voting.gold_votes import QUIZ_FLAG_REASON

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import func, literal, union_all
 from sqlalchemy import select as sa_select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
+from votes.dialects import dialect_of
 from votes.models import Annotator, Battle, GoldVote, RepeatVote, Vote, utcnow
 
 __all__ = [
@@ -106,12 +105,8 @@ def annotator_for_session(*, session: Session, session_key: str, kind: str = "an
     found = session.exec(stmt).first()
     if found is not None:
         return int(found)
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    session.execute(
-        insert(Annotator)
-        .values(kind=kind, session_key=session_key, created_at=utcnow(), flagged=False)
-        .on_conflict_do_nothing(index_elements=["session_key"])
-    )
+    values = {"kind": kind, "session_key": session_key, "created_at": utcnow(), "flagged": False}
+    session.execute(dialect_of(session).insert_or_skip(Annotator, values, unique=["session_key"]))
     written = session.exec(stmt).one()
     assert written is not None  # nosec B101 # type narrowing: a primary key
     return int(written)

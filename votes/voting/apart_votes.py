@@ -18,12 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, func, insert, or_, text
+from sqlalchemy import Table, func, insert, or_
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
+from votes.dialects import dialect_of
 from votes.models import utcnow
 from votes.tables import battle_t, goldvote_t, repeatvote_t, vote_t
 from votes.voting.battles import AlreadyVotedError, RepeatJudgementError, VoteError, VoteRequest, VoteResult
@@ -110,7 +111,6 @@ _LAST_SHOWN_ID = sa_select(
         _last_shown(repeatvote_t),
     )
 )
-_NEXT_VOTE_ID_PG = text("SELECT nextval(pg_get_serial_sequence('vote', 'id'))")
 
 
 def next_free_vote_id(conn: Connection) -> int:
@@ -127,8 +127,9 @@ def reserve_vote_id(conn: Connection) -> int:
     """An id from the votes' own ids, for a gold or repeat vote's answer to show: the ids an annotator
     sees go up with the site's votes whatever the battle. On PostgreSQL one value of the vote table's
     sequence (no vote ever gets it); on SQLite :func:`next_free_vote_id`."""
-    if conn.dialect.name == "postgresql":
-        return int(conn.execute(_NEXT_VOTE_ID_PG).scalar_one())
+    dialect = dialect_of(conn)
+    if dialect.has_sequences:
+        return dialect.next_in_sequence(conn, "vote", "id")
     return next_free_vote_id(conn)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import ColumnElement, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -25,6 +25,7 @@ from votes.tables import battle_t, liveusage_t, model_t, prompt_t
 from votes.voting.battles import IssuedBattle
 
 __all__ = [
+    "catalog_prompt",
     "LIVE_CATEGORY",
     "LIVE_SOURCE",
     "Availability",
@@ -38,6 +39,14 @@ __all__ = [
 ]
 
 LIVE_SOURCE = "live"
+
+
+def catalog_prompt(source: Any) -> ColumnElement[bool]:
+    """The condition on a prompt's ``source`` column that keeps live prompts out: an annotator's own
+    prompt is neither shown to anyone else nor answered by ``arena generate`` for models it never met."""
+    return or_(source.is_(None), source != LIVE_SOURCE)
+
+
 #: Category of a live prompt (no classifier runs on the site).
 LIVE_CATEGORY = "live"
 

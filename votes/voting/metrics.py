@@ -1,6 +1,6 @@
 """Prometheus metrics of the storage side: the vote writer's batches (size, write time, commit time).
 
-Recorded wherever a :class:`votes.store.GroupCommitWriter` runs (a web worker or the shared writer
+Recorded wherever a :class:`votes.voting.writer.GroupCommitWriter` runs (a web worker or the shared writer
 process); under ``PROMETHEUS_MULTIPROC_DIR`` every process writes its own file and ``/metrics`` sums them.
 Counts and timings only.
 """

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
@@ -26,8 +26,9 @@ from leaderboard.online.elo import EloConfig, EloStandings, replay_elo_indices
 from leaderboard.online.raters import OnlineRater
 from votes.bulk import column_chunks
 from votes.db import read_only
+from votes.dialects import dialect_of
 from votes.models import utcnow
-from votes.reads.queries import counted_vote_condition
+from votes.reads.filters import counted_vote_condition
 from votes.tables import annotator_t, liverating_t, model_t, vote_t
 from votes.voting.live import LiveConfig, encode_state, has_clock, rater_identity
 
@@ -191,8 +192,7 @@ def rebuild_live_ratings(conn: Connection, *, config: LiveConfig | None = None) 
     Runs inside the caller's transaction. On PostgreSQL the live-rating table is locked first, so a vote
     committed concurrently cannot slip between the replay and the write.
     """
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
+    dialect_of(conn).lock_tables(conn, ("liverating",), "EXCLUSIVE")
     rows, standings = _replayed_rows(conn, config)
     _write_rows(conn, rows)
     return standings
@@ -239,8 +239,7 @@ def store_replay(engine: Engine, replayed: Replayed) -> bool:
     """Store ``replayed`` as the live ratings, in one short write transaction, if no vote was added and
     no annotator flagged since it was read; whether it did."""
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
+        dialect_of(conn).lock_tables(conn, ("liverating",), "EXCLUSIVE")
         if _vote_mark(conn) != replayed.mark:
             return False
         _write_rows(conn, replayed.rows)
@@ -300,8 +299,7 @@ def ensure_live_rater(engine: Engine, config: LiveConfig) -> bool:
     """
     want = rater_identity(config)
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("LOCK TABLE liverating IN EXCLUSIVE MODE"))
+        dialect_of(conn).lock_tables(conn, ("liverating",), "EXCLUSIVE")
         found = {r for (r,) in conn.execute(select(liverating_t.c.rater).distinct())}
         if found <= {want}:
             return False

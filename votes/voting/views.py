@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import func, or_
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from leaderboard.data import Outcome
 from votes.models import Battle, GoldBattle, GoldVote, LiveRating, Model, Output, Prompt, RepeatVote, Vote
 from votes.voting.battles import CatalogRow, VoteResult
-from votes.voting.live_battles import LIVE_SOURCE
+from votes.voting.live_battles import catalog_prompt
 
 __all__ = [
     "BattleView",
@@ -70,12 +70,17 @@ class BattleView:
 
 
 def live_standings(
-    *, session: Session, rank_by: RankBy = "rating", provisional_above: float | None = None
+    *,
+    session: Session,
+    rank_by: RankBy = "rating",
+    provisional_above: float | None = None,
+    provisional_games: int = 0,
 ) -> list[Standing]:
     """Live rating of every active or rated model, best first; unrated models last, with a NaN rating.
 
     ``rank_by="conservative"`` ranks by ``rating - 2 deviations`` (the rating where there is no
-    deviation); a model whose deviation exceeds ``provisional_above`` is marked provisional.
+    deviation); a model whose deviation exceeds ``provisional_above``, or with fewer than
+    ``provisional_games`` games, is marked provisional.
     """
     stmt = (
         select(Model.name, Model.active, LiveRating.rating, LiveRating.games)
@@ -88,7 +93,8 @@ def live_standings(
     for name, active, rating, games, updated_at, deviation in session.execute(stmt).all():
         if rating is not None:
             dev = None if deviation is None else float(deviation)
-            provisional = dev is not None and provisional_above is not None and dev > provisional_above
+            wide = dev is not None and provisional_above is not None and dev > provisional_above
+            provisional = wide or int(games) < provisional_games
             rated.append(
                 Standing(
                     model=name,
@@ -116,7 +122,7 @@ def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
         .join(Model, col(Model.id) == col(Output.model_id))
         .join(Prompt, col(Prompt.id) == col(Output.prompt_id))
         .where(col(Model.active))
-        .where(or_(col(Prompt.source).is_(None), col(Prompt.source) != LIVE_SOURCE))
+        .where(catalog_prompt(col(Prompt.source)))
         .order_by(col(Output.prompt_id), col(Output.model_id), col(Output.sample))
     )
     return [

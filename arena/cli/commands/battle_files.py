@@ -24,7 +24,7 @@ from votes.files.formats import SOURCE_FORMATS, SourceFormat
 if TYPE_CHECKING:
     from votes.files.records import FileFormat, Refusal
     from votes.files.selection import BattleFilter
-    from votes.reads.queries import VoteFilter
+    from votes.reads.filters import VoteFilter
 
 __all__ = [
     "AnnotatorsOpt",
@@ -194,10 +194,10 @@ def database_filter(
     robust: bool = False,
     flagged_weight: float | None = None,
 ) -> VoteFilter:
-    """The filter options as a :class:`~votes.reads.queries.VoteFilter` on the stored votes (times read as
+    """The filter options as a :class:`~votes.reads.filters.VoteFilter` on the stored votes (times read as
     UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one.
     ``flagged_weight`` is the ``flagged_votes`` setting (``Settings.flagged_down_weight``)."""
-    from votes.reads.queries import VoteFilter  # the database stack: only what reads the store calls this
+    from votes.reads.filters import VoteFilter  # the database stack: only what reads the store calls this
 
     chosen = names_of(annotators)
     if judge is not None:

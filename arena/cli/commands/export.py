@@ -15,8 +15,8 @@ import typer
 from arena.cli.options import DatabaseUrlOption, FormatChoice, settings_for
 from arena.cli.store import open_store
 from votes.reads.exports import export_catalog, export_votes
+from votes.reads.filters import VoteFilter
 from votes.reads.ledger import write_ledger
-from votes.reads.queries import VoteFilter
 
 __all__ = ["register"]
 

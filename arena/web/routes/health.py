@@ -21,7 +21,7 @@ from arena.voting.state import ArenaState
 from arena.web.routes.deps import get_state
 from votes.db import read_session
 from votes.migrate import current_revision, head_revision
-from votes.reads.queries import count_flagged_annotators
+from votes.reads.filters import count_flagged_annotators
 from votes.voting.writer import GroupCommitWriter, RemoteVoteWriter
 
 __all__ = ["READY_TIMEOUT_S", "readiness", "router"]

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from leaderboard.online.elo import EloConfig
+from votes.dialects import dialect_of
 from votes.voting.battles import AlreadyVotedError, VoteError, VoteResult
 from votes.voting.live import LiveConfig, rater_identity
 
@@ -46,8 +47,9 @@ class VoteWriterError(RuntimeError):
 def database_fingerprint(engine: Engine) -> str:
     """A hash naming the database (password left out; a SQLite file by its absolute path)."""
     url = engine.url
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        url = url.set(database=os.path.abspath(str(url.database)))
+    file = dialect_of(engine).database_file(url)
+    if file is not None:
+        url = url.set(database=os.path.abspath(file))
     rendered = url.render_as_string(hide_password=True)
     return hashlib.sha256(rendered.encode()).hexdigest()[:16]
 

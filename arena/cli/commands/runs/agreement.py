@@ -28,7 +28,7 @@ from votes.reads.annotated import (
     agreement_of,
     judges_counted,
 )
-from votes.reads.queries import VoteFilter
+from votes.reads.filters import VoteFilter
 from votes.voting.repeat_votes import SelfAgreement, overall_self_agreement
 
 __all__ = ["run_agreement"]

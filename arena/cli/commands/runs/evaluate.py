@@ -43,7 +43,7 @@ from leaderboard.evaluation.held_out import (
 from leaderboard.evaluation.systems import online_scores, pick_winner
 from leaderboard.quality.judge_position import judge_positions
 from votes.files.records import InputError
-from votes.reads.queries import VoteFilter
+from votes.reads.filters import VoteFilter
 from votes.reads.sources import battles_from_file, battles_from_store
 
 __all__ = ["run_evaluate"]

@@ -28,7 +28,7 @@ from arena.publish.board_reads import (
 from leaderboard.bt.request import FitRequest
 from leaderboard.data import PairCounts
 from votes.reads.annotated import source_aware_filter
-from votes.reads.queries import VoteFilter
+from votes.reads.filters import VoteFilter
 
 __all__ = ["StoredPart", "pick_stored_components", "read_stored_parts", "stored_filters"]
 

@@ -26,7 +26,7 @@ from arena.publish.snapshots import publish_slices, publish_snapshot
 from leaderboard.bt.spec import DisconnectedComparisonError
 from leaderboard.snapshot.folder import read_snapshot, slice_label
 from votes.collector import gc_paused
-from votes.imports.runs import clean_dead_runs
+from votes.imports.run_cleanup import clean_dead_runs
 
 __all__ = ["run_publish"]
 
