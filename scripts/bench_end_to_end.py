@@ -167,8 +167,14 @@ def _publish(url: str, snapshot_dir: Path, args: argparse.Namespace) -> list[str
 
 
 def _arena(*args: str) -> list[str]:
-    # the console script (arena.cli.main:main); a checkout from before it had none, only the app
-    return [sys.executable, "-c", "import arena.cli.main as c; getattr(c, 'main', c.app)()", *args]
+    # The console script's function: arena.cli.main:main now; in a tree from before the rooms the command
+    # line was one module, arena.cli (and before that had only the app).
+    runner = (
+        "import importlib, arena.cli as c; "
+        "c = importlib.import_module('arena.cli.main') if hasattr(c, '__path__') else c; "
+        "getattr(c, 'main', c.app)()"
+    )
+    return [sys.executable, "-c", runner, *args]
 
 
 class Runs(dict[str, Run]):
