@@ -123,6 +123,10 @@ class PairCounts:
         Whether the cell's votes know which answer was shown on the left (``None``: all do). Sources
         that randomise the display order without recording it (AlpacaEval's annotators) give battles
         with an unknown side: they inform the ratings, never the left-side advantage.
+    weight_sq : float array or None, shape (n_cells,)
+        Sum of the squared vote weights in each cell, when ``count`` holds summed weights. The variance
+        of a cell's contribution is a sum over its votes, so votes of unequal weight in one cell need it
+        (``None``: each vote is taken at its cell's mean weight, see :attr:`squared_weights`).
     """
 
     models: tuple[str, ...]
@@ -133,6 +137,7 @@ class PairCounts:
     time: npt.NDArray[np.float64] | None = None
     votes: npt.NDArray[np.float64] | None = None
     sided: npt.NDArray[np.bool_] | None = None
+    weight_sq: npt.NDArray[np.float64] | None = None
 
     @property
     def n_models(self) -> int:
@@ -156,12 +161,42 @@ class PairCounts:
     def is_weighted(self) -> bool:
         return self.votes is not None and not np.array_equal(self.votes, self.count)
 
+    @property
+    def squared_weights(self) -> npt.NDArray[np.float64]:
+        """Sum of the squared vote weights per cell: ``weight_sq`` when known, the vote count when
+        unweighted, else ``count**2 / votes`` (every vote at its cell's mean weight: a lower bound, by
+        Cauchy-Schwarz, so intervals made from it are too narrow when weights differ within a cell)."""
+        if self.weight_sq is not None:
+            return self.weight_sq
+        if not self.is_weighted:
+            return self.vote_counts
+        votes = self.vote_counts
+        out: npt.NDArray[np.float64] = np.divide(
+            self.count**2, votes, out=np.zeros_like(votes), where=votes > 0
+        )
+        return out
+
+    @property
+    def weight_spread(self) -> npt.NDArray[np.float64]:
+        """Variance of the vote weights within each cell, ``weight_sq / votes - (count / votes)**2``: 0
+        where they are equal, or unknown (no ``weight_sq``); what a bootstrap round adds to a cell's
+        weight total beyond its number of votes drawn."""
+        votes = self.vote_counts
+        if self.weight_sq is None:
+            return np.zeros_like(votes)
+        safe = np.where(votes > 0, votes, 1.0)
+        mean = self.count / safe
+        spread = self.weight_sq / safe - mean**2
+        # Sums of equal weights leave rounding noise of a few ulps; below that it is no spread at all.
+        spread[spread <= 1e-12 * mean**2] = 0.0
+        return np.asarray(spread, dtype=np.float64)
+
     def same_as(self, other: PairCounts) -> bool:
         """Whether ``other`` holds the very same cells: same models, and every array present in both
         with the same type and values (what a board fitted on one would give on the other)."""
         if self.models != other.models:
             return False
-        for name in ("model_a", "model_b", "outcome", "count", "time", "votes", "sided"):
+        for name in ("model_a", "model_b", "outcome", "count", "time", "votes", "sided", "weight_sq"):
             mine, theirs = getattr(self, name), getattr(other, name)
             if (mine is None) != (theirs is None):
                 return False
@@ -256,7 +291,8 @@ def aggregate_codes(
         :class:`Outcome` codes.
     models : sequence of str
     weight : float array, optional
-        Per-vote weights; ``count`` then holds summed weights and ``votes`` the raw vote numbers.
+        Per-vote weights; ``count`` then holds summed weights, ``votes`` the raw vote numbers and
+        ``weight_sq`` the summed squared weights.
     time : float array, optional
         Per-vote timestamps (seconds since the epoch); with ``bucket_seconds`` the cells are split by
         time bucket (``floor(time / bucket_seconds) * bucket_seconds``) so time weights can be applied
@@ -321,10 +357,12 @@ def aggregate_codes(
         cells = np.flatnonzero(votes_all)
         votes = votes_all[cells].astype(np.float64)
         values = votes if w is None else np.bincount(key, weights=w, minlength=size)[cells]
+        squares = None if w is None else np.bincount(key, weights=w * w, minlength=size)[cells]
     else:
         cells, inverse = np.unique(key, return_inverse=True)
         votes = np.bincount(inverse).astype(np.float64)
         values = votes if w is None else np.bincount(inverse, weights=w).astype(np.float64)
+        squares = None if w is None else np.bincount(inverse, weights=w * w).astype(np.float64)
     cell_time: npt.NDArray[np.float64] | None = None
     if bucket is not None:
         n_buckets = len(bucket)
@@ -345,6 +383,7 @@ def aggregate_codes(
         time=cell_time,
         votes=None if w is None else votes,
         sided=cell_sided,
+        weight_sq=None if squares is None else np.asarray(squares, dtype=np.float64),
     )
 
 
