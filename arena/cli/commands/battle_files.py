@@ -35,6 +35,7 @@ __all__ = [
     "ExcludeModelsOpt",
     "FlaggedOpt",
     "FirstSightOpt",
+    "IpwOpt",
     "RobustOpt",
     "JudgeOpt",
     "LanguageOpt",
@@ -98,6 +99,15 @@ RobustOpt = Annotated[
         "--robust",
         help="Database: weigh each vote by its annotator's honest weight (stored by `arena annotators "
         "--apply`) instead of leaving flagged annotators out.",
+    ),
+]
+IpwOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ipw",
+        help="Database: weigh each vote by the inverse of its battle's logged pair probability. Not needed "
+        "for unbiased ratings when the model holds (pairs chosen from earlier votes); a guard against its "
+        "misspecification that costs precision (docs/pairing-weights.md).",
     ),
 ]
 ModelsOpt = Annotated[
@@ -193,6 +203,7 @@ def database_filter(
     first_sight: bool = False,
     robust: bool = False,
     flagged_weight: float | None = None,
+    ipw: bool = False,
 ) -> VoteFilter:
     """The filter options as a :class:`~votes.reads.filters.VoteFilter` on the stored votes (times read as
     UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one.
@@ -216,6 +227,7 @@ def database_filter(
         first_sight=first_sight,
         robust=robust,
         flagged_weight=flagged_weight,
+        ipw=ipw,
     )
 
 

@@ -54,6 +54,7 @@ def run_publish(
     anony_only: bool,
     first_sight: bool,
     robust: bool,
+    ipw: bool,
     models: str | None,
     exclude_models: str | None,
     largest_component: bool,
@@ -82,6 +83,7 @@ def run_publish(
         first_sight=first_sight,
         robust=robust,
         flagged_weight=settings.flagged_down_weight,
+        ipw=ipw,
     )
     command_line_process()
     request = fit_request(

@@ -124,6 +124,7 @@ def run_recompute(
     anony_only: bool,
     first_sight: bool,
     robust: bool,
+    ipw: bool,
     models: str | None,
     exclude_models: str | None,
     judge: str | None,
@@ -183,6 +184,7 @@ def run_recompute(
                 or anony_only
                 or first_sight
                 or robust
+                or ipw
                 or skip_invalid
                 or largest_component
                 or each_component
@@ -201,6 +203,12 @@ def run_recompute(
             if robust:
                 raise typer.BadParameter(
                     "a battles file has no stored honest weights; use the database", param_hint="--robust"
+                )
+            if ipw:
+                raise typer.BadParameter(
+                    "a battles file logs no pair probabilities; put inverse-propensity weights in its weight"
+                    " column, or use the database",
+                    param_hint="--ipw",
                 )
             selection = battle_filter(
                 language=language,
@@ -276,6 +284,7 @@ def run_recompute(
                 first_sight=first_sight,
                 robust=robust,
                 flagged_weight=settings_for(database_url).flagged_down_weight,
+                ipw=ipw,
             )
             model_info, stored_parts = from_store.read_stored_parts(
                 out_dir,
