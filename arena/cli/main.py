@@ -5,7 +5,7 @@ To add commands, write ``arena/cli/commands/<name>.py`` with ``register(app: typ
 its commands in :data:`COMMANDS` with the first paragraph of their help (what `arena --help` shows without
 importing them). A command that needs a heavy library to run (the fitting stack, the LLM client) keeps its
 options there and its work in :mod:`arena.cli.commands.runs`, imported when it runs, so its `--help` stays
-light. ``tests/arena/test_cli_registry.py`` imports every module and checks that the registry
+light. ``tests/arena/cli/test_cli_registry.py`` imports every module and checks that the registry
 and the modules agree, and that `arena --help` reads the same as with every module imported.
 """
 

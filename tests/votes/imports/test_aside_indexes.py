@@ -26,7 +26,7 @@ import votes.imports.runs
 from leaderboard.online.elo import EloConfig
 from tests.factories import live_ratings
 from tests.votes.conftest import small_import_steps
-from tests.votes.test_import_runs import battles_file
+from tests.votes.imports.test_import_runs import battles_file
 from votes.imports.aside_indexes import CELLS_INDEX, SLOT_INDEX, restore_indexes, set_indexes_aside
 from votes.imports.files import import_file
 from votes.models import utcnow

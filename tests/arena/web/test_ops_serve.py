@@ -27,7 +27,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import make_url
 
 from arena.app import create_app
-from tests.arena.test_health_metrics import sample
+from tests.arena.web.test_health_metrics import sample
 from tests.factories import make_settings
 from tests.script_modules import load_script
 from votes.migrate import upgrade_database

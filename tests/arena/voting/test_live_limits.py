@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from arena.app import create_app
-from tests.arena.live_support import NAMES, open_battle_page, register, stream_turn
+from tests.arena.voting.live_support import NAMES, open_battle_page, register, stream_turn
 from tests.e2e.conftest import serve
 from tests.factories import make_settings
 from tests.fake_openai import FakeOpenAI, serve_fake_openai

@@ -10,7 +10,7 @@ import pytest
 
 from arena.settings import Settings
 from arena.voting.pairing import choose_battle, optimal_design, pair_weights
-from tests.arena.test_pairing_markdown import catalog
+from tests.arena.voting.test_pairing_markdown import catalog
 
 
 def _settled_counts(ids: list[int], n: int) -> dict[tuple[int, int], int]:

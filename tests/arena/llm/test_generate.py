@@ -25,7 +25,7 @@ from tests.llm_servers import LlamaServer, LlamaServers
 from votes.db import make_engine
 from votes.voting.live_battles import LIVE_SOURCE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 N_PROMPTS = 120
 #: Answers stored before the first run is killed.

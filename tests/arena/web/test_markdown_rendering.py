@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
 from arena.web.markdown import CODE_CLASSES, render_markdown
-from tests.arena.test_vote_pages import FRAGMENT, battle_form
+from tests.arena.web.test_vote_pages import FRAGMENT, battle_form
 
 
 def test_inline_and_display_math_become_mathml() -> None:

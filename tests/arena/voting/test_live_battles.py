@@ -20,7 +20,7 @@ from sqlmodel import Session
 
 from arena.app import create_app
 from arena.settings import live_config
-from tests.arena.live_support import NAMES, Turn, open_battle_page, parse_events, register, stream_turn
+from tests.arena.voting.live_support import NAMES, Turn, open_battle_page, parse_events, register, stream_turn
 from tests.e2e.conftest import serve
 from tests.factories import live_rows, make_settings
 from tests.llm_servers import LlamaServer, LlamaServers

@@ -15,7 +15,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from arena.cli.main import app
-from tests.arena.test_generate import scalar, settled_requests, write_prompts
+from tests.arena.llm.test_generate import scalar, settled_requests, write_prompts
 from tests.fake_openai import FakeOpenAI, serve_fake_openai
 from tests.llm_servers import (
     LlamaServer,
@@ -26,7 +26,7 @@ from tests.llm_servers import (
 )
 from tests.script_modules import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 SECRET = "sk-arena-fault-test-5e9b1c3d7a-never-print"
 #: The openai client's first backoff (seconds) and its jitter (it takes off up to 25%).

@@ -22,7 +22,7 @@ import votes.imports.run_steps
 from tests.conftest import schema_engine, scratch_pg_database
 from tests.factories import live_ratings, row_counts
 from tests.votes.conftest import small_import_steps
-from tests.votes.test_import_runs import battles_file
+from tests.votes.imports.test_import_runs import battles_file
 from votes.db import make_engine
 from votes.imports.files import import_file
 from votes.imports.merge_checks import MergeChecks, merge_checks_for

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from arena.app import create_app
 from arena.cli.main import app
 from leaderboard.snapshot.folder import read_snapshot
-from tests.arena.test_snapshot_agreement import build_store
+from tests.arena.publish.test_snapshot_agreement import build_store
 from tests.factories import make_settings
 from votes.db import make_engine
 

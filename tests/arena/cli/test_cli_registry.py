@@ -22,6 +22,7 @@ from arena.cli.main import (
     exit_status,
     load_command_module,
 )
+from tests.real_data import VICUNA_JUDGES
 
 
 def _first_paragraph(text: str | None) -> str:
@@ -72,7 +73,6 @@ def test_top_level_help_lists_every_command_without_importing_a_command_module()
 #: Libraries the commands whose work is in arena.cli.commands.runs load only to run: the fitting stack,
 #: the LLM client, and the database stack.
 RUN_ONLY = ("sklearn", "scipy", "pandas", "matplotlib", "statsmodels", "openai", "sqlalchemy", "sqlmodel")
-DATA = Path(__file__).resolve().parents[1] / "data" / "vicuna80-llm-judge-battles.jsonl.gz"
 
 
 def _loaded_by(args: list[str], libraries: tuple[str, ...]) -> list[str]:
@@ -106,8 +106,9 @@ def test_the_help_of_a_command_that_fits_or_asks_a_model_loads_none_of_it(comman
 def test_a_recompute_from_a_file_and_a_conversion_load_no_database_library(tmp_path: Path) -> None:
     database = ("sqlalchemy", "sqlmodel", "alembic", "psycopg")
     fit = ["--bootstrap", "0", "--no-plots", "--out", str(tmp_path / "board")]
-    assert _loaded_by(["recompute", "--from", str(DATA), *fit], database) == []
-    assert _loaded_by(["convert", str(DATA), "--out", str(tmp_path / "battles.jsonl")], database) == []
+    assert _loaded_by(["recompute", "--from", str(VICUNA_JUDGES), *fit], database) == []
+    convert = ["convert", str(VICUNA_JUDGES), "--out", str(tmp_path / "battles.jsonl")]
+    assert _loaded_by(convert, database) == []
 
 
 def test_a_command_runs_through_the_lazy_registry_as_through_the_eager_app() -> None:

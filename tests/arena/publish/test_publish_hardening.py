@@ -28,7 +28,7 @@ from votes.db import is_sqlite, make_engine, storage_failure
 from votes.reads.snapshots import list_snapshots
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TEX_NAMES = ("$\\badcmd$", "gpt$\\mathbf{5}$-spoof")
 OLD = time.time() - 7 * 86400
 

@@ -22,7 +22,7 @@ import pytest
 
 from arena.cli.frame_stack import FIXED_IN, REMOVABLE_FROM, call_on_roomy_stack, keeps_a_spare_chunk
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CALLS = 2_000
 DEPTHS = 600  # some 60 KiB of recursion: several chunk edges outside the roomy stack
 
@@ -84,7 +84,7 @@ def test_the_arena_command_runs_on_the_roomy_stack() -> None:
     """``arena.cli.main.main``, as the console script calls it, with the probe as its app."""
     code = (
         "import arena.cli.main as cli\n"
-        "from tests.arena.test_frame_stack import worst_faults\n"
+        "from tests.arena.cli.test_frame_stack import worst_faults\n"
         "cli.app = lambda args: print(worst_faults())\n"
         "cli.main([])\n"
     )

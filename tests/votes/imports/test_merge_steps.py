@@ -14,7 +14,7 @@ import votes.imports.merging
 import votes.imports.runs
 from tests.factories import row_counts
 from tests.votes.conftest import small_import_steps
-from tests.votes.test_import_runs import battles_file
+from tests.votes.imports.test_import_runs import battles_file
 from votes.dialects import dialect_of
 from votes.imports.files import import_file
 from votes.imports.merge_steps import step_ranges

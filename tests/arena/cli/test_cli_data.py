@@ -16,7 +16,7 @@ from tests.factories import row_counts
 from votes.db import is_sqlite, make_engine
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -121,7 +121,7 @@ def test_postgres_store_must_be_upgraded_first(pg_url: str, tmp_path: Path) -> N
 
 def test_a_command_module_that_cannot_import_is_an_error_not_a_missing_command() -> None:
     # None in sys.modules makes importing that module fail, as a broken or absent module would. The
-    # command line imports a command's module only when it runs (tests/arena/test_cli_registry.py checks
+    # command line imports a command's module only when it runs (tests/arena/cli/test_cli_registry.py checks
     # the registry itself): running the command must then fail loudly, not say "no such command".
     code = (
         "import sys; sys.modules['arena.cli.commands.evaluate'] = None; from arena.cli.main import app; "
