@@ -6,11 +6,11 @@ What `arena recompute --from` and `arena evaluate --from` read through; no datab
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import typer
 
+from arena.cli.commands.battle_files import write_report
 from arena.cli.options import file_read_errors
 from leaderboard.battles import Battles, split_components
 from votes.files.columns import BattleRead, read_battles
@@ -43,12 +43,7 @@ def read_battle_file(
     if not quiet:
         typer.echo(f"{path}: {read.source_format}: {read.note}", err=True)
     if skip_invalid:
-        target = report or path.with_name(path.name + ".refused.csv")
-        with target.open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["file", "where", "reason"])
-            for r in read.refused:
-                writer.writerow([str(path), r.where, r.reason])
+        target = write_report(path, read.refused, report)
         typer.echo(f"{path}: {len(read.refused)} of {read.n_rows} rows refused, listed in {target}", err=True)
     if len(read.battles) == 0:
         typer.echo(f"error: {path}: no battles left after the filters", err=True)
