@@ -4,7 +4,7 @@ reads from the store for each part.
 Only a command that reads the store imports this module (`arena publish`, and `arena recompute` without a
 file), so the database stack and the board's reads (:mod:`arena.publish.board_reads`) are imported at its
 top. The filter options become a filter on the store in
-:func:`arena.cli.commands.battle_files.database_filter`.
+:meth:`arena.cli.commands.battle_files.VoteSelection.store_filter`.
 """
 
 from __future__ import annotations
