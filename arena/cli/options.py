@@ -7,16 +7,20 @@ Opening the store is :mod:`arena.cli.store`'s: this module stays light, so a com
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from votes.files.records import InputError
+
 if TYPE_CHECKING:
     from arena.settings import Settings
 
-__all__ = ["DatabaseUrlOption", "FormatChoice", "echo_failures", "settings_for"]
+__all__ = ["DatabaseUrlOption", "FormatChoice", "echo_failures", "file_read_errors", "settings_for"]
 
 DatabaseUrlOption = Annotated[
     str | None,
@@ -57,6 +61,20 @@ def echo_failures(failures: Sequence[tuple[str, str]], *, total: int) -> None:
         named = ", ".join(whats[:FAILURES_NAMED])
         more = f" and {len(whats) - FAILURES_NAMED} more" if len(whats) > FAILURES_NAMED else ""
         typer.echo(f"{len(whats)} of {total} requests failed: {why} ({named}{more})", err=True)
+
+
+@contextmanager
+def file_read_errors(path: Path) -> Iterator[None]:
+    """A file refused (:class:`~votes.files.records.InputError`, which names where and why) or unreadable:
+    one line on stderr and exit status 2, instead of a traceback."""
+    try:
+        yield
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"error: {path}: cannot read ({exc.strerror or exc})", err=True)
+        raise typer.Exit(2) from None
 
 
 def settings_for(database_url: str | None = None) -> Settings:

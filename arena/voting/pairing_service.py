@@ -20,7 +20,7 @@ from sqlmodel import Session, select
 
 from arena.settings import Settings
 from arena.voting.checks import GoldChoice, RepeatChoice, draw_gold, draw_repeat
-from arena.voting.histories import AddressReveals, AnnotatorHistory, shown_vote
+from arena.voting.histories import AddressReveals, AnnotatorHistory, kept, shown_vote
 from arena.voting.pairing import Choice, PairingCatalog, choose_battle, choose_pair, optimal_design
 from votes.db import read_session
 from votes.models import LiveRating, Output, Prompt
@@ -232,14 +232,7 @@ class PairingService:
     # -- annotators' histories --------------------------------------------------------------------
 
     def _history(self, annotator_id: int) -> AnnotatorHistory:
-        history = self._histories.get(annotator_id)
-        if history is None:
-            history = self._histories[annotator_id] = AnnotatorHistory()
-            while len(self._histories) > self.max_histories:
-                self._histories.popitem(last=False)
-        else:
-            self._histories.move_to_end(annotator_id)
-        return history
+        return kept(self._histories, annotator_id, AnnotatorHistory, self.max_histories)
 
     def _sync_history(self, annotator_id: int) -> None:
         with self._lock:
@@ -263,14 +256,7 @@ class PairingService:
             history.synced_at = time.monotonic()
 
     def _address(self, address_hash: str) -> AddressReveals:
-        reveals = self._addresses.get(address_hash)
-        if reveals is None:
-            reveals = self._addresses[address_hash] = AddressReveals()
-            while len(self._addresses) > self.max_histories:
-                self._addresses.popitem(last=False)
-        else:
-            self._addresses.move_to_end(address_hash)
-        return reveals
+        return kept(self._addresses, address_hash, AddressReveals, self.max_histories)
 
     def _sync_address(self, address_hash: str) -> None:
         with self._lock:

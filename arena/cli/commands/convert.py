@@ -19,7 +19,7 @@ from arena.cli.commands.battle_files import (
     ModelsOpt,
     ReportOpt,
     SkipInvalidOpt,
-    battle_filter,
+    VoteSelection,
     split_format,
     write_report,
 )
@@ -47,9 +47,9 @@ def convert_command(
 ) -> None:
     """Write a battles file as Chatbot Arena battles, weights and unknown sides kept (no database)."""
     _, source_format = split_format(shape)
-    selection = battle_filter(
+    selection = VoteSelection(
         anony_only=anony_only, models=models, exclude_models=exclude_models, judge=judge
-    )
+    ).file_filter()
     try:
         report = convert_battles(
             source,

@@ -25,7 +25,7 @@ from arena.cli.commands.battle_files import (
     SinceOpt,
     SkipInvalidOpt,
     UntilOpt,
-    battle_filter,
+    VoteSelection,
     split_format,
     write_report,
 )
@@ -84,14 +84,14 @@ def import_command(
     from votes.imports.files import import_file  # the import machinery: `arena db upgrade` needs none
 
     file_format, shape = split_format(fmt)
-    selection = battle_filter(
+    selection = VoteSelection(
         since=since,
         until=until,
         anony_only=anony_only,
         models=models,
         exclude_models=exclude_models,
         judge=judge,
-    )
+    ).file_filter()
     settings = settings_for(database_url)
     engine = open_store(settings, create=True)
     try:

@@ -26,6 +26,7 @@ from arena.cli.commands.battle_files import (
     SinceOpt,
     SkipInvalidOpt,
     UntilOpt,
+    VoteSelection,
 )
 
 __all__ = ["evaluate", "register"]
@@ -131,17 +132,19 @@ def evaluate(
         shape=shape,
         skip_invalid=skip_invalid,
         report_file=report_file,
-        anony_only=anony_only,
-        models=models,
-        exclude_models=exclude_models,
-        judge=judge,
+        selection=VoteSelection(
+            language=language,
+            since=since,
+            until=until,
+            annotators=annotators,
+            judge=judge,
+            anony_only=anony_only,
+            models=models,
+            exclude_models=exclude_models,
+        ),
         baseline=baseline,
         largest_component=largest_component,
         each_component=each_component,
-        language=language,
-        since=since,
-        until=until,
-        annotators=annotators,
         cluster=cluster,
         method=method,
     )

@@ -19,13 +19,12 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from arena.cli.commands.costs import print_run_costs
-from arena.cli.options import echo_failures, settings_for
+from arena.cli.options import echo_failures, file_read_errors, settings_for
 from arena.cli.store import open_store
 from arena.llm.client import EndpointClient, EndpointError
 from arena.llm.generation import GenerationReport, GenerationTask, plan_generation, run_generation
 from arena.llm.registry import config_for
 from votes.catalog.endpoints import EndpointRecord, UnknownEndpoint, get_endpoint, list_endpoints
-from votes.files.records import InputError
 
 __all__ = ["run_generate"]
 
@@ -34,14 +33,8 @@ def _import_prompts(engine: Engine, path: Path) -> tuple[str, ...]:
     """Import a prompt file into the catalog (all or nothing, as `arena import`); its prompt ids."""
     from votes.imports.files import import_file  # the import machinery: only with --prompt-file
 
-    try:
+    with file_read_errors(path):
         report = import_file(engine, path, kind="catalog")
-    except InputError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except OSError as exc:
-        typer.echo(f"error: {path}: cannot read ({exc.strerror or exc})", err=True)
-        raise typer.Exit(2) from None
     typer.echo(f"{path}: {len(report.prompt_ids)} prompt(s), {report.n_prompts_added} new in the catalog")
     return report.prompt_ids
 
