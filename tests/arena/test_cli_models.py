@@ -48,6 +48,9 @@ def test_add_list_show_remove(url: str) -> None:
         "model": "tiny",
         "api_key_env": "TINY_KEY",
         "params": {"temperature": 0.5, "max_tokens": 16, "system_prompt": "Be brief", "top_k": 3},
+        "role": "contestant",
+        "active": True,
+        "aliases": [],
     }
     code, out = run("models", "show", "tiny-a", "--database-url", url)
     assert code == 0 and json.loads(out)["model"] == "tiny", out
@@ -58,9 +61,19 @@ def test_add_list_show_remove(url: str) -> None:
         assert conn.execute(text("SELECT name FROM model")).scalars().all() == ["tiny-a"]
     engine.dispose()
     code, out = run("models", "remove", "tiny-a", "--database-url", url)
-    assert code == 0, out
+    assert code == 0 and "retired, endpoint forgotten" in out, out
+    # the endpoint is forgotten; the model stays (its answers and votes), retired
     code, out = run("models", "show", "tiny-a", "--database-url", url)
-    assert code == 2 and "no endpoint" in out
+    assert code == 0, out
+    assert json.loads(out) | {"params": None} == {
+        "name": "tiny-a", "role": "contestant", "active": False, "aliases": [], "base_url": None,
+        "model": None, "api_key_env": None, "params": None,
+    }  # fmt: skip
+    assert run("models", "list", "--json", "--database-url", url)[1].strip() == ""
+    code, out = run("models", "list", "--all", "--database-url", url)
+    assert code == 0 and "tiny-a" in out and "retired" in out, out
+    code, out = run("models", "remove", "nobody", "--database-url", url)
+    assert code == 2 and "no model or endpoint named 'nobody'" in out
 
 
 def test_a_key_given_as_the_variable_name_is_refused_and_not_echoed(url: str) -> None:
