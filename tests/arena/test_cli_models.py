@@ -118,3 +118,25 @@ def test_params_split_into_client_settings_and_request_body() -> None:
     assert config.extra_params == {"top_p": 0.9, "stop": ["\n"], "x": "plain"}
     with pytest.raises(ValueError, match="key=value"):
         parse_params(["novalue"])
+
+
+def test_load_sets_roles_and_aliases_in_one_go(url: str, tmp_path: Path) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(
+        '[models.judge-70b]\nbase_url = "http://127.0.0.1:1/v1"\nrole = "judge"\n\n'
+        '[models.widget]\nbase_url = "http://127.0.0.1:2/v1"\naliases = ["Widget Bot", "WB-1"]\n\n'
+        '[models.imported]\nrole = "both"\n',
+        encoding="utf-8",
+    )
+    code, out = run("models", "load", str(path), "--database-url", url)
+    assert code == 0 and "2 endpoint(s) registered" in out and "role or aliases of 3" in out, out
+    code, out = run("models", "list", "--all", "--json", "--database-url", url)
+    rows = {r["name"]: r for r in map(json.loads, out.splitlines())}
+    assert {n: (r["role"], r["aliases"], r["base_url"] is not None) for n, r in rows.items()} == {
+        "imported": ("both", [], False),
+        "judge-70b": ("judge", [], True),
+        "widget": ("contestant", ["Widget Bot", "WB-1"], True),
+    }
+    path.write_text('[models.x]\nbase_url = "http://h/v1"\nrole = "umpire"\n', encoding="utf-8")
+    code, out = run("models", "load", str(path), "--database-url", url)
+    assert code == 2 and "model 'x': unknown role 'umpire'" in out, out

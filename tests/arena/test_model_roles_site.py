@@ -3,7 +3,9 @@ page or the live board; a model removed with `arena models remove` leaves them a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,13 +15,22 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 from typer.testing import CliRunner
 
+from arena.app import create_app
 from arena.cli.main import app as cli
+from arena.publish.snapshots import publish_snapshot
+from leaderboard.bt.request import FitRequest
+from leaderboard.snapshot.folder import read_snapshot
 from tests.arena.conftest import AppFactory
 from tests.arena.live_support import NAMES, open_battle_page, register, stream_turn
-from tests.factories import MODEL_NAMES
+from tests.factories import MODEL_NAMES, make_settings
 from tests.fake_openai import FakeOpenAI, serve_fake_openai
 from votes.catalog.roles import ModelChange, change_model
+from votes.db import make_engine
+from votes.imports.demo import DEMO_MODELS, load_demo
 from votes.migrate import upgrade_database
+from votes.names import ModelRole
+from votes.reads.filters import VoteFilter
+from votes.reads.ledger import write_ledger
 from votes.tables import liverating_t, model_t
 
 #: The seeded model made a judge: it answers every catalog prompt, so only its role keeps it out.
@@ -136,7 +147,9 @@ def test_a_model_removed_leaves_the_running_site(
     assert gone in _page_models(client)[0]
 
 
-def test_models_list_shows_roles_and_judge_refuses_a_contestant(arena_site: Engine, db_url: str) -> None:
+def test_models_list_shows_roles_and_judge_refuses_a_contestant(
+    arena_site: Engine, db_url: str, fakes: dict[str, FakeOpenAI]
+) -> None:
     code, out = cli_run("models", "list", "--database-url", db_url)
     assert code == 0, out
     lines = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
@@ -159,3 +172,50 @@ def test_models_list_shows_roles_and_judge_refuses_a_contestant(arena_site: Engi
     assert code == 2 and "is a judge only" in out, out
     code, out = cli_run("generate", "--models", JUDGE, "--quiet", "--database-url", db_url)
     assert code == 2 and f"{JUDGE} is a judge only" in out, out
+    # Every contestant's endpoint answers the catalog; the judge's is not asked.
+    code, out = cli_run("generate", "--quiet", "--database-url", db_url)
+    assert code == 0 and "missing from 2 model(s)" in out, out
+    assert fakes[JUDGE].n_requests == 0 and fakes[NAMES[0]].n_requests > 0
+
+
+@pytest.fixture
+def demo_store(db_url: str) -> Iterator[Engine]:
+    upgrade_database(db_url)
+    engine = make_engine(db_url)
+    load_demo(engine, n_votes=300, seed=1)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def test_a_board_leaves_judges_out_and_marks_retired_models(
+    demo_store: Engine, db_url: str, tmp_path: Path
+) -> None:
+    """A model made a judge after it was a side of votes is on no new board: left out by ``exclude_models``,
+    so the metadata says so and the ledger of that filter hashes the votes fitted. A retired model stays on
+    the boards published with it, marked retired where the site shows them."""
+    judge, retired = DEMO_MODELS[0].name, DEMO_MODELS[1].name
+    request = FitRequest(n_rounds=5, random_state=1)
+    before = publish_snapshot(demo_store, snapshot_dir=tmp_path / "snaps", request=request, plots=False)
+    with Session(demo_store) as session:
+        change_model(session, judge, ModelChange(role=ModelRole.JUDGE))
+        session.commit()
+    row = publish_snapshot(demo_store, snapshot_dir=tmp_path / "snaps", request=request, plots=False)
+    data = read_snapshot(row.path)
+    assert judge in set(read_snapshot(before.path).table["model"]) - set(data.table["model"])
+    assert data.metadata["filters"]["exclude_models"] == [judge]
+    _, digest = write_ledger(
+        demo_store, tmp_path / "ledger.csv", filters=VoteFilter(exclude_flagged=True, exclude_models=(judge,))
+    )
+    assert digest == row.votes_sha256
+    assert cli_run("models", "remove", retired, "--database-url", db_url)[0] == 0
+    client = TestClient(
+        create_app(make_settings(db_url, snapshot_dir=str(tmp_path / "snaps")), engine=demo_store)
+    )
+    with client:
+        page: Any = client.get(f"/leaderboard/snapshots/{row.id}")
+        assert page.status_code == 200 and page.context["retired"] == {retired}
+        marked = re.findall(r'<td class="model">([^<]+) <span class="muted retired"', page.text)
+        assert marked == [retired]
+        assert retired not in {s.model for s in page.context.get("standings", [])}
