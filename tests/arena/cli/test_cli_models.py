@@ -48,6 +48,9 @@ def test_add_list_show_remove(url: str) -> None:
         "model": "tiny",
         "api_key_env": "TINY_KEY",
         "params": {"temperature": 0.5, "max_tokens": 16, "system_prompt": "Be brief", "top_k": 3},
+        "role": "contestant",
+        "active": True,
+        "aliases": [],
     }
     code, out = run("models", "show", "tiny-a", "--database-url", url)
     assert code == 0 and json.loads(out)["model"] == "tiny", out
@@ -58,9 +61,19 @@ def test_add_list_show_remove(url: str) -> None:
         assert conn.execute(text("SELECT name FROM model")).scalars().all() == ["tiny-a"]
     engine.dispose()
     code, out = run("models", "remove", "tiny-a", "--database-url", url)
-    assert code == 0, out
+    assert code == 0 and "retired, endpoint forgotten" in out, out
+    # the endpoint is forgotten; the model stays (its answers and votes), retired
     code, out = run("models", "show", "tiny-a", "--database-url", url)
-    assert code == 2 and "no endpoint" in out
+    assert code == 0, out
+    assert json.loads(out) | {"params": None} == {
+        "name": "tiny-a", "role": "contestant", "active": False, "aliases": [], "base_url": None,
+        "model": None, "api_key_env": None, "params": None,
+    }  # fmt: skip
+    assert run("models", "list", "--json", "--database-url", url)[1].strip() == ""
+    code, out = run("models", "list", "--all", "--database-url", url)
+    assert code == 0 and "tiny-a" in out and "retired" in out, out
+    code, out = run("models", "remove", "nobody", "--database-url", url)
+    assert code == 2 and "no model or endpoint named 'nobody'" in out
 
 
 def test_a_key_given_as_the_variable_name_is_refused_and_not_echoed(url: str) -> None:
@@ -105,3 +118,25 @@ def test_params_split_into_client_settings_and_request_body() -> None:
     assert config.extra_params == {"top_p": 0.9, "stop": ["\n"], "x": "plain"}
     with pytest.raises(ValueError, match="key=value"):
         parse_params(["novalue"])
+
+
+def test_load_sets_roles_and_aliases_in_one_go(url: str, tmp_path: Path) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(
+        '[models.judge-70b]\nbase_url = "http://127.0.0.1:1/v1"\nrole = "judge"\n\n'
+        '[models.widget]\nbase_url = "http://127.0.0.1:2/v1"\naliases = ["Widget Bot", "WB-1"]\n\n'
+        '[models.imported]\nrole = "both"\n',
+        encoding="utf-8",
+    )
+    code, out = run("models", "load", str(path), "--database-url", url)
+    assert code == 0 and "2 endpoint(s) registered" in out and "role or aliases of 3" in out, out
+    code, out = run("models", "list", "--all", "--json", "--database-url", url)
+    rows = {r["name"]: r for r in map(json.loads, out.splitlines())}
+    assert {n: (r["role"], r["aliases"], r["base_url"] is not None) for n, r in rows.items()} == {
+        "imported": ("both", [], False),
+        "judge-70b": ("judge", [], True),
+        "widget": ("contestant", ["Widget Bot", "WB-1"], True),
+    }
+    path.write_text('[models.x]\nbase_url = "http://h/v1"\nrole = "umpire"\n', encoding="utf-8")
+    code, out = run("models", "load", str(path), "--database-url", url)
+    assert code == 2 and "model 'x': unknown role 'umpire'" in out, out

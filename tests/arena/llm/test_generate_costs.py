@@ -56,7 +56,7 @@ def test_prompt_file_answers_only_its_prompts_and_costs_add_up(tmp_path: Path) -
         assert "tokens all runs: m1: 7 answers, 21 prompt + 14 completion" in out
 
     with serve_fake_openai(FakeOpenAI(answer='{"verdict": "A>B"}')) as judge:
-        run("models", "add", "j", "--base-url", judge.base_url, "--database-url", url)
+        run("models", "add", "j", "--base-url", judge.base_url, "--role", "judge", "--database-url", url)
         out = run("judge", "--judge", "j", "--quiet", "--database-url", url)
         # 4 prompts with two answers: 4 pairs in both orders.
         assert judge.n_requests == 8

@@ -67,7 +67,7 @@ def test_judge_both_orders_votes_and_boards(llm_servers: LlamaServers, tmp_path:
     assert code == 0, out
     # Registered as the docs' quick start does: nothing said of the server's JSON mode.
     code, out = run(
-        "models", "add", "J", "--base-url", judge.base_url, "--model", judge.model_id,
+        "models", "add", "J", "--base-url", judge.base_url, "--model", judge.model_id, "--role", "judge",
         "--param", "max_tokens=40", "--database-url", url,
     )  # fmt: skip
     assert code == 0, out
@@ -136,7 +136,7 @@ def test_a_dead_judge_endpoint_fails_at_once_in_one_line(tmp_path: Path) -> None
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     code, out = run(
-        "models", "add", "J", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "j",
+        "models", "add", "J", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "j", "--role", "judge",
         "--param", "max_retries=0", "--database-url", url,
     )  # fmt: skip
     assert code == 0, out

@@ -80,7 +80,12 @@ def test_unparseable_verdicts_are_retried_then_recorded_without_a_vote(tmp_path:
     )
     assert run("import", str(catalog), "--database-url", url)[0] == 0
     with serve_fake_openai(FakeOpenAI(answer="I cannot decide.")) as fake:
-        assert run("models", "add", "J", "--base-url", fake.base_url, "--database-url", url)[0] == 0
+        assert (
+            run("models", "add", "J", "--base-url", fake.base_url, "--role", "judge", "--database-url", url)[
+                0
+            ]
+            == 0
+        )
         code, out = run("judge", "--judge", "J", "--parse-retries", "2", "--quiet", "--database-url", url)
         assert code == 0, out
         assert fake.n_requests == 2 * 3  # two orders, three attempts each

@@ -61,7 +61,7 @@ def build_store(tmp_path: Path, *, imported_judge: bool) -> str:
     run("import", str(catalog), "--database-url", url)
     run("import", str(battles), "--database-url", url)
     with serve_fake_openai(FakeOpenAI(answer='{"verdict": "A>B"}')) as fake:
-        run("models", "add", "fj", "--base-url", fake.base_url, "--database-url", url)
+        run("models", "add", "fj", "--base-url", fake.base_url, "--role", "judge", "--database-url", url)
         run("judge", "--judge", "fj", "--quiet", "--database-url", url)
     return url
 

@@ -79,3 +79,57 @@ def test_staging_rows_lose_their_run_key_and_keep_their_rows(db_url: str) -> Non
             assert conn.execute(text("SELECT import_id, seq, digest FROM importrow")).all() == [(7, 0, "ab")]
     finally:
         engine.dispose()
+
+
+def test_model_roles_upgrade_keeps_contestants_and_makes_past_judges_judges(db_url: str) -> None:
+    """A store at the revision before: every model stays a contestant, except those that have judged
+    (``judgment.judge``): a judge, or both when it also answers catalog prompts (a live battle's prompt
+    does not count: a judge answered those only because nothing kept it out)."""
+    upgrade_database(db_url, revision="0021_staging_rows_unkeyed")
+    engine = make_engine(db_url)
+    t = "'2026-12-06 10:00:00'"
+    try:
+        with engine.begin() as conn:
+            for i, name in enumerate(["alpha", "J", "K", "L"], start=1):
+                conn.execute(
+                    text(
+                        f"INSERT INTO model (id, name, active, created_at) VALUES ({i}, '{name}', true, {t})"
+                    )
+                )
+            conn.execute(text(f"INSERT INTO prompt (id, text, created_at) VALUES (1, 'catalog', {t})"))
+            conn.execute(
+                text(f"INSERT INTO prompt (id, text, source, created_at) VALUES (2, 'mine', 'live', {t})")
+            )
+            # alpha and K answer the catalog; L answered a live battle only; J answers nothing.
+            for out, prompt, model in ((1, 1, 1), (2, 1, 3), (3, 2, 4), (4, 2, 1)):
+                conn.execute(
+                    text(
+                        "INSERT INTO output (id, prompt_id, model_id, sample, text, created_at)"
+                        f" VALUES ({out}, {prompt}, {model}, 0, 'x', {t})"
+                    )
+                )
+            for judge in ("J", "K", "L", "gone"):  # a judge whose model row is no more is left alone
+                conn.execute(
+                    text(
+                        "INSERT INTO judgment (prompt_id, output_a_id, output_b_id, judge, template,"
+                        " template_sha256, raw_text, n_votes, n_attempts, latency_s, run_id, created_at)"
+                        f" VALUES (1, 1, 2, '{judge}', 't', 'sha', '[[A]]', 1, 1, 0.1, 'r', {t})"
+                    )
+                )
+        assert upgrade_database(db_url) == head_revision()
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT name, role, active, aliases FROM model ORDER BY id")).all()
+        assert [tuple(r) for r in rows] == [
+            ("alpha", "contestant", True, None),
+            ("J", "judge", True, None),
+            ("K", "both", True, None),
+            ("L", "judge", True, None),
+        ]
+        # A model added after the upgrade without saying its role is a contestant (the column's default).
+        with engine.begin() as conn:
+            conn.execute(
+                text(f"INSERT INTO model (id, name, active, created_at) VALUES (5, 'new', true, {t})")
+            )
+            assert conn.execute(text("SELECT role FROM model WHERE id = 5")).scalar_one() == "contestant"
+    finally:
+        engine.dispose()

@@ -48,6 +48,8 @@ def test_finds_self_naming(model: str, text: str, alias: str, self_reference: bo
         ("gpt4", "Use Google Maps or ask Claude."),  # other makers' names do not identify this model
         ("bard", "Googleplex is a word; googled too."),
         ("vicuna-13b", "The vicunas of the Andes."),
+        ("claude", "Claudeé et Éclaude"),  # glued to letters of another script: not a whole word
+        ("qwen-7b", "qwen7b9 and 2qwen"),  # nor to digits
     ],
 )
 def test_ignores_near_misses(model: str, text: str) -> None:
@@ -65,6 +67,21 @@ def test_a_name_too_short_to_look_for_flags_nothing(model: str) -> None:
     assert detector.scan([(model, "Anything at all.")]) == [[]]
     # Its maker, when given, still gives it away.
     assert LeakDetector({model: "Acme Labs"}).leaks(model, "I was made by Acme Labs.")
+
+
+def test_operator_aliases_are_looked_for_on_word_boundaries() -> None:
+    """An alias the operator gave (`arena models set NAME --alias`) gives the model away like its name, as a
+    whole word, and only its own model's answers."""
+    detector = LeakDetector({"J": None, "widget-7b": None}, {"J": ("Zorblax", "Acme Helper")})
+    assert {"Zorblax", "Acme Helper"} <= set(detector.aliases("J"))
+    assert [f.alias for f in detector.find("J", "Hello! I am zorblax, the acme-helper.")] == [
+        "zorblax",
+        "acme-helper",
+    ]
+    assert detector.find("J", "I am zorblax.")[0].self_reference
+    for text in ("Zorblaxian tales", "unZorblax", "Zorblax2", "ÜZorblax"):
+        assert not detector.leaks("J", text), text
+    assert not detector.leaks("widget-7b", "I am Zorblax.")  # someone else's alias
 
 
 def test_real_answers() -> None:

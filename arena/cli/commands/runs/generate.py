@@ -25,6 +25,8 @@ from arena.llm.client import EndpointClient, EndpointError
 from arena.llm.generation import GenerationReport, GenerationTask, plan_generation, run_generation
 from arena.llm.registry import config_for
 from votes.catalog.endpoints import EndpointRecord, UnknownEndpoint, get_endpoint, list_endpoints
+from votes.catalog.roles import ModelState, model_states
+from votes.names import model_name
 
 __all__ = ["run_generate"]
 
@@ -40,10 +42,30 @@ def _import_prompts(engine: Engine, path: Path) -> tuple[str, ...]:
 
 
 def _records(engine: Engine, names: list[str] | None) -> list[EndpointRecord]:
+    """The endpoints to answer with: every contestant's in the arena, or those named (each must be one).
+
+    A judge only answers nowhere, and a retired model is not paired, so answers for either would never be
+    shown: left out of the default, refused by name with a line that says what to do.
+    """
     with Session(engine) as session:
+        states = model_states(session)
         if names is None:
-            return list_endpoints(session=session)
-        return [get_endpoint(session=session, name=n) for n in names]
+            return [r for r in list_endpoints(session=session) if _competes(states.get(r.name))]
+        records = [get_endpoint(session=session, name=n) for n in names]
+    for r in records:
+        state = states.get(r.name)
+        if state is not None and not state.role.competes:
+            raise ValueError(
+                f"{r.name} is a judge only and answers in no battle "
+                f"(`arena models set {r.name} --role both` to make it a contestant too)"
+            )
+        if state is not None and not state.active:
+            raise ValueError(f"{r.name} is retired (`arena models set {r.name} --active` to bring it back)")
+    return records
+
+
+def _competes(state: ModelState | None) -> bool:
+    return state is None or (state.active and state.role.competes)
 
 
 async def _run_with_progress(
@@ -84,12 +106,15 @@ def run_generate(
     try:
         prompt_keys = None if prompt_file is None else _import_prompts(engine, prompt_file)
         try:
-            records = _records(engine, models.split(",") if models else None)
+            records = _records(engine, [model_name(n) for n in models.split(",")] if models else None)
+        except ValueError as exc:
+            typer.echo(f"error: --models: {exc}", err=True)
+            raise typer.Exit(2) from None
         except UnknownEndpoint as exc:
             typer.echo(f"error: no endpoint named {exc.args[0]!r} (see `arena models list`)", err=True)
             raise typer.Exit(2) from None
         if not records:
-            typer.echo("error: no endpoints registered (`arena models add`)", err=True)
+            typer.echo("error: no contestant has an endpoint (see `arena models add`)", err=True)
             raise typer.Exit(2)
         tasks = plan_generation(
             engine,
