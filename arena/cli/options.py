@@ -16,7 +16,14 @@ import typer
 if TYPE_CHECKING:
     from arena.settings import Settings
 
-__all__ = ["DatabaseUrlOption", "FormatChoice", "echo_failures", "settings_for"]
+__all__ = [
+    "EXAMPLES_HEADING",
+    "DatabaseUrlOption",
+    "FormatChoice",
+    "echo_failures",
+    "examples",
+    "settings_for",
+]
 
 DatabaseUrlOption = Annotated[
     str | None,
@@ -26,6 +33,17 @@ DatabaseUrlOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+#: The heading of the section that ends every command's help (``tests/arena/test_cli_help.py`` checks it).
+EXAMPLES_HEADING = "Examples:"
+
+
+def examples(*lines: str) -> str:
+    """A command's Examples, for its ``epilog`` (printed after the options, so the help ends with them):
+    one command line each, kept as written (click leaves a paragraph whose first line is a lone ``\\b``
+    unwrapped), which ``tests/arena/test_cli_help.py`` parses against the command's own options."""
+    return "\n".join(["\b", EXAMPLES_HEADING, *(f"  {line}" for line in lines)])
 
 
 class FormatChoice(StrEnum):

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.review.leak_review import find_leaks
 
@@ -96,5 +96,7 @@ def leaks(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("annotators")(annotators)
-    app.command("leaks")(leaks)
+    app.command(
+        "annotators", epilog=examples("arena annotators --all", "arena annotators --apply --alpha 0.01")
+    )(annotators)
+    app.command("leaks", epilog=examples("arena leaks", "arena leaks --json"))(leaks)

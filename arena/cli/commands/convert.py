@@ -23,7 +23,7 @@ from arena.cli.commands.battle_files import (
     split_format,
     write_report,
 )
-from arena.cli.options import FormatChoice
+from arena.cli.options import FormatChoice, examples
 from votes.files.convert import convert_battles
 from votes.files.records import InputError
 
@@ -72,4 +72,10 @@ def convert_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("convert")(convert_command)
+    app.command(
+        "convert",
+        epilog=examples(
+            "arena convert mt_bench_human_judgments.jsonl --out battles.jsonl",
+            "arena convert alpaca_eval.json --out battles.parquet --to parquet",
+        ),
+    )(convert_command)

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from arena.cli.options import DatabaseUrlOption, FormatChoice, settings_for
+from arena.cli.options import DatabaseUrlOption, FormatChoice, examples, settings_for
 from arena.cli.store import open_store
 from votes.reads.exports import export_catalog, export_votes
 from votes.reads.filters import VoteFilter
@@ -61,4 +61,9 @@ def export_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("export")(export_command)
+    app.command(
+        "export",
+        epilog=examples(
+            "arena export votes --out votes.jsonl", "arena export ledger --out votes.csv --category coding"
+        ),
+    )(export_command)

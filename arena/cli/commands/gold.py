@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from sqlmodel import Session
 
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.review.gold_review import gold_item_rows
 from votes.voting.gold_items import GoldFileError, add_gold_file, derive_golds
@@ -27,11 +27,12 @@ __all__ = ["gold_app", "register"]
 
 gold_app = typer.Typer(
     help="Gold battles (the right vote known): add from a file, derive from the catalog, list.",
+    epilog=examples("arena gold derive --count 200", "arena gold list"),
     no_args_is_help=True,
 )
 
 
-@gold_app.command("add")
+@gold_app.command("add", epilog=examples("arena gold add golds.jsonl"))
 def gold_add(
     path: Annotated[
         Path, typer.Argument(help="JSONL: one gold per line (kind, prompt, right/wrong or text).")
@@ -63,7 +64,7 @@ def gold_add(
     typer.echo(f"{added} gold(s) added.")
 
 
-@gold_app.command("derive")
+@gold_app.command("derive", epilog=examples("arena gold derive --count 200 --seed 1"))
 def gold_derive(
     count: Annotated[int, typer.Option(min=1, max=100_000, help="How many golds to derive at most.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the choice of answers and corruptions.")] = 0,
@@ -82,7 +83,7 @@ def gold_derive(
     typer.echo(f"{added} gold(s) derived.")
 
 
-@gold_app.command("list")
+@gold_app.command("list", epilog=examples("arena gold list", "arena gold list --json"))
 def gold_list(
     database_url: DatabaseUrlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per gold.")] = False,

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from sqlmodel import Session, select
 
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.catalog.endpoints import (
     EndpointExists,
@@ -32,6 +32,7 @@ __all__ = ["models_app", "register"]
 
 models_app = typer.Typer(
     help="Model endpoints (OpenAI-compatible): add, list, show, remove, load; model metadata: set, load.",
+    epilog=examples("arena models load models.toml", "arena models list"),
     no_args_is_help=True,
 )
 
@@ -41,7 +42,14 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-@models_app.command("add")
+@models_app.command(
+    "add",
+    epilog=examples(
+        "arena models add llama-8b --base-url http://127.0.0.1:8000/v1 --param seed=1",
+        "arena models add gpt-4o --base-url https://api.openai.com/v1 \\",
+        "    --api-key-env OPENAI_API_KEY",
+    ),
+)
 def add_command(
     name: Annotated[str, typer.Argument(help="Arena's name of the model (its answers are stored under it).")],
     base_url: Annotated[str, typer.Option("--base-url", help="e.g. http://127.0.0.1:8000/v1")],
@@ -91,7 +99,7 @@ def add_command(
     )
 
 
-@models_app.command("load")
+@models_app.command("load", epilog=examples("arena models load models.toml --replace"))
 def load_command(
     file: Annotated[Path, typer.Argument(help="TOML file with one [models.NAME] table per model.")],
     replace: Annotated[bool, typer.Option(help="Replace endpoints of the same names.")] = False,
@@ -120,7 +128,10 @@ def load_command(
     typer.echo(f"{file}: {len(records)} endpoint(s) registered, metadata of {len(metadata)} model(s) set")
 
 
-@models_app.command("set")
+@models_app.command(
+    "set",
+    epilog=examples("arena models set llama-8b --organisation Meta --knowledge-cutoff 2023-03"),
+)
 def set_command(
     name: Annotated[str, typer.Argument(help="The model's name (created if the store does not know it).")],
     organisation: Annotated[
@@ -156,7 +167,7 @@ def set_command(
     typer.echo(f"{name}{' (new model)' if created else ''}: {said}")
 
 
-@models_app.command("list")
+@models_app.command("list", epilog=examples("arena models list", "arena models list --json"))
 def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per endpoint.")] = False,
     database_url: DatabaseUrlOption = None,
@@ -191,7 +202,7 @@ def _as_dict(record: EndpointRecord) -> dict[str, object]:
     }
 
 
-@models_app.command("show")
+@models_app.command("show", epilog=examples("arena models show llama-8b"))
 def show_command(name: str, database_url: DatabaseUrlOption = None) -> None:
     """One endpoint as JSON (the key's variable name, never its value)."""
     engine = open_store(settings_for(database_url))
@@ -205,7 +216,7 @@ def show_command(name: str, database_url: DatabaseUrlOption = None) -> None:
     typer.echo(json.dumps(_as_dict(record), indent=2, sort_keys=True))
 
 
-@models_app.command("remove")
+@models_app.command("remove", epilog=examples("arena models remove llama-8b"))
 def remove_command(name: str, database_url: DatabaseUrlOption = None) -> None:
     """Forget an endpoint; the model's answers and votes stay."""
     engine = open_store(settings_for(database_url))
