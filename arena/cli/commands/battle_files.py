@@ -1,6 +1,6 @@
 """Battle files and stored votes on the command line: the shape, filter and format options the commands
-share (one definition each), the filters as a battle filter or a filter on the store, and the refused-rows
-report.
+share (one definition each), the filters as a battle filter or a filter on the store, the refused-rows
+report, and the line that refuses a file.
 
 Light on purpose (typer and the SOURCE_FORMATS table): every command that reads a battles file imports it
 for its options, `--help` included, and `arena db upgrade` with them; a filter's own module is imported
@@ -20,6 +20,7 @@ import typer
 
 from arena.cli.options import FormatChoice
 from votes.files.formats import SOURCE_FORMATS, SourceFormat
+from votes.files.records import InputError, RowError
 
 if TYPE_CHECKING:
     from votes.files.records import FileFormat, Refusal
@@ -48,6 +49,7 @@ __all__ = [
     "as_utc",
     "battle_filter",
     "database_filter",
+    "file_error",
     "names_of",
     "split_format",
     "write_report",
@@ -229,6 +231,17 @@ def write_report(path: Path, refused: Sequence[Refusal], report: Path | None = N
         for r in refused:
             writer.writerow([str(path), r.where, r.reason])
     return target
+
+
+#: What the refusal of one bad row tells a command with ``--skip-invalid`` to do.
+SKIP_HINT = "use --skip-invalid to skip such rows"
+
+
+def file_error(exc: InputError, *, can_skip: bool = True) -> str:
+    """The one line of a file a command refuses: the file, the line or row and what is wrong with it, and,
+    when one bad row is at fault and the command can leave such rows out (``can_skip``), how to."""
+    hint = f" ({SKIP_HINT}; they are listed in --report)" if can_skip and isinstance(exc, RowError) else ""
+    return f"error: {exc}{hint}"
 
 
 def split_format(value: str | None) -> tuple[FileFormat | None, SourceFormat | None]:

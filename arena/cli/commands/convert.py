@@ -20,6 +20,7 @@ from arena.cli.commands.battle_files import (
     ReportOpt,
     SkipInvalidOpt,
     battle_filter,
+    file_error,
     split_format,
     write_report,
 )
@@ -61,7 +62,7 @@ def convert_command(
             baseline=baseline,
         )
     except InputError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(file_error(exc), err=True)
         raise typer.Exit(1) from None
     if report.note:
         typer.echo(f"{report.path}: {report.source_format}: {report.note}")

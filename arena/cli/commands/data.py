@@ -26,6 +26,7 @@ from arena.cli.commands.battle_files import (
     SkipInvalidOpt,
     UntilOpt,
     battle_filter,
+    file_error,
     split_format,
     write_report,
 )
@@ -110,7 +111,7 @@ def import_command(
                     max_expanded=max_expanded if max_expanded is not None else settings.max_expanded_bytes,
                 )
             except InputError as exc:
-                typer.echo(f"error: {exc}", err=True)
+                typer.echo(file_error(exc), err=True)
                 typer.echo("nothing was imported from this file.", err=True)
                 raise typer.Exit(1) from None
             if report.note:

@@ -6,11 +6,11 @@ What `arena recompute --from` and `arena evaluate --from` read through; no datab
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import typer
 
+from arena.cli.commands.battle_files import file_error, write_report
 from leaderboard.battles import Battles, split_components
 from votes.files.columns import BattleRead, read_battles
 from votes.files.records import InputError
@@ -28,9 +28,11 @@ def read_battle_file(
     report: Path | None = None,
     baseline: str | None = None,
     quiet: bool = False,
+    can_skip: bool = True,
 ) -> BattleRead:
     """Read and select a battles file; a bad file is a one-line error naming file, row and reason
-    (exit 2). With ``skip_invalid`` the refused rows go to a CSV report and a summary is printed (on
+    (exit 2), and a bad row also ``--skip-invalid`` unless the command cannot skip rows here
+    (``can_skip``). With ``skip_invalid`` the refused rows go to a CSV report and a summary is printed (on
     stderr; ``quiet`` prints only errors, for output that must stay machine-readable)."""
     try:
         read = read_battles(
@@ -41,7 +43,7 @@ def read_battle_file(
             baseline=baseline,
         )
     except InputError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(file_error(exc, can_skip=can_skip), err=True)
         raise typer.Exit(2) from None
     except OSError as exc:
         typer.echo(f"error: {path}: cannot read ({exc.strerror or exc})", err=True)
@@ -49,12 +51,7 @@ def read_battle_file(
     if not quiet:
         typer.echo(f"{path}: {read.source_format}: {read.note}", err=True)
     if skip_invalid:
-        target = report or path.with_name(path.name + ".refused.csv")
-        with target.open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["file", "where", "reason"])
-            for r in read.refused:
-                writer.writerow([str(path), r.where, r.reason])
+        target = write_report(path, read.refused, report)
         typer.echo(f"{path}: {len(read.refused)} of {read.n_rows} rows refused, listed in {target}", err=True)
     if len(read.battles) == 0:
         typer.echo(f"error: {path}: no battles left after the filters", err=True)
