@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from sqlmodel import Session
 
+from arena.cli.commands.board_output import print_whole, whole_row, whole_table
 from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.review.gold_review import gold_item_rows
@@ -99,12 +98,12 @@ def gold_list(
         for r in rows:
             typer.echo(json.dumps(r.as_dict()))
         return
-    table = Table(title=f"Gold battles: {len(rows)}")
-    for column in ("id", "kind", "detail", "source", "right", "votes", "voted right", "retired"):
-        table.add_column(column)
+    columns = ("id", "kind", "detail", "source", "right", "votes", "voted right", "retired")
+    table = whole_table(f"Gold battles: {len(rows)}", columns)
     for r in rows:
         share = f"{r.n_right / r.n_votes:.2f}" if r.n_votes else "-"
-        table.add_row(
+        whole_row(
+            table,
             str(r.gold_id),
             r.kind,
             r.detail or "",
@@ -114,7 +113,7 @@ def gold_list(
             share,
             r.retired_reason or ("yes" if r.retired else ""),
         )
-    Console().print(table)
+    print_whole(table)
 
 
 def register(app: typer.Typer) -> None:

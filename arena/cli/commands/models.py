@@ -9,10 +9,9 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
 from sqlmodel import Session, select
 
+from arena.cli.commands.board_output import print_whole, whole_row, whole_table
 from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.catalog.endpoints import (
@@ -183,13 +182,12 @@ def list_command(
         for r in records:
             typer.echo(json.dumps(_as_dict(r), sort_keys=True))
         return
-    table = Table(title=f"Model endpoints: {len(records)}")
-    for column in ("name", "base URL", "served model", "key from", "params"):
-        table.add_column(column)
+    columns = ("name", "base URL", "served model", "key from", "params")
+    table = whole_table(f"Model endpoints: {len(records)}", columns)
     for r in records:
         params = json.dumps(dict(r.params), sort_keys=True)
-        table.add_row(r.name, r.base_url, r.served_model, r.api_key_env or "-", params)
-    Console().print(table)
+        whole_row(table, r.name, r.base_url, r.served_model, r.api_key_env or "-", params)
+    print_whole(table)
 
 
 def _as_dict(record: EndpointRecord) -> dict[str, object]:
