@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -23,6 +24,7 @@ __all__ = [
     "echo_failures",
     "examples",
     "settings_for",
+    "written_format",
 ]
 
 DatabaseUrlOption = Annotated[
@@ -53,6 +55,25 @@ class FormatChoice(StrEnum):
     json = "json"
     csv = "csv"
     parquet = "parquet"
+
+
+def written_format(out: Path, given: FormatChoice | None, *, option: str = "--format") -> FormatChoice:
+    """The format a file is written in: the option when given, else the file name's suffix (``.jsonl``,
+    ``.json``, ``.csv``, ``.parquet``), else JSON lines. A JSON lines file named ``.parquet`` (what
+    `arena export votes --out votes.parquet` wrote before) cannot be read back, so a suffix that names
+    another format than the option's is a usage error, and so is ``.gz``: files are written uncompressed."""
+    suffix = out.suffix.lower().lstrip(".")
+    if suffix == "gz":
+        raise typer.BadParameter(
+            f"{out}: files are written uncompressed; name it {out.with_suffix('')} and gzip it afterwards",
+            param_hint="--out",
+        )
+    named = FormatChoice(suffix) if suffix in FormatChoice.__members__ else None
+    if given is not None and named is not None and given is not named:
+        raise typer.BadParameter(
+            f"{out} names a {named.value} file, but {option} {given.value} was given", param_hint=option
+        )
+    return given or named or FormatChoice.jsonl
 
 
 #: The pairs (or answers) named under each failure reason before the rest are counted.
