@@ -178,3 +178,14 @@ def test_only_a_bad_row_is_answered_with_skip_invalid(tmp_path: Path) -> None:
         result = runner.invoke(build_app(), args)
         _check(result, name, where)
         assert "--skip-invalid" not in result.output, (args, result.output)
+
+
+def test_an_empty_file_says_it_is_empty(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    for args in (
+        ["recompute", "--from", str(empty), "--out", str(tmp_path / "o")],
+        ["evaluate", "--from", str(empty)],
+    ):
+        result = CliRunner().invoke(build_app(), args)
+        _check(result, empty.name, "it holds no rows")
