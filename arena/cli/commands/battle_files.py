@@ -1,6 +1,6 @@
 """Battle files and stored votes on the command line: the shape, filter and format options the commands
 share (one definition each), the filters' values as one :class:`VoteSelection` (a battle filter or a filter
-on the store), and the refused-rows report.
+on the store), the refused-rows report, and the line that refuses a file.
 
 Light on purpose (typer and the SOURCE_FORMATS table): every command that reads a battles file imports it
 for its options, `--help` included, and `arena db upgrade` with them; a filter's own module is imported
@@ -230,6 +230,7 @@ def write_report(path: Path, refused: Sequence[Refusal], report: Path | None = N
     return target
 
 
+#: What the refusal of one bad row tells a command with ``--skip-invalid`` to do.
 def split_format(value: str | None) -> tuple[FileFormat | None, SourceFormat | None]:
     """A ``--format`` value of `arena import` or `arena convert`: a file format (jsonl, json, csv, parquet)
     or a battles shape of the SOURCE_FORMATS table; a usage error otherwise."""

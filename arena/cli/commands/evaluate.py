@@ -28,6 +28,7 @@ from arena.cli.commands.battle_files import (
     UntilOpt,
     VoteSelection,
 )
+from arena.cli.options import examples
 
 __all__ = ["evaluate", "register"]
 
@@ -151,4 +152,10 @@ def evaluate(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("evaluate")(evaluate)
+    app.command(
+        "evaluate",
+        epilog=examples(
+            "arena evaluate --from battles.jsonl.gz --out evaluation/",
+            "arena evaluate --split time --test-fraction 0.1",
+        ),
+    )(evaluate)

@@ -14,11 +14,10 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
 from sqlmodel import Session, select
 
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.commands.board_output import print_whole, whole_row, whole_table
+from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.catalog.endpoints import (
     EndpointExists,
@@ -44,6 +43,7 @@ __all__ = ["models_app", "register"]
 
 models_app = typer.Typer(
     help="Model endpoints (OpenAI-compatible): add, list, show, remove, load; model metadata: set, load.",
+    epilog=examples("arena models load models.toml", "arena models list"),
     no_args_is_help=True,
 )
 
@@ -80,7 +80,13 @@ RoleOption = Annotated[
 ]
 
 
-@models_app.command("add")
+@models_app.command(
+    "add",
+    epilog=examples(
+        "arena models add llama-8b --base-url http://127.0.0.1:8000/v1 --param seed=1",
+        "arena models add J --base-url http://127.0.0.1:8001/v1 --role judge",
+    ),
+)
 def add_command(
     name: Annotated[str, typer.Argument(help="Arena's name of the model (its answers are stored under it).")],
     base_url: Annotated[str, typer.Option("--base-url", help="e.g. http://127.0.0.1:8000/v1")],
@@ -135,7 +141,7 @@ def add_command(
     )
 
 
-@models_app.command("load")
+@models_app.command("load", epilog=examples("arena models load models.toml --replace"))
 def load_command(
     file: Annotated[Path, typer.Argument(help="TOML file with one [models.NAME] table per model.")],
     replace: Annotated[bool, typer.Option(help="Replace endpoints of the same names.")] = False,
@@ -171,7 +177,13 @@ def load_command(
     )
 
 
-@models_app.command("set")
+@models_app.command(
+    "set",
+    epilog=examples(
+        "arena models set llama-8b --organisation Meta --knowledge-cutoff 2023-03",
+        "arena models set J --role judge",
+    ),
+)
 def set_command(
     name: Annotated[str, typer.Argument(help="The model's name (created if the store does not know it).")],
     organisation: Annotated[
@@ -244,7 +256,7 @@ def _state_words(state: ModelState) -> str:
     return f"role={state.role}{'' if state.active else ', retired'}{aliases}"
 
 
-@models_app.command("list")
+@models_app.command("list", epilog=examples("arena models list", "arena models list --json"))
 def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per model.")] = False,
     every: Annotated[
@@ -267,12 +279,12 @@ def list_command(
             typer.echo(json.dumps(row, sort_keys=True))
         return
     title = f"Models: {len(rows)}" if every else f"Model endpoints: {len(rows)}"
-    table = Table(title=title)
-    for column in ("name", "role", "status", "base URL", "served model", "key from", "params", "aliases"):
-        table.add_column(column)
+    columns = ("name", "role", "status", "base URL", "served model", "key from", "params", "aliases")
+    table = whole_table(title, columns)
     for row in rows:
         params = "-" if row["params"] is None else json.dumps(row["params"], sort_keys=True)
-        table.add_row(
+        whole_row(
+            table,
             str(row["name"]),
             str(row["role"] or "-"),
             "active" if row["active"] is not False else "retired",
@@ -282,7 +294,7 @@ def list_command(
             params,
             ", ".join(row["aliases"] or []) or "-",
         )
-    Console().print(table)
+    print_whole(table)
 
 
 def _as_dict(record: EndpointRecord | None, state: ModelState | None, name: str) -> dict[str, Any]:
@@ -298,7 +310,7 @@ def _as_dict(record: EndpointRecord | None, state: ModelState | None, name: str)
     }
 
 
-@models_app.command("show")
+@models_app.command("show", epilog=examples("arena models show llama-8b"))
 def show_command(name: str, database_url: DatabaseUrlOption = None) -> None:
     """One model as JSON: its endpoint (the key's variable name, never its value), role, status, aliases."""
     name = _name(name)
@@ -317,7 +329,7 @@ def show_command(name: str, database_url: DatabaseUrlOption = None) -> None:
     typer.echo(json.dumps(_as_dict(record, states.get(name), name), indent=2, sort_keys=True))
 
 
-@models_app.command("remove")
+@models_app.command("remove", epilog=examples("arena models remove llama-8b"))
 def remove_command(name: str, database_url: DatabaseUrlOption = None) -> None:
     """Retire a model and forget its endpoint: it leaves the home page, the live board, pairing and live
     battles at once. Its answers and votes stay, and so do published snapshots; `arena models set NAME

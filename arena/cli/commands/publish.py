@@ -47,7 +47,7 @@ from arena.cli.commands.fit_options import (
     SeedOpt,
     StyleOpt,
 )
-from arena.cli.options import DatabaseUrlOption
+from arena.cli.options import DatabaseUrlOption, examples
 
 __all__ = ["publish", "register"]
 
@@ -138,4 +138,9 @@ def publish(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("publish")(publish)
+    app.command(
+        "publish",
+        epilog=examples(
+            "arena publish --bootstrap 1000 --seed 1", "arena publish --all-slices --min-votes 200"
+        ),
+    )(publish)

@@ -53,7 +53,7 @@ from arena.cli.commands.fit_options import (
     SeedOpt,
     StyleOpt,
 )
-from arena.cli.options import DatabaseUrlOption
+from arena.cli.options import DatabaseUrlOption, examples
 
 __all__ = ["recompute", "register"]
 
@@ -178,4 +178,10 @@ def recompute(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("recompute")(recompute)
+    app.command(
+        "recompute",
+        epilog=examples(
+            "arena recompute --from battles.jsonl.gz --seed 1 --out board/",
+            "arena recompute --language de --annotators all --out board-de/",
+        ),
+    )(recompute)

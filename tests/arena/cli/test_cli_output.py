@@ -106,3 +106,22 @@ def test_snapshots_show_and_diff_take_unique_prefixes(store: tuple[str, Engine, 
     listed = runner.invoke(build_app(), ["snapshots", "list", "--database-url", url], env={"COLUMNS": "70"})
     assert listed.exit_code == 0 and "…" not in listed.output
     assert all(i in listed.output for i in ids)
+
+
+def test_models_list_never_cuts_a_base_url_or_eats_brackets(tmp_path: Path) -> None:
+    """`arena models list` into a pipe: each endpoint on one line, the base URL with its port, a parameter
+    in brackets as written (rich cut the URL before the port at 80 columns)."""
+    url = f"sqlite:///{tmp_path}/arena.db"
+    base = "http://inference-gateway.research.internal.example.org:8443/v1"
+    runner = CliRunner()
+    added = runner.invoke(
+        build_app(),
+        ["models", "add", "llama-8b", "--base-url", base, "--param", "system_prompt=[INST] be brief"]
+        + ["--database-url", url],
+    )
+    assert added.exit_code == 0, added.output
+    listed = runner.invoke(build_app(), ["models", "list", "--database-url", url], env={"COLUMNS": "60"})
+    assert listed.exit_code == 0, listed.output
+    assert "…" not in listed.output
+    row = next(line for line in listed.output.splitlines() if "llama-8b" in line)
+    assert base in row and "[INST] be brief" in row, listed.output

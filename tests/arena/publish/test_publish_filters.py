@@ -13,7 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from arena.cli.main import build_app
-from tests.arena.cli.test_cli_battle_files import PUBLIC_TOL_ELO, _fastchat_rows, _public_mle_elo, _ratings
+from tests.arena.cli.commands.test_cli_battle_files import (
+    PUBLIC_TOL_ELO,
+    _fastchat_rows,
+    _public_mle_elo,
+    _ratings,
+)
 from votes.db import make_engine
 from votes.imports.files import import_file
 from votes.migrate import upgrade_database

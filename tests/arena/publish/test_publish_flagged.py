@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from arena.app import create_app
 from arena.cli.main import build_app
-from tests.arena.cli.test_cli_battle_files import _ratings
+from tests.arena.cli.commands.test_cli_battle_files import _ratings
 from tests.arena.publish.test_publish_robust import FIT, _close, _expected, _publish, _rows, _store
 from tests.factories import make_settings
 from votes.db import make_engine

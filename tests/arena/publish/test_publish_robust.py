@@ -20,7 +20,7 @@ from arena.cli.main import build_app
 from leaderboard import FitRequest, compute_leaderboard
 from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
-from tests.arena.cli.test_cli_battle_files import _ratings
+from tests.arena.cli.commands.test_cli_battle_files import _ratings
 from tests.factories import make_settings
 from votes.db import make_engine
 from votes.imports.files import import_file

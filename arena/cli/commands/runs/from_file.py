@@ -28,11 +28,13 @@ def read_battle_file(
     report: Path | None = None,
     baseline: str | None = None,
     quiet: bool = False,
+    can_skip: bool = True,
 ) -> BattleRead:
     """Read and select a battles file; a bad file is a one-line error naming file, row and reason
-    (exit 2). With ``skip_invalid`` the refused rows go to a CSV report and a summary is printed (on
+    (exit 2), and a bad row also ``--skip-invalid`` unless the command cannot skip rows here
+    (``can_skip``). With ``skip_invalid`` the refused rows go to a CSV report and a summary is printed (on
     stderr; ``quiet`` prints only errors, for output that must stay machine-readable)."""
-    with file_read_errors(path):
+    with file_read_errors(path, can_skip=can_skip):
         read = read_battles(
             path,
             filters=filters,

@@ -173,6 +173,7 @@ def run_recompute(
                 skip_invalid=skip_invalid,
                 report=report_file,
                 baseline=baseline,
+                can_skip=not request.style,  # a styled fit reads every row: --skip-invalid is refused
             )
             components = pick_components(
                 read.battles, largest=largest_component, each=each_component, source=source

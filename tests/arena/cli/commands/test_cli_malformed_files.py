@@ -1,5 +1,6 @@
 """Every shape of battle file, malformed, on every command that reads one: one line naming the file, the
-line and the reason, exit code non-zero, nothing written, no traceback; a missing file likewise."""
+line and the reason (and, for a bad row, the option that skips such rows), exit code non-zero, nothing
+written, no traceback; a missing file likewise."""
 
 from __future__ import annotations
 
@@ -105,6 +106,7 @@ def test_a_malformed_row_of_each_shape_is_named_by_every_command(shape: str, tmp
         result = runner.invoke(build_app(), args)
         _check(result, path.name, "line 18:")
         assert BAD[shape][1] in result.output, (args, result.output)
+        _check(result, path.name, "use --skip-invalid to skip such rows")  # what to do, on the same line
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
@@ -148,3 +150,42 @@ def test_a_missing_file_is_one_clear_line_on_every_command(tmp_path: Path) -> No
         assert "absent.jsonl" in result.output and (
             "no such file" in result.output or "does not exist" in result.output
         ), (args, result.output)
+
+
+def test_only_a_bad_row_is_answered_with_skip_invalid(tmp_path: Path) -> None:
+    """A file no option can read (invalid JSON), a catalog's bad row (catalogs are all or nothing) and a
+    command without the option (agreement) name the file, line and reason, and do not offer it."""
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(
+        '{"model_a": "m1", "model_b": "m2", "winner": "model_a"}\n{"model_a": \n', encoding="utf-8"
+    )
+    catalog = tmp_path / "catalog.jsonl"
+    catalog.write_text('{"prompt_id": "p1", "prompt": "Hi", "model": "m1"}\n', encoding="utf-8")
+    bad_row = _file(tmp_path, "clean-battle")
+    url = f"sqlite:///{tmp_path}/arena.db"
+    upgrade_database(url)
+    runner = CliRunner()
+    for args, name, where in (
+        (["import", str(broken), "--database-url", url], broken.name, "line 2: invalid JSON"),
+        (
+            ["recompute", "--from", str(broken), "--out", str(tmp_path / "o")],
+            broken.name,
+            "line 2: invalid JSON",
+        ),
+        (["import", str(catalog), "--database-url", url], catalog.name, "line 1:"),
+        (["agreement", "--from", str(bad_row)], bad_row.name, "line 18: unknown winner 'left'"),
+    ):
+        result = runner.invoke(build_app(), args)
+        _check(result, name, where)
+        assert "--skip-invalid" not in result.output, (args, result.output)
+
+
+def test_an_empty_file_says_it_is_empty(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    for args in (
+        ["recompute", "--from", str(empty), "--out", str(tmp_path / "o")],
+        ["evaluate", "--from", str(empty)],
+    ):
+        result = CliRunner().invoke(build_app(), args)
+        _check(result, empty.name, "it holds no rows")

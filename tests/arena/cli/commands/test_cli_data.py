@@ -16,7 +16,7 @@ from tests.factories import row_counts
 from votes.db import is_sqlite, make_engine
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -141,3 +141,22 @@ def test_help_lists_the_data_commands() -> None:
     assert code == 0
     for command in ("import", "export", "demo", "db"):
         assert command in out
+
+
+def test_the_written_format_follows_the_file_name(tmp_path: Path) -> None:
+    """`arena export votes --out votes.parquet` writes Parquet (it wrote JSON lines under that name, which
+    nothing could read back); a name that contradicts the format given, or asks for gzip, is refused."""
+    url = f"sqlite:///{tmp_path}/a.db"
+    assert run("demo", "--votes", "30", "--database-url", url)[0] == 0
+    code, out = run("export", "votes", "--out", str(tmp_path / "votes.parquet"), "--database-url", url)
+    assert code == 0 and "30 votes rows (parquet)" in out, out
+    assert (tmp_path / "votes.parquet").read_bytes()[:4] == b"PAR1"
+    code, out = run("convert", str(tmp_path / "votes.parquet"), "--out", str(tmp_path / "b.csv"))
+    assert code == 0 and "(csv)" in out, out
+    code, out = run(
+        "export", "votes", "--out", str(tmp_path / "v.csv"), "--format", "json", "--database-url", url
+    )
+    assert code == 2 and "names a csv file, but --format json was given" in out, out
+    code, out = run("export", "votes", "--out", str(tmp_path / "v.jsonl.gz"), "--database-url", url)
+    assert code == 2 and "written uncompressed" in out, out
+    assert not (tmp_path / "v.csv").exists() and not (tmp_path / "v.jsonl.gz").exists()

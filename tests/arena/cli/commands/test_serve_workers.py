@@ -24,7 +24,7 @@ from sqlalchemy import text
 from tests.script_modules import load_script
 from votes.db import make_engine
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 BENCH = load_script("_bench_common")  # the scripts' /proc process table and free port

@@ -128,3 +128,36 @@ def test_agreement_from_file_slices_anonymous_votes_and_both_readers(tmp_path: P
     assert strip(out[0]["groups"]) == strip(out[1]["groups"])
     longer = {a["annotator"]: a["prefer_longer"] for a in out[1]["annotators"]}
     assert longer["ann"]["value"] == 1.0 and out[0]["annotators"][0]["prefer_longer"]["value"] is None
+
+
+def test_a_count_of_zero_says_why_and_what_to_do(tmp_path: Path) -> None:
+    """Humans and a judge who never judged the same comparison: the pair's n 0 is explained, with the
+    command that would give them shared comparisons; so are the judge's empty figures."""
+    rows = [
+        {"question_id": f"h{q}", "model_a": "x", "model_b": "y", "winner": "model_a", "judge": judge}
+        for q in range(10)
+        for judge in ("ann", "bob")
+    ] + [
+        {"question_id": f"j{q}", "model_a": "x", "model_b": "y", "winner": "model_b", "judge": "llm-gpt4"}
+        for q in range(10)
+    ]
+    path = tmp_path / "apart.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = runner.invoke(app, ["agreement", "--from", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "Why some figures are 0 or missing (-):" in lines
+    pair = next(line for line in lines if line.startswith("humans and llm-gpt4: n 0"))
+    assert "no comparison judged by both" in pair and "arena judge" in pair
+    assert any(
+        line.startswith("llm-gpt4: consistency -, no comparison judged in both orders") for line in lines
+    )
+    assert any(line.startswith("vs majority -: llm-gpt4 judged no comparison") for line in lines)
+
+
+def test_no_annotated_votes_says_what_to_do(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/empty.db"
+    assert runner.invoke(app, ["db", "upgrade", "--database-url", url]).exit_code == 0
+    result = runner.invoke(app, ["agreement", "--database-url", url])
+    assert result.exit_code == 1
+    assert "no votes with an annotator and a prompt" in result.stderr and "import battles" in result.stderr
