@@ -2,7 +2,8 @@
 
 The batch rows come from :func:`leaderboard.evaluation.held_out.evaluate_methods`. The online rows are the
 raters of :data:`leaderboard.online.table.RATERS`: Elo with a fixed K (4, the live board's), FIDE's and US
-Chess's K schedules, Glicko-2 and TrueSkill, each with every tie mode it takes. An online rater is scored
+Chess's rating rules (:mod:`leaderboard.online.federations`), Glicko-2 and TrueSkill, each with every tie
+mode it takes. An online rater is scored
 twice when the split is by time: ``online`` replays the training votes and forecasts the test votes with
 the states it ends with (train on the past, score the future, as the batch models are), and ``rolling``
 forecasts each test vote from every vote before it, test votes included
@@ -67,9 +68,8 @@ def online_raters(*, tie_rate: float, period_length: float = 1.0) -> dict[str, O
     draw = min(tie_rate, 0.99)
     raters: dict[str, OnlineRater[Any]] = {}
     for entry in RATERS.values():
-        modes = [ties for ties in entry.tie_modes if tie_rate > 0 or ties != "davidson"]
         for variant, make in entry.held_out.items():
-            for ties in modes:
+            for ties in [t for t in entry.modes_of(variant) if tie_rate > 0 or t != "davidson"]:
                 options = HeldOutOptions(ties=ties, nu=nu, draw_probability=draw, period_length=period_length)
                 raters[f"{variant}/{ties}"] = make(options)
     return raters
