@@ -29,6 +29,7 @@ from arena.publish.drawing import PlotDrawing
 from leaderboard.battles import Battles
 from leaderboard.bt.clusters import Clusters
 from leaderboard.bt.compute import compute_leaderboard
+from leaderboard.bt.coverage import describe_intervals
 from leaderboard.bt.fit import BTFit
 from leaderboard.bt.request import FitRequest
 from leaderboard.composite.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
@@ -133,7 +134,8 @@ def recompute_snapshot(
     position term goes under ``judge_position`` (:func:`~arena.publish.board_fit.board_judge_positions`);
     ``clustering`` (what :func:`leaderboard.bt.clusters.clustering_record` says about the clusters asked
     for and used) goes under ``clustering``. Both are metadata only: the data files, and so the snapshot
-    id, do not change.
+    id, do not change. Every snapshot says what its intervals are under ``intervals``
+    (:func:`leaderboard.bt.coverage.describe_intervals`: level, method, unit, marginal, fit, ranks).
 
     ``pairing_weights`` (per UTC day, each model's share under the pairing policy then in force, from
     :mod:`votes.voting.pairing_weights`) goes under ``sampling_weights_by_day`` (the board's models only):
@@ -187,6 +189,8 @@ def recompute_snapshot(
             drawing.draw(board)
         if not request.by_source:
             added["fragility"] = board_fragility(counts, request, point_fit)
+        # what the intervals are: level, method, unit, marginal, fit, and what the rank range is
+        added["intervals"] = describe_intervals(board, request, clusters, clustering)
         if clustering is not None:
             added["clustering"] = dict(clustering)
         if flagged_annotators is not None:
