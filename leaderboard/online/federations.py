@@ -296,7 +296,7 @@ class UscfRater(OnlineRater[ChessState]):
     def expected_score(self, a: ChessState, b: ChessState) -> float:
         """US Chess's standard winning expectancy of the left model (the logistic curve, no cap)."""
         d = a.rating - b.rating + self.left_advantage
-        return 1.0 / (1.0 + 10.0 ** (-d / 400.0))
+        return 1.0 / (1.0 + math.pow(10.0, -d / 400.0))
 
     def expected(self, a: ChessState, b: ChessState) -> tuple[float, float, float]:
         d = (a.rating - b.rating + self.left_advantage) * math.log(10.0) / 400.0

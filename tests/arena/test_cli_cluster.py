@@ -64,7 +64,7 @@ def test_cluster_by_annotator_widens_the_position_interval(tmp_path: Path) -> No
         "reason": "votes resampled and summed by cluster (30 annotators)",
     }
     assert "clustering" not in plain
-    assert auto["intervals"] == {  # type: ignore[comparison-overlap]
+    assert auto["intervals"] == {
         "level": 0.95,
         "method": "percentile bootstrap",
         "rounds": 100,
