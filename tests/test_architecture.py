@@ -399,8 +399,10 @@ def extension_kinds() -> dict[str, ExtensionKind]:
 #: only shrink: an entry that no longer spells its words must leave.
 SPELLED_ELSEWHERE: dict[str, dict[str, frozenset[str]]] = {
     "rater": {
-        # evaluate's own `elo` row (and kind): the live board's plain Elo among the held-out methods
+        # evaluate's own `elo` row (and kind): the live board's plain Elo among the held-out methods (its
+        # spec and the list of rows in methods.py, its forecaster in held_out.py)
         "leaderboard/evaluation/held_out.py": frozenset({"elo"}),
+        "leaderboard/evaluation/methods.py": frozenset({"elo"}),
         # the vote writer's handshake carries the Elo config it was started with under this field
         "votes/voting/writer/wire.py": frozenset({"elo"}),
     },

@@ -17,6 +17,7 @@ both.
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 from collections.abc import Iterable
 from enum import StrEnum
@@ -24,10 +25,12 @@ from enum import StrEnum
 __all__ = [
     "ALIAS_MIN",
     "FORMULA_STARTS",
+    "JUDGE_LABEL",
     "KNOWN_FAMILIES",
     "MODEL_NAME_MAX",
     "ModelRole",
     "case_collisions",
+    "is_judge",
     "model_alias",
     "model_name",
     "model_role",
@@ -50,6 +53,15 @@ _REFUSED_CATEGORIES = {
 
 #: Families of well-known models: a pattern on the model's name -> names that give the family away
 #: (the leak review looks for those names in answers; agreement reports find a judge's own family).
+#: Annotator labels that name an LLM judge: ``judge:<model>`` (arena judge) or ``llm-<model>`` (imports).
+JUDGE_LABEL = re.compile(r"^(judge:|llm-)(?P<model>.+)$")
+
+
+def is_judge(label: str) -> bool:
+    """Whether an annotator label names an LLM judge (:data:`JUDGE_LABEL`) rather than a person."""
+    return JUDGE_LABEL.match(label) is not None
+
+
 KNOWN_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"gpt|chatgpt|openai|^o1|^o3", ("OpenAI", "ChatGPT", "GPT-4", "GPT-4o", "GPT-3.5", "GPT-3", "GPT")),
     (r"claude|anthropic", ("Anthropic", "Claude")),

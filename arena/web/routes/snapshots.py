@@ -205,6 +205,16 @@ def _live(entry: Any) -> dict[str, Any] | None:
     }
 
 
+def _intervals(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the snapshot's intervals are (``metadata.json`` -> ``intervals``: level, method, unit,
+    coverage, fit, ranks), with the level as a whole percentage; None for snapshots made before it."""
+    described = (metadata or {}).get("intervals")
+    if not isinstance(described, dict) or not isinstance(described.get("level"), int | float):
+        return None
+    words = {k: str(v) for k, v in described.items() if isinstance(v, str)}
+    return {**words, "percent": round(100 * float(described["level"]))}
+
+
 def _whiskers(rows: list[SnapshotRow]) -> list[dict[str, float]]:
     """Pixel positions of each row's interval and point on a common scale (inline SVG, no inline CSS)."""
     if not rows:
@@ -250,6 +260,7 @@ def leaderboard_page(
         "fragility": _fragility(data.metadata) if data is not None and board == "default" else None,
         "precision": _precision(data.metadata) if data is not None else None,
         "rank_changes": changes,
+        "intervals": _intervals(data.metadata if data else None),
         "style_control": data.metadata.get("style_control") if data else None,
         "snapshot": row,
         "metadata": data.metadata if data else None,
@@ -322,6 +333,7 @@ def snapshot_page(
         "fragility": _fragility(data.metadata) if data is not None and board == "default" else None,
         "precision": _precision(data.metadata) if data is not None else None,
         "rank_changes": changes,
+        "intervals": _intervals(data.metadata),
         "style_control": data.metadata.get("style_control"),
         "snapshot": row,
         "metadata": data.metadata,

@@ -60,6 +60,8 @@ def _publish(db_url: str, folder: Path, *extra: str) -> tuple[dict[str, Any], Pa
     assert result.exit_code == 0, result.output
     (meta_file,) = folder.glob("*/metadata.json")
     meta: dict[str, Any] = json.loads(meta_file.read_text(encoding="utf-8"))
+    # one line says what the intervals are over (with auto: whether it clustered)
+    assert f"over {meta['intervals']['unit']}; marginal" in " ".join(result.output.split())
     return meta, meta_file.parent
 
 
@@ -94,6 +96,9 @@ def test_publish_cluster_annotator_widens_intervals_and_is_recorded(db_url: str,
     assert auto["parameters"]["cluster"] == "annotator"
     assert auto["clustering"]["asked"] == "auto" and auto["clustering"]["used"] == "annotator"
     assert auto["clustering"]["annotators"] == 40
+    assert auto["intervals"]["unit"] == "annotator clusters (40 annotators)"
+    assert plain["intervals"]["unit"] == "votes, as independent"
+    assert auto["voters"] == {"llm_judge_verdicts": 0, "human_votes": 3000, "llm_judges": []}
     assert (auto_folder / "leaderboard.csv").read_bytes() == (folder / "leaderboard.csv").read_bytes()
 
 

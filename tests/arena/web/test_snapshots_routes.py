@@ -139,3 +139,21 @@ def test_no_way_to_change_a_snapshot_over_http(
         assert response.status_code in (404, 405), (method, path, response.status_code)
     after = client.get(f"/api/leaderboard/snapshots/{row.id}").json()
     assert after["method"] == "bt" and after["files"] == row.files
+
+
+def test_pages_say_what_the_intervals_and_rank_ranges_are(
+    published: tuple[TestClient, list[Snapshot]],
+) -> None:
+    client, rows = published
+    page = client.get(f"/leaderboard/snapshots/{rows[0].id}")
+    intervals = page.context["intervals"]  # type: ignore[attr-defined]
+    assert intervals["percent"] == 95 and intervals["method"] == "percentile bootstrap"
+    assert intervals["unit"] == "annotator clusters (25 annotators)"  # the demo: enough annotators for auto
+    assert intervals["coverage"].startswith("marginal")
+    text = " ".join(page.text.split())
+    assert 'id="intervals">95%, percentile bootstrap over annotator clusters (25 annotators)' in text
+    assert "Fit: Bradley-Terry (logistic), ties count as half a win to each side." in text
+    assert "quantiles of the model&#39;s rank over the bootstrap rounds" in text  # the rank range's tooltip
+    board = " ".join(client.get("/leaderboard").text.split())
+    assert "(percentile bootstrap over annotator clusters" in board
+    assert "marginal: each model's interval alone" in board

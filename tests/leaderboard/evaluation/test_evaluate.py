@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,7 +11,9 @@ import pytest
 from leaderboard.battles import Battles
 from leaderboard.data import parse_outcome
 from leaderboard.evaluation.held_out import default_methods, evaluate_methods, score_forecasts, split_battles
+from leaderboard.evaluation.methods import NO_SIDES, NO_TIES, data_gaps
 from leaderboard.evaluation.simulate import simulate_battles
+from leaderboard.evaluation.systems import left_out_rows
 from tests.real_data import VICUNA_JUDGES
 
 TRUE = np.array([1150.0, 1080.0, 1030.0, 1000.0, 960.0, 920.0])
@@ -101,3 +104,19 @@ def test_real_llm_judge_battles_show_first_position_bias() -> None:
     assert dp.log_loss < table["bt"].log_loss  # type: ignore[attr-defined]
     assert dp.aic < table["davidson"].aic - 50  # type: ignore[attr-defined]
     assert dp.parameters_fitted["position_advantage_elo"]["ci_low"] > 40  # type: ignore[attr-defined]
+
+
+def test_rows_the_votes_cannot_identify_are_left_out_with_the_reason() -> None:
+    b = simulate_battles(np.array([1000.0, 1100.0, 950.0]), 900, position=50.0, random_state=3)
+    decisive = b.take(np.flatnonzero(b.outcome < 2))
+    train, test = split_battles(decisive, how="random", random_state=0)
+    assert data_gaps(train) == {"ties": NO_TIES}
+    rows = {r.method for r in evaluate_methods(train, test, all_methods=True)}  # no failed fit
+    assert {"bt", "bt-position", "tm"} <= rows and not rows & {"davidson", "glenn-david-position"}
+    gone = left_out_rows(train)
+    assert gone["davidson-position"] == NO_TIES and gone["elo-k4/davidson"] == NO_TIES
+    assert "bt-position" not in gone
+    unsided = replace(train, sided=np.zeros(len(train), dtype=bool))
+    assert data_gaps(unsided)["position"] == NO_SIDES
+    rows = {r.method for r in evaluate_methods(unsided, test, all_methods=True)}
+    assert "bt" in rows and not any("position" in r for r in rows)

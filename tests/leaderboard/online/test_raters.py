@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from leaderboard.online.elo import EloConfig, EloRater, EloState
 from leaderboard.online.elo_schedules import FideK, UscfK
+from leaderboard.online.federations import ChessState, FideRater, UscfRater
 from leaderboard.online.glicko2 import Glicko2Rater, Glicko2State
 from leaderboard.online.raters import OnlineRater, davidson_probabilities, rolling_forecasts, score_of
 from leaderboard.online.trueskill import TrueSkillRater, TrueSkillState
@@ -28,6 +29,10 @@ RATERS: dict[str, OnlineRater[Any]] = {
     "elo-fide-cap": EloRater(EloConfig(initial=1500.0), schedule=FideK(), max_difference=400.0),
     "elo-uscf-ignore": EloRater(EloConfig(initial=1500.0), schedule=UscfK(), ties="ignore"),
     "elo-davidson": EloRater(EloConfig(k=24.0, davidson_nu=0.7), ties="davidson"),
+    "fide": FideRater(tie_nu=0.4),
+    "fide-ignore": FideRater(ties="ignore"),
+    "uscf": UscfRater(tie_nu=0.4),
+    "uscf-ignore": UscfRater(ties="ignore"),
     "glicko2": Glicko2Rater(period_length=5.0, nu=0.4),
     "glicko2-davidson": Glicko2Rater(ties="davidson", nu=0.8, period_length=3.0),
     "glicko2-ignore": Glicko2Rater(ties="ignore", tau=0.8),
@@ -51,6 +56,9 @@ def _state(rater: OnlineRater[Any], x: float, spread: float) -> Any:
     if isinstance(rater, EloRater):
         r = rater.config.initial + 600.0 * x
         return EloState(rating=r, games=int(60 * spread), peak=r + 50.0 * spread)
+    if isinstance(rater, FideRater | UscfRater):
+        r, games = rater.initial_rating + 600.0 * x, int(60 * spread)
+        return ChessState(rating=r, games=games, peak=r + 50.0 * spread, points=games / 2)
     if isinstance(rater, Glicko2Rater):
         return Glicko2State(1500.0 + 600.0 * x, 30.0 + 300.0 * spread, 0.04 + 0.04 * spread, period=0)
     assert isinstance(rater, TrueSkillRater)
@@ -59,7 +67,7 @@ def _state(rater: OnlineRater[Any], x: float, spread: float) -> Any:
 
 def _level(rater: OnlineRater[Any], state: Any) -> float:
     """The number a leaderboard would show: rating after the open period (Glicko-2), mean (TrueSkill)."""
-    if isinstance(rater, EloRater):
+    if isinstance(rater, EloRater | FideRater | UscfRater):
         return float(state.rating)
     if isinstance(rater, Glicko2Rater):
         return float(rater.settle(state).rating)
@@ -228,6 +236,8 @@ def _simulated_davidson_votes(
 LEARNERS: dict[str, OnlineRater[Any]] = {
     "elo": EloRater(EloConfig(k=16.0), tie_nu=0.6),
     "elo-davidson": EloRater(EloConfig(k=16.0, davidson_nu=0.6), ties="davidson"),
+    "fide": FideRater(tie_nu=0.6),
+    "uscf": UscfRater(tie_nu=0.6),
     "glicko2": Glicko2Rater(nu=0.6, period_length=50.0),
     "trueskill": TrueSkillRater(draw_probability=0.2),
 }

@@ -22,6 +22,7 @@ from sqlmodel import Session
 from arena.cli.commands.battle_files import VoteSelection
 from arena.cli.commands.runs.evaluate_report import (
     annotator_positions_text,
+    left_out_text,
     render_table,
     row_dicts,
     verdict_text,
@@ -39,7 +40,7 @@ from leaderboard.evaluation.held_out import (
     has_raters,
     split_battles,
 )
-from leaderboard.evaluation.systems import online_scores, pick_winner
+from leaderboard.evaluation.systems import left_out_rows, online_scores, pick_winner
 from leaderboard.quality.judge_position import judge_positions
 from votes.files.records import InputError
 from votes.reads.filters import VoteFilter
@@ -216,6 +217,7 @@ def _evaluate_part(
     train, test = split_battles(battles, how=how, test_fraction=test_fraction, random_state=seed)
     rows, left_out = _compare(train, test, half_life=half_life, prior_sd=prior)
     rows += online_scores(train, test, rolling=how == "time")
+    unidentified = left_out_text(left_out_rows(train, half_life=half_life, prior_sd=prior))
     if labels is not None:
         rows.append(_composite_row(train, test, labels, source))
     groups = None
@@ -237,11 +239,15 @@ def _evaluate_part(
     title = f"{source}: {len(train)} training / {len(test)} test votes, {how} split, seed {seed}"
     written = [] if out is None else write_out(out, dicts, rows, title)
     if as_json:
+        for line in unidentified:  # the JSON on standard output stays the rows alone
+            typer.echo(line, err=True)
         return dicts
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 190))
     console.print(render_table(rows, title=title))
+    for line in unidentified:
+        console.print(line, soft_wrap=True)
     console.print(verdict_text(verdict))
     if written:
         console.print("Wrote " + ", ".join(str(p) for p in written))

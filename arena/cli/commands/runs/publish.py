@@ -16,7 +16,7 @@ import typer
 from arena.cli.commands.battle_files import VoteSelection
 from arena.cli.commands.board_output import SUMMARY_ROWS, err, out, progress_bar, summary_table
 from arena.cli.commands.fit_options import FitOptions
-from arena.cli.commands.runs.board_report import board_json, print_agreement, print_style
+from arena.cli.commands.runs.board_report import board_json, interval_text, print_agreement, print_style
 from arena.cli.commands.runs.fit_request import fit_request
 from arena.cli.commands.runs.from_store import pick_stored_components
 from arena.cli.options import settings_for
@@ -126,6 +126,9 @@ def run_publish(
         named = "" if part is None else f", component {part}"
         title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({row.slice}{named})"
         out.print(summary_table(data.leaderboard, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
+        intervals = interval_text(data.metadata)  # and whether --cluster auto clustered the votes
+        if intervals:
+            out.print(intervals, soft_wrap=True)
         print_style(data.metadata, Path(row.path))
         print_agreement(data.metadata)
         out.print(f"  {row.path}  votes sha256 {row.votes_sha256}")

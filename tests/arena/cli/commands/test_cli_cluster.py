@@ -37,6 +37,12 @@ def _run(path: Path, out: Path, *extra: str) -> dict[str, object]:
     result = CliRunner().invoke(build_app(), [*args, "--no-plots", "--out", str(out), *extra])
     assert result.exit_code == 0, result.output
     meta: dict[str, object] = json.loads((out / "metadata.json").read_text())
+    # the output says what the intervals are over, and so whether `auto` clustered
+    intervals = meta["intervals"]
+    assert isinstance(intervals, dict)
+    assert f"intervals: 95% percentile bootstrap, 100 rounds, over {intervals['unit']}" in " ".join(
+        result.output.split()
+    )
     return meta
 
 
@@ -58,6 +64,25 @@ def test_cluster_by_annotator_widens_the_position_interval(tmp_path: Path) -> No
         "reason": "votes resampled and summed by cluster (30 annotators)",
     }
     assert "clustering" not in plain
+    assert auto["intervals"] == {
+        "level": 0.95,
+        "method": "percentile bootstrap",
+        "rounds": 100,
+        "unit": "annotator clusters (30 annotators)",
+        "coverage": (
+            "marginal: each model's interval covers its own rating at the level; the intervals of all "
+            "models together cover less (no simultaneous adjustment)"
+        ),
+        "fit": (
+            "Bradley-Terry (logistic), ties by Davidson's model (tie propensity nu), one left-side advantage"
+        ),
+        "ranks": (
+            "rank_low and rank_high are the 2.5% and 97.5% quantiles of the model's rank over the "
+            "bootstrap rounds (marginal, like the intervals)"
+        ),
+        "rank_ub": "1 + the models whose lower bound is above this model's upper bound",
+    }
+    assert plain["intervals"]["unit"] == "votes, as independent"  # type: ignore[index]
 
     def width(meta: dict[str, object]) -> float:
         fitted = meta["parameters_fitted"]["position_advantage_elo"]  # type: ignore[index]
@@ -74,6 +99,8 @@ def test_auto_leaves_few_judges_independent_and_bad_values_are_refused(tmp_path:
     clustering = auto["clustering"]
     assert isinstance(clustering, dict) and clustering["used"] == "none"
     assert clustering["reason"].startswith("4 annotators, fewer than 20")
+    unit = auto["intervals"]["unit"]  # type: ignore[index]
+    assert unit.startswith("votes (--cluster auto: 4 annotators, fewer than 20") and "independent" in unit
     # four judges, each with its own side bias (sd 150): each one's term, and a pooled interval that
     # admits their spread where the board's own interval (votes independent) does not
     judges = auto["judge_position"]

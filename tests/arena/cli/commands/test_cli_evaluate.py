@@ -167,3 +167,32 @@ def test_real_judges_get_a_raters_row_position_terms_and_prompt_clusters() -> No
     assert verdict["n_test"] == 1312 and verdict["ci_low"] < verdict["log_loss_difference"]
     text = CliRunner().invoke(_app(), ["evaluate", "--from", path])
     assert "Left-side advantage per annotator" in text.output and "llm-bard: +351.0" in text.output
+
+
+def test_a_file_without_ties_leaves_out_the_tie_models_and_says_why(tmp_path: Path) -> None:
+    sim = simulate_battles(np.array([1100.0, 1000.0, 950.0, 900.0]), 1500, position=60.0, random_state=5)
+    names = np.asarray(sim.models, dtype=object)
+    decisive = sim.outcome < 2
+    path = tmp_path / "no-ties.jsonl"
+    pd.DataFrame(
+        {
+            "model_a": names[sim.model_a[decisive]],
+            "model_b": names[sim.model_b[decisive]],
+            "winner": [OUTCOME_STRINGS[Outcome(int(o))] for o in sim.outcome[decisive]],
+        }
+    ).to_json(path, orient="records", lines=True)
+    result = CliRunner().invoke(_app(), ["evaluate", "--from", str(path), "--rounds", "100"])
+    assert result.exit_code == 0, result.output
+    reason = "the training votes have no ties, so a tie parameter cannot be estimated"
+    lines = [line for line in result.output.splitlines() if reason in line]
+    assert len(lines) == 1  # one line, naming every row left out
+    for left_out in ("davidson-position", "glenn-david", "elo-k4/davidson", "trueskill/davidson"):
+        assert left_out in lines[0]
+    assert "│ bt-position" in result.output and "│ davidson" not in result.output
+    assert "selected on these test votes" in result.output
+    as_json = CliRunner().invoke(_app(), ["evaluate", "--from", str(path), "--json", "--rounds", "100"])
+    assert as_json.exit_code == 0, as_json.output
+    rows = {r["method"] for r in json.loads(as_json.stdout)}
+    assert "bt-position" in rows and not any(r.startswith(("davidson", "glenn-david")) for r in rows)
+    winner = next(r for r in json.loads(as_json.stdout) if "verdict" in r)
+    assert winner["verdict"]["selected_on"].startswith("the test votes")
