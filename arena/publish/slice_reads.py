@@ -20,7 +20,7 @@ gets no board; the overall board lists every one with its votes and whether it g
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -32,13 +32,13 @@ from arena.publish.board_reads import StoredVotes, counted_votes
 from arena.publish.recompute import SliceSpec
 from leaderboard.bt.clusters import choose_clusters, clustering_record, parse_cluster
 from leaderboard.bt.request import FitRequest
-from leaderboard.data import sparse_models
+from leaderboard.data import PairCounts, sparse_models
 from votes.db import read_only
 from votes.reads.annotated import agreement_from_store, judge_votes
 from votes.reads.cells import index_models, load_pair_counts
 from votes.reads.filters import VoteFilter
 from votes.reads.ledger import LedgerDigest
-from votes.reads.scans import StoredChunk, load_battles
+from votes.reads.scans import StoredChunk, load_battles, votes_name_annotators
 from votes.reads.slices import SliceKeys, vote_slice_keys
 from votes.review.flagged import flagged_report
 
@@ -128,9 +128,15 @@ def load_every_board(
     slices: Sequence[SliceSpec] | None,
     min_votes: int,
     min_model_votes: int,
+    fit_first: Callable[[PairCounts], None] | None = None,
 ) -> EveryBoard:
     """The votes of every board (:func:`plan_boards`), read once in one transaction (see the module).
-    ``base`` selects the votes of every board."""
+    ``base`` selects the votes of every board.
+
+    ``fit_first`` is called with the overall board's counts before the votes are scanned, when nothing
+    the scan reads can change them or how they are fitted (as for one board:
+    :func:`~arena.publish.board_reads.load_votes_with_texts`); the overall board's counts are then that
+    very object."""
     if not shares_one_read(request):
         raise ValueError(f"a {request.method} board with these options reads its votes alone")
     bucket = time_bucket(request)
@@ -139,6 +145,15 @@ def load_every_board(
         plans, found, vote_ids = plan_boards(
             conn, base, slices=slices, min_votes=min_votes, min_model_votes=min_model_votes
         )
+        first: PairCounts | None = None
+        overall = any(plan.spec == SliceSpec() for plan in plans)
+        if fit_first is not None and overall and bucket is None:
+            # "auto" clusters only votes that name annotators (leaderboard.bt.clusters.choose_clusters)
+            auto = request.cluster.strip().lower() == "auto"
+            if not clustered or (auto and not votes_name_annotators(conn)):
+                first = counted_votes(load_pair_counts(conn, filters=base))
+                if first.n_cells:  # no votes: the error is raised where it always was
+                    fit_first(first)
         digests = [LedgerDigest(conn) for _ in plans]
         done = 0
 
@@ -156,7 +171,9 @@ def load_every_board(
         boards: list[BoardVotes] = []
         for digest, (spec, board_filter, mask, left_off) in zip(digests, plans, strict=True):
             part = everyone if mask.all() else everyone.narrow(mask)
-            if part.weight is None or bucket is not None:
+            if first is not None and spec == SliceSpec():
+                counts = first  # the same votes aggregated, in this transaction
+            elif part.weight is None or bucket is not None:
                 counts = part.counts(bucket_seconds=bucket)  # whole votes: the GROUP BY's cells
             else:
                 counts = load_pair_counts(conn, filters=board_filter)

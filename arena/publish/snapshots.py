@@ -38,6 +38,7 @@ from arena.publish.slice_reads import (
     shares_one_read,
 )
 from arena.publish.staging import STAGING_PREFIX, reconcile_snapshot_dir, remove_tree
+from leaderboard.bt.clusters import Clusters
 from leaderboard.bt.request import FitRequest
 from leaderboard.data import FEW_VOTES, PairCounts, sparse_models
 from leaderboard.snapshot.files import freeze_snapshot
@@ -199,11 +200,16 @@ def publish_snapshot(
 
 
 def _publish_folder(
-    engine: Engine, root: Path, write: Callable[[Path, ExitStack], SnapshotManifest]
+    engine: Engine,
+    root: Path,
+    write: Callable[[Path, ExitStack], SnapshotManifest],
+    *,
+    staging: Path | None = None,
 ) -> Snapshot:
-    """A snapshot ``write`` makes in a staging folder under ``root`` (with a stack for what must be undone
-    should it fail), frozen, renamed to its id and recorded; removed again if any step fails."""
-    staging = root / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    """A snapshot ``write`` makes in a staging folder under ``root`` (``staging``, when its figures are
+    being drawn there already; with a stack for what must be undone should it fail), frozen, renamed to
+    its id and recorded; removed again if any step fails."""
+    staging = staging or root / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     try:
         with ExitStack() as stack:
             manifest = write(staging, stack)
@@ -302,60 +308,148 @@ def publish_slices(
     ``progress(label, done, total)`` names the board by its key."""
     base = VoteFilter(exclude_flagged=exclude_flagged, flagged_weight=flagged_weight)
     root, shared = _prepare(engine, snapshot_dir)
-    boards: list[tuple[SliceSpec, VoteFilter, dict[str, int] | None, StoredVotes | None]]
-    if shares_one_read(request):
-        every = load_every_board(
-            engine, base, request, slices=slices, min_votes=min_votes, min_model_votes=min_model_votes
-        )
-        boards = [(b.spec, b.vote_filter, b.left_off, b.stored) for b in every.boards]
-        found = every.found
-    else:  # each board reads its own votes (its answers' texts, or who cast them)
-        with read_only(engine).connect() as conn, conn.begin():
-            plans, found, _ = plan_boards(
-                conn, base, slices=slices, min_votes=min_votes, min_model_votes=min_model_votes
-            )
-        boards = [(p.spec, p.vote_filter, p.left_off, None) for p in plans]
-    summary = {"min_votes": min_votes, "min_model_votes": min_model_votes, "slices": found}
-    published: list[Snapshot] = []
-    for spec, vote_filter, left_off, stored in boards:
-        overall = spec == SliceSpec()
-        notes = (
-            {"slice_boards": summary} if overall else {"left_off": board_left_off(left_off, min_model_votes)}
-        )
+    options = _SliceOptions(request, slices, min_votes, min_model_votes, plots, slice_plots)
 
-        def report(done: int, total: int, label: str = spec.label) -> None:
+    def report(label: str) -> Progress:
+        def board_progress(done: int, total: int) -> None:
             if progress is not None:
                 progress(label, done, total)
 
-        drawn = plots if overall else plots and slice_plots
-        if stored is None:
-            row = publish_snapshot(
+        return board_progress
+
+    if shares_one_read(request):
+        return _publish_together(engine, root, shared, base, options, report)
+    # each board reads its own votes (its answers' texts, or who cast them)
+    with read_only(engine).connect() as conn, conn.begin():
+        plans, found, _ = plan_boards(
+            conn, base, slices=slices, min_votes=min_votes, min_model_votes=min_model_votes
+        )
+    return [
+        publish_snapshot(
+            engine,
+            snapshot_dir=root,
+            request=request,
+            vote_filter=plan.vote_filter,
+            progress=report(plan.spec.label),
+            plots=options.plots_of(plan.spec),
+            min_model_votes=0,  # the plan left them off already
+            notes=options.notes(plan.spec, plan.left_off, found),
+        )
+        for plan in plans
+    ]
+
+
+class _SliceOptions(NamedTuple):
+    """What :func:`publish_slices` was asked for, as its boards need it."""
+
+    request: FitRequest
+    slices: Sequence[SliceSpec] | None
+    min_votes: int
+    min_model_votes: int
+    plots: bool
+    slice_plots: bool
+
+    def plots_of(self, spec: SliceSpec) -> bool:
+        return self.plots if spec == SliceSpec() else self.plots and self.slice_plots
+
+    def notes(
+        self, spec: SliceSpec, left_off: dict[str, int] | None, found: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The overall board lists the other boards found; each other board the models it left off."""
+        if spec == SliceSpec():
+            return {
+                "slice_boards": {
+                    "min_votes": self.min_votes,
+                    "min_model_votes": self.min_model_votes,
+                    "slices": found,
+                }
+            }
+        return {"left_off": board_left_off(left_off, self.min_model_votes)}
+
+
+def _publish_together(
+    engine: Engine,
+    root: Path,
+    shared: _Shared,
+    base: VoteFilter,
+    options: _SliceOptions,
+    report: Callable[[str], Progress],
+) -> list[Snapshot]:
+    """Every board from one read of the votes. The overall board is fitted first (while the votes are
+    read, when nothing read one by one can change it) and its figures, most of the work of the whole
+    publish, are drawn by a child while the other boards are fitted and written; it is written last."""
+    request = options.request
+    staging = root / f"{STAGING_PREFIX}{uuid.uuid4().hex}"  # the overall board's
+    try:
+        with ExitStack() as stack:
+            early: list[FittedBoard] = []
+
+            def fit_overall(counts: PairCounts, clusters: Clusters | None = None) -> None:
+                board, point_fit = fit_board(counts, request, progress=report("all"), clusters=clusters)
+                drawing = PlotDrawing(staging, board, counts) if options.plots else None
+                if drawing is not None:
+                    stack.callback(drawing.cancel)  # joined already unless the publish failed
+                early.append(FittedBoard(counts, board, point_fit, drawing))
+
+            every = load_every_board(
                 engine,
-                snapshot_dir=root,
-                request=request,
-                vote_filter=vote_filter,
-                progress=report,
-                plots=drawn,
-                min_model_votes=0,  # the plan left them off already
-                notes=notes,
+                base,
+                request,
+                slices=options.slices,
+                min_votes=options.min_votes,
+                min_model_votes=options.min_model_votes,
+                fit_first=fit_overall,
             )
-        else:
-            board = _ReadBoard(spec, vote_filter, stored, notes, drawn)
-            row = _publish_folder(
-                engine, root, partial(_write_read_board, engine, shared, request, board, report)
-            )
-        published.append(row)
-    return published
+            published: dict[SliceSpec, Snapshot] = {}
+            for board in every.boards:
+                if board.spec == SliceSpec():
+                    if not early:  # fitted now, before the other boards, so its figures are drawn meanwhile
+                        fit_overall(board.stored.counts, board.stored.clusters)
+                    continue
+                write = partial(
+                    _write_read_board,
+                    engine,
+                    shared,
+                    request,
+                    _ReadBoard(
+                        board.spec,
+                        board.vote_filter,
+                        board.stored,
+                        options.notes(board.spec, board.left_off, every.found),
+                        options.plots_of(board.spec),
+                        None,
+                    ),
+                    report(board.spec.label),
+                )
+                published[board.spec] = _publish_folder(engine, root, write)
+            for board in every.boards:
+                if board.spec == SliceSpec():
+                    overall = _ReadBoard(
+                        board.spec,
+                        board.vote_filter,
+                        board.stored,
+                        options.notes(board.spec, None, every.found),
+                        options.plots,
+                        early[0],
+                    )
+                    write = partial(_write_read_board, engine, shared, request, overall, report("all"))
+                    published[board.spec] = _publish_folder(engine, root, write, staging=staging)
+    except BaseException:
+        remove_tree(staging)
+        raise
+    return [published[board.spec] for board in every.boards]
 
 
 class _ReadBoard(NamedTuple):
-    """A board of :func:`publish_slices` whose votes were read with the others'."""
+    """A board of :func:`publish_slices` whose votes were read with the others' (``fitted``: fitted
+    already, its figures being drawn)."""
 
     spec: SliceSpec
     vote_filter: VoteFilter
     stored: StoredVotes
     notes: dict[str, Any]
     plots: bool
+    fitted: FittedBoard | None
 
 
 def _write_read_board(
@@ -367,8 +461,7 @@ def _write_read_board(
     staging: Path,
     _stack: ExitStack,
 ) -> SnapshotManifest:
-    """The folder of a board whose votes were read with the others' (fitted here: nothing was drawn
-    while they were read)."""
+    """The folder of a board whose votes were read with the others'."""
     return _write_published(
         engine,
         board.stored,
@@ -381,6 +474,6 @@ def _write_read_board(
         progress=progress,
         created_at=None,
         plots=board.plots,
-        fitted=None,
+        fitted=board.fitted,
         notes=board.notes,
     )

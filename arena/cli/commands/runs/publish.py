@@ -131,6 +131,8 @@ def run_publish(
                 bar.update(tasks[label], completed=done, total=total)
 
             if every_board:
+                # the graph in parts is an error before anything is read one by one (as for one board)
+                pick_stored_components(engine, vote_filter, largest=False, each=False)
                 rows = publish_slices(
                     engine,
                     snapshot_dir=folder,
