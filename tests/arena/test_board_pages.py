@@ -102,6 +102,7 @@ def test_board_pages_show_titles_notes_times_and_the_icon(site: tuple[TestClient
     assert f'<time datetime="{published}">{human_time(published)}</time>' in page.text
     assert published not in page.text.replace(f'datetime="{published}"', "")  # microseconds only there
     assert "newbie-1b (1 vote)" in page.text
+    assert 'id="no-figures"' in page.text  # published without figures, and the page says so
     listing: Any = client.get("/leaderboard/snapshots")
     assert "<td>German</td>" in listing.text and "<td>language=de</td>" not in listing.text
     matrix: Any = client.get("/leaderboard/categories")

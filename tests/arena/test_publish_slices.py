@@ -158,6 +158,7 @@ def test_the_command_publishes_every_board_unless_told_not_to(
     assert "category=coding)" not in result.output
     assert f"Left off this board, with fewer than 20 votes on it: {NEWBIE} (1 vote)." in result.output
     assert "No board yet" in result.output and "Reasoning" in result.output
+    assert "(provisional)" in result.output  # the one-vote model, on the overall board
     assert len(list((tmp_path / "every").iterdir())) == 7
     alone = CliRunner().invoke(
         app, ["publish", *common, "--no-slices", "--snapshot-dir", str(tmp_path / "one")]

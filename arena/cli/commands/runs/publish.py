@@ -193,7 +193,9 @@ def run_publish(
         part = data.metadata.get("filters", {}).get("component")
         named = "" if part is None else f", component {part}"
         title = f"published {row.id}: {row.method} on {row.n_votes:,} votes ({slice_title(row.slice)}{named})"
-        out.print(summary_table(data.leaderboard, title=title, rows=10 if len(rows) > 1 else SUMMARY_ROWS))
+        provisional = (data.metadata.get("precision") or {}).get("provisional") or ()
+        shown = 10 if len(rows) > 1 else SUMMARY_ROWS
+        out.print(summary_table(data.leaderboard, title=title, rows=shown, provisional=provisional))
         print_style(data.metadata, Path(row.path))
         print_agreement(data.metadata)
         for note in board_notes(data.metadata):
