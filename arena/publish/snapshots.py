@@ -304,11 +304,16 @@ def publish_slices(
     A category or language board needs ``min_votes`` votes among the models with ``min_model_votes``
     there; it leaves the others off and says so (``left_off`` in its metadata). The overall board's
     metadata lists every category and language found, with its votes and whether it got a board
-    (``slice_boards``). ``plots`` draws the overall board's figures, ``slice_plots`` the others'.
+    (``slice_boards``). ``plots`` draws the overall board's figures, ``slice_plots`` the others'. Every
+    board of one publish carries the publish's time (``created_at``).
     ``progress(label, done, total)`` names the board by its key."""
     base = VoteFilter(exclude_flagged=exclude_flagged, flagged_weight=flagged_weight)
     root, shared = _prepare(engine, snapshot_dir)
-    options = _SliceOptions(request, slices, min_votes, min_model_votes, plots, slice_plots)
+    # one publish, one time: its boards list together, the overall board last (written last, it is not
+    # the newest)
+    options = _SliceOptions(
+        request, slices, min_votes, min_model_votes, plots, slice_plots, datetime.now(UTC)
+    )
 
     def report(label: str) -> Progress:
         def board_progress(done: int, total: int) -> None:
@@ -334,6 +339,7 @@ def publish_slices(
             plots=options.plots_of(plan.spec),
             min_model_votes=0,  # the plan left them off already
             notes=options.notes(plan.spec, plan.left_off, found),
+            created_at=options.created_at,
         )
         for plan in plans
     ]
@@ -348,6 +354,7 @@ class _SliceOptions(NamedTuple):
     min_model_votes: int
     plots: bool
     slice_plots: bool
+    created_at: datetime
 
     def plots_of(self, spec: SliceSpec) -> bool:
         return self.plots if spec == SliceSpec() else self.plots and self.slice_plots
@@ -410,7 +417,7 @@ def _publish_together(
                     _write_read_board,
                     engine,
                     shared,
-                    request,
+                    options,
                     _ReadBoard(
                         board.spec,
                         board.vote_filter,
@@ -432,7 +439,7 @@ def _publish_together(
                         options.plots,
                         early[0],
                     )
-                    write = partial(_write_read_board, engine, shared, request, overall, report("all"))
+                    write = partial(_write_read_board, engine, shared, options, overall, report("all"))
                     published[board.spec] = _publish_folder(engine, root, write, staging=staging)
     except BaseException:
         remove_tree(staging)
@@ -455,7 +462,7 @@ class _ReadBoard(NamedTuple):
 def _write_read_board(
     engine: Engine,
     shared: _Shared,
-    request: FitRequest,
+    options: _SliceOptions,
     board: _ReadBoard,
     progress: Progress,
     staging: Path,
@@ -467,12 +474,12 @@ def _write_read_board(
         board.stored,
         staging,
         shared,
-        request=request,
+        request=options.request,
         vote_filter=board.vote_filter,
         spec=board.spec,
         filters=filters_metadata(board.vote_filter),
         progress=progress,
-        created_at=None,
+        created_at=options.created_at,
         plots=board.plots,
         fitted=board.fitted,
         notes=board.notes,
