@@ -101,6 +101,25 @@ class Battles:
             sided=_pick(self.sided, idx),
         )
 
+    def narrow(self, index: npt.ArrayLike) -> Battles:
+        """The votes at ``index`` (as :meth:`take`) coded against the models they name alone, in the
+        order ``models`` has them: what a read of just those votes gives (a board of part of the votes)."""
+        part = self.take(index)
+        m = len(self.models)
+        named = np.flatnonzero(
+            np.bincount(part.model_a, minlength=m) + np.bincount(part.model_b, minlength=m)
+        )
+        if named.size == m:
+            return part
+        recode = np.full(m, -1, dtype=np.int64)
+        recode[named] = np.arange(named.size)
+        return replace(
+            part,
+            models=tuple(self.models[i] for i in named),
+            model_a=recode[part.model_a],
+            model_b=recode[part.model_b],
+        )
+
     def times(self) -> FloatArray:
         """Vote times, or the arrival order when no time was recorded."""
         if self.time is not None:
@@ -149,21 +168,9 @@ def split_components(battles: Battles) -> list[Battles]:
     vote_label = labels[battles.model_a]
     parts: list[Battles] = []
     for label in np.unique(labels):
-        members = np.flatnonzero(labels == label)
         rows = np.flatnonzero(vote_label == label)
-        if rows.size == 0:
-            continue
-        recode = np.full(m, -1, dtype=np.int64)
-        recode[members] = np.arange(members.size)
-        part = battles.take(rows)
-        parts.append(
-            replace(
-                part,
-                models=tuple(battles.models[i] for i in members),
-                model_a=recode[part.model_a],
-                model_b=recode[part.model_b],
-            )
-        )
+        if rows.size:  # a part's models are the ones its votes name
+            parts.append(battles.narrow(rows))
     parts.sort(key=lambda p: (-len(p.models), -len(p)))
     return parts
 

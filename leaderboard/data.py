@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "FEW_VOTES",
     "OUTCOMES",
     "OUTCOME_STRINGS",
     "Outcome",
@@ -31,6 +32,7 @@ __all__ = [
     "collapse_pairs",
     "outcome_class",
     "parse_outcome",
+    "sparse_models",
 ]
 
 
@@ -155,6 +157,13 @@ class PairCounts:
     @property
     def is_weighted(self) -> bool:
         return self.votes is not None and not np.array_equal(self.votes, self.count)
+
+    def model_votes(self) -> npt.NDArray[np.float64]:
+        """Votes each model took part in (its side of every vote, raw numbers, not weights)."""
+        votes = self.vote_counts
+        m = self.n_models
+        out = np.bincount(self.model_a, votes, m) + np.bincount(self.model_b, votes, m)
+        return np.asarray(out, dtype=np.float64)
 
     def same_as(self, other: PairCounts) -> bool:
         """Whether ``other`` holds the very same cells: same models, and every array present in both
@@ -418,3 +427,40 @@ def collapse_pairs(counts: PairCounts, *, weighted: bool = True) -> PairStats:
         wins_hi=sums[:, 1].astype(np.float64),
         ties=sums[:, 2].astype(np.float64),
     )
+
+
+#: A model in fewer votes than this is not measured by its votes alone: its interval is at least the
+#: model-based one (:func:`leaderboard.bt.intervals.few_vote_floor`) and a published board marks it
+#: provisional (:mod:`leaderboard.design.precision`), as the live board does by default.
+FEW_VOTES = 20
+
+
+def sparse_models(
+    models: Sequence[str],
+    model_a: npt.ArrayLike,
+    model_b: npt.ArrayLike,
+    votes: npt.ArrayLike,
+    min_votes: float,
+) -> dict[str, int]:
+    """The models with fewer than ``min_votes`` votes, each with the votes it had when it fell short, in
+    the order they were found (fewest first). ``model_a``, ``model_b`` and ``votes`` are cells or single
+    votes (index into ``models``; the votes of each). Leaving a model out takes its votes from its
+    opponents, so the count is redone until every model left has ``min_votes``: a board that lists only
+    models it has measured."""
+    a = np.asarray(model_a, dtype=np.int64)
+    b = np.asarray(model_b, dtype=np.int64)
+    weight = np.asarray(votes, dtype=np.float64)
+    m = len(models)
+    left_off: dict[str, int] = {}
+    out = np.zeros(m, dtype=bool)
+    keep = np.ones(a.shape[0], dtype=bool)
+    while True:
+        per_model = np.bincount(a[keep], weight[keep], m) + np.bincount(b[keep], weight[keep], m)
+        named = (np.bincount(a, minlength=m) + np.bincount(b, minlength=m)) > 0
+        short = np.flatnonzero(named & ~out & (per_model < min_votes))
+        if short.size == 0:
+            return left_off
+        for k in sorted(short.tolist(), key=lambda k: (per_model[k], models[k])):
+            left_off[models[k]] = int(round(per_model[k]))
+        out[short] = True
+        keep &= ~(out[a] | out[b])

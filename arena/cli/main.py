@@ -74,7 +74,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "publish": (
         "publish",
-        "Recompute from the database and store an immutable snapshot (or one per category/language).",
+        "Recompute from the database and store immutable snapshots: the overall board and one per "
+        "category and language, from one read of the votes.",
     ),
     "snapshots": ("snapshots", "Published snapshots: list, show, diff (read only)."),
     "evaluate": (

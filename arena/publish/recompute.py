@@ -133,6 +133,7 @@ def recompute_snapshot(
     pairing_weights: Mapping[str, Mapping[str, float]] | None = None,
     flagged_annotators: Mapping[str, Any] | None = None,
     fitted: FittedBoard | None = None,
+    notes: Mapping[str, Any] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and request only.
 
@@ -169,6 +170,9 @@ def recompute_snapshot(
     ``flagged_annotators`` (:func:`votes.review.flagged.flagged_report`: the flagged annotators left out or
     down-weighted, each under a pseudonymous id with one reason, and the gold summary) goes under
     ``flagged_annotators``; the board pages show its count.
+
+    ``notes`` are more keys for ``metadata.json`` about how the board was made (the models a category
+    board leaves off, :mod:`arena.publish.slice_reads`; the other boards of the publish): metadata only.
 
     A source-aware method (``composite``) fits ``by_source``, every vote with who cast it (humans and
     judges, whatever the filter's annotators), instead of ``counts``; its sources, learned per-source
@@ -220,6 +224,7 @@ def recompute_snapshot(
             added["clustering"] = dict(clustering)
         if flagged_annotators is not None:
             added["flagged_annotators"] = dict(flagged_annotators)
+        added.update(notes or {})
         if judges is not None:
             added["judge_position"] = board_judge_positions(judges)
         if availability is not None:

@@ -9,7 +9,7 @@ imported here: `arena snapshots list` prints through it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -58,8 +58,11 @@ def progress_bar(enabled: bool = True) -> Iterator[Progress]:
             raise
 
 
-def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -> Table:
-    """The top of the board, one screen high."""
+def summary_table(
+    board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS, provisional: Collection[str] = ()
+) -> Table:
+    """The top of the board, one screen high; the models in ``provisional`` (a published board's: too few
+    votes, or an interval still wide) marked as the board pages mark them."""
     table = Table(title=title, title_justify="left")
     for name, justify in (
         ("rank", "right"),
@@ -77,7 +80,7 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
     for i in order[:rows]:
         table.add_row(
             str(board.rank[i]),
-            board.models[i],
+            f"{board.models[i]} (provisional)" if board.models[i] in provisional else board.models[i],
             f"{board.rating[i]:.1f}",
             f"{board.ci_low[i]:.1f}-{board.ci_high[i]:.1f}",
             f"{board.rank_low[i]}-{board.rank_high[i]}",

@@ -64,6 +64,13 @@ def home(request: Request, state: StateDep, db: SessionDep) -> HTMLResponse:
     return _render(request, state, "pages/index.html", {"models": arena_models(session=db)})
 
 
+@router.get("/favicon.ico")
+def favicon() -> RedirectResponse:
+    """The site's icon where a browser looks for it unasked (a page without the link: JSON, a file): the
+    SVG every page links (``/static/favicon.svg``)."""
+    return RedirectResponse("/static/favicon.svg", status_code=301)
+
+
 @router.get("/guidelines", response_class=HTMLResponse)
 def guidelines(request: Request, state: StateDep) -> HTMLResponse:
     return _render(request, state, "pages/guidelines.html", {})

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 import arena.publish.board_reads
 import arena.publish.recompute
+import arena.publish.slice_reads
 import arena.publish.snapshots
 import votes.reads.scans
 from arena.cli.main import build_app
@@ -84,9 +85,11 @@ def _calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     # the board is fitted while the votes are read (publishing) or after (recompute): the one fit_board
     for module in (arena.publish.snapshots, arena.publish.recompute):
         monkeypatch.setattr(module, "fit_board", spy("fit", module.fit_board))
-    # the votes read one by one: the board's reads (arena.publish.board_reads) scan them through load_battles
+    # the votes read one by one: a board's reads (arena.publish.board_reads), or every board's at once
+    # (arena.publish.slice_reads), scan them through load_battles
     scan = spy("scan", votes.reads.scans.load_battles)
     monkeypatch.setattr(arena.publish.board_reads, "load_battles", scan)
+    monkeypatch.setattr(arena.publish.slice_reads, "load_battles", scan)
     return calls
 
 

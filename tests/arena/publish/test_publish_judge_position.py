@@ -39,7 +39,7 @@ def judged_store(db_url: str) -> str:
 def test_published_board_lists_each_judges_position_term(judged_store: str, tmp_path: Path) -> None:
     snapshots = tmp_path / "snapshots"
     fit = ["--method", "davidson-position", "--bootstrap", "20"]
-    _run("publish", *fit, "--snapshot-dir", str(snapshots), "--database-url", judged_store)
+    _run("publish", *fit, "--no-slices", "--snapshot-dir", str(snapshots), "--database-url", judged_store)
     (folder,) = [p for p in snapshots.iterdir() if not p.name.startswith(".")]
     data = read_snapshot(folder)
     meta = data.metadata

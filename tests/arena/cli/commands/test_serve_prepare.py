@@ -1,4 +1,4 @@
-"""`arena serve --demo` on an empty database: schema, demo data and a first published board."""
+"""`arena serve --demo` on an empty database: schema, demo data and its first published boards."""
 
 from __future__ import annotations
 
@@ -20,14 +20,18 @@ def test_demo_gets_data_and_a_published_board_once(tmp_path: Path) -> None:
         with Session(engine) as session:
             assert len(session.exec(select(Model)).all()) >= 6
             snapshots = session.exec(select(Snapshot)).all()
-            assert len(snapshots) == 1
-            assert snapshots[0].n_votes == 300
-            assert (Path(snapshots[0].path) / "leaderboard.csv").is_file()
+            # every board `arena publish` makes: the overall one, and those categories and languages
+            # with enough votes among models with enough votes there
+            boards = {s.slice: s for s in snapshots}
+            assert boards["all"].n_votes == 300
+            assert all(s.n_votes < 300 for name, s in boards.items() if name != "all")
+            assert "language=en" in boards
+            assert (Path(boards["all"].path) / "leaderboard.csv").is_file()
         # A second start leaves a non-empty database alone: no new data, no new snapshot.
         again = prepare_database(url, demo=True, demo_votes=300, seed=2, snapshot_dir=str(tmp_path / "snaps"))
         assert "not loaded" in again
         with Session(engine) as session:
-            assert len(session.exec(select(Snapshot)).all()) == 1
+            assert len(session.exec(select(Snapshot)).all()) == len(boards)
     finally:
         engine.dispose()
 
