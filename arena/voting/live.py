@@ -199,6 +199,10 @@ def spare_contender(state: ArenaState, plan: LivePlan, side: Side) -> Contender 
     other = plan.b if side == "a" else plan.a
     endpoints = _endpoints_by_model(state.engine)
     spare = [m for m in endpoints if m not in plan.tried]
+    budget = state.settings.live_daily_tokens
+    if spare and budget is not None:  # a model that has spent today's budget cannot step in either
+        with state.engine.connect() as conn:
+            spare = [m for m, spent in live_tokens_today(conn, spare).items() if spent < budget]
     picked = state.pairing.pick_pair(spare, with_model=other.model_id) if spare else None
     if picked is None:
         return None

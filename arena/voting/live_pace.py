@@ -5,11 +5,12 @@ which before the vote: a model known to be fast is the pane that races ahead and
 pane shows its text at its own model's speed. Both panes are driven by one clock, counted in streamed
 deltas (about one token each), that advances no faster than the slower model delivers:
 
-- while both models are writing, the clock is at most the smaller of their delta counts, so both panes
-  show the same number of deltas and both start (leave "waiting") on the same frame;
-- the clock never advances faster than the slower model's average rate so far (deltas per second since
-  its request started), so when the slower model ends first, the faster model's text, already received,
-  goes on at that same pace instead of jumping ahead, and when it ends last nothing changes;
+- while both models are writing, the clock is the smaller of their delta counts, so both panes show
+  the same number of deltas and both start (leave "waiting") on the same frame;
+- once one model has stopped, the clock goes as far as the slowest model (the lowest average rate so
+  far, deltas per second since its request started) has reached, and beyond that no faster than that
+  rate: when the slower model ends first, the faster model's text, already received, goes on at the same
+  pace instead of jumping ahead, and when it ends last nothing changes;
 - a pane is complete when the clock has passed its last delta: the shorter answer completes first,
   two answers of one length complete on the same frame, whichever model was faster.
 

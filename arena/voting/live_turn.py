@@ -10,8 +10,9 @@ are still silent.
 
 Time limits, per model: ``live_stall_seconds`` for its first delta and between two deltas,
 ``live_timeout_seconds`` for the whole answer. A model that fails or runs out of time is counted as failed;
-on a first turn another model answers in its place when one is free (its pane starts again, ``reset``),
-else the battle ends without a vote (the other pane's text still arrives, no longer paced).
+on a first turn another model answers in its place when one is free (once per side: its pane starts
+again, ``reset``), else the battle ends without a vote (the other pane's text still arrives, no longer
+paced).
 
 Stopping: when the page stops reading (the Stop button aborts the request, or the page is closed), the
 server cancels this generator; both requests to the endpoints are cancelled with it (their HTTP responses
@@ -117,6 +118,7 @@ async def run_turn(
 
     pace = SharedPace({side: ask(side) for side in SIDES}, paced=paced)
     settled: set[int] = set()  # failed outcomes already replaced or accepted
+    replaced: set[Side] = set()  # one replacement per side and turn: a broken network cannot walk the list
     ending = False
     try:
         yield [LiveEvent("start", text=plan.user_turns[-1])]
@@ -129,7 +131,9 @@ async def run_turn(
                 if not outcome.failed or id(outcome) in settled:
                     continue
                 settled.add(id(outcome))
-                spare = await run_in_threadpool(spare_contender, state, plan, side)
+                spare = (
+                    None if side in replaced else await run_in_threadpool(spare_contender, state, plan, side)
+                )
                 if spare is None:
                     pace.unpace()  # the battle cannot be voted on: nothing left to hide
                     continue
@@ -139,6 +143,7 @@ async def run_turn(
                     count_live_use, state.engine, failed.model_id, tokens=tokens, failed=True
                 )
                 setattr(plan, side, spare)
+                replaced.add(side)
                 pace.restart(side, ask(side))
                 frame.append(LiveEvent("reset", side, notice=REPLACED[outcome.reason or "error"]))
             for change in pace.advance(loop.time()):
