@@ -66,7 +66,7 @@
       kept[side] = Array.prototype.slice.call(list.children);
       if (fresh) {
         kept[side].forEach(function (node) { list.removeChild(node); });
-        if (failed) { failed.remove(); }
+        if (failed) { failed.hidden = true; }
       }
       var user = el("li", "turn turn-user pending");
       user.appendChild(el("span", "role", "user")).setAttribute("lang", "en");
@@ -86,10 +86,12 @@
     panes.undo = function () {
       ["a", "b"].forEach(function (side) {
         var pane = panes[side];
+        pane.list.closest(".answer-body").removeAttribute("aria-busy");
         pane.list.removeChild(pane.user);
         pane.list.removeChild(pane.item);
         if (fresh) { kept[side].forEach(function (node) { pane.list.appendChild(node); }); }
-        pane.item.closest(".answer-body").removeAttribute("aria-busy");
+        var failed = pane.list.parentNode.querySelector("[data-failed]");
+        if (failed) { failed.hidden = false; }
       });
     };
     return panes;

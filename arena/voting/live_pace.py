@@ -11,8 +11,10 @@ deltas (about one token each), that advances no faster than the slower model del
   far, deltas per second since its request started) has reached, and beyond that no faster than that
   rate: when the slower model ends first, the faster model's text, already received, goes on at the same
   pace instead of jumping ahead, and when it ends last nothing changes;
-- a pane is complete when the clock has passed its last delta: the shorter answer completes first,
-  two answers of one length complete on the same frame, whichever model was faster.
+- a pane is complete when the clock has passed its last delta and its end (a model's end counts as one
+  more step): the shorter answer completes first, two answers of one length complete on the same frame,
+  whichever model was faster, and a pane whose model ended early never reads "done" while the other,
+  having written as much, is still at it.
 
 Alternatives weighed. Holding both texts back until both are complete (a progress state and a token count
 per pane meanwhile) hides speed just as well only if the counts are held to one pace too, and it leaves
@@ -20,6 +22,9 @@ the annotator with no text to read for the whole wait; streaming at the slower p
 when the slower model writes the longer answer, and when it writes the shorter one the faster answer
 takes as long to appear as the slower model would need to write it. What the pace still shows is the
 slower model's speed, without saying which pane it is.
+
+One cap holds for both panes whatever the models do: the clock never runs faster than :data:`MAX_RATE`
+deltas a second, so a burst still reads as text being written.
 
 When the pace stops: once the battle cannot be voted on (a model failed and no other one answers in its
 place), the remaining text is shown as it arrives; and the page without JavaScript gets both complete
@@ -43,6 +48,10 @@ SIDES: tuple[Side, Side] = ("a", "b")
 
 #: Seconds between two steps of the clock while only the pace holds it back.
 TICK_S = 0.05
+#: Deltas a second the clock never exceeds, whatever the models do: text that arrives in a burst (many
+#: deltas in one network read, or a fast pair of models) still grows on the page instead of appearing at
+#: once; far faster than anyone reads, and the same for both panes, so it tells nothing.
+MAX_RATE = 200.0
 #: A rate measured over less time than this is measured over this (a model's first deltas).
 _MIN_SPAN_S = 0.05
 
@@ -130,20 +139,23 @@ class SharedPace:
     def shown(self, side: Side) -> int:
         return self._shown[side]
 
+    def _reach(self, side: Side) -> float:
+        """How far ``side``'s model has taken the clock: its deltas, and its end as one step more (so a
+        model that ended completes its pane only when the other has ended too, or written past it)."""
+        feed = self.feeds[side]
+        return self._base[side] + feed.count + (0 if feed.writing else 1)
+
     def _targets(self) -> tuple[float, float]:
         """How far the clock may go: (the least a writing model has reached, the most any model has)."""
-        reach = {side: self._base[side] + feed.count for side, feed in self.feeds.items()}
-        writing = [reach[side] for side, feed in self.feeds.items() if feed.writing]
-        return (min(writing) if writing else math.inf), max(reach.values())
+        writing = [self._reach(side) for side, feed in self.feeds.items() if feed.writing]
+        return (min(writing) if writing else math.inf), max(self._reach(side) for side in SIDES)
 
     def _both_writing(self) -> bool:
         return all(feed.writing for feed in self.feeds.values())
 
     def _slowest(self, now: float) -> tuple[float, float]:
         """The slowest model's rate so far and how far it has reached (infinite before any delta)."""
-        rates = [
-            (r, self._base[s] + f.count) for s, f in self.feeds.items() if (r := f.rate(now)) is not None
-        ]
+        rates = [(r, self._reach(s)) for s, f in self.feeds.items() if (r := f.rate(now)) is not None]
         return min(rates) if rates else (math.inf, math.inf)
 
     def waiting_for_time(self) -> bool:
@@ -157,12 +169,15 @@ class SharedPace:
 
         While both models write, the clock follows the one behind. Once one has stopped, the other may be
         far ahead: the clock then goes as far as the slowest model has reached, and beyond that no faster
-        than its rate."""
+        than its rate. Never faster than :data:`MAX_RATE`."""
         gate, top = self._targets()
         limit = math.inf
-        if self.paced and self._at is not None and not self._both_writing():
-            rate, reached = self._slowest(now)
-            limit = max(reached, self.clock + rate * (now - self._at))
+        if self.paced and self._at is not None:
+            elapsed = now - self._at
+            limit = self.clock + MAX_RATE * elapsed
+            if not self._both_writing():
+                rate, reached = self._slowest(now)
+                limit = min(limit, max(reached, self.clock + rate * elapsed))
         self.clock = max(self.clock, min(gate, top, limit))
         self._at = now
         changes: list[PaneChange] = []
@@ -170,13 +185,15 @@ class SharedPace:
             feed = self.feeds[side]
             if side in self._ended:
                 continue
-            if feed.failed or not self.paced:
-                shown = feed.count
-            else:
-                shown = max(0, min(feed.count, math.floor(self.clock - self._base[side] + 1e-9)))
+            steps = (
+                math.inf
+                if feed.failed or not self.paced
+                else math.floor(self.clock - self._base[side] + 1e-9)
+            )
+            shown = int(max(0, min(feed.count, steps)))
             grew = shown > self._shown[side]
             self._shown[side] = max(shown, self._shown[side])
-            if not feed.writing and self._shown[side] == feed.count:
+            if not feed.writing and steps > feed.count:  # past its last delta and its end
                 self._ended.add(side)
                 kind: Literal["done", "failed"] = "failed" if feed.failed else "done"
                 changes.append(PaneChange(side, kind, feed.text, feed.count))

@@ -66,12 +66,23 @@ async def _answer(state: ArenaState, contender: Contender, outcome: Outcome, wak
     settings = state.settings
     clock = asyncio.get_running_loop().time
     feed = outcome.feed
+    # The stall limit counts from when the request leaves: a wait for one of the endpoint's own
+    # concurrency slots is this site's queue, not the model's stall.
+    waiting: asyncio.Timeout | None = None
+    sent = False
+
+    def on_send() -> None:
+        nonlocal sent
+        sent = True
+        if waiting is not None:
+            waiting.reschedule(clock() + settings.live_stall_seconds)
+
     try:
         client = state.endpoints.client(contender.endpoint)
         async with asyncio.timeout(settings.live_timeout_seconds):
-            stream = client.stream(contender.history)
+            stream = client.stream(contender.history, on_send=on_send)
             while True:
-                async with asyncio.timeout(settings.live_stall_seconds):
+                async with asyncio.timeout(settings.live_stall_seconds if sent else None) as waiting:
                     item = await anext(stream, None)
                 if item is None:
                     break

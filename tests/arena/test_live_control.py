@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -190,3 +191,25 @@ def test_stop_cancels_both_requests_upstream_counts_them_and_ends_the_battle(
         generations, failures, tokens = after[name]
         assert (generations, failures) == (before[name][0] + 1, 0)
         assert tokens > before[name][2]  # what was streamed before the stop counts against the budget
+
+
+def test_a_wait_for_the_endpoint_s_own_slot_is_not_a_stall(
+    seeded: Engine, db_url: str, fakes: list[FakeOpenAI]
+) -> None:
+    """Two battles at once on endpoints that take one request at a time: the second waits longer than the
+    stall limit for its slots, and still gets both answers (the model did not stall; the site queued it)."""
+    for fake in fakes[:2]:
+        fake.word_delay_s = 0.07  # 20 words: 1.3 s a battle, no gap near the stall limit
+    register(seeded, [(n, f.base_url, "s") for n, f in zip(NAMES, fakes, strict=False)], max_concurrency=1)
+    app = create_app(make_settings(db_url, live_stall_seconds=0.8), engine=seeded, seed=2)
+
+    def battle(base: str) -> str | None:
+        with httpx.Client(base_url=base, timeout=30) as client:
+            turn = stream_turn(client, "Hello", open_battle_page(client))
+            notice: str | None = turn.end["notice"]
+            return notice
+
+    with serve(app) as base, ThreadPoolExecutor(2) as pool:  # threads: a browser test's loop may be running
+        assert list(pool.map(battle, [base, base])) == [None, None]  # both votable
+    assert max(f.max_in_flight for f in fakes[:2]) == 1
+    assert all(failures == 0 for _g, failures, _t in _usage(seeded).values())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from arena.voting.live_pace import Feed, PaneChange, SharedPace, Side
+from arena.voting.live_pace import MAX_RATE, Feed, PaneChange, SharedPace, Side
 
 
 class Race:
@@ -75,7 +75,8 @@ def test_a_faster_answer_received_goes_on_at_the_slower_pace_when_the_slower_mod
 def test_the_shorter_answer_completes_first_at_one_pace() -> None:
     race = Race({"a": (10.0, 12, 0.0), "b": (2.0, 30, 0.0)})  # the fast model writes the short answer
     race.run()
-    assert race.completed_at("a") == pytest.approx(6.0, abs=0.05)  # at the slow model's pace
+    # At the slow model's pace: 12 deltas and the end, one step more (13 deltas of the slow model).
+    assert race.completed_at("a") == pytest.approx(6.5, abs=0.05)
     assert race.completed_at("b") == pytest.approx(15.0, abs=0.05)
 
 
@@ -116,3 +117,43 @@ def test_a_failed_model_shows_what_it_sent_and_the_pace_can_be_lifted() -> None:
     failed = [c for _, c in race.log if c.kind == "failed"]
     assert [(c.side, c.tokens) for c in failed] == [("b", race.feeds["b"].count)]
     assert race.pace.shown("a") == race.feeds["a"].count  # no longer held back
+
+
+@pytest.mark.parametrize("fast", ["a", "b"])
+def test_a_model_that_ended_early_is_not_done_before_the_other_ends_at_the_same_length(fast: Side) -> None:
+    """A stream ends a little after its last delta (the finish reason, the usage, then the end): the pane
+    of the model that ended long ago waits for the other's end, not only for its last delta."""
+    slow: Side = "b" if fast == "a" else "a"
+    race = Race({fast: (10.0, 20, 0.0), slow: (2.0, 20, 0.0)})
+    while race.feeds[slow].count < 20:
+        race.now = round(race.now + 0.01, 6)
+        feed = race.feeds[slow]
+        while feed.count < min(20, int(race.now * 2.0 + 1e-9)):
+            feed.add("s ")
+        fast_feed = race.feeds[fast]
+        while fast_feed.writing and fast_feed.count < min(20, int(race.now * 10.0 + 1e-9)):
+            fast_feed.add("f ")
+        if fast_feed.writing and fast_feed.count == 20:
+            fast_feed.end(race.now)
+        race.log += [(race.now, change) for change in race.pace.advance(race.now)]
+    assert not race.pace.complete and race.pace.shown(fast) == race.pace.shown(slow) == 20
+    race.now += 0.2  # the slow stream's end arrives 200 ms after its last delta
+    race.feeds[slow].end(race.now)
+    race.log += [(race.now, change) for change in race.pace.advance(race.now)]
+    assert race.pace.complete and race.completed_at(fast) == race.completed_at(slow) == race.now
+
+
+def test_a_burst_still_grows_on_the_page_at_most_at_the_cap() -> None:
+    """Both answers arrive whole in one read: the panes grow over half a second, not in one frame."""
+    feeds: dict[Side, Feed] = {"a": Feed(0.0), "b": Feed(0.0)}
+    pace = SharedPace(dict(feeds))
+    assert pace.advance(0.0) == []
+    for feed in feeds.values():
+        for i in range(100):
+            feed.add(f"{i} ")
+        feed.end(0.01)
+    now, updates = 0.0, 0
+    while not pace.complete:
+        now += 0.05
+        updates += sum(c.kind == "update" for c in pace.advance(now))
+    assert now == pytest.approx(101 / MAX_RATE, abs=0.06) and updates >= 2 * 8
