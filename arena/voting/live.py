@@ -147,6 +147,7 @@ class Outcome:
     feed: Feed
     completion: Completion | None = None
     reason: str | None = None
+    settled: bool = False  # a failure already dealt with: another model took over, or the battle ends
 
     @property
     def failed(self) -> bool:

@@ -128,7 +128,6 @@ async def run_turn(
         return outcomes[side].feed
 
     pace = SharedPace({side: ask(side) for side in SIDES}, paced=paced)
-    settled: set[int] = set()  # failed outcomes already replaced or accepted
     replaced: set[Side] = set()  # one replacement per side and turn: a broken network cannot walk the list
     ending = False
     try:
@@ -139,9 +138,9 @@ async def run_turn(
             frame: list[LiveEvent] = []
             for side in SIDES:
                 outcome = outcomes[side]
-                if not outcome.failed or id(outcome) in settled:
+                if not outcome.failed or outcome.settled:
                     continue
-                settled.add(id(outcome))
+                outcome.settled = True
                 spare = (
                     None if side in replaced else await run_in_threadpool(spare_contender, state, plan, side)
                 )
