@@ -110,22 +110,13 @@ class Battles:
 
     def counts(self, *, bucket_seconds: float | None = None) -> PairCounts:
         """Aggregate into cells (weighted when ``weight`` is set; split by time bucket when asked)."""
-        if bucket_seconds is None:
-            return aggregate_codes(
-                self.model_a,
-                self.model_b,
-                self.outcome,
-                models=self.models,
-                weight=self.weight,
-                sided=self.sided,
-            )
         return aggregate_codes(
             self.model_a,
             self.model_b,
             self.outcome,
             models=self.models,
             weight=self.weight,
-            time=self.times(),
+            time=None if bucket_seconds is None else self.times(),
             bucket_seconds=bucket_seconds,
             sided=self.sided,
         )

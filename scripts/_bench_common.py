@@ -49,6 +49,18 @@ SIZES: dict[str, tuple[int, int]] = {
 }
 
 
+# `python -c` runs the `arena` command of whichever tree is first on PYTHONPATH: its console script's function
+# arena.cli.main:main, or in a tree from before the command line became a package the module arena.cli (which
+# before that had only the app). Benchmarks that compare two checkouts run both through it.
+ARENA_COMMAND = (
+    "import importlib, arena.cli as c; "
+    "c = importlib.import_module('arena.cli.main') if hasattr(c, '__path__') else c; "
+    "getattr(c, 'main', c.app)()"
+)
+# The serve command's module of such a tree (for prepare_database).
+SERVE_MODULE = "'arena.cli.commands.serve' if hasattr(c, '__path__') else 'arena.commands.serve'"
+
+
 def save_battles(battles: Battles, path: Path) -> None:
     """Write integer-coded battles to an ``.npz`` file (what each benchmark worker reads)."""
     np.savez(

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 from _bench_common import (
+    ARENA_COMMAND,
     emit_json_line,
     machine_info,
     print_table,
@@ -167,14 +168,7 @@ def _publish(url: str, snapshot_dir: Path, args: argparse.Namespace) -> list[str
 
 
 def _arena(*args: str) -> list[str]:
-    # The console script's function: arena.cli.main:main now; in a tree from before the rooms the command
-    # line was one module, arena.cli (and before that had only the app).
-    runner = (
-        "import importlib, arena.cli as c; "
-        "c = importlib.import_module('arena.cli.main') if hasattr(c, '__path__') else c; "
-        "getattr(c, 'main', c.app)()"
-    )
-    return [sys.executable, "-c", runner, *args]
+    return [sys.executable, "-c", ARENA_COMMAND, *args]
 
 
 class Runs(dict[str, Run]):

@@ -52,6 +52,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _bench_common import (  # noqa: E402
+    ARENA_COMMAND,
+    SERVE_MODULE,
     emit_json_line,
     free_port,
     is_vote_writer,
@@ -176,8 +178,9 @@ def run_backend(
         else:  # the other checkout's schema and demo data, by its own code
             env["PYTHONPATH"] = tree
             prepare = (
-                "import sys; from arena.cli.commands.serve import prepare_database; "
-                "prepare_database(sys.argv[1], demo=True, demo_votes=int(sys.argv[2]), seed=int(sys.argv[3]))"
+                f"import sys, importlib, arena.cli as c; serve = importlib.import_module({SERVE_MODULE}); "
+                "serve.prepare_database(sys.argv[1], demo=True, "
+                "demo_votes=int(sys.argv[2]), seed=int(sys.argv[3]))"
             )
             subprocess.run(
                 [sys.executable, "-c", prepare, url, str(args.demo_votes), str(args.seed)],
@@ -185,7 +188,7 @@ def run_backend(
                 cwd=tmp,
                 check=True,
             )
-        cmd = [sys.executable, "-m", "arena.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        cmd = [sys.executable, "-c", ARENA_COMMAND, "serve", "--host", "127.0.0.1", "--port", str(port)]
         cmd += ["--workers", str(workers), "--log-level", "warning", "--worker-startup-timeout", "120"]
         if writer != "auto":
             cmd.append("--writer-process" if writer == "process" else "--no-writer-process")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from leaderboard.data import PairCounts
 from leaderboard.snapshot.files import freeze_snapshot
 from leaderboard.snapshot.folder import SnapshotManifest
 from leaderboard.style.board import expand_style
+from votes.catalog.roles import judge_only_names
 from votes.db import session_scope
 from votes.reads.annotated import source_aware_filter
 from votes.reads.battle_shares import battle_shares_of, weekly_battle_shares
@@ -86,7 +88,8 @@ def publish_snapshot(
 
     The folder is written under a staging name, frozen (files 0444), moved to its id, and only then
     recorded; if recording fails the folder is removed, so every row has its files and no stray
-    folder pretends to be published. Golds good annotators keep missing are retired first
+    folder pretends to be published. Models that only judge are left out of the board (``exclude_models``).
+    Golds good annotators keep missing are retired first
     (:func:`votes.review.gold_review.retire_golds`). Returns the stored (immutable)
     :class:`~votes.models.Snapshot` row.
     """
@@ -101,6 +104,9 @@ def publish_snapshot(
             exclude_flagged=exclude_flagged,
             flagged_weight=flagged_weight,
         )
+    narrowed = _without_judges(engine, vote_filter)
+    if narrowed is not vote_filter:
+        vote_filter, counted = narrowed, None  # ``counted`` was read with the judges in
     spec = SliceSpec(category=vote_filter.category, language=vote_filter.language)
     filters = filters_metadata(source_aware_filter(vote_filter) if request.by_source else vote_filter)
     if component is not None:
@@ -165,6 +171,17 @@ def publish_snapshot(
         remove_tree(final)
         raise
     return row
+
+
+def _without_judges(engine: Engine, vote_filter: VoteFilter) -> VoteFilter:
+    """The filter with every model that only judges left out (``exclude_models``, so the metadata says so
+    and the ledger of the same filter hashes the same votes). A judge is on no board; it can have been a
+    side of votes only before it was made a judge."""
+    with engine.connect() as conn:
+        judges = set(judge_only_names(conn)) - set(vote_filter.exclude_models)
+    if not judges:
+        return vote_filter
+    return replace(vote_filter, exclude_models=tuple(sorted({*vote_filter.exclude_models, *judges})))
 
 
 def _write_published(

@@ -42,6 +42,7 @@ from arena.voting.live_pace import Feed, Side
 from arena.voting.state import ArenaState
 from votes.catalog.answers import GeneratedAnswer, TurnStats
 from votes.catalog.endpoints import EndpointRecord, list_endpoints
+from votes.catalog.roles import in_arena
 from votes.models import utcnow
 from votes.review.leak_review import texts_leak
 from votes.tables import battle_t, generation_t, model_t, output_t, prompt_t
@@ -176,10 +177,10 @@ def check_prompt(state: ArenaState, message: str) -> str:
 
 
 def _endpoints_by_model(engine: Engine) -> dict[int, EndpointRecord]:
+    """The endpoints of the models in the arena, read now: a judge never answers, and a model retired or
+    made a judge a moment ago is neither drawn nor continued with."""
     with engine.connect() as conn:
-        active = dict(
-            conn.execute(select(model_t.c.name, model_t.c.id).where(model_t.c.active.is_(True))).all()
-        )
+        active = dict(conn.execute(select(model_t.c.name, model_t.c.id).where(in_arena())).all())
     with Session(engine) as session:
         records = list_endpoints(session=session)
     return {int(active[r.name]): r for r in records if r.name in active}

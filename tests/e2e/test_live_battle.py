@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
 from arena.app import create_app
-from tests.arena.live_support import NAMES, register
+from tests.arena.voting.live_support import NAMES, register
 from tests.e2e.a11y import blocking_violations, new_page
 from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings, seed_catalog

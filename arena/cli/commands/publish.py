@@ -29,6 +29,7 @@ from arena.cli.commands.battle_files import (
     RobustOpt,
     SinceOpt,
     UntilOpt,
+    VoteSelection,
 )
 from arena.cli.commands.fit_options import (
     AnchorOpt,
@@ -36,6 +37,7 @@ from arena.cli.commands.fit_options import (
     BothBadOpt,
     ClusterOpt,
     FamilyOpt,
+    FitOptions,
     HalfLifeOpt,
     IntervalOpt,
     LevelOpt,
@@ -45,7 +47,7 @@ from arena.cli.commands.fit_options import (
     SeedOpt,
     StyleOpt,
 )
-from arena.cli.options import DatabaseUrlOption
+from arena.cli.options import DatabaseUrlOption, examples
 
 __all__ = ["publish", "register"]
 
@@ -98,38 +100,47 @@ def publish(
     run_publish(
         database_url=database_url,
         snapshot_dir=snapshot_dir,
-        method=method,
-        bootstrap=bootstrap,
-        seed=seed,
-        anchor=anchor,
-        level=level,
-        interval=interval,
-        half_life=half_life,
-        prior=prior,
-        both_bad=both_bad,
-        category=category,
-        language=language,
-        since=since,
-        until=until,
-        exclude_flagged=exclude_flagged,
-        annotators=annotators,
-        judge=judge,
-        anony_only=anony_only,
-        first_sight=first_sight,
-        robust=robust,
-        models=models,
-        exclude_models=exclude_models,
+        fit=FitOptions(
+            method=method,
+            bootstrap=bootstrap,
+            seed=seed,
+            anchor=anchor,
+            level=level,
+            interval=interval,
+            half_life=half_life,
+            prior=prior,
+            both_bad=both_bad,
+            style=style,
+            family=family,
+            rectify=rectify,
+            cluster=cluster,
+        ),
+        selection=VoteSelection(
+            category=category,
+            language=language,
+            since=since,
+            until=until,
+            exclude_flagged=exclude_flagged,
+            annotators=annotators,
+            judge=judge,
+            anony_only=anony_only,
+            first_sight=first_sight,
+            robust=robust,
+            models=models,
+            exclude_models=exclude_models,
+        ),
         largest_component=largest_component,
         each_component=each_component,
         all_slices=all_slices,
         min_votes=min_votes,
-        style=style,
-        cluster=cluster,
         as_json=as_json,
-        family=family,
-        rectify=rectify,
     )
 
 
 def register(app: typer.Typer) -> None:
-    app.command("publish")(publish)
+    app.command(
+        "publish",
+        epilog=examples(
+            "arena publish --bootstrap 1000 --seed 1", "arena publish --all-slices --min-votes 200"
+        ),
+    )(publish)

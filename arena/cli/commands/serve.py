@@ -23,6 +23,7 @@ import typer
 import uvicorn
 from sqlmodel import Session, select
 
+from arena.cli.options import examples
 from arena.logs import log_config
 from arena.settings import Settings, live_config
 from arena.web.connections import guarded_protocol
@@ -362,5 +363,9 @@ def vote_writer(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
-    app.command("vote-writer")(vote_writer)
+    app.command(
+        "serve", epilog=examples("arena serve --demo", "arena serve --host 0.0.0.0 --port 8080 --workers 4")
+    )(serve)
+    app.command("vote-writer", epilog=examples("arena vote-writer --socket /run/arena/votes.sock"))(
+        vote_writer
+    )

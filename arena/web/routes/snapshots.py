@@ -22,6 +22,7 @@ from leaderboard.snapshot.figures import FIGURES, plot_files
 from leaderboard.snapshot.files import DATA_FILES, METADATA_FILE, ZIP_FILE
 from leaderboard.snapshot.folder import SnapshotData, read_snapshot, slice_label
 from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE, read_style_table
+from votes.catalog.roles import retired_names
 from votes.models import Snapshot
 from votes.reads.snapshots import (
     get_snapshot,
@@ -258,6 +259,7 @@ def leaderboard_page(
         "slices": list_slices(session=db),
         "chosen": chosen,
         "standings": state.live_standings(db),
+        "retired": retired_names(db.connection()),
     }
     return state.templates.TemplateResponse(request=request, name="pages/leaderboard.html", context=context)
 
@@ -328,6 +330,7 @@ def snapshot_page(
         "whisker_width": WHISKER_WIDTH,
         "downloads": downloads,
         "figures": figures,
+        "retired": retired_names(db.connection()),
         "fitted": fitted,
     }
     return state.templates.TemplateResponse(request=request, name="pages/snapshot.html", context=context)

@@ -8,14 +8,14 @@ when it runs, so the fitting stack and the store are imported here, at the top.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from arena.cli.commands.battle_files import database_filter
+from arena.cli.commands.battle_files import VoteSelection
 from arena.cli.commands.board_output import SUMMARY_ROWS, err, out, progress_bar, summary_table
+from arena.cli.commands.fit_options import FitOptions
 from arena.cli.commands.runs.board_report import board_json, print_agreement, print_style
 from arena.cli.commands.runs.fit_request import fit_request
 from arena.cli.commands.runs.from_store import pick_stored_components
@@ -35,72 +35,22 @@ def run_publish(
     *,
     database_url: str | None,
     snapshot_dir: Path | None,
-    method: str,
-    bootstrap: int,
-    seed: int,
-    anchor: str | None,
-    level: float,
-    interval: str,
-    half_life: float | None,
-    prior: float | None,
-    both_bad: str,
-    category: str | None,
-    language: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    exclude_flagged: bool,
-    annotators: str | None,
-    judge: str | None,
-    anony_only: bool,
-    first_sight: bool,
-    robust: bool,
-    models: str | None,
-    exclude_models: str | None,
+    fit: FitOptions,
+    selection: VoteSelection,
     largest_component: bool,
     each_component: bool,
     all_slices: bool,
     min_votes: int,
-    style: str | None,
-    cluster: str,
     as_json: bool,
-    family: list[str] | None,
-    rectify: str | None,
 ) -> None:
     """What `arena publish` does with its options (:func:`arena.cli.commands.publish.publish`)."""
     settings = settings_for(database_url)
-    vote_filter = database_filter(
-        category=category,
-        language=language,
-        since=since,
-        until=until,
-        exclude_flagged=exclude_flagged,
-        annotators=annotators,
-        judge=judge,
-        anony_only=anony_only,
-        models=models,
-        exclude_models=exclude_models,
-        first_sight=first_sight,
-        robust=robust,
-        flagged_weight=settings.flagged_down_weight,
-    )
+    vote_filter = selection.store_filter(settings.flagged_down_weight)
     command_line_process()
-    request = fit_request(
-        method,
-        bootstrap,
-        seed,
-        anchor,
-        level,
-        interval,
-        half_life=half_life,
-        prior=prior,
-        both_bad=both_bad,
-        style=style,
-        families=family,
-        rectify=rectify,
-        cluster=cluster,
-    )
-    if all_slices and vote_filter != database_filter(
-        exclude_flagged=exclude_flagged, flagged_weight=settings.flagged_down_weight
+    request = fit_request(fit)
+    exclude_flagged = selection.exclude_flagged
+    if all_slices and vote_filter != VoteSelection(exclude_flagged=exclude_flagged).store_filter(
+        settings.flagged_down_weight
     ):
         raise typer.BadParameter(
             "--all-slices publishes every category and language of all votes; no filters"
@@ -128,7 +78,7 @@ def run_publish(
                     flagged_weight=settings.flagged_down_weight,
                 )
             else:
-                board_label = slice_label(category=category, language=language)
+                board_label = slice_label(category=selection.category, language=selection.language)
                 chosen = pick_stored_components(
                     engine, vote_filter, largest=largest_component, each=each_component
                 )
