@@ -366,14 +366,15 @@ class PairingService:
             n_models = len(self._catalog.model_ids)
             return draw_repeat(history, self.settings.repeat_rate, n_models, self.rng)
 
-    def pick_pair(self, model_ids: Sequence[int]) -> tuple[int, int, float] | None:
+    def pick_pair(
+        self, model_ids: Sequence[int], with_model: int | None = None
+    ) -> tuple[int, int, float] | None:
         """Two of ``model_ids`` for a live battle, drawn by the pairing policy from the cached vote counts
-        and ratings, sides by a fair coin: ``(left, right, probability of the unordered pair)``.
-
-        None with fewer than two models. Call :meth:`prepare` (or :meth:`refresh`) first for fresh counts.
-        """
-        ids = sorted(set(model_ids))
-        pairs = [(lo, hi) for i, lo in enumerate(ids) for hi in ids[i + 1 :]]
+        and ratings, sides by a fair coin: ``(left, right, probability of the unordered pair)``; with
+        ``with_model``, only pairs with that model (a partner for it when its first one could not answer).
+        None with no such pair. Call :meth:`prepare` (or :meth:`refresh`) first for fresh counts."""
+        ids = sorted({*model_ids, *([] if with_model is None else [with_model])})
+        pairs = [(lo, hi) for i, lo in enumerate(ids) for hi in ids[i + 1 :] if with_model in (None, lo, hi)]
         if not pairs:
             return None
         with self._lock:

@@ -31,7 +31,7 @@ from leaderboard.data import OUTCOMES, Outcome, parse_outcome
 from votes.db import read_session
 from votes.voting.annotators import count_annotator_votes, find_annotator_by_token_hash
 from votes.voting.battles import AlreadyVotedError, VoteError
-from votes.voting.live_battles import live_availability
+from votes.voting.live_battles import LIVE_SOURCE, live_availability
 from votes.voting.views import BattleView, arena_models, get_battle_view
 
 router = APIRouter(include_in_schema=False)
@@ -171,6 +171,7 @@ async def _reveal(
         "won_side": _WON_SIDE.get(parse_outcome(view.result.winner)),
         "n_votes": n_votes,
         "prompt_lang": language_tag(view.prompt.language),
+        "live": view.prompt.source == LIVE_SOURCE,  # the next battle is a live one too
     }
     return _render(request, state, name, context)
 

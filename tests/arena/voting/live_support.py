@@ -62,9 +62,10 @@ class Turn:
 
 
 def parse_events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """The events of a stream, in order; heartbeats (comment lines only) left out."""
     events = []
     for block in raw.decode().split("\n\n"):
-        if not block.strip():
+        if not block.strip() or all(line.startswith(":") for line in block.strip().splitlines()):
             continue
         name = re.search(r"^event: (.*)$", block, re.M)
         data = re.search(r"^data: (.*)$", block, re.M)
@@ -74,7 +75,8 @@ def parse_events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
 
 
 def stream_turn(client: Any, message: str, csrf: str, token: str | None = None, on_event: Any = None) -> Turn:
-    """POST a turn to /battle/stream and read its events as they arrive (``on_event(name, data)``)."""
+    """POST a turn to /battle/stream and read its events as they arrive (``on_event(name, data)``; when
+    it returns True the reading stops and the connection closes, as the page's Stop button does)."""
     form = {"message": message, "csrf_token": csrf, **({"token": token} if token else {})}
     with client.stream("POST", "/battle/stream", data=form) as response:
         turn = Turn(response.status_code, response.headers)
@@ -84,10 +86,10 @@ def stream_turn(client: Any, message: str, csrf: str, token: str | None = None, 
             buffer += chunk
             while b"\n\n" in buffer:
                 block, buffer = buffer.split(b"\n\n", 1)
-                (event,) = parse_events(block + b"\n\n")
-                turn.events.append(event)
-                if on_event is not None:
-                    on_event(*event)
+                for event in parse_events(block + b"\n\n"):
+                    turn.events.append(event)
+                    if on_event is not None and on_event(*event):
+                        return turn
     return turn
 
 
