@@ -95,7 +95,9 @@ def _exchange(port: int, chunks: list[bytes]) -> bytes:
                 time.sleep(0.01)
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused part-way: the answer was written before the close
-        conn.settimeout(2)
+        # The first bytes of the answer may take a while on a busy machine; once it has begun, a pause of
+        # 2 s means the server has said all it will on a connection it keeps open.
+        conn.settimeout(15)
         answer = b""
         try:
             while True:
@@ -103,6 +105,7 @@ def _exchange(port: int, chunks: list[bytes]) -> bytes:
                 if not data:
                     break
                 answer += data
+                conn.settimeout(2)
                 if answer.count(b"HTTP/1.1") >= 2 or (
                     b"\r\n\r\n" in answer and b"connection: close" in answer
                 ):
