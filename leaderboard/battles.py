@@ -7,7 +7,7 @@ source knows (vote time, vote id, annotator and prompt ids, a weight, style cova
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from leaderboard.data import OUTCOME_STRINGS, Outcome, PairCounts, aggregate_codes
 
-__all__ = ["Battles", "split_components"]
+__all__ = ["Battles", "sparse_models", "split_components"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -177,3 +177,34 @@ def split_components(battles: Battles) -> list[Battles]:
 
 def _pick(column: npt.NDArray[_T] | None, index: npt.NDArray[np.generic]) -> npt.NDArray[_T] | None:
     return None if column is None else column[index]
+
+
+def sparse_models(
+    models: Sequence[str],
+    model_a: npt.ArrayLike,
+    model_b: npt.ArrayLike,
+    votes: npt.ArrayLike,
+    min_votes: float,
+) -> dict[str, int]:
+    """The models with fewer than ``min_votes`` votes, each with the votes it had when it fell short, in
+    the order they were found (fewest first). ``model_a``, ``model_b`` and ``votes`` are cells or single
+    votes (index into ``models``; the votes of each). Leaving a model out takes its votes from its
+    opponents, so the count is redone until every model left has ``min_votes``: a board that lists only
+    models it has measured."""
+    a = np.asarray(model_a, dtype=np.int64)
+    b = np.asarray(model_b, dtype=np.int64)
+    weight = np.asarray(votes, dtype=np.float64)
+    m = len(models)
+    left_off: dict[str, int] = {}
+    out = np.zeros(m, dtype=bool)
+    keep = np.ones(a.shape[0], dtype=bool)
+    while True:
+        per_model = np.bincount(a[keep], weight[keep], m) + np.bincount(b[keep], weight[keep], m)
+        named = (np.bincount(a, minlength=m) + np.bincount(b, minlength=m)) > 0
+        short = np.flatnonzero(named & ~out & (per_model < min_votes))
+        if short.size == 0:
+            return left_off
+        for k in sorted(short.tolist(), key=lambda k: (per_model[k], models[k])):
+            left_off[models[k]] = int(round(per_model[k]))
+        out[short] = True
+        keep &= ~(out[a] | out[b])

@@ -32,7 +32,6 @@ __all__ = [
     "collapse_pairs",
     "outcome_class",
     "parse_outcome",
-    "sparse_models",
 ]
 
 
@@ -125,6 +124,10 @@ class PairCounts:
         Whether the cell's votes know which answer was shown on the left (``None``: all do). Sources
         that randomise the display order without recording it (AlpacaEval's annotators) give battles
         with an unknown side: they inform the ratings, never the left-side advantage.
+    weight_sq : float array or None, shape (n_cells,)
+        Sum of the squared vote weights in each cell, when ``count`` holds summed weights. The variance
+        of a cell's contribution is a sum over its votes, so votes of unequal weight in one cell need it
+        (``None``: each vote is taken at its cell's mean weight, see :attr:`squared_weights`).
     """
 
     models: tuple[str, ...]
@@ -135,6 +138,7 @@ class PairCounts:
     time: npt.NDArray[np.float64] | None = None
     votes: npt.NDArray[np.float64] | None = None
     sided: npt.NDArray[np.bool_] | None = None
+    weight_sq: npt.NDArray[np.float64] | None = None
 
     @property
     def n_models(self) -> int:
@@ -165,12 +169,42 @@ class PairCounts:
         out = np.bincount(self.model_a, votes, m) + np.bincount(self.model_b, votes, m)
         return np.asarray(out, dtype=np.float64)
 
+    @property
+    def squared_weights(self) -> npt.NDArray[np.float64]:
+        """Sum of the squared vote weights per cell: ``weight_sq`` when known, the vote count when
+        unweighted, else ``count**2 / votes`` (every vote at its cell's mean weight: a lower bound, by
+        Cauchy-Schwarz, so intervals made from it are too narrow when weights differ within a cell)."""
+        if self.weight_sq is not None:
+            return self.weight_sq
+        if not self.is_weighted:
+            return self.vote_counts
+        votes = self.vote_counts
+        out: npt.NDArray[np.float64] = np.divide(
+            self.count**2, votes, out=np.zeros_like(votes), where=votes > 0
+        )
+        return out
+
+    @property
+    def weight_spread(self) -> npt.NDArray[np.float64]:
+        """Variance of the vote weights within each cell, ``weight_sq / votes - (count / votes)**2``: 0
+        where they are equal, or unknown (no ``weight_sq``); what a bootstrap round adds to a cell's
+        weight total beyond its number of votes drawn."""
+        votes = self.vote_counts
+        if self.weight_sq is None:
+            return np.zeros_like(votes)
+        safe = np.where(votes > 0, votes, 1.0)
+        mean = self.count / safe
+        spread = self.weight_sq / safe - mean**2
+        # Sums of equal weights leave rounding noise of a few ulps; below that it is no spread at all.
+        spread[spread <= 1e-12 * mean**2] = 0.0
+        return np.asarray(spread, dtype=np.float64)
+
     def same_as(self, other: PairCounts) -> bool:
         """Whether ``other`` holds the very same cells: same models, and every array present in both
         with the same type and values (what a board fitted on one would give on the other)."""
         if self.models != other.models:
             return False
-        for name in ("model_a", "model_b", "outcome", "count", "time", "votes", "sided"):
+        for name in ("model_a", "model_b", "outcome", "count", "time", "votes", "sided", "weight_sq"):
             mine, theirs = getattr(self, name), getattr(other, name)
             if (mine is None) != (theirs is None):
                 return False
@@ -265,7 +299,8 @@ def aggregate_codes(
         :class:`Outcome` codes.
     models : sequence of str
     weight : float array, optional
-        Per-vote weights; ``count`` then holds summed weights and ``votes`` the raw vote numbers.
+        Per-vote weights; ``count`` then holds summed weights, ``votes`` the raw vote numbers and
+        ``weight_sq`` the summed squared weights.
     time : float array, optional
         Per-vote timestamps (seconds since the epoch); with ``bucket_seconds`` the cells are split by
         time bucket (``floor(time / bucket_seconds) * bucket_seconds``) so time weights can be applied
@@ -330,10 +365,12 @@ def aggregate_codes(
         cells = np.flatnonzero(votes_all)
         votes = votes_all[cells].astype(np.float64)
         values = votes if w is None else np.bincount(key, weights=w, minlength=size)[cells]
+        squares = None if w is None else np.bincount(key, weights=w * w, minlength=size)[cells]
     else:
         cells, inverse = np.unique(key, return_inverse=True)
         votes = np.bincount(inverse).astype(np.float64)
         values = votes if w is None else np.bincount(inverse, weights=w).astype(np.float64)
+        squares = None if w is None else np.bincount(inverse, weights=w * w).astype(np.float64)
     cell_time: npt.NDArray[np.float64] | None = None
     if bucket is not None:
         n_buckets = len(bucket)
@@ -354,6 +391,7 @@ def aggregate_codes(
         time=cell_time,
         votes=None if w is None else votes,
         sided=cell_sided,
+        weight_sq=None if squares is None else np.asarray(squares, dtype=np.float64),
     )
 
 
@@ -433,34 +471,3 @@ def collapse_pairs(counts: PairCounts, *, weighted: bool = True) -> PairStats:
 #: model-based one (:func:`leaderboard.bt.intervals.few_vote_floor`) and a published board marks it
 #: provisional (:mod:`leaderboard.design.precision`), as the live board does by default.
 FEW_VOTES = 20
-
-
-def sparse_models(
-    models: Sequence[str],
-    model_a: npt.ArrayLike,
-    model_b: npt.ArrayLike,
-    votes: npt.ArrayLike,
-    min_votes: float,
-) -> dict[str, int]:
-    """The models with fewer than ``min_votes`` votes, each with the votes it had when it fell short, in
-    the order they were found (fewest first). ``model_a``, ``model_b`` and ``votes`` are cells or single
-    votes (index into ``models``; the votes of each). Leaving a model out takes its votes from its
-    opponents, so the count is redone until every model left has ``min_votes``: a board that lists only
-    models it has measured."""
-    a = np.asarray(model_a, dtype=np.int64)
-    b = np.asarray(model_b, dtype=np.int64)
-    weight = np.asarray(votes, dtype=np.float64)
-    m = len(models)
-    left_off: dict[str, int] = {}
-    out = np.zeros(m, dtype=bool)
-    keep = np.ones(a.shape[0], dtype=bool)
-    while True:
-        per_model = np.bincount(a[keep], weight[keep], m) + np.bincount(b[keep], weight[keep], m)
-        named = (np.bincount(a, minlength=m) + np.bincount(b, minlength=m)) > 0
-        short = np.flatnonzero(named & ~out & (per_model < min_votes))
-        if short.size == 0:
-            return left_off
-        for k in sorted(short.tolist(), key=lambda k: (per_model[k], models[k])):
-            left_off[models[k]] = int(round(per_model[k]))
-        out[short] = True
-        keep &= ~(out[a] | out[b])

@@ -195,7 +195,7 @@ def counted_votes(counts: PairCounts) -> PairCounts:
     raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
     counts *are* the votes, so say so (this keeps a database fit identical to a file fit)."""
     if counts.votes is not None and not counts.is_weighted:
-        return replace(counts, votes=None)
+        return replace(counts, votes=None, weight_sq=None)
     return counts
 
 
@@ -248,6 +248,8 @@ def filters_metadata(vote_filter: VoteFilter) -> dict[str, Any]:
         out["first_sight"] = True
     if vote_filter.robust:
         out["robust"] = True
+    if vote_filter.ipw:
+        out["ipw"] = True
     if vote_filter.source_aware:
         out["source_aware"] = True
     if vote_filter.down_weighted:

@@ -31,9 +31,10 @@ import numpy.typing as npt
 from arena.publish.board_fit import time_bucket
 from arena.publish.board_reads import StoredVotes, counted_votes
 from arena.publish.recompute import SliceSpec
+from leaderboard.battles import sparse_models
 from leaderboard.bt.clusters import choose_clusters, clustering_record, parse_cluster
 from leaderboard.bt.request import FitRequest
-from leaderboard.data import PairCounts, sparse_models
+from leaderboard.data import PairCounts
 from votes.db import read_only
 from votes.reads.annotated import agreement_from_store, judge_votes
 from votes.reads.cells import index_models, load_pair_counts

@@ -39,9 +39,10 @@ from arena.publish.slice_reads import (
     shares_one_read,
 )
 from arena.publish.staging import STAGING_PREFIX, reconcile_snapshot_dir, remove_tree
+from leaderboard.battles import sparse_models
 from leaderboard.bt.clusters import Clusters
 from leaderboard.bt.request import FitRequest
-from leaderboard.data import FEW_VOTES, PairCounts, sparse_models
+from leaderboard.data import FEW_VOTES, PairCounts
 from leaderboard.snapshot.files import freeze_snapshot
 from leaderboard.snapshot.folder import SnapshotManifest
 from leaderboard.style.board import expand_style

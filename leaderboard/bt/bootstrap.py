@@ -12,6 +12,15 @@ vote-level bootstrap in distribution. Each block is then refit at once by
 :func:`~leaderboard.bt.newton.solve_bt_batch`, warm-started at the point estimate. Every other member of the
 family redraws its cells and refits each round by Newton's method, warm-started too.
 
+**Weights that differ within a cell.** A cell's likelihood needs only its weight total, but a vote
+bootstrap redraws votes, each with its own weight: given ``k`` of a cell's votes drawn, their total has
+mean ``k m`` and variance ``k v`` (``m`` and ``v`` the mean and variance of the cell's weights, known from
+the summed weights and squared weights, :attr:`~leaderboard.data.PairCounts.weight_spread`). Drawing
+every cell at its mean weight (``k m``) drops the ``k v`` and the intervals come out too narrow; a round
+instead draws the total from a gamma law with that mean and variance (:func:`draw_weight_totals`), one
+variate per such cell, so the round's totals have the first two moments of the per-vote bootstrap
+without the votes. Cells of equal weights draw nothing more (unweighted rounds are unchanged, bit for bit).
+
 The multinomial itself is drawn by :func:`draw_multinomial` (independent Poisson counts, then an exact
 correction of their total), about twice as fast as numpy's ``Generator.multinomial``, which draws one
 conditional binomial per category.
@@ -61,6 +70,7 @@ __all__ = [
     "bootstrap_ratings",
     "cluster_weights",
     "draw_multinomial",
+    "draw_weight_totals",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -165,6 +175,26 @@ def draw_multinomial(counts: npt.ArrayLike, size: int, rng: np.random.Generator)
     return x
 
 
+def draw_weight_totals(
+    draws: FloatArray, mean: FloatArray, spread: FloatArray, rng: np.random.Generator
+) -> FloatArray:
+    """Rounds of votes drawn per cell (rows) turned into the drawn votes' weight totals, in votes at
+    the cell's ``mean`` weight, where the weights spread within the cell (``spread``, their variance).
+
+    ``k`` votes drawn from a cell carry a total of mean ``k m`` and variance ``k v``; a gamma law of
+    shape ``k m^2 / v`` and scale ``v / m`` has both, stays positive and adds up over votes (a sum of
+    ``k`` gammas of shape ``m^2 / v``), so a round's totals have the per-vote bootstrap's first two
+    moments. Columns without spread are returned as drawn.
+    """
+    cols = np.flatnonzero((spread > 0) & (mean > 0))
+    if not cols.size:
+        return draws
+    m, v = mean[cols], spread[cols]
+    out = draws.copy()
+    out[:, cols] = rng.gamma(draws[:, cols] * (m * m / v), v / m) / m
+    return out
+
+
 def _anchor_rows(
     ratings: FloatArray, models: tuple[str, ...], anchor: tuple[str, float] | None
 ) -> FloatArray:
@@ -195,6 +225,14 @@ class _Categories:
         self.votes = np.round(cat_votes[keep]).astype(np.int64)
         self.n_total = int(self.votes.sum())
         cell = first[keep]
+        self.ratio = ratio[cell]
+        # Variance of the vote weights within each category (None: equal weights throughout).
+        self.spread: FloatArray | None = None
+        if np.any(counts.weight_spread > 0):
+            squares = np.bincount(inverse, weights=counts.squared_weights)[keep] / self.votes
+            spread = squares - self.ratio**2
+            spread[spread <= 1e-12 * self.ratio**2] = 0.0
+            self.spread = spread
         pair_key = fit.stats.lo * m + fit.stats.hi
         pair_index = np.searchsorted(pair_key, lo[cell] * m + hi[cell])
         c = len(cell)
@@ -234,6 +272,8 @@ def _run_block(
     rng = np.random.Generator(np.random.PCG64(seed))
     if per_cluster is None:
         draws = draw_multinomial(cats.votes, size, rng).astype(np.float64)
+        if cats.spread is not None:
+            draws = draw_weight_totals(draws, cats.ratio, cats.spread, rng)
         n = np.asarray(draws @ cats.to_n)
         s = np.asarray(draws @ cats.to_s)
     else:
@@ -273,6 +313,8 @@ def _run_cells_block(
     rng = np.random.Generator(np.random.PCG64(seed))
     if per_cluster is None:
         draws = draw_multinomial(cells.count, size, rng).astype(np.float64)
+        if cells.spread is not None:
+            draws = draw_weight_totals(draws, cells.weight, cells.spread, rng)
     else:
         draws = np.asarray(cluster_weights(per_cluster[0], rng, size) @ per_cluster[1])
     layout = Layout.of(fit.spec, cells.n_models)
@@ -364,7 +406,7 @@ def bootstrap_ratings(
         no_extras = np.zeros((0, 0))
         plain_clusters = None
         if clusters is not None:
-            to_cat = (clusters.members @ cats.cell_to_cat).tocsr()
+            to_cat = (clusters.resampled @ cats.cell_to_cat).tocsr()
             plain_clusters = (clusters, (to_cat @ cats.to_n).tocsr(), (to_cat @ cats.to_s).tocsr())
 
         def block(job: tuple[np.random.SeedSequence, int]) -> tuple[FloatArray, FloatArray, int]:
@@ -377,7 +419,7 @@ def bootstrap_ratings(
             kept = np.ones(counts.n_cells, dtype=bool)
             if fit.spec.both_bad == "exclude":
                 kept = counts.outcome != Outcome.BOTHBAD
-            cell_clusters = (clusters, clusters.members[:, np.flatnonzero(kept)].tocsr())
+            cell_clusters = (clusters, clusters.resampled[:, np.flatnonzero(kept)].tocsr())
 
         def block(job: tuple[np.random.SeedSequence, int]) -> tuple[FloatArray, FloatArray, int]:
             coef, extras = _run_cells_block(job[0], job[1], fit, cell_clusters)

@@ -48,10 +48,13 @@ class Cells:
     """Rows the engine fits: aggregated cells, each with a vote count, a weight and style covariates.
 
     ``outcome`` is 0 (left wins), 1 (right wins) or 2 (tie; both-bad already mapped or dropped).
-    ``count`` is the number of votes (what the bootstrap resamples), ``weight`` the per-vote weight
-    (time decay), ``features`` the style covariates (left minus right), shape (n_rows, n_features),
-    ``sided`` whether the row's left side is known (``None``: every row's is); a row without a known side
-    gets no position term, so the left-side advantage never learns from it.
+    ``count`` is the number of votes (what the bootstrap resamples), ``weight`` the mean weight of a vote
+    (vote weights times time decay), ``features`` the style covariates (left minus right), shape
+    (n_rows, n_features), ``sided`` whether the row's left side is known (``None``: every row's is); a row
+    without a known side gets no position term, so the left-side advantage never learns from it.
+    ``spread`` is the variance of the votes' weights within each row (``None``: they are equal): the
+    likelihood needs only a row's weight total, but the variance of that total is a sum over its votes,
+    ``count * (weight**2 + spread)``, so the sandwich's meat and the bootstrap's rounds need it.
     """
 
     models: tuple[str, ...]
@@ -63,6 +66,7 @@ class Cells:
     features: FloatArray
     feature_names: tuple[str, ...] = ()
     sided: npt.NDArray[np.bool_] | None = None
+    spread: FloatArray | None = None
 
     @property
     def n_models(self) -> int:
@@ -103,11 +107,14 @@ def make_cells(counts: PairCounts, spec: BTSpec) -> Cells:
     # ``count`` may hold summed vote weights; the bootstrap resamples votes, the fit uses their weights.
     votes = np.asarray(counts.vote_counts, dtype=np.float64)
     weight = np.divide(counts.count, votes, out=np.ones(counts.n_cells), where=votes > 0)
+    spread = counts.weight_spread
     if spec.half_life is not None:
         if counts.time is None:
             raise ValueError("time weights need PairCounts with a time per cell")
         ref = float(np.max(counts.time)) if spec.now is None else float(spec.now)
-        weight = weight * 0.5 ** ((ref - counts.time) / spec.half_life)
+        decay = 0.5 ** ((ref - counts.time) / spec.half_life)
+        weight = weight * decay
+        spread = spread * decay**2
     return Cells(
         models=counts.models,
         left=counts.model_a[keep].astype(np.int64),
@@ -118,6 +125,7 @@ def make_cells(counts: PairCounts, spec: BTSpec) -> Cells:
         features=feats[keep],
         feature_names=names,
         sided=None if counts.sided is None else counts.sided[keep],
+        spread=spread[keep] if np.any(spread[keep] > 0) else None,
     )
 
 
@@ -351,9 +359,15 @@ class Objective:
         return float(self.cw @ self.row_terms(x)[0])
 
     def meat(self, x: FloatArray) -> FloatArray:
-        """Sum over votes of the outer products of per-vote scores, ``sum count weight^2 g g^T``."""
+        """Sum over votes of the outer products of their weighted scores, ``sum_v w_v^2 g g^T``: per row
+        ``count (weight^2 + spread) g g^T``, the squared weights of its own votes, not of their mean."""
         scores = self.scores(x)
-        w2 = self.cells.count * self.cells.weight**2
+        cells = self.cells
+        w2 = (
+            cells.count * cells.weight**2
+            if cells.spread is None
+            else cells.count * (cells.weight**2 + cells.spread)
+        )
         out: FloatArray = scores.T @ (scores * w2[:, None])
         return out
 

@@ -63,16 +63,27 @@ class Clusters:
     members : csr matrix (n_rows, n_cells): votes of each row in each cell of the counts
     codes : int array (n_rows, len(by)): each row's cluster in every dimension (0-based, dense)
     n_levels : number of clusters in each dimension
+    weighted : csr matrix (n_rows, n_cells), optional: each row's summed vote weights in each cell
+        divided by the cell's mean vote weight, i.e. how many of the cell's average votes the row's own
+        votes are worth; only when the weights differ within some cell (``None``: ``members`` is that)
     """
 
     by: tuple[str, ...]
     members: sp.csr_matrix
     codes: IntArray
     n_levels: tuple[int, ...]
+    weighted: sp.csr_matrix | None = None
 
     @property
     def label(self) -> str:
         return ",".join(self.by)
+
+    @property
+    def resampled(self) -> sp.csr_matrix:
+        """What a cluster brings to each cell, in votes at the cell's mean weight: the cluster sandwich
+        sums scores with it and the cluster bootstrap draws rounds from it, so a cluster whose votes
+        weigh more than its cell's average counts for more (``members`` when the weights are equal)."""
+        return self.members if self.weighted is None else self.weighted
 
     def dimension_members(self, d: int) -> sp.csr_matrix:
         """Rows summed to the clusters of dimension ``d`` alone (n_levels[d] x n_cells)."""
@@ -176,7 +187,34 @@ def cluster_cells(battles: Battles, counts: PairCounts, by: tuple[str, ...] | st
     members.sum_duplicates()
     if not np.allclose(np.asarray(members.sum(axis=0)).ravel(), counts.vote_counts):
         raise ValueError("counts are not the aggregate of these battles (vote numbers differ)")
-    return Clusters(by=dims, members=members, codes=codes, n_levels=tuple(levels))
+    return Clusters(
+        by=dims,
+        members=members,
+        codes=codes,
+        n_levels=tuple(levels),
+        weighted=_weighted_members(battles, counts, row, cell, codes.shape[0]),
+    )
+
+
+def _weighted_members(
+    battles: Battles, counts: PairCounts, row: IntArray, cell: IntArray, n_rows: int
+) -> sp.csr_matrix | None:
+    """Each cluster row's vote weights per cell, in units of the cell's mean vote weight; None when no
+    vote's weight differs from its cell's mean (then the vote counts say it all)."""
+    if battles.weight is None or not counts.is_weighted:
+        return None
+    weight = np.asarray(battles.weight, dtype=np.float64)
+    votes = counts.vote_counts
+    mean = np.divide(counts.count, votes, out=np.zeros_like(votes), where=votes > 0)
+    if np.allclose(weight, mean[cell], rtol=1e-12, atol=0.0):
+        return None
+    if not np.allclose(np.bincount(cell, weights=weight, minlength=counts.n_cells), counts.count):
+        raise ValueError("counts are not the aggregate of these battles (weights differ)")
+    # A cell of weight 0 carries nothing whoever cast its votes.
+    share = np.divide(weight, mean[cell], out=np.zeros_like(weight), where=mean[cell] > 0)
+    out = sp.csr_matrix((share, (row, cell)), shape=(n_rows, counts.n_cells))
+    out.sum_duplicates()
+    return out
 
 
 def choose_clusters(battles: Battles, counts: PairCounts, cluster: str) -> Clusters | None:

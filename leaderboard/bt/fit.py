@@ -300,11 +300,10 @@ def fit_bt(
     coef = coef - coef.mean()
     offset = _offset(models, coef, anchor, scale, initial)
     hessian, score_outer = pair_curvature(coef * ln_base, stats)
-    if counts.is_weighted:
-        # The sandwich's meat sums squared vote weights; a cell's votes count at their mean weight,
-        # as on the general path (:func:`leaderboard.bt.cells.make_cells`).
-        votes = counts.vote_counts
-        squared = np.divide(counts.count**2, votes, out=np.zeros_like(votes), where=votes > 0)
+    if counts.is_weighted or np.any(counts.weight_spread > 0):
+        # The sandwich's meat sums squared vote weights, each vote's own (``weight_sq``) where the
+        # counts know them, else at its cell's mean weight (:attr:`PairCounts.squared_weights`).
+        squared = counts.squared_weights
         _, score_outer = pair_curvature(coef * ln_base, collapse_pairs(replace(counts, count=squared)))
     return BTFit(
         models=models,
@@ -446,6 +445,7 @@ def _without_both_bad(counts: PairCounts) -> PairCounts:
         time=None if counts.time is None else counts.time[keep],
         votes=None if counts.votes is None else counts.votes[keep],
         sided=None if counts.sided is None else counts.sided[keep],
+        weight_sq=None if counts.weight_sq is None else counts.weight_sq[keep],
     )
 
 

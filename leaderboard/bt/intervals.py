@@ -142,13 +142,15 @@ def vote_scores(fit: BTFit, counts: PairCounts) -> tuple[FloatArray, FloatArray]
 def cluster_meat(fit: BTFit, counts: PairCounts, clusters: Clusters) -> FloatArray:
     """The cluster-robust meat: outer products of the per-cluster sums of vote scores (w.r.t. ``fit.x``).
 
-    One dimension: ``G / (G - 1) sum_g U_g U_g^T``. Two crossed dimensions: the annotator meat plus the
-    prompt meat minus the intersection meat, projected onto the positive semi-definite cone.
+    One dimension: ``G / (G - 1) sum_g U_g U_g^T``, ``U_g`` the sum of the weighted scores of cluster
+    ``g``'s votes, each with its own weight. Two crossed dimensions: the annotator meat plus the prompt
+    meat minus the intersection meat, projected onto the positive semi-definite cone.
     """
     if clusters.members.shape[1] != counts.n_cells:
         raise ValueError("clusters were made for other counts (cell numbers differ)")
     scores, columns = vote_scores(fit, counts)
-    members = clusters.members[:, columns.astype(np.int64)]
+    # a vote's score is at its cell's mean weight; ``resampled`` counts each cluster's votes in those units
+    members = clusters.resampled[:, columns.astype(np.int64)]
 
     def one(matrix: sp.csr_matrix, n_groups: int) -> FloatArray:
         u = np.asarray(matrix @ scores)

@@ -84,7 +84,8 @@ def remove_votes(counts: PairCounts, removed: FloatArray) -> PairCounts:
     if counts.votes is None:
         return replace(counts, count=left)
     per_vote = np.divide(counts.count, votes, out=np.zeros_like(votes), where=votes > 0)
-    return replace(counts, count=per_vote * left, votes=left)
+    squares = None if counts.weight_sq is None else counts.weight_sq - removed * per_vote**2
+    return replace(counts, count=per_vote * left, votes=left, weight_sq=squares)
 
 
 class _Board:

@@ -20,8 +20,11 @@ so every pair's gain costs O(1) once ``G = C A C`` is known (one O(M^3) step per
                ranking; ``neighbour`` alone neglects the models far from any neighbour).
 
 The policy samples pairs in proportion to ``gain ** power`` mixed with a uniform floor, so every pair keeps
-a positive probability and the logged propensity stays valid for inverse-propensity weighting. Numpy
-only: the web workers import this at start-up. Strengths are in natural-log units throughout.
+a positive probability and the logged propensity stays valid for inverse-propensity weighting (``--ipw``).
+The published fit does not weight: pairs chosen from earlier votes leave the likelihood of the votes
+unchanged, so the unweighted fit is unbiased when the model holds and more precise; weighting guards
+against a misspecified model at a cost in precision (docs/pairing-weights.md). Numpy only: the web
+workers import this at start-up. Strengths are in natural-log units throughout.
 """
 
 from __future__ import annotations

@@ -230,6 +230,9 @@ def votes_to_counts(battles: Battles, *, keep_time: bool, per_vote: bool) -> Pai
         if battles.weight is None
         else np.bincount(inverse.ravel(), minlength=n_cells).astype(np.float64),
         sided=None if battles.sided is None else unique[:, 3].astype(bool),
+        weight_sq=None
+        if battles.weight is None
+        else np.bincount(inverse.ravel(), weights=weight**2, minlength=n_cells).astype(np.float64),
     )
 
 

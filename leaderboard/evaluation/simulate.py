@@ -18,6 +18,7 @@ from leaderboard.design.pairing import (
     PRIOR_PRECISION,
     Criterion,
     PairDesign,
+    design_probabilities,
     fisher_information,
     pair_gains,
     pair_probabilities,
@@ -192,12 +193,16 @@ def simulate_adaptive_battles(
     batch: int = 200,
     nu: float = 0.0,
     position: float = 0.0,
+    shipped: bool = False,
 ) -> Battles:
     """Votes whose pairs an adaptive policy chose (:mod:`leaderboard.design.pairing`), with inverse
     propensities.
 
     Every ``batch`` votes the plain BT fit of the votes so far is refreshed and the pairs are drawn with
-    :func:`~leaderboard.design.pairing.pair_probabilities` of the ``criterion``'s gains; outcomes as in
+    :func:`~leaderboard.design.pairing.pair_probabilities` of the ``criterion``'s gains, or with
+    ``shipped`` by the site's own policy, :func:`~leaderboard.design.pairing.design_probabilities` (the
+    next ``batch`` votes allocated greedily, mixed with the ``floor``: far less smooth, so its inverse
+    propensities spread far wider; ``power`` unused); outcomes as in
     :func:`simulate_battles` (Davidson ties ``nu``, left-side advantage ``position`` in Elo points, sides
     by a fair coin). ``weight`` is ``1 / (n_pairs * probability)`` of each vote's pair (1 under a uniform
     draw), the inverse-propensity weight the arena paper's estimator uses.
@@ -213,10 +218,12 @@ def simulate_adaptive_battles(
     done = 0
     while done < n_votes:
         k = min(batch, n_votes - done)
-        cov = rating_covariance(fisher_information(design, theta, n))
-        probs = pair_probabilities(
-            pair_gains(design, theta, cov, criterion=criterion), floor=floor, power=power
-        )
+        if shipped:
+            probs = design_probabilities(theta, n, criterion=criterion, floor=floor, batch=batch)
+        else:
+            cov = rating_covariance(fisher_information(design, theta, n))
+            gains = pair_gains(design, theta, cov, criterion=criterion)
+            probs = pair_probabilities(gains, floor=floor, power=power)
         pairs = rng.choice(len(design), size=k, p=probs)
         lo_left = rng.random(k) < 0.5
         diff = truth[design.lo[pairs]] - truth[design.hi[pairs]]

@@ -93,6 +93,9 @@ def test_weights_and_sides_are_stored_and_read_back_by_the_fits(store: Engine, t
     for name in ("model_a", "model_b", "outcome", "sided", "votes"):
         np.testing.assert_array_equal(getattr(counts, name), getattr(want, name), err_msg=name)
     np.testing.assert_allclose(counts.count, want.count, rtol=1e-12)
+    # ... and their squares summed too, which the intervals need when weights differ within a cell
+    assert counts.weight_sq is not None and want.weight_sq is not None and np.any(want.weight_spread > 0)
+    np.testing.assert_allclose(counts.weight_sq, want.weight_sq, rtol=1e-12)
     # And so the same position-term fit: side-less votes never inform the left-side advantage.
     spec = BTSpec(position="common")
     a, b = fit_bt(counts, spec=spec), fit_bt(want, spec=spec)
@@ -105,7 +108,7 @@ def test_unit_weights_change_nothing_in_what_is_read(store: Engine, tmp_path: Pa
     with store.connect() as conn:
         battles, counts = load_battles(conn), load_pair_counts(conn)
     assert battles.weight is None and battles.sided is None
-    assert counts.votes is None and counts.sided is None
+    assert counts.votes is None and counts.sided is None and counts.weight_sq is None
     export_votes(store, tmp_path / "plain.csv", fmt="csv")
     header = (tmp_path / "plain.csv").read_text(encoding="utf-8").splitlines()[0]
     assert "weight" not in header and "sided" not in header  # old exports stay byte for byte

@@ -2,7 +2,8 @@
 
 A deployment with billions of votes aggregates where its data lives (one ``GROUP BY``, see
 ``docs/counts.md``) and fits here from the cells: one row per (``model_a``, ``model_b``, ``winner``)
-with ``count`` votes, optionally ``weight`` (the summed vote weights, ``count`` when absent), ``sided``
+with ``count`` votes, optionally ``weight`` (the summed vote weights, ``count`` when absent), ``weight_sq``
+(their summed squares, which intervals need when weights differ within a cell), ``sided``
 (false for cells of votes whose display side is unknown) and ``time`` (the start of the cell's time
 bucket, seconds since 1970, for ``--half-life``). The fit already works on such cells
 (:class:`leaderboard.data.PairCounts`), so the board equals the one fitted from the votes themselves.
@@ -33,7 +34,7 @@ from votes.files.records import TSTAMP_MAX, InputError
 __all__ = ["CountsRead", "read_counts"]
 
 _REQUIRED = ("model_a", "model_b", "winner", "count")
-_OPTIONAL = ("weight", "sided", "time")
+_OPTIONAL = ("weight", "weight_sq", "sided", "time")
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,9 @@ def read_counts(
     ------
     InputError
         A missing column, or a row with a missing model or winner, an unknown winner, a model against
-        itself, a count that is not a positive whole number, a weight that is not positive, or a time
-        out of range; the message names the file, the row and the reason.
+        itself, a count that is not a positive whole number, a weight that is not positive, a
+        ``weight_sq`` that squares no such weights, or a time out of range; the message names the file,
+        the row and the reason.
     """
     path = Path(path)
     if not path.is_file():
@@ -137,6 +139,7 @@ def read_counts(
     if "weight" in table.column_names:
         weight = _numbers(path, table, "weight")
         _first(path, ~(weight > 0) | ~np.isfinite(weight), "'weight' must be a positive number")
+    squares = _squares(path, table, count, weight)
     time = None
     if bucket_seconds is not None:
         if "time" not in table.column_names:
@@ -175,27 +178,44 @@ def read_counts(
 
     by_votes = cells(count)
     votes = by_votes.count
-    if weight is not None and not np.array_equal(weight, count):
-        summed = cells(weight).count
-        counts = PairCounts(
-            model_names,
-            by_votes.model_a,
-            by_votes.model_b,
-            by_votes.outcome,
-            summed,
-            by_votes.time,
-            votes,
-            by_votes.sided,
-        )
-    else:
-        counts = PairCounts(
-            model_names,
-            by_votes.model_a,
-            by_votes.model_b,
-            by_votes.outcome,
-            votes,
-            by_votes.time,
-            None,
-            by_votes.sided,
-        )
+    weighted = weight is not None and not np.array_equal(weight, count)
+    spread = squares is not None and not np.array_equal(squares, count)
+    counts = PairCounts(
+        model_names,
+        by_votes.model_a,
+        by_votes.model_b,
+        by_votes.outcome,
+        cells(weight).count if weight is not None and weighted else votes,
+        by_votes.time,
+        votes if weighted else None,
+        by_votes.sided,
+        weight_sq=cells(squares).count if squares is not None and (weighted or spread) else None,
+    )
     return CountsRead(counts, hashlib.sha256(data).hexdigest(), n)
+
+
+def _squares(
+    path: Path,
+    table: pa.Table,
+    count: npt.NDArray[np.float64],
+    weight: npt.NDArray[np.float64] | None,
+) -> npt.NDArray[np.float64] | None:
+    """The ``weight_sq`` column, checked against what ``count`` positive weights summing to ``weight``
+    can give: between ``weight^2 / count`` (all equal) and ``weight^2`` (one holds it all)."""
+    if "weight_sq" not in table.column_names:
+        return None
+    if weight is None:
+        raise InputError(path, None, "a 'weight_sq' column needs the 'weight' column whose squares it sums")
+    squares = _numbers(path, table, "weight_sq")
+    _first(path, ~(squares > 0) | ~np.isfinite(squares), "'weight_sq' must be a positive number")
+    _first(
+        path,
+        squares < weight**2 / count * (1 - 1e-9),
+        "'weight_sq' is below weight^2 / count: not the summed squares of the cell's weights",
+    )
+    _first(
+        path,
+        squares > weight**2 * (1 + 1e-9),
+        "'weight_sq' exceeds weight^2: not the summed squares of positive weights",
+    )
+    return squares

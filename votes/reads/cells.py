@@ -20,7 +20,14 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from leaderboard.data import PairCounts, parse_outcome
 from votes.dialects import Dialect, dialect_of
-from votes.reads.filters import VoteFilter, filter_from, filter_votes, weighted_votes
+from votes.reads.filters import (
+    VoteFilter,
+    check_propensities,
+    filter_from,
+    filter_votes,
+    unit_mean_scale,
+    weighted_votes,
+)
 from votes.reads.packed import packed_cells
 from votes.tables import model_t, vote_t
 
@@ -60,19 +67,21 @@ def load_pair_counts(
 ) -> PairCounts:
     """Selected votes aggregated in SQL by (model_a, model_b, winner): one row per cell, not per vote.
 
-    Weighted votes make ``count`` the summed weights (``votes`` the vote numbers); votes without a known
-    side go to cells of their own (``sided`` false), as :func:`leaderboard.data.aggregate_codes` does.
+    Weighted votes make ``count`` the summed weights (``votes`` the vote numbers, ``weight_sq`` the
+    summed squared weights); votes without a known side go to cells of their own (``sided`` false), as
+    :func:`leaderboard.data.aggregate_codes` does.
     """
     conn = _connection(db)
     f = filter_from(filters, category, language, since, until, exclude_flagged)
+    check_propensities(conn, f)
     dialect = dialect_of(conn)
     stmt = pair_counts_statement(f, dialect=dialect)
     # SQLite hands whole-number cells packed in a few texts (votes.reads.packed); else a row per cell
     packed = packed_cells(conn, stmt) if dialect.packs_scans else None
     if packed is not None:
         a_ids, b_ids, outcome = packed.model_a, packed.model_b, packed.outcome
-        votes = weight = packed.votes.astype(np.float64)
-        votes_unsided = weight_unsided = packed.unsided.astype(np.float64)
+        votes = weight = squares = packed.votes.astype(np.float64)
+        votes_unsided = weight_unsided = squares_unsided = packed.unsided.astype(np.float64)
     else:
         rows = conn.execute(stmt).all()
         a_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -82,6 +91,12 @@ def load_pair_counts(
         weight = np.fromiter((r[4] for r in rows), dtype=np.float64, count=len(rows))
         votes_unsided = np.fromiter((r[5] for r in rows), dtype=np.float64, count=len(rows))
         weight_unsided = np.fromiter((r[6] for r in rows), dtype=np.float64, count=len(rows))
+        squares = np.fromiter((r[7] for r in rows), dtype=np.float64, count=len(rows))
+        squares_unsided = np.fromiter((r[8] for r in rows), dtype=np.float64, count=len(rows))
+    if f.ipw:  # inverse propensities scaled to mean 1 (as load_battles scales the same votes')
+        scale = unit_mean_scale(float(votes.sum()), float(weight.sum()))
+        weight, weight_unsided = weight * scale, weight_unsided * scale
+        squares, squares_unsided = squares * scale**2, squares_unsided * scale**2
     n = len(a_ids)
     models, lookup = index_models(conn, set(np.union1d(a_ids, b_ids).tolist()))
     model_a, model_b = lookup[a_ids], lookup[b_ids]
@@ -91,10 +106,11 @@ def load_pair_counts(
         model_a, model_b, outcome = (np.concatenate([x, x]) for x in (model_a, model_b, outcome))
         votes = np.concatenate([votes - votes_unsided, votes_unsided])
         weight = np.concatenate([weight - weight_unsided, weight_unsided])
+        squares = np.concatenate([squares - squares_unsided, squares_unsided])
         sided = np.concatenate([np.ones(n, dtype=bool), np.zeros(n, dtype=bool)])
         present = votes > 0
         model_a, model_b, outcome = model_a[present], model_b[present], outcome[present]
-        votes, weight, sided = votes[present], weight[present], sided[present]
+        votes, weight, squares, sided = votes[present], weight[present], squares[present], sided[present]
     # The cells are unique already; put them in the (model_a, model_b, outcome, sided) order of
     # aggregate_codes.
     order = np.lexsort((sided if sided is not None else outcome, outcome, model_b, model_a))
@@ -107,6 +123,7 @@ def load_pair_counts(
         count=(weight if weighted else votes)[order],
         votes=votes[order] if weighted else None,
         sided=None if sided is None else sided[order],
+        weight_sq=squares[order] if weighted else None,
     )
 
 
@@ -116,8 +133,9 @@ def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: Dialect
     Grouped on the vote's own copies of the battle facts: unfiltered, or excluding flagged annotators,
     it is one scan of the covering index ``ix_vote_cells`` in the index's order (no join, no sort).
     Category, language and anonymity filters join the battle and prompt; time filters read the vote rows.
-    Columns: the three keys, the number of votes, their summed weight, and the number and summed weight
-    of the votes without a known side.
+    Columns: the three keys, the number of votes, their summed weight, the number and summed weight
+    of the votes without a known side, then the summed squared weights of all and of those (the variance
+    of a cell whose votes weigh unequally is a sum over its votes).
     """
     f = filters or VoteFilter()
     keys: list[ColumnElement[Any]] = [vote_t.c.model_a_id, vote_t.c.model_b_id, vote_t.c.winner]
@@ -129,6 +147,8 @@ def pair_counts_statement(filters: VoteFilter | None = None, *, dialect: Dialect
         func.sum(weight),
         func.sum(case((unsided, 1), else_=0)),
         func.sum(case((unsided, weight), else_=0.0)),
+        func.sum(weight * weight),
+        func.sum(case((unsided, weight * weight), else_=0.0)),
     ).select_from(votes)
     if f.since is not None or f.until is not None:
         # Left alone, SQLite walks ix_vote_cells for its order and fetches every vote row at random to

@@ -27,11 +27,14 @@ __all__ = [
     "count_flagged_annotators",
     "counted_vote_condition",
     "filter_from",
+    "check_propensities",
     "filter_votes",
     "first_sight_condition",
     "flagged_down_weight",
+    "propensity_weight",
     "robust_annotator",
     "robust_weight",
+    "unit_mean_scale",
     "weighted_votes",
 ]
 
@@ -74,6 +77,12 @@ class VoteFilter:
     # weighing the smaller of its annotator's stored ``honest_weight`` and this factor (so a flag always
     # costs weight, and a review's lower posterior costs more); other votes count as usual.
     flagged_weight: float | None = None
+    # Inverse-propensity weights: each vote's weight is divided by its battle's logged pair probability
+    # (:func:`propensity_weight`), then all are scaled to mean 1 (:func:`unit_mean_scale`). Not needed for
+    # consistency when the model holds (the pairs depend only on earlier votes); a guard against its
+    # misspecification, paid for in precision. Every selected vote needs a logged probability
+    # (:func:`check_propensities`).
+    ipw: bool = False
 
     def __post_init__(self) -> None:
         if self.flagged_weight is not None and not 0.0 <= self.flagged_weight <= 1.0:
@@ -241,13 +250,56 @@ def flagged_down_weight(factor: float) -> ColumnElement[Any]:
     return vote_t.c.weight * case((robust_annotator.c.flagged.is_(True), flagged_share), else_=1.0)
 
 
+def _pair_probability() -> Any:
+    """The logged pair probability of the vote's battle: a subquery on its own alias of the battle,
+    correlated with the vote only, so it neither collides with nor binds to the filter's join of the
+    battle."""
+    logged = battle_t.alias("ipw_battle")
+    return (
+        select(logged.c.pair_probability)
+        .where(logged.c.id == vote_t.c.battle_id)
+        .correlate(vote_t)
+        .scalar_subquery()
+    )
+
+
+def propensity_weight(weight: ColumnElement[Any]) -> ColumnElement[Any]:
+    """``weight`` divided by the vote's logged pair probability: its inverse-propensity weight."""
+    out: ColumnElement[Any] = weight / _pair_probability()
+    return out
+
+
 def weighted_votes(f: VoteFilter) -> tuple[ColumnElement[Any], Any]:
     """The vote weight column the filter asks for, and the votes (joined as it needs) to select it from."""
     if f.robust:
-        return robust_weight(), _robust_join()
-    if f.down_weighted and f.flagged_weight is not None:
-        return flagged_down_weight(f.flagged_weight), _robust_join()
-    return vote_t.c.weight, vote_t
+        weight, votes = robust_weight(), _robust_join()
+    elif f.down_weighted and f.flagged_weight is not None:
+        weight, votes = flagged_down_weight(f.flagged_weight), _robust_join()
+    else:
+        weight, votes = vote_t.c.weight, vote_t
+    return (propensity_weight(weight) if f.ipw else weight), votes
+
+
+def check_propensities(db: Session | Connection, f: VoteFilter) -> None:
+    """With ``f.ipw``, refuse a selection with votes whose battle logged no positive pair probability
+    (imported battles, judges' battles): their inverse-propensity weight does not exist."""
+    if not f.ipw:
+        return
+    probability = _pair_probability()
+    stmt = select(func.count()).select_from(vote_t)
+    missing = filter_votes(stmt.where(or_(probability.is_(None), probability <= 0.0)), f)
+    n = int(_connection(db).execute(missing).scalar_one())
+    if n:
+        raise ValueError(
+            f"--ipw weighs each vote by its battle's logged pair probability, and {n} selected votes have"
+            " none (imported or judged battles): select the site's (--source site or live) or drop --ipw"
+        )
+
+
+def unit_mean_scale(votes: float, weights: float) -> float:
+    """The factor that makes inverse-propensity weights average 1 over the selected votes, so a board's
+    battle counts stay on the scale of votes (the ratings and their intervals do not depend on it)."""
+    return votes / weights if weights > 0 else 1.0
 
 
 def filter_from(

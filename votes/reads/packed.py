@@ -215,7 +215,8 @@ class PackedCells(NamedTuple):
 
 def packed_cells(conn: Connection, grouped: Select[Any]) -> PackedCells | None:
     """The rows of ``grouped`` (columns: the model ids, the outcome word, the number of votes, their
-    summed weight, and the number and summed weight of those without a known side) aggregated once more
+    summed weight, the number and summed weight of those without a known side, and summed squared
+    weights, which equal the vote numbers when the weights do) aggregated once more
     into one row of texts, as :func:`packed_chunks` reads votes: tens of thousands of cells arrive as
     six strings, not as a row each (each row is a step of the database taken and given back the
     interpreter lock, what a thread reading beside busy work pays dearly for:
@@ -225,7 +226,7 @@ def packed_cells(conn: Connection, grouped: Select[Any]) -> PackedCells | None:
     (the counts are then whole numbers) and every text parses (a NULL id or an unknown outcome word
     shortens its text)."""
     sub = grouped.subquery()
-    model_a, model_b, winner, votes, weight, unsided, unsided_weight = sub.c
+    model_a, model_b, winner, votes, weight, unsided, unsided_weight, *_squares = sub.c
     digit = _outcome_digit(winner)
     plain = and_(weight == votes, unsided_weight == unsided)
     stmt = select(

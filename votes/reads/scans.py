@@ -27,7 +27,14 @@ from leaderboard.data import parse_outcome
 from votes.bulk import column_chunks
 from votes.dialects import dialect_of
 from votes.reads.cells import index_models
-from votes.reads.filters import VoteFilter, filter_from, filter_votes, weighted_votes
+from votes.reads.filters import (
+    VoteFilter,
+    check_propensities,
+    filter_from,
+    filter_votes,
+    unit_mean_scale,
+    weighted_votes,
+)
 from votes.reads.packed import (
     OUTCOME_WORDS,
     FetchedTexts,
@@ -161,6 +168,7 @@ def load_battles(
         raise ValueError("each_chunk reads the votes' annotators: ask for who")
     conn = _connection(db)
     f = filter_from(filters, category, language, since, until, exclude_flagged)
+    check_propensities(conn, f)
     scan = _scan(conn, f, who)
     columns, votes, own_weight = scan
     base = select(*columns).select_from(votes)
@@ -262,6 +270,8 @@ def load_battles(
     weighed_one = all(bool(np.all(part == 1.0)) for part in weights)
     vote_weight = None if weighed_one else _concat(weights, np.float64)
     weights.clear()
+    if f.ipw and vote_weight is not None:  # inverse propensities scaled to mean 1 (as load_pair_counts)
+        vote_weight = vote_weight * unit_mean_scale(float(len(vote_weight)), float(vote_weight.sum()))
     sided = _concat(sides, np.bool_)
     return Battles(
         models=models,

@@ -36,6 +36,7 @@ __all__ = [
     "ExcludeModelsOpt",
     "FlaggedOpt",
     "FirstSightOpt",
+    "IpwOpt",
     "RobustOpt",
     "JudgeOpt",
     "LanguageOpt",
@@ -98,6 +99,15 @@ RobustOpt = Annotated[
         "--robust",
         help="Database: weigh each vote by its annotator's honest weight (stored by `arena annotators "
         "--apply`) instead of leaving flagged annotators out.",
+    ),
+]
+IpwOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ipw",
+        help="Database: weigh each vote by the inverse of its battle's logged pair probability. Not needed "
+        "for unbiased ratings when the model holds (pairs chosen from earlier votes); a guard against its "
+        "misspecification that costs precision (docs/pairing-weights.md).",
     ),
 ]
 ModelsOpt = Annotated[
@@ -171,6 +181,7 @@ class VoteSelection:
     source: str | None = None
     first_sight: bool = False
     robust: bool = False
+    ipw: bool = False
 
     @property
     def narrows(self) -> bool:
@@ -215,6 +226,7 @@ class VoteSelection:
             first_sight=self.first_sight,
             robust=self.robust,
             flagged_weight=flagged_weight,
+            ipw=self.ipw,
         )
 
 

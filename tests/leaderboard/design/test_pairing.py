@@ -1,5 +1,6 @@
 """The model-based pairing math: closed-form gains equal the brute-force drop, the uniform floor holds,
-votes-needed estimates are tight, and inverse-propensity weighted fits stay calibrated under it."""
+votes-needed estimates are tight, and inverse-propensity weighted fits under the shipped policy get
+intervals that cover (each vote's own squared weight in the sandwich)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from leaderboard import sandwich_intervals
 from leaderboard.design.pairing import (
     CRITERIA,
+    DEFAULT_FLOOR,
     PairDesign,
     _criterion_matrix,
     adjacent_votes_needed,
@@ -184,7 +186,7 @@ def _coverage(boards: int, models: int, votes: int) -> tuple[float, float]:
         truth = rng.normal(0.0, 100.0, models)
         truth -= truth.mean()
         battles = simulate_adaptive_battles(
-            truth, votes, random_state=k, criterion="width", power=2.0, floor=0.05, batch=200
+            truth, votes, random_state=k, floor=DEFAULT_FLOOR, batch=200, shipped=True
         )
         assert battles.weight is not None
         weights_spread.append(float(battles.weight.max() / battles.weight.min()))
@@ -195,14 +197,16 @@ def _coverage(boards: int, models: int, votes: int) -> tuple[float, float]:
     return hits / total, float(np.median(weights_spread))
 
 
-def test_weighted_fit_covers_under_a_strongly_adaptive_policy_quick() -> None:
-    coverage, spread = _coverage(boards=40, models=8, votes=3000)
-    assert spread > 3.0  # the policy really is adaptive: propensities differ several-fold
+def test_weighted_fit_covers_under_the_shipped_policy_quick() -> None:
+    # Its inverse propensities differ forty-fold within a cell; taking each cell's votes at their mean
+    # weight covered 0.88 here, a policy as smooth as pair_probabilities' could not tell the two apart.
+    coverage, spread = _coverage(boards=30, models=8, votes=3000)
+    assert spread > 20.0  # the policy really is adaptive: propensities differ many-fold
     assert 0.93 <= coverage <= 0.97
 
 
 @pytest.mark.slow
-def test_weighted_fit_covers_under_a_strongly_adaptive_policy() -> None:
+def test_weighted_fit_covers_under_the_shipped_policy() -> None:
     coverage, spread = _coverage(boards=120, models=12, votes=8000)
-    assert spread > 3.0
+    assert spread > 20.0
     assert 0.93 <= coverage <= 0.97

@@ -29,7 +29,7 @@ from arena.publish.board_reads import (
 from leaderboard.bt.request import FitRequest
 from leaderboard.data import PairCounts
 from votes.reads.annotated import source_aware_filter
-from votes.reads.filters import VoteFilter
+from votes.reads.filters import VoteFilter, check_propensities
 
 __all__ = ["StoredPart", "pick_stored_components", "read_stored_parts", "stored_filters"]
 
@@ -48,7 +48,14 @@ def pick_stored_components(
     engine: Engine, vote_filter: VoteFilter, *, largest: bool, each: bool
 ) -> list[StoredPart]:
     """The parts of the stored votes' comparison graph to fit; an error (exit 1) naming the parts when
-    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen."""
+    the graph is in parts and neither ``largest`` nor ``each`` is asked. Prints what was chosen.
+    ``--ipw`` on votes without a logged pair probability is a usage error on that option."""
+    if vote_filter.ipw:
+        with engine.connect() as conn:
+            try:
+                check_propensities(conn, vote_filter)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--ipw") from None
     parts, counts = stored_components(engine, vote_filter)
     if len(parts) <= 1:
         return [StoredPart(None, vote_filter, counts)]

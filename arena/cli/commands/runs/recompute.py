@@ -159,6 +159,12 @@ def run_recompute(
                 raise typer.BadParameter(
                     "a battles file has no stored honest weights; use the database", param_hint="--robust"
                 )
+            if selection.ipw:
+                raise typer.BadParameter(
+                    "a battles file logs no pair probabilities; put inverse-propensity weights in its weight"
+                    " column, or use the database",
+                    param_hint="--ipw",
+                )
             file_filter = selection.file_filter()
             asked = selection.language, selection.since, selection.until, selection.models, selection.judge
             narrowed = (*asked, selection.exclude_models, baseline) != (None,) * 7
