@@ -16,8 +16,8 @@ the top (each imports only the rooms below it; ``pyproject.toml``'s import contr
 - below them all: :mod:`arena.settings` (the one reader of the environment), :mod:`arena.security`,
   :mod:`arena.signin`, :mod:`arena.logs`, :mod:`arena.metrics`.
 
-The commands (``arena --help`` lists them with their help; ``tests/arena/test_cli_registry.py`` checks that
-this list is the registry's):
+The commands (``arena --help`` lists them with their help; ``tests/arena/cli/test_cli_registry.py`` checks
+that this list is the registry's):
 
 - data in and out: ``import``, ``export``, ``convert``, ``demo``, ``db``;
 - the site: ``serve``, ``vote-writer``;

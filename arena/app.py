@@ -31,6 +31,7 @@ from arena.security import BattleTokens, InMemoryRateLimiter, RateLimiter, Redis
 from arena.settings import Settings, live_config
 from arena.voting.pairing_service import PairingService
 from arena.voting.state import ArenaState
+from arena.web.display import board_title, time_tag
 from arena.web.limits import RequestLimitsMiddleware
 from arena.web.markdown import render_markdown
 from arena.web.middleware import SecurityHeadersMiddleware, SessionCookieMiddleware, TrustedProxyMiddleware
@@ -68,6 +69,8 @@ def _make_templates(settings: Settings) -> Jinja2Templates:
     env.filters["markdown"] = lambda text: markupsafe.Markup(render_markdown(text or ""))  # nosec B704 # nh3-sanitised HTML from render_markdown
     env.filters["rating"] = lambda value: "—" if math.isnan(value) else f"{value:.1f}"  # NaN: unrated
     env.filters["signed"] = lambda value: f"{value:+.1f}"
+    env.filters["when"] = time_tag  # a time to the minute, the exact one in <time datetime>
+    env.filters["board_title"] = board_title  # "category=coding" -> "Coding"
     return Jinja2Templates(env=env)
 
 

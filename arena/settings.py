@@ -232,6 +232,12 @@ class Settings(BaseSettings):
         return patterns
 
     live_timeout_seconds: float = Field(120.0, gt=0.0, description="Longest a live answer may take.")
+    live_stall_seconds: float = Field(
+        20.0,
+        gt=0.0,
+        description="Longest wait for a live answer's first token or its next one; then another model "
+        "answers in its place (on a first turn, when one is free) or the battle ends without a vote.",
+    )
     live_max_turns: int = Field(8, ge=1, description="Most turns of one live conversation.")
 
     # Durability: group commit window for votes (0 = commit each vote on its own).

@@ -73,6 +73,11 @@ from .online.elo import update_elo as update_elo
 from .online.elo_schedules import FideK as FideK
 from .online.elo_schedules import FixedK as FixedK
 from .online.elo_schedules import UscfK as UscfK
+from .online.federations import ChessState as ChessState
+from .online.federations import FideRater as FideRater
+from .online.federations import UscfRater as UscfRater
+from .online.federations import fide_expected_score as fide_expected_score
+from .online.federations import uscf_special_rating as uscf_special_rating
 from .online.glicko2 import Glicko2Rater as Glicko2Rater
 from .online.glicko2 import Glicko2State as Glicko2State
 from .online.raters import OnlineRater as OnlineRater

@@ -7,7 +7,7 @@ source knows (vote time, vote id, annotator and prompt ids, a weight, style cova
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from leaderboard.data import OUTCOME_STRINGS, Outcome, PairCounts, aggregate_codes
 
-__all__ = ["Battles", "split_components"]
+__all__ = ["Battles", "sparse_models", "split_components"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -101,6 +101,25 @@ class Battles:
             sided=_pick(self.sided, idx),
         )
 
+    def narrow(self, index: npt.ArrayLike) -> Battles:
+        """The votes at ``index`` (as :meth:`take`) coded against the models they name alone, in the
+        order ``models`` has them: what a read of just those votes gives (a board of part of the votes)."""
+        part = self.take(index)
+        m = len(self.models)
+        named = np.flatnonzero(
+            np.bincount(part.model_a, minlength=m) + np.bincount(part.model_b, minlength=m)
+        )
+        if named.size == m:
+            return part
+        recode = np.full(m, -1, dtype=np.int64)
+        recode[named] = np.arange(named.size)
+        return replace(
+            part,
+            models=tuple(self.models[i] for i in named),
+            model_a=recode[part.model_a],
+            model_b=recode[part.model_b],
+        )
+
     def times(self) -> FloatArray:
         """Vote times, or the arrival order when no time was recorded."""
         if self.time is not None:
@@ -110,22 +129,13 @@ class Battles:
 
     def counts(self, *, bucket_seconds: float | None = None) -> PairCounts:
         """Aggregate into cells (weighted when ``weight`` is set; split by time bucket when asked)."""
-        if bucket_seconds is None:
-            return aggregate_codes(
-                self.model_a,
-                self.model_b,
-                self.outcome,
-                models=self.models,
-                weight=self.weight,
-                sided=self.sided,
-            )
         return aggregate_codes(
             self.model_a,
             self.model_b,
             self.outcome,
             models=self.models,
             weight=self.weight,
-            time=self.times(),
+            time=None if bucket_seconds is None else self.times(),
             bucket_seconds=bucket_seconds,
             sided=self.sided,
         )
@@ -158,24 +168,43 @@ def split_components(battles: Battles) -> list[Battles]:
     vote_label = labels[battles.model_a]
     parts: list[Battles] = []
     for label in np.unique(labels):
-        members = np.flatnonzero(labels == label)
         rows = np.flatnonzero(vote_label == label)
-        if rows.size == 0:
-            continue
-        recode = np.full(m, -1, dtype=np.int64)
-        recode[members] = np.arange(members.size)
-        part = battles.take(rows)
-        parts.append(
-            replace(
-                part,
-                models=tuple(battles.models[i] for i in members),
-                model_a=recode[part.model_a],
-                model_b=recode[part.model_b],
-            )
-        )
+        if rows.size:  # a part's models are the ones its votes name
+            parts.append(battles.narrow(rows))
     parts.sort(key=lambda p: (-len(p.models), -len(p)))
     return parts
 
 
 def _pick(column: npt.NDArray[_T] | None, index: npt.NDArray[np.generic]) -> npt.NDArray[_T] | None:
     return None if column is None else column[index]
+
+
+def sparse_models(
+    models: Sequence[str],
+    model_a: npt.ArrayLike,
+    model_b: npt.ArrayLike,
+    votes: npt.ArrayLike,
+    min_votes: float,
+) -> dict[str, int]:
+    """The models with fewer than ``min_votes`` votes, each with the votes it had when it fell short, in
+    the order they were found (fewest first). ``model_a``, ``model_b`` and ``votes`` are cells or single
+    votes (index into ``models``; the votes of each). Leaving a model out takes its votes from its
+    opponents, so the count is redone until every model left has ``min_votes``: a board that lists only
+    models it has measured."""
+    a = np.asarray(model_a, dtype=np.int64)
+    b = np.asarray(model_b, dtype=np.int64)
+    weight = np.asarray(votes, dtype=np.float64)
+    m = len(models)
+    left_off: dict[str, int] = {}
+    out = np.zeros(m, dtype=bool)
+    keep = np.ones(a.shape[0], dtype=bool)
+    while True:
+        per_model = np.bincount(a[keep], weight[keep], m) + np.bincount(b[keep], weight[keep], m)
+        named = (np.bincount(a, minlength=m) + np.bincount(b, minlength=m)) > 0
+        short = np.flatnonzero(named & ~out & (per_model < min_votes))
+        if short.size == 0:
+            return left_off
+        for k in sorted(short.tolist(), key=lambda k: (per_model[k], models[k])):
+            left_off[models[k]] = int(round(per_model[k]))
+        out[short] = True
+        keep &= ~(out[a] | out[b])

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "FEW_VOTES",
     "OUTCOMES",
     "OUTCOME_STRINGS",
     "Outcome",
@@ -160,6 +161,13 @@ class PairCounts:
     @property
     def is_weighted(self) -> bool:
         return self.votes is not None and not np.array_equal(self.votes, self.count)
+
+    def model_votes(self) -> npt.NDArray[np.float64]:
+        """Votes each model took part in (its side of every vote, raw numbers, not weights)."""
+        votes = self.vote_counts
+        m = self.n_models
+        out = np.bincount(self.model_a, votes, m) + np.bincount(self.model_b, votes, m)
+        return np.asarray(out, dtype=np.float64)
 
     @property
     def squared_weights(self) -> npt.NDArray[np.float64]:
@@ -457,3 +465,9 @@ def collapse_pairs(counts: PairCounts, *, weighted: bool = True) -> PairStats:
         wins_hi=sums[:, 1].astype(np.float64),
         ties=sums[:, 2].astype(np.float64),
     )
+
+
+#: A model in fewer votes than this is not measured by its votes alone: its interval is at least the
+#: model-based one (:func:`leaderboard.bt.intervals.few_vote_floor`) and a published board marks it
+#: provisional (:mod:`leaderboard.design.precision`), as the live board does by default.
+FEW_VOTES = 20

@@ -13,8 +13,8 @@ Two engines:
     .venv/bin/python scripts/fuzz_import.py --examples 3000 --backend sqlite
     .venv/bin/python scripts/fuzz_import.py --engine atheris --seconds 120
 
-The test suite (tests/votes/test_fuzz_import.py) runs the hypothesis engine for a few hundred examples on
-SQLite and PostgreSQL. The last line printed is JSON.
+The test suite (tests/votes/imports/test_fuzz_import.py) runs the hypothesis engine for a few hundred
+examples on SQLite and PostgreSQL. The last line printed is JSON.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The long schemathesis run: every API operation with many generated requests (default 250 each).
 
-Runs tests/arena/test_schemathesis.py with more examples: no 5xx, responses and content types as the
+Runs tests/arena/web/test_schemathesis.py with more examples: no 5xx, responses and content types as the
 OpenAPI schema says. The last line is JSON.
 
     .venv/bin/python scripts/schemathesis_run.py --examples 250
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         "-q",
         "-p",
         "no:cacheprovider",
-        "tests/arena/test_schemathesis.py",
+        "tests/arena/web/test_schemathesis.py",
     ]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)  # nosec B603
     tail = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else result.stderr[-500:]

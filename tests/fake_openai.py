@@ -2,9 +2,9 @@
 
 It runs the standard library's threading HTTP server on a loopback port in a thread. The first requests
 get the statuses in ``failures`` (one each), later ones a small ``chat.completion`` (or, when asked to
-stream, its words as server-sent events with a usage chunk); every answer waits ``delay_s`` first.
-It records when each request arrived, its body and Authorization header, and the most requests it
-held at once.
+stream, its words as server-sent events with a usage chunk, ``word_delay_s`` apart); every answer waits
+``delay_s`` first. It records when each request arrived, its body and Authorization header, the most
+requests it held at once, and how many streams the client cut short (closed before the last word).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class FakeOpenAI:
 
     failures: list[int] = field(default_factory=list)
     delay_s: float = 0.0
+    word_delay_s: float = 0.0
     retry_after_ms: int | None = None
     answer: str = "fake answer"
     stream_finishes: bool = True  # False: a stream whose last chunk has no finish_reason (cut short)
@@ -35,6 +36,7 @@ class FakeOpenAI:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[str] = field(default_factory=list)
     max_in_flight: int = 0
+    cut_short: int = 0
     _in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -97,7 +99,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout test)
+                with fake._lock:
+                    fake.cut_short += 1  # the client gave up (a timeout or a stop)
             finally:
                 fake._end()
 
@@ -108,6 +111,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             words = fake.answer.split(" ")
             for i, word in enumerate(words):
+                if i:
+                    time.sleep(fake.word_delay_s)
                 last = i == len(words) - 1
                 delta = {"content": word if last else word + " "}
                 finish = "stop" if last and fake.stream_finishes else None

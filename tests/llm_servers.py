@@ -72,13 +72,16 @@ def _tensor_name(kind: gguf.MODEL_TENSOR, layer: int | None = None) -> str:
     return (name.format(bid=layer) if layer is not None else name) + ".weight"
 
 
-def _tiny_llama_tensors(seed: int) -> dict[str, npt.NDArray[np.float32]]:
+def _tiny_llama_tensors(
+    seed: int, n_embd: int = N_EMBD, n_layer: int = N_LAYER
+) -> dict[str, npt.NDArray[np.float32]]:
     """The weights by GGUF tensor name, numpy shapes as (out, in) like a torch ``Linear``.
 
     gguf reverses the numpy shape when it writes, which gives llama.cpp's ``{in, out}`` order.
     """
     rng = np.random.default_rng(seed)
-    scale = 1.0 / np.sqrt(N_EMBD)
+    n_ff = N_FF * n_embd // N_EMBD  # the default model's ratio
+    scale = 1.0 / np.sqrt(n_embd)
 
     def normal(shape: tuple[int, ...], std: float) -> npt.NDArray[np.float32]:
         return rng.normal(0.0, std, size=shape).astype(np.float32)
@@ -88,14 +91,14 @@ def _tiny_llama_tensors(seed: int) -> dict[str, npt.NDArray[np.float32]]:
         weight[_CONSTANT_DIM, :] = 0.0  # nothing is added to the reserved dimension
         return weight
 
-    embedding = normal((N_VOCAB, N_EMBD), 1.0)
+    embedding = normal((N_VOCAB, n_embd), 1.0)
     embedding[:, _CONSTANT_DIM] = _CONSTANT_VALUE
-    output = normal((N_VOCAB, N_EMBD), 0.3)
+    output = normal((N_VOCAB, n_embd), 0.3)
     never = np.ones(N_VOCAB, dtype=bool)
     never[[len(SPECIAL_TOKENS) + b for b in _WRITTEN_BYTES]] = False
     output[never, :] = 0.0
     output[never, _CONSTANT_DIM] = _NEVER_LOGIT_WEIGHT
-    ones = np.ones(N_EMBD, dtype=np.float32)
+    ones = np.ones(n_embd, dtype=np.float32)
 
     T = gguf.MODEL_TENSOR
     tensors = {
@@ -103,33 +106,36 @@ def _tiny_llama_tensors(seed: int) -> dict[str, npt.NDArray[np.float32]]:
         _tensor_name(T.OUTPUT_NORM): ones,
         _tensor_name(T.OUTPUT): output,
     }
-    for layer in range(N_LAYER):
+    for layer in range(n_layer):
         tensors |= {
             _tensor_name(T.ATTN_NORM, layer): ones,
-            _tensor_name(T.ATTN_Q, layer): normal((N_EMBD, N_EMBD), scale),
-            _tensor_name(T.ATTN_K, layer): normal((N_EMBD, N_EMBD), scale),
-            _tensor_name(T.ATTN_V, layer): normal((N_EMBD, N_EMBD), scale),
-            _tensor_name(T.ATTN_OUT, layer): writes_residual((N_EMBD, N_EMBD), scale),
+            _tensor_name(T.ATTN_Q, layer): normal((n_embd, n_embd), scale),
+            _tensor_name(T.ATTN_K, layer): normal((n_embd, n_embd), scale),
+            _tensor_name(T.ATTN_V, layer): normal((n_embd, n_embd), scale),
+            _tensor_name(T.ATTN_OUT, layer): writes_residual((n_embd, n_embd), scale),
             _tensor_name(T.FFN_NORM, layer): ones,
-            _tensor_name(T.FFN_GATE, layer): normal((N_FF, N_EMBD), scale),
-            _tensor_name(T.FFN_UP, layer): normal((N_FF, N_EMBD), scale),
-            _tensor_name(T.FFN_DOWN, layer): writes_residual((N_EMBD, N_FF), 1.0 / np.sqrt(N_FF)),
+            _tensor_name(T.FFN_GATE, layer): normal((n_ff, n_embd), scale),
+            _tensor_name(T.FFN_UP, layer): normal((n_ff, n_embd), scale),
+            _tensor_name(T.FFN_DOWN, layer): writes_residual((n_embd, n_ff), 1.0 / np.sqrt(n_ff)),
         }
     return tensors
 
 
-def write_tiny_llama(path: Path, *, seed: int) -> Path:
-    """Write a random byte-vocabulary llama model for llama.cpp to ``path`` (about half a megabyte)."""
+def write_tiny_llama(path: Path, *, seed: int, n_embd: int = N_EMBD, n_layer: int = N_LAYER) -> Path:
+    """Write a random byte-vocabulary llama model for llama.cpp to ``path`` (about half a megabyte).
+
+    ``n_embd`` and ``n_layer`` make it wider and deeper, so slower per token: a slow model of its own,
+    for tests where speed must differ."""
     writer = gguf.GGUFWriter(path, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.LLAMA])
     writer.add_name(f"arena-tiny-llama-seed-{seed}")
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     writer.add_context_length(CONTEXT_LENGTH)
-    writer.add_embedding_length(N_EMBD)
-    writer.add_block_count(N_LAYER)
-    writer.add_feed_forward_length(N_FF)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(N_FF * n_embd // N_EMBD)
     writer.add_head_count(N_HEAD)
     writer.add_head_count_kv(N_HEAD)
-    writer.add_rope_dimension_count(N_EMBD // N_HEAD)
+    writer.add_rope_dimension_count(n_embd // N_HEAD)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(N_VOCAB)
 
@@ -148,7 +154,7 @@ def write_tiny_llama(path: Path, *, seed: int) -> Path:
     writer.add_add_eos_token(False)
     writer.add_add_space_prefix(False)
 
-    for name, tensor in _tiny_llama_tensors(seed).items():
+    for name, tensor in _tiny_llama_tensors(seed, n_embd, n_layer).items():
         writer.add_tensor(name, tensor)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -283,24 +289,28 @@ def require_llama_server() -> None:
 
 @dataclass
 class LlamaServers:
-    """Servers started on demand, one per seed, all stopped by `close` (a session fixture holds it)."""
+    """Servers started on demand, one per model, all stopped by `close` (a session fixture holds it)."""
 
     folder: Path
-    _running: dict[int, LlamaServer] = field(default_factory=dict)
+    _running: dict[tuple[int, int, int], LlamaServer] = field(default_factory=dict)
     _stack: ExitStack = field(default_factory=ExitStack)
 
-    def get(self, seed: int) -> LlamaServer:
-        """The server of the tiny model with ``seed`` (started on first use; a skip or CI failure)."""
-        if seed not in self._running:
+    def get(self, seed: int, *, n_embd: int = N_EMBD, n_layer: int = N_LAYER) -> LlamaServer:
+        """The server of the tiny model with ``seed`` (wider and deeper with ``n_embd`` and ``n_layer``;
+        started on first use; a skip or CI failure)."""
+        key = (seed, n_embd, n_layer)
+        if key not in self._running:
             require_llama_server()
-            model = write_tiny_llama(self.folder / f"tiny-llama-{seed}.gguf", seed=seed)
+            size = "" if (n_embd, n_layer) == (N_EMBD, N_LAYER) else f"-{n_embd}x{n_layer}"
+            name = f"tiny-llama-{seed}{size}"
+            model = write_tiny_llama(self.folder / f"{name}.gguf", seed=seed, n_embd=n_embd, n_layer=n_layer)
             try:
-                self._running[seed] = self._stack.enter_context(
-                    start_llama_server(model, model_id=f"tiny-llama-{seed}", log_dir=self.folder)
+                self._running[key] = self._stack.enter_context(
+                    start_llama_server(model, model_id=name, log_dir=self.folder)
                 )
             except RuntimeError as exc:
                 skip_or_fail(str(exc))
-        return self._running[seed]
+        return self._running[key]
 
     def close(self) -> None:
         self._running.clear()

@@ -269,16 +269,58 @@ def test_no_module_outgrows_a_reader() -> None:
     assert not stale, f"now at or under the limit (or gone): take them off OVERSIZED_MODULES: {stale}"
 
 
-def test_no_folder_outgrows_a_reader() -> None:
+def folder_counts(paths: list[Path]) -> dict[str, int]:
+    """How many of ``paths`` each folder holds, by the folder's path in the project."""
     counts: dict[str, int] = {}
-    for path in package_modules():
+    for path in paths:
         folder = str(path.parent.relative_to(ROOT))
         counts[folder] = counts.get(folder, 0) + 1
+    return counts
+
+
+def test_no_folder_outgrows_a_reader() -> None:
+    """Nor a folder of tests more test modules: a room's tests that outgrow it split as the room would."""
+    counts = folder_counts(package_modules()) | folder_counts(sorted((ROOT / "tests").rglob("test_*.py")))
     over = {f: n for f, n in counts.items() if n > FOLDER_MODULES_MAX and f not in FOLDERS_EXEMPT}
     grown = {f: n for f, n in over.items() if n > CROWDED_FOLDERS.get(f, FOLDER_MODULES_MAX)}
     assert not grown, f"folders over {FOLDER_MODULES_MAX} modules (give them rooms): {grown}"
     stale = {f: counts.get(f) for f in CROWDED_FOLDERS if f not in over}
     assert not stale, f"now at or under the limit: take them off CROWDED_FOLDERS: {stale}"
+
+
+def misplaced_test_folders(root: Path) -> list[str]:
+    """Folders of ``tests/<package>/`` under ``root`` that are no room of ``<package>``: every folder right
+    under ``tests/<package>/``, and every deeper one that holds Python (a room's data, such as its golden
+    files, sits in a folder of the room's without Python)."""
+    found = []
+    for package in PACKAGES:
+        tests = root / "tests" / package
+        for folder in sorted(p for p in tests.rglob("*") if p.is_dir() and p.name != "__pycache__"):
+            inside = folder.relative_to(tests)
+            if len(inside.parts) > 1 and not any(folder.glob("*.py")):
+                continue
+            if not (root / package / inside / "__init__.py").is_file():
+                found.append(str(folder.relative_to(root)))
+    return found
+
+
+def test_the_tests_follow_the_rooms() -> None:
+    """``tests/<package>/<room>/`` holds the tests of ``<package>/<room>/`` (the package's own modules and
+    what cuts across rooms are tested in ``tests/<package>/``), so a room renamed or split takes its tests'
+    folder along. The test folders have no ``__init__.py``: pytest imports a test module by its file name,
+    which is therefore unique under ``tests/`` (pytest refuses a second one)."""
+    assert not misplaced_test_folders(ROOT), "test folders that name no room of their package"
+
+
+def test_the_room_check_sees_a_stray_folder(tmp_path: Path) -> None:
+    (tmp_path / "votes" / "reads").mkdir(parents=True)
+    (tmp_path / "votes" / "reads" / "__init__.py").write_text("", encoding="utf-8")
+    for name in ("reads/test_a.py", "reads/golden/a.json", "readers/test_b.py", "golden/b", "reads/x/c.py"):
+        path = tmp_path / "tests" / "votes" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("", encoding="utf-8")
+    found = misplaced_test_folders(tmp_path)
+    assert found == ["tests/votes/golden", "tests/votes/readers", "tests/votes/reads/x"]
 
 
 #: Function-local imports, and how many of them still lack their reason. Both may only go down; the aim
@@ -357,8 +399,10 @@ def extension_kinds() -> dict[str, ExtensionKind]:
 #: only shrink: an entry that no longer spells its words must leave.
 SPELLED_ELSEWHERE: dict[str, dict[str, frozenset[str]]] = {
     "rater": {
-        # evaluate's own `elo` row (and kind): the live board's plain Elo among the held-out methods
+        # evaluate's own `elo` row (and kind): the live board's plain Elo among the held-out methods (its
+        # spec and the list of rows in methods.py, its forecaster in held_out.py)
         "leaderboard/evaluation/held_out.py": frozenset({"elo"}),
+        "leaderboard/evaluation/methods.py": frozenset({"elo"}),
         # the vote writer's handshake carries the Elo config it was started with under this field
         "votes/voting/writer/wire.py": frozenset({"elo"}),
     },

@@ -6,7 +6,7 @@ embedded SQLite default, and ``arena db upgrade`` runs it for PostgreSQL. When a
 
     .venv/bin/python -m votes.migrate revision -m "what changed"
 
-and check it with ``tests/votes/test_migrations.py`` (the migrated schema must equal the models).
+and check it with ``tests/votes/migrations/test_migrations.py`` (the migrated schema must equal the models).
 """
 
 from __future__ import annotations

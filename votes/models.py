@@ -13,6 +13,7 @@ from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, text, 
 from sqlmodel import Field, SQLModel
 
 from votes.dialects import partial_index
+from votes.names import ModelRole
 
 __all__ = [
     "Annotator",
@@ -43,6 +44,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_CONTESTANT = ModelRole.CONTESTANT.value  # a new model answers in battles
 #: ``battle``'s imported keys that are found by their text (see ``Battle.import_digest``).
 _APART = "import_key IS NOT NULL AND import_digest IS NULL"
 
@@ -61,7 +63,13 @@ class ModelBase(SQLModel):
     # votes.catalog.model_metadata, which validates both.
     link: str | None = Field(default=None, max_length=500)
     knowledge_cutoff: str | None = Field(default=None, max_length=10)
+    # False once retired (`arena models remove`): off every page and out of pairing; answers and votes kept.
     active: bool = True
+    # What the model does here (votes.names.ModelRole): answers in battles, only judges them (never paired,
+    # never on a board), or both.
+    role: str = Field(default=_CONTESTANT, max_length=20, sa_column_kwargs={"server_default": _CONTESTANT})
+    # The operator's other names of the model, which the identity-leak filter also looks for in its answers.
+    aliases: list[str] | None = Field(default=None, sa_column=Column(JSON))
 
 
 class Model(ModelBase, table=True):

@@ -3,9 +3,9 @@
 Opening the embedded SQLite store ran Alembic's upgrade on every command: importing Alembic and loading
 every revision module to find the head cost about half a second of each ``arena publish`` even when
 there was nothing to migrate. The head is the newest revision file's name (revision ids are their file
-names since revision 0004; ``tests/votes/test_migrations.py`` checks that this is Alembic's head), and
-the database's revision is one row of ``alembic_version``: when they agree there is nothing to do, and
-anything else (an older revision, no version table, several rows) goes through Alembic as before.
+names since revision 0004; ``tests/votes/migrations/test_migrations.py`` checks that this is Alembic's
+head), and the database's revision is one row of ``alembic_version``: when they agree there is nothing to
+do, and anything else (an older revision, no version table, several rows) goes through Alembic as before.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ chunk. No edge, wherever the command's loops run.
 **When it can go**: once every Python the project supports has the fix, that is once the floor of
 ``requires-python`` in ``pyproject.toml`` is :data:`REMOVABLE_FROM` (3.14.4) or later. A floor of 3.13.13
 is not enough: it still admits 3.14.0 to 3.14.3. Then this module and its one call in
-:func:`arena.cli.main.main` are removed; ``tests/arena/test_frame_stack.py`` fails from that day on to
+:func:`arena.cli.main.main` are removed; ``tests/arena/cli/test_frame_stack.py`` fails from that day on to
 say so.
 """
 

@@ -5,7 +5,7 @@ To add commands, write ``arena/cli/commands/<name>.py`` with ``register(app: typ
 its commands in :data:`COMMANDS` with the first paragraph of their help (what `arena --help` shows without
 importing them). A command that needs a heavy library to run (the fitting stack, the LLM client) keeps its
 options there and its work in :mod:`arena.cli.commands.runs`, imported when it runs, so its `--help` stays
-light. ``tests/arena/test_cli_registry.py`` imports every module and checks that the registry
+light. ``tests/arena/cli/test_cli_registry.py`` imports every module and checks that the registry
 and the modules agree, and that `arena --help` reads the same as with every module imported.
 """
 
@@ -27,8 +27,18 @@ from typer import _click as click  # typer (0.29+) vendors click: its groups and
 from typer.core import TyperCommand, TyperGroup
 
 from arena.cli.frame_stack import call_on_roomy_stack
+from arena.cli.options import examples
 
-__all__ = ["COMMANDS", "COMMAND_MODULES", "app", "build_app", "exit_status", "load_command_module", "main"]
+__all__ = [
+    "COMMANDS",
+    "COMMAND_MODULES",
+    "HELP_LAYOUT",
+    "app",
+    "build_app",
+    "exit_status",
+    "load_command_module",
+    "main",
+]
 
 HELP = "Arena: blind pairwise votes on LLM answers, live Elo, published Bradley-Terry leaderboards."
 
@@ -64,7 +74,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "publish": (
         "publish",
-        "Recompute from the database and store an immutable snapshot (or one per category/language).",
+        "Recompute from the database and store immutable snapshots: the overall board and one per "
+        "category and language, from one read of the votes.",
     ),
     "snapshots": ("snapshots", "Published snapshots: list, show, diff (read only)."),
     "evaluate": (
@@ -119,6 +130,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 
 
+#: How every command's help is laid out: click's plain text, not rich's boxed panels. The panels cut option
+#: names at 80 columns (``--largest-comp…``) and read help as markup (``[families]`` vanished); plain text
+#: wraps the help beside the options, keeps every option whole on a line of its own when it is long, and
+#: leaves a paragraph whose first line is a lone ``\b`` (a command's Examples) as written. Up to
+#: :data:`HELP_WIDTH` columns on a wide terminal.
+HELP_WIDTH = 120
+HELP_LAYOUT: dict[str, Any] = {
+    "rich_markup_mode": None,
+    "context_settings": {"max_content_width": HELP_WIDTH},
+}
+
 #: How the command line itself ends a command: help, a usage error, an exit the command chose.
 _COMMAND_LINE_ENDS = (click.ClickException, typer.Exit, typer.Abort)
 
@@ -160,7 +182,7 @@ def load_command_module(name: str) -> ModuleType:
 @cache
 def _module_commands(name: str) -> dict[str, click.Command]:
     """The click commands one module registers, built once per process."""
-    sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, **HELP_LAYOUT)
     load_command_module(name).register(sub)
     return dict(typer.main.get_group(sub).commands)
 
@@ -199,9 +221,11 @@ def build_app(*, lazy: bool = True) -> typer.Typer:
     options: dict[str, Any] = {
         "name": "arena",
         "help": HELP,
+        "epilog": examples("arena demo --database-url sqlite:///demo.db", "arena recompute --help"),
         "no_args_is_help": True,
         "add_completion": False,
         "pretty_exceptions_enable": False,
+        **HELP_LAYOUT,
     }
     if not lazy:
         cli = typer.Typer(cls=_Commands, **options)

@@ -7,16 +7,30 @@ Opening the store is :mod:`arena.cli.store`'s: this module stays light, so a com
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from votes.files.records import InputError, RowError
+
 if TYPE_CHECKING:
     from arena.settings import Settings
 
-__all__ = ["DatabaseUrlOption", "FormatChoice", "echo_failures", "settings_for"]
+__all__ = [
+    "EXAMPLES_HEADING",
+    "DatabaseUrlOption",
+    "FormatChoice",
+    "echo_failures",
+    "examples",
+    "file_error",
+    "file_read_errors",
+    "settings_for",
+    "written_format",
+]
 
 DatabaseUrlOption = Annotated[
     str | None,
@@ -28,6 +42,17 @@ DatabaseUrlOption = Annotated[
 ]
 
 
+#: The heading of the section that ends every command's help (``tests/arena/cli/test_cli_help.py`` checks it).
+EXAMPLES_HEADING = "Examples:"
+
+
+def examples(*lines: str) -> str:
+    """A command's Examples, for its ``epilog`` (printed after the options, so the help ends with them):
+    one command line each, kept as written (click leaves a paragraph whose first line is a lone ``\\b``
+    unwrapped), which ``tests/arena/cli/test_cli_help.py`` parses against the command's own options."""
+    return "\n".join(["\b", EXAMPLES_HEADING, *(f"  {line}" for line in lines)])
+
+
 class FormatChoice(StrEnum):
     """The file formats `arena import`, `arena export` and `arena convert` read and write."""
 
@@ -35,6 +60,25 @@ class FormatChoice(StrEnum):
     json = "json"
     csv = "csv"
     parquet = "parquet"
+
+
+def written_format(out: Path, given: FormatChoice | None, *, option: str = "--format") -> FormatChoice:
+    """The format a file is written in: the option when given, else the file name's suffix (``.jsonl``,
+    ``.json``, ``.csv``, ``.parquet``), else JSON lines. A JSON lines file named ``.parquet`` (what
+    `arena export votes --out votes.parquet` wrote before) cannot be read back, so a suffix that names
+    another format than the option's is a usage error, and so is ``.gz``: files are written uncompressed."""
+    suffix = out.suffix.lower().lstrip(".")
+    if suffix == "gz":
+        raise typer.BadParameter(
+            f"{out}: files are written uncompressed; name it {out.with_suffix('')} and gzip it afterwards",
+            param_hint="--out",
+        )
+    named = FormatChoice(suffix) if suffix in FormatChoice.__members__ else None
+    if given is not None and named is not None and given is not named:
+        raise typer.BadParameter(
+            f"{out} names a {named.value} file, but {option} {given.value} was given", param_hint=option
+        )
+    return given or named or FormatChoice.jsonl
 
 
 #: The pairs (or answers) named under each failure reason before the rest are counted.
@@ -57,6 +101,31 @@ def echo_failures(failures: Sequence[tuple[str, str]], *, total: int) -> None:
         named = ", ".join(whats[:FAILURES_NAMED])
         more = f" and {len(whats) - FAILURES_NAMED} more" if len(whats) > FAILURES_NAMED else ""
         typer.echo(f"{len(whats)} of {total} requests failed: {why} ({named}{more})", err=True)
+
+
+SKIP_HINT = "use --skip-invalid to skip such rows"
+
+
+def file_error(exc: InputError, *, can_skip: bool = True) -> str:
+    """The one line of a file a command refuses: the file, the line or row and what is wrong with it, and,
+    when one bad row is at fault and the command can leave such rows out (``can_skip``), how to."""
+    hint = f" ({SKIP_HINT}; they are listed in --report)" if can_skip and isinstance(exc, RowError) else ""
+    return f"error: {exc}{hint}"
+
+
+@contextmanager
+def file_read_errors(path: Path, *, can_skip: bool = False) -> Iterator[None]:
+    """A file refused (:class:`~votes.files.records.InputError`, which names where and why) or unreadable:
+    one line on stderr (:func:`file_error`; ``can_skip`` where the command has ``--skip-invalid``) and exit
+    status 2, instead of a traceback."""
+    try:
+        yield
+    except InputError as exc:
+        typer.echo(file_error(exc, can_skip=can_skip), err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"error: {path}: cannot read ({exc.strerror or exc})", err=True)
+        raise typer.Exit(2) from None
 
 
 def settings_for(database_url: str | None = None) -> Settings:

@@ -16,7 +16,7 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
@@ -261,13 +261,21 @@ class EndpointClient:
         )
 
     async def stream(
-        self, messages: Sequence[Message], *, json_schema: Mapping[str, Any] | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        on_send: Callable[[], None] | None = None,
     ) -> AsyncIterator[str | Completion]:
         """Text deltas of the answer as they arrive, then the finished `Completion`.
 
-        Raises as `complete` does; a stream that breaks after it started raises `EndpointResponseError`.
+        ``on_send`` is called when the request leaves, after its wait for one of the ``max_concurrency``
+        slots (a caller timing the server does not count that wait against it). Raises as `complete`
+        does; a stream that breaks after it started raises `EndpointResponseError`.
         """
         async with self._slots:
+            if on_send is not None:
+                on_send()
             start = time.perf_counter()
             parts: list[str] = []
             first_token_s: float | None = None

@@ -43,6 +43,7 @@ from arena.llm.client import (
 )
 from leaderboard.data import Outcome
 from votes.models import utcnow
+from votes.names import ModelRole
 from votes.reads.filters import JUDGE_KIND
 from votes.tables import annotator_t, battle_t, judgment_t, model_t, output_t, prompt_t, vote_t
 
@@ -288,9 +289,11 @@ def plan_judging(
 ) -> list[JudgeTask]:
     """Ordered pairs still to judge: for each prompt, every two models' answers (or each model against
     ``baseline``), in both orders; ``sample`` keeps that many unordered pairs (seeded), both orders each.
-    Pairs this judge already judged with this template are left out."""
+    Pairs this judge already judged with this template are left out, and so are the answers of models
+    that only judge (a ``reference`` may be any model's)."""
+    columns = (output_t.c.id, output_t.c.prompt_id, output_t.c.model_id, output_t.c.text, model_t.c.name)
     rows = conn.execute(
-        select(output_t.c.id, output_t.c.prompt_id, output_t.c.model_id, output_t.c.text, model_t.c.name)
+        select(*columns, model_t.c.role.in_(ModelRole.competing()).label("competes"))
         .join(model_t, model_t.c.id == output_t.c.model_id)
         .order_by(output_t.c.prompt_id, model_t.c.name)
     ).all()
@@ -307,7 +310,9 @@ def plan_judging(
     for row in rows:
         if reference is not None and row.name == reference:
             refs[row.prompt_id] = row.text
-        if (models is None or row.name in models or row.name == baseline) and row.name != reference:
+        if not row.competes or row.name == reference:
+            continue
+        if models is None or row.name in models or row.name == baseline:
             by_prompt.setdefault(row.prompt_id, []).append(row)
     pairs = []
     for prompt_id, outs in by_prompt.items():

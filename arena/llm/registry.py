@@ -1,5 +1,5 @@
-"""From registered endpoints to clients: ``--param k=v`` parsing, TOML model files (endpoints and model
-metadata), `EndpointConfig`.
+"""From registered endpoints to clients: ``--param k=v`` parsing, TOML model files (endpoints, model
+metadata, roles and aliases), `EndpointConfig`.
 
 A registered endpoint's ``params`` hold both the sampling parameters and the client's own settings
 (``timeout_s``, ``max_retries``, ``max_concurrency``, ``json_schema_mode``, ...): keys that
@@ -17,6 +17,8 @@ from typing import Any
 from arena.llm.client import EndpointConfig
 from votes.catalog.endpoints import EndpointRecord
 from votes.catalog.model_metadata import ModelMetadata, metadata_from_table
+from votes.catalog.roles import ModelChange
+from votes.names import model_name
 
 __all__ = ["config_for", "parse_params", "read_models_file"]
 
@@ -90,8 +92,25 @@ def _record_from(name: str, table: Mapping[str, Any], path: Path) -> EndpointRec
     return record
 
 
-def read_models_file(path: Path) -> tuple[list[EndpointRecord], dict[str, ModelMetadata]]:
-    """Endpoints and model metadata from a TOML file, one table per model::
+def _model_change(name: str, table: dict[str, Any]) -> ModelChange | None:
+    """Pop a table's ``role`` and ``aliases`` (what the model does here, its other names) into a change."""
+    role, aliases = table.pop("role", None), table.pop("aliases", None)
+    if role is None and aliases is None:
+        return None
+    if aliases is not None and (
+        not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases)
+    ):
+        raise ValueError(f"model {name!r}: aliases must be a list of strings")
+    try:
+        return ModelChange(role=role, add_aliases=tuple(aliases or ()), clear_aliases=aliases is not None)
+    except ValueError as exc:
+        raise ValueError(f"model {name!r}: {exc}") from None
+
+
+def read_models_file(
+    path: Path,
+) -> tuple[list[EndpointRecord], dict[str, ModelMetadata], dict[str, ModelChange]]:
+    """Endpoints, model metadata and models' roles and aliases from a TOML file, one table per model::
 
         [models.llama-8b]
         base_url = "http://127.0.0.1:8000/v1"
@@ -103,9 +122,14 @@ def read_models_file(path: Path) -> tuple[list[EndpointRecord], dict[str, ModelM
         licence = "llama3"
         link = "https://llama.meta.com/"
         knowledge_cutoff = "2023-03"
+        aliases = ["Llama Three"]           # other names the identity-leak filter looks for
 
         [models.gpt-4]                      # a table without base_url: metadata only
         organisation = "OpenAI"
+
+        [models.judge-70b]
+        base_url = "http://127.0.0.1:8001/v1"
+        role = "judge"                      # contestant (the default), judge or both
 
     Raises
     ------
@@ -121,15 +145,20 @@ def read_models_file(path: Path) -> tuple[list[EndpointRecord], dict[str, ModelM
         raise ValueError(f"{path}: no [models.NAME] tables")
     records: list[EndpointRecord] = []
     metadata: dict[str, ModelMetadata] = {}
-    for name, table in models.items():
+    changes: dict[str, ModelChange] = {}
+    for key, table in models.items():
         if not isinstance(table, dict):
-            raise ValueError(f"{path}: models.{name} is not a table")
+            raise ValueError(f"{path}: models.{key} is not a table")
         try:
+            name = model_name(key)
             info, rest = metadata_from_table(name, table)
+            change = _model_change(name, rest)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
         if info is not None:
             metadata[name] = info
-        if rest or info is None:
+        if change is not None:
+            changes[name] = change
+        if rest or (info is None and change is None):
             records.append(_record_from(name, rest, path))
-    return records, metadata
+    return records, metadata, changes

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StoredVotes",
+    "counted_votes",
     "filters_metadata",
     "load_board_votes",
     "load_from_database",
@@ -148,7 +149,7 @@ def load_votes_with_texts(
             if not clustered or (auto and not votes_name_annotators(conn)):
                 first = counted_before
                 if first is None:
-                    first = _counted_votes(load_pair_counts(conn, filters=counted))
+                    first = counted_votes(load_pair_counts(conn, filters=counted))
                 if first.n_cells:  # no votes: the error is raised where it always was
                     fit_first(first)
         if clustered or judges:
@@ -170,7 +171,7 @@ def load_votes_with_texts(
             timed = who if who is not None else load_battles(conn, filters=counted)
             counts = timed.counts(bucket_seconds=bucket_seconds)
         flagged_found = flagged_report(conn, vote_filter) if flagged else None
-    counts = _counted_votes(counts)
+    counts = counted_votes(counts)
     if first is not None and counts.same_as(first):  # read before: the votes have not changed since
         counts = first
     clusters = choose_clusters(who, counts, cluster) if clustered and who is not None else None
@@ -189,7 +190,7 @@ def load_votes_with_texts(
     )
 
 
-def _counted_votes(counts: PairCounts) -> PairCounts:
+def counted_votes(counts: PairCounts) -> PairCounts:
     """The SQL GROUP BY hands over whole vote counts per cell. If they arrive as "weights", the cells'
     raw vote numbers would read 1 each and the bootstrap would resample cells instead of votes; the
     counts *are* the votes, so say so (this keeps a database fit identical to a file fit)."""
@@ -266,7 +267,7 @@ def stored_components(engine: Engine, vote_filter: VoteFilter) -> tuple[list[tup
     cells (what :func:`~arena.publish.snapshots.publish_snapshot` can fit as ``counted`` when the graph
     is in one part)."""
     with read_only(engine).connect() as conn:
-        counts = _counted_votes(load_pair_counts(conn, filters=vote_filter))
+        counts = counted_votes(load_pair_counts(conn, filters=vote_filter))
     cells = Battles(
         models=counts.models, model_a=counts.model_a, model_b=counts.model_b, outcome=counts.outcome
     )

@@ -29,6 +29,7 @@ from arena.publish.drawing import PlotDrawing
 from leaderboard.battles import Battles
 from leaderboard.bt.clusters import Clusters
 from leaderboard.bt.compute import compute_leaderboard
+from leaderboard.bt.coverage import describe_intervals
 from leaderboard.bt.fit import BTFit
 from leaderboard.bt.request import FitRequest
 from leaderboard.composite.agreement import AGREEMENT_CSV, AGREEMENT_JSON, AgreementReport
@@ -38,11 +39,12 @@ from leaderboard.snapshot.dataset_card import CARD_FILE, MODELS_FILE, dataset_ca
 from leaderboard.snapshot.files import DATA_FILES, PACKAGE, counts_sha256, dump_json, package_version
 from leaderboard.snapshot.folder import SnapshotManifest, slice_label, write_snapshot
 from leaderboard.style.board import expand_style, style_board_files
+from votes.names import is_judge
 
 if TYPE_CHECKING:  # the database stack is imported where it is used: a recompute from a file needs none
     from votes.reads.annotated import AgreementInput
 
-__all__ = ["SliceSpec", "options_metadata", "recompute_snapshot"]
+__all__ = ["SliceSpec", "options_metadata", "recompute_snapshot", "voters_record"]
 
 
 def options_metadata(request: FitRequest, clusters: Clusters | None) -> dict[str, Any]:
@@ -69,6 +71,30 @@ def options_metadata(request: FitRequest, clusters: Clusters | None) -> dict[str
     if request.rectify:
         described["rectify"] = request.rectify
     return described
+
+
+def voters_record(
+    n_votes: float, judges: Battles | None, agreement: AgreementReport | None, source: str
+) -> dict[str, Any]:
+    """Who cast a board's votes, as far as the reads know (``metadata.json`` -> ``voters``, and the dataset
+    card): how many are LLM-judge verdicts (annotators labelled ``judge:<model>`` or ``llm-<model>``) and
+    how many human votes; None where the reads cannot tell."""
+    total = int(round(n_votes))
+    if judges is not None and judges.annotator is not None and judges.annotator_names:
+        labels = judges.annotator_names
+        flagged = [a >= 0 and is_judge(labels[a]) for a in judges.annotator.tolist()]
+        named = sorted({labels[a] for a, j in zip(judges.annotator.tolist(), flagged, strict=True) if j})
+        n_judge = int(sum(flagged))
+        return {"llm_judge_verdicts": n_judge, "human_votes": total - n_judge, "llm_judges": named}
+    if agreement is not None and agreement.judges_in_board:
+        return {
+            "llm_judge_verdicts": None,
+            "human_votes": None,
+            "llm_judges": list(agreement.judges_in_board),
+        }
+    if source == "database":  # every stored vote names its annotator: none of these is a judge
+        return {"llm_judge_verdicts": 0, "human_votes": total, "llm_judges": []}
+    return {"llm_judge_verdicts": None, "human_votes": None, "llm_judges": []}
 
 
 @dataclass(frozen=True)
@@ -107,6 +133,7 @@ def recompute_snapshot(
     pairing_weights: Mapping[str, Mapping[str, float]] | None = None,
     flagged_annotators: Mapping[str, Any] | None = None,
     fitted: FittedBoard | None = None,
+    notes: Mapping[str, Any] | None = None,
 ) -> tuple[Leaderboard, SnapshotManifest]:
     """Fit ``counts`` and write the snapshot folder; the data files depend on counts and request only.
 
@@ -133,7 +160,8 @@ def recompute_snapshot(
     position term goes under ``judge_position`` (:func:`~arena.publish.board_fit.board_judge_positions`);
     ``clustering`` (what :func:`leaderboard.bt.clusters.clustering_record` says about the clusters asked
     for and used) goes under ``clustering``. Both are metadata only: the data files, and so the snapshot
-    id, do not change.
+    id, do not change. Every snapshot says what its intervals are under ``intervals``
+    (:func:`leaderboard.bt.coverage.describe_intervals`: level, method, unit, marginal, fit, ranks).
 
     ``pairing_weights`` (per UTC day, each model's share under the pairing policy then in force, from
     :mod:`votes.voting.pairing_weights`) goes under ``sampling_weights_by_day`` (the board's models only):
@@ -142,6 +170,9 @@ def recompute_snapshot(
     ``flagged_annotators`` (:func:`votes.review.flagged.flagged_report`: the flagged annotators left out or
     down-weighted, each under a pseudonymous id with one reason, and the gold summary) goes under
     ``flagged_annotators``; the board pages show its count.
+
+    ``notes`` are more keys for ``metadata.json`` about how the board was made (the models a category
+    board leaves off, :mod:`arena.publish.slice_reads`; the other boards of the publish): metadata only.
 
     A source-aware method (``composite``) fits ``by_source``, every vote with who cast it (humans and
     judges, whatever the filter's annotators), instead of ``counts``; its sources, learned per-source
@@ -187,10 +218,13 @@ def recompute_snapshot(
             drawing.draw(board)
         if not request.by_source:
             added["fragility"] = board_fragility(counts, request, point_fit)
+        # what the intervals are: level, method, unit, marginal, fit, and what the rank range is
+        added["intervals"] = describe_intervals(board, request, clusters, clustering)
         if clustering is not None:
             added["clustering"] = dict(clustering)
         if flagged_annotators is not None:
             added["flagged_annotators"] = dict(flagged_annotators)
+        added.update(notes or {})
         if judges is not None:
             added["judge_position"] = board_judge_positions(judges)
         if availability is not None:
@@ -212,6 +246,7 @@ def recompute_snapshot(
             files[AGREEMENT_CSV] = agreement.csv_bytes()
             files[AGREEMENT_JSON] = dump_json(agreement.as_dict())
         files[MODELS_FILE] = models_csv([board.models[i] for i in board.order()], model_info or {})
+        added["voters"] = voters_record(counts.n_votes, judges, agreement, source)
         card = {
             "slice": spec.label,
             "n_models": len(board.models),
@@ -223,6 +258,8 @@ def recompute_snapshot(
             "package": PACKAGE,
             "package_version": package_version(),
             "parameters": board.parameters,
+            "voters": added["voters"],
+            "intervals": added["intervals"],
         }
         files[CARD_FILE] = dataset_card(card, [*DATA_FILES, *files])
         manifest = write_snapshot(

@@ -9,12 +9,30 @@ lock, and syncs them from the store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-__all__ = ["AddressReveals", "AnnotatorHistory", "ShownVote", "shown_vote"]
+__all__ = ["AddressReveals", "AnnotatorHistory", "ShownVote", "kept", "shown_vote"]
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 #: A counted vote as a repeat needs it: (vote, prompt, model a, model b, output a, output b), as shown.
 ShownVote = tuple[int, int, int, int, int, int]
+
+
+def kept(records: OrderedDict[_K, _V], key: _K, make: Callable[[], _V], limit: int) -> _V:
+    """The record of ``key`` (made by ``make`` when there is none), now the most recently used; beyond
+    ``limit`` records the least recently used are forgotten (they are synced again from the store)."""
+    record = records.get(key)
+    if record is None:
+        record = records[key] = make()
+        while len(records) > limit:
+            records.popitem(last=False)
+    else:
+        records.move_to_end(key)
+    return record
 
 
 class AnnotatorHistory:

@@ -2,27 +2,29 @@
 
 A turn is prepared first (:func:`prepare_turn`: prompt length and moderation, which two models and on
 which side, the daily token budget), so that every refusal comes before any request reaches an endpoint.
-:func:`run_turn` then streams both answers concurrently as :class:`LiveEvent` values (each side's whole
-text so far; the routes render and send it) and, once both have ended, does the bookkeeping: usage and
-failures per model, the conversation stored as a catalog prompt with two outputs and their provenance,
-the identity-leak check, and finally the signed single-use battle token of an ordinary vote
-(:mod:`arena.voting.service`), issued only now, so a vote is possible only after both answers have finished.
+:func:`arena.voting.live_turn.run_turn` then streams both answers; this module does the bookkeeping
+around it: a partner for a model that could not answer (:func:`spare_contender`), and once both answers
+have ended (:func:`finish_turn`) usage and failures per model, the conversation stored as a catalog
+prompt with two outputs and their provenance, the identity-leak check, and finally the signed
+single-use battle token of an ordinary vote (:mod:`arena.voting.service`), issued only now, so a vote
+is possible only after both answers have finished. A turn stopped on the way (the annotator pressed
+Stop or went away) is counted and closed by :func:`abandon_turn`.
 
 Blindness: nothing here hands the client a model's name, id, endpoint, served model or timing; a failure
 reaches the client as a neutral sentence, and the endpoint's own message goes to the server log only.
 
 A battle keeps one token id through all its turns, carried inside the (encrypted) battle token, so it
-takes one vote at most. A battle that ends without a vote (a failure, a leak) gets a vote-less battle row
-under that id (:func:`votes.voting.live_battles.close_live_battle`), so no earlier token of it can be used.
+takes one vote at most. A battle that ends without a vote (a failure, a leak, a stop) gets a vote-less
+battle row under that id (:func:`votes.voting.live_battles.close_live_battle`), so no earlier token of it
+can be used.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
@@ -33,12 +35,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
-from arena.llm.client import Completion, EndpointError, Message
-from arena.llm.generation import generation_params, turn_stats
+from arena.llm.client import Completion, Message
+from arena.llm.generation import turn_stats
 from arena.security import BattleTokenError, SessionData
+from arena.voting.live_pace import Feed, Side
 from arena.voting.state import ArenaState
 from votes.catalog.answers import GeneratedAnswer, TurnStats
 from votes.catalog.endpoints import EndpointRecord, list_endpoints
+from votes.catalog.roles import in_arena
 from votes.models import utcnow
 from votes.review.leak_review import texts_leak
 from votes.tables import battle_t, generation_t, model_t, output_t, prompt_t
@@ -52,20 +56,31 @@ from votes.voting.live_battles import (
     store_live_turn,
 )
 
-__all__ = ["LiveEvent", "LivePlan", "LiveRefused", "prepare_turn", "run_turn"]
+__all__ = [
+    "Contender",
+    "LiveEvent",
+    "LivePlan",
+    "LiveRefused",
+    "Outcome",
+    "abandon_turn",
+    "finish_turn",
+    "live_ready",
+    "prepare_turn",
+    "spare_contender",
+    "spent_tokens",
+]
 
 log = logging.getLogger(__name__)
 
-Side = Literal["a", "b"]
-
 FAILED_NOTICE = (
-    "One of the models could not finish its answer, so this battle ends without a vote. "
-    "Its failure is counted against its availability. Start a new round to try again."
+    "One of the models could not finish its answer (it failed or took too long), so this battle ends "
+    "without a vote. Its failure is counted against its availability. Start a new live battle to try again."
 )
 LEAK_NOTICE = (
     "One of the answers names the model or company that wrote it, so a vote on this battle would not be "
-    "blind: it is not counted. Start a new round."
+    "blind: it is not counted. Start a new live battle."
 )
+NO_MODELS = "Live battles need two models with endpoints; none are available now."
 
 
 class LiveRefused(Exception):
@@ -77,7 +92,9 @@ class LiveRefused(Exception):
 
 
 @dataclass
-class _Contender:
+class Contender:
+    """One side's model: its endpoint and the conversation so far, which stay on the server."""
+
     model_id: int
     endpoint: EndpointRecord
     history: list[Message]  # the conversation so far (user and assistant turns)
@@ -87,37 +104,55 @@ class _Contender:
 
 @dataclass
 class LivePlan:
-    """A prepared turn: who answers on which side, and the conversation so far. Names stay server-side."""
+    """A prepared turn: who answers on which side, and the conversation so far. Names stay server-side.
+
+    ``tried`` holds every model asked in this turn (a failed one is not asked again); a battle whose
+    model was replaced has no ``pair_probability``: the pair was not the pairing policy's draw."""
 
     annotator_id: int
     token_id: str
-    a: _Contender
-    b: _Contender
+    a: Contender
+    b: Contender
     user_turns: list[str]
     pair_probability: float | None
     issued_at: datetime
     stored: StoredTurn | None = None
+    tried: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.tried |= {self.a.model_id, self.b.model_id}
 
 
 @dataclass(frozen=True)
 class LiveEvent:
-    """What the page is told. ``update``/``done``/``failed``: a side's whole answer so far. ``end``: both
-    answers have ended; ``token`` (the vote's battle token) when the battle can be voted on, else a
-    ``notice`` saying why not."""
+    """What the page is told. ``start``: the turn is accepted (``text``, the user's message).
+    ``update``/``done``/``failed``: what a side's pane shows now (``text``, its first ``tokens`` deltas;
+    ``reason`` of a failure: ``"error"`` or ``"timeout"``). ``reset``: another model answers on ``side``
+    instead, its pane starts again (``notice`` says why). ``end``: both answers have ended; ``token`` (the
+    vote's battle token) when the battle can be voted on, else a ``notice`` saying why not."""
 
-    kind: Literal["update", "done", "failed", "end"]
+    kind: Literal["start", "update", "done", "failed", "reset", "end"]
     side: Side | None = None
     text: str = ""
+    tokens: int = 0
     token: str | None = None
     notice: str | None = None
+    reason: str | None = None
 
 
 @dataclass
-class _Outcome:
-    text: str = ""
+class Outcome:
+    """One model's answer to a turn: what arrived (:class:`~arena.voting.live_pace.Feed`), then the
+    finished completion, or why it failed (``"error"`` or ``"timeout"``)."""
+
+    feed: Feed
     completion: Completion | None = None
-    failed: bool = False
-    chunks: int = field(default=0)
+    reason: str | None = None
+    settled: bool = False  # a failure already dealt with: another model took over, or the battle ends
+
+    @property
+    def failed(self) -> bool:
+        return self.feed.failed
 
 
 @lru_cache(maxsize=8)
@@ -142,13 +177,42 @@ def check_prompt(state: ArenaState, message: str) -> str:
 
 
 def _endpoints_by_model(engine: Engine) -> dict[int, EndpointRecord]:
+    """The endpoints of the models in the arena, read now: a judge never answers, and a model retired or
+    made a judge a moment ago is neither drawn nor continued with."""
     with engine.connect() as conn:
-        active = dict(
-            conn.execute(select(model_t.c.name, model_t.c.id).where(model_t.c.active.is_(True))).all()
-        )
+        active = dict(conn.execute(select(model_t.c.name, model_t.c.id).where(in_arena())).all())
     with Session(engine) as session:
         records = list_endpoints(session=session)
     return {int(active[r.name]): r for r in records if r.name in active}
+
+
+def live_ready(state: ArenaState) -> bool:
+    """Whether live battles can start at all: two active models with endpoints (the page says so at once
+    when they cannot, before the annotator types anything)."""
+    return len(_endpoints_by_model(state.engine)) >= 2
+
+
+def spare_contender(state: ArenaState, plan: LivePlan, side: Side) -> Contender | None:
+    """Another model for ``side`` of a first turn, when its model failed or took too long: a partner of
+    the other side's model by the pairing policy among the models not yet asked, or None (a later turn
+    keeps its models: a new one would answer a conversation another model has written)."""
+    if plan.stored is not None:
+        return None
+    other = plan.b if side == "a" else plan.a
+    endpoints = _endpoints_by_model(state.engine)
+    spare = [m for m in endpoints if m not in plan.tried]
+    budget = state.settings.live_daily_tokens
+    if spare and budget is not None:  # a model that has spent today's budget cannot step in either
+        with state.engine.connect() as conn:
+            spare = [m for m, spent in live_tokens_today(conn, spare).items() if spent < budget]
+    picked = state.pairing.pick_pair(spare, with_model=other.model_id) if spare else None
+    if picked is None:
+        return None
+    model_id = picked[1] if picked[0] == other.model_id else picked[0]
+    plan.tried.add(model_id)
+    plan.pair_probability = None
+    user: list[Message] = [{"role": "user", "content": plan.user_turns[0]}]
+    return Contender(model_id, endpoints[model_id], user)
 
 
 def _new_plan(state: ArenaState, who: SessionData, text: str) -> LivePlan:
@@ -156,14 +220,14 @@ def _new_plan(state: ArenaState, who: SessionData, text: str) -> LivePlan:
     state.pairing.refresh()
     picked = state.pairing.pick_pair(sorted(endpoints))
     if picked is None:
-        raise LiveRefused(503, "Live battles need two models with endpoints; none are available now.")
+        raise LiveRefused(503, NO_MODELS)
     left, right, probability = picked
     turn: list[Message] = [{"role": "user", "content": text}]
     return LivePlan(
         annotator_id=who.annotator_id,
         token_id=f"live-{secrets.token_urlsafe(24)}",
-        a=_Contender(left, endpoints[left], list(turn)),
-        b=_Contender(right, endpoints[right], list(turn)),
+        a=Contender(left, endpoints[left], list(turn)),
+        b=Contender(right, endpoints[right], list(turn)),
         user_turns=[text],
         pair_probability=probability,
         issued_at=utcnow(),
@@ -182,10 +246,10 @@ def _continued_plan(state: ArenaState, who: SessionData, text: str, token: str) 
         battle = state.tokens.read(token, annotator_id=who)
     except BattleTokenError:
         raise LiveRefused(
-            409, "This conversation can no longer be continued; please start a new round."
+            409, "This conversation can no longer be continued; please start a new live battle."
         ) from None
     if battle.source != LIVE_SOURCE:
-        raise LiveRefused(409, "This battle cannot be continued; please start a new round.")
+        raise LiveRefused(409, "This battle cannot be continued; please start a new live battle.")
     endpoints = _endpoints_by_model(state.engine)
     with state.engine.connect() as conn:
         ended = conn.execute(select(battle_t.c.id).where(battle_t.c.token_id == battle.token_id)).first()
@@ -210,16 +274,18 @@ def _continued_plan(state: ArenaState, who: SessionData, text: str, token: str) 
             ).all()
         }
     if ended is not None:
-        raise LiveRefused(409, "This battle is over; please start a new round.")
+        raise LiveRefused(409, "This battle is over; please start a new live battle.")
     if prompt is None or len(outputs) != 2 or not {battle.model_a_id, battle.model_b_id} <= set(endpoints):
-        raise LiveRefused(409, "This conversation can no longer be continued; please start a new round.")
+        raise LiveRefused(
+            409, "This conversation can no longer be continued; please start a new live battle."
+        )
     user_turns = [str(m["content"]) for m in prompt.conversation or []] or [str(prompt.text)]
     if len(user_turns) >= state.settings.live_max_turns:
         raise LiveRefused(
-            409, "This conversation has reached its last turn; please vote or start a new round."
+            409, "This conversation has reached its last turn; please vote or start a new live battle."
         )
 
-    def contender(model_id: int, output_id: int) -> _Contender:
+    def contender(model_id: int, output_id: int) -> Contender:
         row = outputs[output_id]
         history = _history(user_turns[0], str(row.text), row.conversation)
         history.append({"role": "user", "content": text})
@@ -230,7 +296,7 @@ def _continued_plan(state: ArenaState, who: SessionData, text: str, token: str) 
             row.finish_reason,
             row.served_model,
         )
-        return _Contender(model_id, endpoints[model_id], history, earlier)
+        return Contender(model_id, endpoints[model_id], history, earlier)
 
     return LivePlan(
         annotator_id=who.annotator_id,
@@ -269,32 +335,7 @@ async def prepare_turn(state: ArenaState, who: SessionData, *, message: str, tok
     return await run_in_threadpool(_prepare, state, who, text, token)
 
 
-async def _answer(
-    state: ArenaState, contender: _Contender, side: Side, queue: asyncio.Queue[tuple[Side, str, bool]]
-) -> _Outcome:
-    outcome = _Outcome()
-    try:
-        client = state.endpoints.client(contender.endpoint)
-        async with asyncio.timeout(state.settings.live_timeout_seconds):
-            async for item in client.stream(contender.history):
-                if isinstance(item, Completion):
-                    outcome.completion = item
-                else:
-                    outcome.text += item
-                    outcome.chunks += 1
-                    queue.put_nowait((side, outcome.text, False))
-            contender.params = generation_params(client)
-    except (EndpointError, TimeoutError) as exc:
-        log.warning("live answer failed after %d chunks: %s", outcome.chunks, exc)
-        outcome.failed = True
-    except Exception:  # an unexpected error must still end the battle cleanly for the annotator
-        log.exception("live answer failed")
-        outcome.failed = True
-    queue.put_nowait((side, outcome.text, True))
-    return outcome
-
-
-def _answer_record(contender: _Contender, outcome: _Outcome) -> GeneratedAnswer:
+def _answer_record(contender: Contender, outcome: Outcome) -> GeneratedAnswer:
     assert outcome.completion is not None  # nosec B101 # only finished answers are stored
     history = [*contender.history, {"role": "assistant", "content": outcome.completion.text}]
     turns = [t for t in (contender.earlier, turn_stats(outcome.completion)) if t is not None]
@@ -308,21 +349,17 @@ def _answer_record(contender: _Contender, outcome: _Outcome) -> GeneratedAnswer:
     )
 
 
-def _tokens(outcome: _Outcome) -> int:
-    """Tokens charged to the budget: the server's usage, or (not reported, or a broken stream) one per
-    streamed delta."""
+def spent_tokens(outcome: Outcome) -> int:
+    """Tokens charged to the budget: the server's usage, or (not reported, or a broken or stopped stream)
+    one per streamed delta."""
     c = outcome.completion
     if c is None or c.completion_tokens is None:
-        return outcome.chunks + (c.prompt_tokens or 0 if c is not None else 0)
+        return outcome.feed.count + (c.prompt_tokens or 0 if c is not None else 0)
     return (c.prompt_tokens or 0) + c.completion_tokens
 
 
-def _finish(state: ArenaState, plan: LivePlan, a: _Outcome, b: _Outcome) -> LiveEvent:
-    """Count usage, then store the turn and issue the vote token, or close the battle; in a worker thread."""
-    engine = state.engine
-    for contender, outcome in ((plan.a, a), (plan.b, b)):
-        count_live_use(engine, contender.model_id, tokens=_tokens(outcome), failed=outcome.failed)
-    battle = IssuedBattle(
+def _issued(plan: LivePlan) -> IssuedBattle:
+    return IssuedBattle(
         token_id=plan.token_id,
         annotator_id=plan.annotator_id,
         prompt_id=plan.stored.prompt_id if plan.stored else 0,
@@ -334,6 +371,14 @@ def _finish(state: ArenaState, plan: LivePlan, a: _Outcome, b: _Outcome) -> Live
         pair_probability=plan.pair_probability,
         source=LIVE_SOURCE,
     )
+
+
+def finish_turn(state: ArenaState, plan: LivePlan, a: Outcome, b: Outcome) -> LiveEvent:
+    """Count usage, then store the turn and issue the vote token, or close the battle; in a worker thread."""
+    engine = state.engine
+    for contender, outcome in ((plan.a, a), (plan.b, b)):
+        count_live_use(engine, contender.model_id, tokens=spent_tokens(outcome), failed=outcome.failed)
+    battle = _issued(plan)
     if a.failed or b.failed:
         if plan.stored is not None:  # an earlier turn's token exists: spend it
             close_live_battle(engine, battle, "failed")
@@ -351,68 +396,28 @@ def _finish(state: ArenaState, plan: LivePlan, a: _Outcome, b: _Outcome) -> Live
         battle, prompt_id=stored.prompt_id, output_a_id=stored.output_a_id, output_b_id=stored.output_b_id
     )
     with engine.connect() as conn:
-        leaks = texts_leak(conn, [(plan.a.model_id, a.text), (plan.b.model_id, b.text)])
+        leaks = texts_leak(conn, [(plan.a.model_id, a.feed.text), (plan.b.model_id, b.feed.text)])
     if any(leaks):
         close_live_battle(engine, battle, "leak")
         return LiveEvent("end", notice=LEAK_NOTICE)
     return LiveEvent("end", token=state.tokens.issue(battle))
 
 
-#: At most this many states of one side are sent from a burst of deltas (the newest always among them).
-_UPDATES_PER_BURST = 4
-
-
-def _spread(states: list[str]) -> list[str]:
-    """Evenly spaced states of a burst, ending with the newest: the page still sees the answer grow when
-    many deltas arrive at once, without re-rendering the whole answer once per delta."""
-    if len(states) <= _UPDATES_PER_BURST:
-        return states
-    step = len(states) / _UPDATES_PER_BURST
-    return [states[min(len(states) - 1, round((i + 1) * step) - 1)] for i in range(_UPDATES_PER_BURST)]
-
-
-async def run_turn(state: ArenaState, plan: LivePlan) -> AsyncIterator[LiveEvent]:
-    """Stream both answers at once, then end with the vote token or a notice (see :class:`LiveEvent`).
-
-    Updates are thinned: when a side's deltas arrive faster than the page is written to, a few evenly
-    spaced states of the burst go out (:func:`_spread`). Closing the iterator early (the client went
-    away) cancels both requests.
-    """
-    queue: asyncio.Queue[tuple[Side, str, bool]] = asyncio.Queue()
-    tasks = {
-        "a": asyncio.create_task(_answer(state, plan.a, "a", queue)),
-        "b": asyncio.create_task(_answer(state, plan.b, "b", queue)),
-    }
+def abandon_turn(state: ArenaState, plan: LivePlan, spent: Iterable[tuple[int, int, bool]]) -> None:
+    """A turn stopped before both answers ended (Stop, or the page went away): count each model's
+    ``(model id, tokens, failed)`` (a stop is not the model's failure), and close the battle when an
+    earlier turn's token exists, so it ends without a vote like a failed one. In a worker thread; never
+    raises."""
     try:
-        ended: set[str] = set()
-        while len(ended) < 2:
-            batch = [await queue.get()]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
-            texts: dict[Side, list[str]] = {"a": [], "b": []}
-            finished: list[Side] = []
-            for side, text, last in batch:
-                if side in ended:
-                    continue
-                if last:
-                    ended.add(side)
-                    finished.append(side)
-                elif text.strip():
-                    texts[side].append(text)
-            for side in ("a", "b"):
-                for text in _spread(texts[side]):
-                    yield LiveEvent("update", side, text)
-            for side in finished:
-                outcome = await tasks[side]
-                yield LiveEvent("failed" if outcome.failed else "done", side, outcome.text)
-        a, b = tasks["a"].result(), tasks["b"].result()
-        yield await run_in_threadpool(_finish, state, plan, a, b)
-    finally:
-        for task in tasks.values():
-            task.cancel()
+        for model_id, tokens, failed in spent:
+            count_live_use(state.engine, model_id, tokens=tokens, failed=failed)
+        if plan.stored is not None:
+            close_live_battle(state.engine, _issued(plan), "stopped")
+    except Exception:  # nobody waits for this: the log is the only place a failure can go
+        log.exception("a stopped live turn was not recorded")
 
 
-def collect(events: Sequence[LiveEvent]) -> dict[str, str | None]:
+def collect(events: Iterable[LiveEvent]) -> dict[str, str | None]:
     """The final state of a turn from its events: each side's text and status, the token or notice."""
     result: dict[str, str | None] = {"a": "", "b": "", "a_status": None, "b_status": None}
     for event in events:

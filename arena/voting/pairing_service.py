@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from arena.settings import Settings
 from arena.voting.checks import GoldChoice, RepeatChoice, draw_gold, draw_repeat
-from arena.voting.histories import AddressReveals, AnnotatorHistory, shown_vote
+from arena.voting.histories import AddressReveals, AnnotatorHistory, kept, shown_vote
 from arena.voting.pairing import Choice, PairingCatalog, choose_battle, choose_pair, optimal_design
 from votes.db import read_session
-from votes.models import LiveRating, Output, Prompt
+from votes.models import Output, Prompt
 from votes.review.gold_review import retire_golds
 from votes.review.leak_review import LeakScanner
 from votes.voting.annotators import (
@@ -35,7 +35,7 @@ from votes.voting.gold_items import GoldItem, gold_answers, load_gold_items, loa
 from votes.voting.live_battles import LIVE_SOURCE
 from votes.voting.pairing_weights import model_shares, record_pairing_weights
 from votes.voting.repeat_votes import REPEATABLE_SOURCES
-from votes.voting.views import load_pairing_catalog, pair_vote_counts
+from votes.voting.views import arena_ratings, load_pairing_catalog, pair_vote_counts
 
 __all__ = ["PairingService"]
 
@@ -122,7 +122,7 @@ class PairingService:
                 rows = [r for r in load_pairing_catalog(session=session) if r.output_id not in leaking]
                 catalog = PairingCatalog.from_rows(rows)
                 counts = pair_vote_counts(session=session)
-                ratings = dict(session.exec(select(LiveRating.model_id, LiveRating.rating)).all())
+                ratings = arena_ratings(session=session)
                 golds = load_gold_items(session)
                 # Golds' prompts are held like the live battles' cached texts: a gold is served to each
                 # annotator once, so reading its prompt on the first serve would make golds slower.
@@ -132,6 +132,8 @@ class PairingService:
             design = self._optimal_design(catalog, counts, ratings)
             self._record_weights(design)
             golds = self._retire_golds(golds, force=force)
+            # a gold whose reveal names a model no longer in the arena would stand out from every battle
+            golds = [g for g in golds if {g.model_a_id, g.model_b_id} - {None} <= catalog.model_ids]
             answers = {g.gold_id: self._gold_answers.get(g.gold_id) or gold_answers(g) for g in golds}
             now = time.monotonic()
             with self._lock:
@@ -232,14 +234,7 @@ class PairingService:
     # -- annotators' histories --------------------------------------------------------------------
 
     def _history(self, annotator_id: int) -> AnnotatorHistory:
-        history = self._histories.get(annotator_id)
-        if history is None:
-            history = self._histories[annotator_id] = AnnotatorHistory()
-            while len(self._histories) > self.max_histories:
-                self._histories.popitem(last=False)
-        else:
-            self._histories.move_to_end(annotator_id)
-        return history
+        return kept(self._histories, annotator_id, AnnotatorHistory, self.max_histories)
 
     def _sync_history(self, annotator_id: int) -> None:
         with self._lock:
@@ -263,14 +258,7 @@ class PairingService:
             history.synced_at = time.monotonic()
 
     def _address(self, address_hash: str) -> AddressReveals:
-        reveals = self._addresses.get(address_hash)
-        if reveals is None:
-            reveals = self._addresses[address_hash] = AddressReveals()
-            while len(self._addresses) > self.max_histories:
-                self._addresses.popitem(last=False)
-        else:
-            self._addresses.move_to_end(address_hash)
-        return reveals
+        return kept(self._addresses, address_hash, AddressReveals, self.max_histories)
 
     def _sync_address(self, address_hash: str) -> None:
         with self._lock:
@@ -378,14 +366,15 @@ class PairingService:
             n_models = len(self._catalog.model_ids)
             return draw_repeat(history, self.settings.repeat_rate, n_models, self.rng)
 
-    def pick_pair(self, model_ids: Sequence[int]) -> tuple[int, int, float] | None:
+    def pick_pair(
+        self, model_ids: Sequence[int], with_model: int | None = None
+    ) -> tuple[int, int, float] | None:
         """Two of ``model_ids`` for a live battle, drawn by the pairing policy from the cached vote counts
-        and ratings, sides by a fair coin: ``(left, right, probability of the unordered pair)``.
-
-        None with fewer than two models. Call :meth:`prepare` (or :meth:`refresh`) first for fresh counts.
-        """
-        ids = sorted(set(model_ids))
-        pairs = [(lo, hi) for i, lo in enumerate(ids) for hi in ids[i + 1 :]]
+        and ratings, sides by a fair coin: ``(left, right, probability of the unordered pair)``; with
+        ``with_model``, only pairs with that model (a partner for it when its first one could not answer).
+        None with no such pair. Call :meth:`prepare` (or :meth:`refresh`) first for fresh counts."""
+        ids = sorted({*model_ids, *([] if with_model is None else [with_model])})
+        pairs = [(lo, hi) for i, lo in enumerate(ids) for hi in ids[i + 1 :] if with_model in (None, lo, hi)]
         if not pairs:
             return None
         with self._lock:

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import re
 
+from leaderboard.snapshot.titles import LANGUAGES
+
 __all__ = ["language_tag"]
 
 # Catalogs name a language either by a BCP 47 tag ("de", "pt-BR") or, like Chatbot Arena, by its English
-# name ("German"). The names below are the languages that occur in public arena data; others are unknown.
-_NAMES = {
-    "arabic": "ar", "chinese": "zh", "czech": "cs", "danish": "da", "dutch": "nl", "english": "en",
-    "finnish": "fi", "french": "fr", "german": "de", "greek": "el", "hebrew": "he", "hindi": "hi",
-    "hungarian": "hu", "indonesian": "id", "italian": "it", "japanese": "ja", "korean": "ko",
-    "norwegian": "no", "persian": "fa", "polish": "pl", "portuguese": "pt", "romanian": "ro",
-    "russian": "ru", "spanish": "es", "swedish": "sv", "thai": "th", "turkish": "tr",
-    "ukrainian": "uk", "vietnamese": "vi",
-}  # fmt: skip
+# name ("German"): the names of the one table of languages (leaderboard.snapshot.titles), read the other way.
+_NAMES = {name.lower(): code for code, name in LANGUAGES.items()}
 _TAG = re.compile(r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*$")
 
 

@@ -20,11 +20,17 @@ from scipy.stats import binomtest
 from leaderboard.bt.bootstrap import Progress, bootstrap_ratings
 from leaderboard.bt.clusters import Clusters
 from leaderboard.bt.fit import BTFit, fit_bt
-from leaderboard.bt.intervals import rank_intervals, rank_upper_bound, ranks_of, sandwich_intervals
+from leaderboard.bt.intervals import (
+    few_vote_floor,
+    rank_intervals,
+    rank_upper_bound,
+    ranks_of,
+    sandwich_intervals,
+)
 from leaderboard.bt.matrices import model_totals
 from leaderboard.bt.request import FitRequest, method_spec
 from leaderboard.bt.spec import BTSpec
-from leaderboard.data import Outcome, PairCounts
+from leaderboard.data import FEW_VOTES, Outcome, PairCounts
 from leaderboard.result import Leaderboard
 
 __all__ = [
@@ -102,6 +108,13 @@ def _fit_method(
     elif request.interval == "sandwich":
         sw = sandwich_intervals(counts, fit=fit, level=request.level, clusters=clusters)
         low, high, extra = sw.ci_low, sw.ci_high, sw.extra
+    if request.interval != "none":
+        low, high, few = few_vote_floor(counts, fit, low, high, level=request.level)
+        if few.any():  # said only where it happened: other boards' parameters stay as they were
+            params["few_votes"] = {
+                "below": FEW_VOTES,
+                "models": [m for m, f in zip(fit.models, few, strict=True) if f],
+            }
     fitted: dict[str, Any] = {
         k: {"value": v, "ci_low": lo, "ci_high": hi} for k, (v, lo, hi) in extra.items()
     }
@@ -191,6 +204,7 @@ def fit_leaderboard(
         interval=request.interval,
         parameters=parameters,
         fitted=fitted,
+        widened=fit_params.get("few_votes", {}).get("models", ()),
     )
     return board, fit
 
@@ -207,10 +221,13 @@ def assemble_board(
     interval: str,
     parameters: dict[str, Any],
     fitted: Mapping[str, Mapping[str, float]],
+    widened: Sequence[str] = (),
 ) -> Leaderboard:
     """A complete :class:`Leaderboard` from ratings and intervals: ranks, rank intervals, the rank upper
     bound, battles and win rates, filled the same way for every method (the Bradley-Terry family here,
-    the source-aware composite in :mod:`leaderboard.composite.board`)."""
+    the source-aware composite in :mod:`leaderboard.composite.board`). The rank range of a model in
+    ``widened`` (its interval wider than its rounds say: :func:`~leaderboard.bt.intervals.few_vote_floor`)
+    also spans every rank its interval allows."""
     rating = np.asarray(rating, dtype=np.float64)
     low = np.array(low, dtype=np.float64)
     high = np.array(high, dtype=np.float64)
@@ -221,6 +238,11 @@ def assemble_board(
     else:
         rank_low = rank_ub
         rank_high = (high[None, :] >= low[:, None]).sum(axis=1).astype(np.int64)
+    if widened:
+        wide = np.isin(np.asarray(counts.models, dtype=object), list(widened))
+        reach = (high[None, :] >= low[:, None]).sum(axis=1).astype(np.int64)
+        rank_low = np.where(wide, np.minimum(rank_low, rank_ub), rank_low)
+        rank_high = np.where(wide, np.maximum(rank_high, reach), rank_high)
     battles, win_rate = model_totals(counts)
     return Leaderboard(
         models=counts.models,

@@ -23,11 +23,12 @@ from scipy import stats as sps
 from leaderboard.bt.cells import Layout, Objective
 from leaderboard.bt.clusters import Clusters
 from leaderboard.bt.fit import BTFit, fit_bt
-from leaderboard.data import Outcome, PairCounts
+from leaderboard.data import FEW_VOTES, Outcome, PairCounts
 
 __all__ = [
     "IntervalResult",
     "cluster_meat",
+    "few_vote_floor",
     "percentile_intervals",
     "plain_cell_scores",
     "rank_intervals",
@@ -251,3 +252,26 @@ def sandwich_intervals(
         kind=("sandwich" if clusters is None else f"sandwich:{clusters.label}") if robust else "model",
         extra=extra,
     )
+
+
+def few_vote_floor(
+    counts: PairCounts, fit: BTFit, ci_low: FloatArray, ci_high: FloatArray, *, level: float
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """Intervals of models in fewer than :data:`FEW_VOTES` votes widened to at least the model-based
+    normal interval (``H^+`` of the point fit), and which models those are.
+
+    Resampling a handful of votes cannot show how little they say. A model whose only vote is a tie has
+    that tie in every round that draws it, and the tie puts it exactly at its opponent, so its bootstrap
+    distribution is its opponent's; in a round that misses its votes it has no rating of its own, and the
+    warm-started Newton step moves it with the opponent it is tied to (its row of the point Hessian
+    couples it to nothing else). Its percentile interval, and its rank range, were then the opponent's,
+    to the decimal. The sandwich fails the same way (a tie's score is zero at equal ratings). The
+    curvature of the likelihood still says how much one vote tells (about ±480 points for one tie at
+    95%); models with enough votes keep their intervals as they were."""
+    few = counts.model_votes() < FEW_VOTES
+    if not few.any():
+        return ci_low, ci_high, few
+    model = sandwich_intervals(counts, fit=fit, level=level, robust=False)
+    low = np.where(few, np.minimum(ci_low, model.ci_low), ci_low)
+    high = np.where(few, np.maximum(ci_high, model.ci_high), ci_high)
+    return low, high, few

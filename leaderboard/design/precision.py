@@ -1,7 +1,8 @@
 """How far a board is from being settled: provisional models and the votes still needed.
 
 Published with each snapshot so that a new model (and its makers) can see where it stands: a model whose
-interval is still wider than ``provisional_half_width`` is provisional; for each neighbour pair in the
+interval is still wider than ``provisional_half_width``, or that is in fewer than ``provisional_votes``
+votes, is provisional; for each neighbour pair in the
 ranking, the votes (drawn as the votes so far were) that would separate the two at the board's level if
 the fitted gap holds; and for the whole board, the votes until the mean interval half-width reaches a
 target; and a fairness ledger: each model's share of the battles so far and the share the default
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from leaderboard.data import PairCounts, collapse_pairs
+from leaderboard.data import FEW_VOTES, PairCounts, collapse_pairs
 from leaderboard.design.pairing import (
     PairDesign,
     adjacent_votes_needed,
@@ -51,16 +52,20 @@ def board_precision(
     counts: PairCounts,
     *,
     provisional_half_width: float = 25.0,
+    provisional_votes: int = FEW_VOTES,
     target_half_width: float = 15.0,
     level: float = 0.95,
     scale: float = 400.0,
 ) -> dict[str, Any]:
-    """Provisional models and votes needed, as a JSON-ready mapping (rating points on ``scale``)."""
+    """Provisional models (an interval wider than ``provisional_half_width``, or fewer than
+    ``provisional_votes`` votes: one vote is not a measurement, whatever interval it gets) and votes
+    needed, as a JSON-ready mapping (rating points on ``scale``)."""
     with threadpool_limits(limits=1, user_api="blas"):
         return _precision(
             leaderboard,
             counts,
             provisional_half_width=provisional_half_width,
+            provisional_votes=provisional_votes,
             target_half_width=target_half_width,
             level=level,
             scale=scale,
@@ -72,6 +77,7 @@ def _precision(
     counts: PairCounts,
     *,
     provisional_half_width: float,
+    provisional_votes: int,
     target_half_width: float,
     level: float,
     scale: float,
@@ -79,9 +85,14 @@ def _precision(
     names = list(leaderboard.models)
     m = len(names)
     half = (np.asarray(leaderboard.ci_high) - np.asarray(leaderboard.ci_low)) / 2.0
+    voted = dict(zip(counts.models, counts.model_votes(), strict=True))
+    few = [voted.get(n, 0.0) < provisional_votes for n in names]
     out: dict[str, Any] = {
         "provisional_half_width": provisional_half_width,
-        "provisional": [n for n, h in zip(names, half, strict=True) if not h <= provisional_half_width],
+        "provisional_votes": provisional_votes,
+        "provisional": [
+            n for n, h, f in zip(names, half, few, strict=True) if f or not h <= provisional_half_width
+        ],
         "target_half_width": target_half_width,
         "level": level,
     }

@@ -21,8 +21,6 @@ import numpy.typing as npt
 from leaderboard.battles import Battles
 from leaderboard.bt.fit import BTFit, fit_bt, predict_proba
 from leaderboard.bt.intervals import sandwich_intervals
-from leaderboard.bt.request import METHODS
-from leaderboard.bt.spec import BTSpec
 from leaderboard.data import Outcome, PairCounts
 from leaderboard.evaluation.calibration import (
     auc_of,
@@ -32,14 +30,29 @@ from leaderboard.evaluation.calibration import (
     outcome_columns,
     vote_log_losses,
 )
+from leaderboard.evaluation.methods import (
+    DEFAULT_METHODS,
+    RATERS_METHOD,
+    MethodSpec,
+    data_gaps,
+    default_methods,
+    every_method,
+    has_raters,
+    methods_for,
+    unidentified,
+)
 from leaderboard.online.elo import EloConfig, replay_elo
 from leaderboard.quality.rater_ability import fit_rater_ability, rater_ability_proba
 
 __all__ = [
     "DEFAULT_METHODS",
     "RATERS_METHOD",
+    "data_gaps",
+    "default_methods",
     "every_method",
     "has_raters",
+    "methods_for",
+    "unidentified",
     "drop_unseen",
     "score_system",
     "MethodScore",
@@ -176,88 +189,12 @@ def score_system(
 # Methods
 
 
-@dataclass(frozen=True)
-class MethodSpec:
-    """A row of the comparison table: a name and how to fit it.
-
-    ``kind`` is ``bt`` (a :class:`~leaderboard.bt.spec.BTSpec` fit), ``elo`` (online Elo replayed over the
-    training votes in order) or ``raters`` (the rater-ability model of
-    :mod:`leaderboard.quality.rater_ability`: Davidson with a position term and one discrimination per
-    annotator). ``style`` fits use the per-vote covariates; ``time`` fits weight votes by age.
-    """
-
-    name: str
-    kind: Literal["bt", "elo", "raters"] = "bt"
-    spec: BTSpec = field(default_factory=BTSpec)
-    style: bool = False
-    elo_k: float = 4.0
-
-
-#: Name of the rater-ability row (weighted by each annotator's discrimination, each with its own
-#: left-side offset on the common term).
-RATERS_METHOD = "davidson-position+raters"
 #: The row's per-annotator position offsets: their spread estimated from the votes. When annotators do
 #: not differ in side bias the estimate is near 0 and the row is the shared-term model; when they do
 #: (LLM judges of opposite leanings) one shared term can only average them.
 RATERS_POSITION_SD: Literal["estimate"] = "estimate"
 #: Per-annotator discriminations are listed among a row's fitted parameters up to this many annotators.
 MAX_LISTED_ANNOTATORS = 12
-
-
-def default_methods(
-    *, half_life: float | None, prior_sd: float, style: bool, raters: bool = False
-) -> list[MethodSpec]:
-    """Online Elo, BT, BT + position, Davidson (+ position), time weights, prior, the rater-ability
-    model (with ``raters``: the votes name at least two annotators), style control (when covariates are
-    available)."""
-    methods = [
-        MethodSpec("elo", kind="elo"),
-        MethodSpec("bt"),
-        MethodSpec("bt-position", spec=BTSpec(position="common")),
-        MethodSpec("davidson", spec=BTSpec(ties="davidson")),
-        MethodSpec("davidson-position", spec=BTSpec(position="common", ties="davidson")),
-        MethodSpec(
-            "davidson-position+time",
-            spec=BTSpec(position="common", ties="davidson", half_life=half_life or 1.0),
-        ),
-        MethodSpec(
-            "davidson-position+prior", spec=BTSpec(position="common", ties="davidson", prior_sd=prior_sd)
-        ),
-    ]
-    if half_life is None:
-        methods = [m for m in methods if m.spec.half_life is None]
-    if raters:
-        methods.append(MethodSpec(RATERS_METHOD, kind="raters"))
-    if style:
-        methods.append(MethodSpec("bt-position+style", spec=BTSpec(position="common"), style=True))
-        methods.append(
-            MethodSpec("davidson-position+style", spec=BTSpec(position="common", ties="davidson"), style=True)
-        )
-    return methods
-
-
-def every_method(
-    *, half_life: float | None, prior_sd: float, style: bool, raters: bool = False
-) -> list[MethodSpec]:
-    """The rows of :func:`default_methods` (with its online Elo row, the live board's), then every member
-    of :data:`~leaderboard.bt.request.METHODS` not yet among them (the probit link's Thurstone-Mosteller and
-    Glenn-David rows)."""
-    rows = default_methods(half_life=half_life, prior_sd=prior_sd, style=style, raters=raters)
-    names = {m.name for m in rows}
-    rows.extend(MethodSpec(name, spec=spec) for name, spec in METHODS.items() if name not in names)
-    return rows
-
-
-DEFAULT_METHODS: tuple[str, ...] = tuple(
-    m.name for m in default_methods(half_life=1.0, prior_sd=200.0, style=True, raters=True)
-)
-
-
-def has_raters(battles: Battles) -> bool:
-    """Whether the votes name at least two annotators (what the rater-ability row needs)."""
-    if battles.annotator is None:
-        return False
-    return int(np.unique(battles.annotator[battles.annotator >= 0]).size) >= 2
 
 
 def votes_to_counts(battles: Battles, *, keep_time: bool, per_vote: bool) -> PairCounts:
@@ -450,18 +387,16 @@ def evaluate_methods(
 
     Returns
     -------
-    list of MethodScore, in the order of ``methods``
+    list of MethodScore, in the order of ``methods``; a method whose parameters the training votes cannot
+    identify (:func:`unidentified`: a tie parameter without ties, a position term without sides) has no row.
     """
-    if train.time is None:
-        half_life = None  # no timestamps: arrival order is no clock to weight votes by
-    elif half_life is None and len(train) > 1:
-        span = float(np.ptp(train.times()))
-        half_life = span / 2 if span > 0 else None
-    if methods is None:
-        table = every_method if all_methods else default_methods
-        methods = table(
-            half_life=half_life, prior_sd=prior_sd, style=train.features is not None, raters=has_raters(train)
+    methods = [
+        m
+        for m in methods_for(
+            train, methods=methods, half_life=half_life, prior_sd=prior_sd, all_methods=all_methods
         )
+        if unidentified(m, train) is None
+    ]
     test = drop_unseen(train, test)
     rows: list[MethodScore] = []
     n_train = len(train)

@@ -2,7 +2,8 @@
 
 The batch rows come from :func:`leaderboard.evaluation.held_out.evaluate_methods`. The online rows are the
 raters of :data:`leaderboard.online.table.RATERS`: Elo with a fixed K (4, the live board's), FIDE's and US
-Chess's K schedules, Glicko-2 and TrueSkill, each with every tie mode it takes. An online rater is scored
+Chess's rating rules (:mod:`leaderboard.online.federations`), Glicko-2 and TrueSkill, each with every tie
+mode it takes. An online rater is scored
 twice when the split is by time: ``online`` replays the training votes and forecasts the test votes with
 the states it ends with (train on the past, score the future, as the batch models are), and ``rolling``
 forecasts each test vote from every vote before it, test votes included
@@ -31,10 +32,11 @@ from leaderboard.battles import Battles
 from leaderboard.data import Outcome
 from leaderboard.evaluation.calibration import paired_bootstrap_difference, vote_log_losses
 from leaderboard.evaluation.held_out import MethodScore, drop_unseen, score_system
+from leaderboard.evaluation.methods import NO_TIES, methods_for, unidentified
 from leaderboard.online.raters import OnlineRater, rolling_forecasts
 from leaderboard.online.table import RATERS, HeldOutOptions
 
-__all__ = ["Verdict", "online_raters", "online_scores", "pick_winner"]
+__all__ = ["Verdict", "left_out_rows", "online_raters", "online_scores", "pick_winner"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -67,12 +69,29 @@ def online_raters(*, tie_rate: float, period_length: float = 1.0) -> dict[str, O
     draw = min(tie_rate, 0.99)
     raters: dict[str, OnlineRater[Any]] = {}
     for entry in RATERS.values():
-        modes = [ties for ties in entry.tie_modes if tie_rate > 0 or ties != "davidson"]
         for variant, make in entry.held_out.items():
-            for ties in modes:
+            for ties in [t for t in entry.modes_of(variant) if tie_rate > 0 or t != "davidson"]:
                 options = HeldOutOptions(ties=ties, nu=nu, draw_probability=draw, period_length=period_length)
                 raters[f"{variant}/{ties}"] = make(options)
     return raters
+
+
+def left_out_rows(
+    train: Battles, *, half_life: float | None = None, prior_sd: float = 200.0, all_methods: bool = True
+) -> dict[str, str]:
+    """The rows of the table the training votes cannot identify, each with the reason: batch methods with a
+    tie parameter or a position term the votes say nothing about
+    (:func:`~leaderboard.evaluation.methods.unidentified`), and the online raters' Davidson rows when no
+    training vote is a tie (:func:`online_raters` has none then)."""
+    out: dict[str, str] = {}
+    for method in methods_for(train, half_life=half_life, prior_sd=prior_sd, all_methods=all_methods):
+        why = unidentified(method, train)
+        if why is not None:
+            out[method.name] = why
+    if _tie_rate(train) == 0:
+        with_ties = online_raters(tie_rate=0.5)
+        out |= {name: NO_TIES for name in with_ties if name not in online_raters(tie_rate=0.0)}
+    return out
 
 
 def _tie_rate(battles: Battles) -> float:
@@ -192,6 +211,14 @@ def _concatenate(first: Battles, second: Battles) -> Battles:
     )
 
 
+#: What the verdict's choice rests on, in its JSON: the test votes it is scored on.
+SELECTED_ON = (
+    "the test votes: the winner is the row with the lowest log-loss on them, so its own log-loss is the "
+    "minimum of many on the same votes (optimistic for new ones) and the intervals do not account for the "
+    "choice"
+)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Which row forecasts the test votes best, and by how much.
@@ -200,7 +227,8 @@ class Verdict:
     paired bootstrap percentile interval ``[ci_low, ci_high]`` at ``level`` over the test votes.
     ``margins`` gives the same (difference, low, high) for the best row of every kind (``batch``,
     ``online``, ``rolling``) other than the winner: by how much the winner beats the best system of
-    another family, when the runner-up is a near twin of the winner.
+    another family, when the runner-up is a near twin of the winner. The winner is selected on the same
+    test votes it is scored on (:data:`SELECTED_ON`, in :meth:`as_dict`).
     """
 
     winner: str
@@ -225,6 +253,7 @@ class Verdict:
             "ci_high": self.ci_high,
             "level": self.level,
             "n_test": self.n_test,
+            "selected_on": SELECTED_ON,
             "margins": {
                 name: {"log_loss_difference": d, "ci_low": lo, "ci_high": hi}
                 for name, (d, lo, hi) in self.margins.items()

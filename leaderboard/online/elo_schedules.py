@@ -45,8 +45,9 @@ class FideK:
     remains under 2400; K = 10 once the published rating has reached 2400, and it stays 10 afterwards
     even if the rating drops. FIDE's further rule of K = 40 for players under 18 (rated below 2300)
     has no meaning for models and is left out. Ratings here are checked after every game, where FIDE
-    looks at its published list; FIDE's companion rule that a rating difference counts at most 400
-    points is the Elo rater's ``max_difference``.
+    looks at its published list. The levels are FIDE's own: a rater that uses this schedule on
+    another scale moves ``top_rating`` with it (:class:`~leaderboard.online.federations.FideRater` rates
+    on FIDE's scale, with FIDE's table and its 400-point cap).
 
     Parameters
     ----------
@@ -112,9 +113,10 @@ class UscfK:
     ``N'`` is :func:`uscf_effective_games` and ``m`` the number of games in the rated event: one here,
     since every vote is rated on its own. Source: Glickman, *The US Chess Rating System*, section
     "Standard rating formula", http://math.bu.edu/people/mg/ratings/rs/node5.html (its table: N' = 6,
-    m = 4 gives K = 80; N' = 20, m = 6 gives 30.77). Left out: the special formula US Chess uses for
-    players with 8 or fewer games, the bonus points of an event and the rating floors, which belong to
-    tournaments rather than to single votes. A model with no games has ``N' = 0`` and ``K = 800 / m``.
+    m = 4 gives K = 80; N' = 20, m = 6 gives 30.77). This is the standard formula's K only: US Chess
+    rates a player with 8 or fewer games (or only wins, or only losses) by its special formula instead,
+    so this K is never used for a player's first games there;
+    :class:`~leaderboard.online.federations.UscfRater` applies both formulas as US Chess does.
 
     Parameters
     ----------

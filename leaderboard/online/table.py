@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from leaderboard.online.elo import EloConfig, EloRater
-from leaderboard.online.elo_schedules import FideK, KSchedule, UscfK
+from leaderboard.online.federations import FideRater, UscfRater
 from leaderboard.online.glicko2 import Glicko2Rater
 from leaderboard.online.raters import OnlineRater, TieMode
 from leaderboard.online.trueskill import TrueSkillRater
@@ -76,8 +76,11 @@ class RaterEntry:
     tie_modes : tuple of TieMode
         The tie modes evaluate compares it in.
     held_out : mapping of row name to callable
-        evaluate's rows of this rater (one per variant, each in every tie mode): the row ``name/ties``
-        is ``held_out[name](options)``.
+        evaluate's rows of this rater (one per variant, each in every tie mode it takes): the row
+        ``name/ties`` is ``held_out[name](options)``.
+    variant_tie_modes : mapping of row name to tie modes
+        The tie modes of a variant that does not take all of ``tie_modes`` (the chess federations score
+        a draw half a point, and have no Davidson model).
     """
 
     live: Callable[[LiveOptions], EloConfig | OnlineRater[Any]]
@@ -85,19 +88,32 @@ class RaterEntry:
     nats_per_point: float
     tie_modes: tuple[TieMode, ...]
     held_out: Mapping[str, Callable[[HeldOutOptions], OnlineRater[Any]]]
+    variant_tie_modes: Mapping[str, tuple[TieMode, ...]] = field(default_factory=dict)
+
+    def modes_of(self, variant: str) -> tuple[TieMode, ...]:
+        """The tie modes evaluate compares ``variant`` in."""
+        return self.variant_tie_modes.get(variant, self.tie_modes)
 
 
-def _elo_row(schedule: KSchedule | None) -> Callable[[HeldOutOptions], OnlineRater[Any]]:
-    """An Elo row with a K schedule (None: the fixed K); forecasts its ties with the Davidson ``nu``."""
+def _elo_row(options: HeldOutOptions) -> OnlineRater[Any]:
+    """The fixed-K Elo row; forecasts its ties with the Davidson ``nu``."""
+    davidson = options.ties == "davidson"
+    config = EloConfig(k=FIXED_K, davidson_nu=options.nu if davidson else None)
+    return EloRater(config=config, ties=options.ties, tie_nu=0.0 if davidson else options.nu)
 
-    def make(options: HeldOutOptions) -> OnlineRater[Any]:
-        davidson = options.ties == "davidson"
-        config = EloConfig(k=FIXED_K, davidson_nu=options.nu if davidson else None)
-        return EloRater(
-            config=config, ties=options.ties, schedule=schedule, tie_nu=0.0 if davidson else options.nu
-        )
 
-    return make
+def _fide_row(options: HeldOutOptions) -> OnlineRater[Any]:
+    """FIDE's rules (:mod:`leaderboard.online.federations`); forecasts ties with the Davidson ``nu``."""
+    return FideRater(ties=options.ties, tie_nu=options.nu)
+
+
+def _uscf_row(options: HeldOutOptions) -> OnlineRater[Any]:
+    """US Chess's rules (:mod:`leaderboard.online.federations`); forecasts ties with the Davidson ``nu``."""
+    return UscfRater(ties=options.ties, tie_nu=options.nu)
+
+
+#: The tie modes of the federations' rows: a draw is half a point (or skipped), never a Davidson tie.
+FEDERATION_TIE_MODES: tuple[TieMode, ...] = ("ignore", "half")
 
 
 def _glicko2_row(options: HeldOutOptions) -> OnlineRater[Any]:
@@ -123,7 +139,8 @@ RATERS: dict[str, RaterEntry] = {
         describe=lambda options: f"Online Elo (K = {round(options.elo.k, 1)})",
         nats_per_point=NATS_PER_ELO_POINT,
         tie_modes=EVERY_TIE_MODE,
-        held_out={"elo-k4": _elo_row(None), "elo-fide": _elo_row(FideK()), "elo-uscf": _elo_row(UscfK())},
+        held_out={"elo-k4": _elo_row, "elo-fide": _fide_row, "elo-uscf": _uscf_row},
+        variant_tie_modes={"elo-fide": FEDERATION_TIE_MODES, "elo-uscf": FEDERATION_TIE_MODES},
     ),
     # Glicko-2 scores a tie half a win (Glickman's rule) on the board, in periods of the set length.
     "glicko2": RaterEntry(

@@ -53,12 +53,44 @@ def models_csv(models: Sequence[str], info: Mapping[str, Mapping[str, Any]]) -> 
     return buffer.getvalue().encode("utf-8")
 
 
+def _voters_text(voters: Any) -> str:
+    """Who cast the votes, in a sentence: people, LLM judges, or not known."""
+    if not isinstance(voters, Mapping):
+        return "Who cast each vote (a person or an LLM judge) is not recorded here."
+    judged, human = voters.get("llm_judge_verdicts"), voters.get("human_votes")
+    names = ", ".join(str(j) for j in voters.get("llm_judges") or [])
+    if isinstance(judged, int) and isinstance(human, int):
+        if judged == 0:
+            return f"All {human} are human votes (no annotator is labelled as an LLM judge)."
+        if human <= 0:
+            return f"All {judged} are verdicts of LLM judges ({names}), not human votes."
+        return f"{human} are human votes and {judged} verdicts of LLM judges ({names})."
+    if names:
+        return f"They include verdicts of LLM judges ({names}) beside human votes."
+    return "The source does not say who cast each vote (a person or an LLM judge)."
+
+
+def _intervals_lines(intervals: Any) -> list[str]:
+    """What the intervals and the rank columns are (``metadata.json`` -> ``intervals``)."""
+    if not isinstance(intervals, Mapping):
+        return []
+    level = intervals.get("level")
+    percent = f"{100 * level:g}%" if isinstance(level, int | float) else "their"
+    return [
+        f"Intervals (`ci_low`, `ci_high`): {percent} {intervals.get('method')} over {intervals.get('unit')}; "
+        f"{intervals.get('coverage')}. Fit: {intervals.get('fit')}. `rank_low`, `rank_high`: "
+        f"{str(intervals.get('ranks', '')).removeprefix('rank_low and rank_high are ')}.",
+        "",
+    ]
+
+
 def dataset_card(metadata: Mapping[str, Any], files: Sequence[str]) -> bytes:
     """The dataset card of a snapshot: YAML front matter with one ``configs`` entry per table present.
 
     Parameters
     ----------
-    metadata : the snapshot's metadata (method, seed, votes digest, vote and model counts, slice)
+    metadata : the snapshot's metadata (method, seed, votes digest, vote and model counts, slice, who cast
+        the votes under ``voters``, what the intervals are under ``intervals``)
     files : names of the files in the folder (tables absent from it are left out of ``configs``)
 
     Returns
@@ -77,11 +109,12 @@ def dataset_card(metadata: Mapping[str, Any], files: Sequence[str]) -> bytes:
     lines += [
         f"# Arena leaderboard snapshot ({'overall' if slice_name == 'all' else slice_name})",
         "",
-        f"Ratings of {metadata.get('n_models')} models from {metadata.get('n_votes')} blind pairwise votes, "
+        f"Ratings of {metadata.get('n_models')} models from {metadata.get('n_votes')} pairwise votes, "
         f"fitted with `{metadata.get('method')}` ({metadata.get('interval')} intervals, seed "
-        f"{metadata.get('seed')}). Recompute it with `arena recompute` from the same votes and seed: the "
-        "data files come out byte for byte the same.",
+        f"{metadata.get('seed')}). {_voters_text(metadata.get('voters'))} Recompute it with `arena "
+        "recompute` from the same votes and seed: the data files come out byte for byte the same.",
         "",
+        *_intervals_lines(metadata.get("intervals")),
         "| configuration | file | contents |",
         "| --- | --- | --- |",
         *(f"| `{name}` | `{path}` | {what} |" for name, path, what in present),

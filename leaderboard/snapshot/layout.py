@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import matplotlib
 import numpy as np
@@ -42,7 +43,10 @@ __all__ = [
     "label_colour",
     "label_size",
     "label_step",
+    "ModelRows",
+    "finish_model_rows",
     "longest_name",
+    "model_rows_figure",
     "name_rows",
     "new_figure",
     "relative_luminance",
@@ -178,6 +182,37 @@ def new_figure(width: float, height: float) -> Figure:
         fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+@dataclass(frozen=True)
+class ModelRows:
+    """A figure of one row per model (ratings, average win rates, bootstrap distributions): its axes, the
+    names in row order (the first at the top), their label size and the row height in inches."""
+
+    fig: Figure
+    ax: Axes
+    names: Sequence[str]
+    size: float
+    pitch: float
+
+
+def model_rows_figure(names: Sequence[str]) -> ModelRows:
+    """A fresh figure with one row per name, wide enough for the longest name beside the plot and tall
+    enough for a readable row each (see :func:`row_pitch`); the rows are at y = 0, 1, ..."""
+    n = len(names)
+    size = label_size(n)
+    pitch = row_pitch(n, size)
+    width = text_inches(longest_name(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
+    fig = new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
+    return ModelRows(fig, fig.add_subplot(), names, size, pitch)
+
+
+def finish_model_rows(rows: ModelRows) -> None:
+    """Name the rows (the first at the top) and draw the vertical grid behind the marks."""
+    name_rows(rows.ax, rows.names, rows.pitch, rows.size)
+    rows.ax.set_ylim(len(rows.names) - 0.5, -0.5)
+    rows.ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    rows.ax.set_axisbelow(True)
 
 
 def set_title(ax: Axes, text: str, width: float) -> None:

@@ -36,13 +36,14 @@ from leaderboard.snapshot.layout import (
     THINNED_SPARE_INCHES,
     TITLE_INCHES,
     draw_literally,
+    finish_model_rows,
     label_size,
     label_step,
     longest_name,
+    model_rows_figure,
     name_rows,
     new_figure,
     row_inches,
-    row_pitch,
     set_title,
     text_inches,
 )
@@ -77,11 +78,8 @@ def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     rating = leaderboard.rating[order]
     low = leaderboard.ci_low[order]
     high = leaderboard.ci_high[order]
-    size = label_size(n)
-    pitch = row_pitch(n, size)
-    width = text_inches(longest_name(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
-    fig = new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
-    ax = fig.add_subplot()
+    rows = model_rows_figure(names)
+    fig, ax = rows.fig, rows.ax
     y = np.arange(n)
     err = np.vstack([np.maximum(rating - low, 0.0), np.maximum(high - rating, 0.0)])
     ax.errorbar(rating, y, xerr=err, fmt="o", color="#1f4e79", ecolor="#6f9fd8", capsize=2.5, markersize=4)
@@ -90,10 +88,7 @@ def plot_intervals(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
         k = names.index(str(anchor[0]))
         ax.plot([rating[k]], [k], "D", color="#b35806", markersize=7, label=f"anchor: {anchor[0]}")
         ax.legend(loc="lower right", fontsize=8)
-    name_rows(ax, names, pitch, size)
-    ax.set_ylim(n - 0.5, -0.5)
-    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-    ax.set_axisbelow(True)
+    finish_model_rows(rows)
     ax.set_xlabel("rating (Elo scale)")
     ax.set_ylabel("model (sorted by rating)")
     level = leaderboard.parameters.get("level")
@@ -282,23 +277,17 @@ def plot_average_win_rates(
     average = np.divide(sums, met.sum(axis=1), out=np.full(n, np.nan), where=met.sum(axis=1) > 0)
     order = np.lexsort((np.asarray(models, dtype=object), -np.nan_to_num(average, nan=-1.0)))
     names = [models[i] for i in order]
-    size = label_size(n)
-    pitch = row_pitch(n, size)
-    width = text_inches(longest_name(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
-    fig = new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
-    ax = fig.add_subplot()
+    rows = model_rows_figure(names)
+    fig, ax = rows.fig, rows.ax
     y = np.arange(n)
     values = np.nan_to_num(average[order], nan=0.0)
     ax.barh(y, values, color="#6f9fd8", height=0.7)
-    if pitch >= row_inches(CELL_TEXT_MIN_POINTS):
+    if rows.pitch >= row_inches(CELL_TEXT_MIN_POINTS):
         for k, v in enumerate(average[order]):
             if np.isfinite(v):
-                ax.text(v + 0.01, k, f"{v:.2f}", va="center", fontsize=min(size, CELL_TEXT_POINTS))
-    name_rows(ax, names, pitch, size)
-    ax.set_ylim(n - 0.5, -0.5)
+                ax.text(v + 0.01, k, f"{v:.2f}", va="center", fontsize=min(rows.size, CELL_TEXT_POINTS))
+    finish_model_rows(rows)
     ax.set_xlim(0.0, 1.1)
-    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-    ax.set_axisbelow(True)
     ax.set_xlabel("average win rate against the other models (ties count half)")
     ax.set_ylabel("model (sorted by average win rate)")
     set_title(
@@ -327,11 +316,8 @@ def plot_bootstrap(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     order = leaderboard.order()
     n = len(order)
     names = [leaderboard.models[i] for i in order]
-    size = label_size(n)
-    pitch = row_pitch(n, size)
-    width = text_inches(longest_name(names), size) + AXIS_LABEL_INCHES + PLOT_INCHES
-    fig = new_figure(width, max(3.0, TITLE_INCHES + AXIS_LABEL_INCHES + pitch * n))
-    ax = fig.add_subplot()
+    rows = model_rows_figure(names)
+    fig, ax = rows.fig, rows.ax
     y = np.arange(n)
     rounds = leaderboard.rounds
     if rounds is not None and len(rounds):
@@ -341,10 +327,7 @@ def plot_bootstrap(leaderboard: Leaderboard, *, title: str | None = None) -> Fig
     else:
         ax.plot(leaderboard.rating[order], y, "o", color="#1f4e79", markersize=4)
         described = "(no bootstrap rounds: point ratings only)"
-    name_rows(ax, names, pitch, size)
-    ax.set_ylim(n - 0.5, -0.5)
-    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-    ax.set_axisbelow(True)
+    finish_model_rows(rows)
     ax.set_xlabel("rating (Elo scale)")
     ax.set_ylabel("model (sorted by rating)")
     set_title(ax, title or f"Distribution of each model's rating {described}", PLOT_INCHES)

@@ -5,6 +5,7 @@ Screenshots go to ``test-artifacts/`` (published-leaderboard.png, snapshot-page.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 
@@ -71,11 +72,16 @@ def test_leaderboard_page_in_browser(server: tuple[str, list[str]], browser: obj
     assert page.eval_on_selector("#live-standings", fits)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "published-leaderboard.png"), full_page=True)
+    # Boards are named for people, keys stay in the URL; the icon every page links loads.
+    assert page.locator("#slice option[value='category=coding']").inner_text() == "Coding"
+    assert page.locator("link[rel=icon]").get_attribute("href") == "/static/favicon.svg"
     # The board selector switches to the coding board (a plain GET form: works without JavaScript).
     page.select_option("#slice", "category=coding")
     page.click(".slice-picker button")
     page.wait_for_url("**slice=category%3Dcoding**")
     assert ids[1] in page.inner_text(".board-published")
+    assert page.inner_text("#published-title") == "Published: Coding"
+    assert page.eval_on_selector("#published-standings", fits)
     assert not errors, errors
     page.close()
 
@@ -103,6 +109,23 @@ def test_snapshot_page_in_browser(server: tuple[str, list[str]], browser: object
         time.sleep(0.1)
     assert all(w > 300 for w in widths), widths
     assert page.locator("#downloads tbody tr").count() >= 15
+    # The publication time reads to the minute, the exact one kept for machines; the facts wrap between
+    # words ("1000 rounds" whole), even in a narrow window, and only a hash is cut.
+    published = page.locator(".facts time")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", published.inner_text())
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\+00:00", published.get_attribute("datetime") or ""
+    )
+    method = page.locator(".facts dd", has_text="rounds")
+    # how many line boxes the word "rounds" spans (two when the line broke inside it)
+    rounds_lines = (
+        "e => { const t = e.firstChild; const i = t.textContent.indexOf('rounds'); const r = "
+        "document.createRange(); r.setStart(t, i); r.setEnd(t, i + 6); return r.getClientRects().length }"
+    )
+    for width in range(340, 481, 20):  # break-all cut it at 360 and 400 px ("1000 r ounds", "round s")
+        page.set_viewport_size({"width": width, "height": 900})
+        assert method.evaluate(rounds_lines) == 1, width
+    page.set_viewport_size({"width": 1280, "height": 900})
     page.screenshot(path=str(ARTIFACTS / "snapshot-page.png"), full_page=True)
     assert not errors, errors
     page.close()

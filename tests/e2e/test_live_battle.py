@@ -1,13 +1,17 @@
 """Live battles in real headless Chromium against two real llama.cpp servers of tiny random models.
 
-With JavaScript: both panes stream (the page counts the updates it drew), a second turn, a vote by key,
-the reveal with both names and the Elo change, and the exported battle with both conversations. Without
+With JavaScript: each pane shows its state within a second of the submit, both panes stream (the page
+counts the updates it drew), the prompt with a formula is drawn as on the reveal, a second turn, a vote
+by key, the reveal with both names and the Elo change, "New live battle" (key N) from the reveal starts
+another live battle, Stop ends a turn, and the exported battle has both conversations. Without
 JavaScript: the form post returns both complete answers and the vote works as a plain form. Each page
 passes axe with one h1. Screenshots go to ``test-artifacts/``.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
 from arena.app import create_app
-from tests.arena.live_support import NAMES, register
+from tests.arena.voting.live_support import NAMES, register
 from tests.e2e.a11y import blocking_violations, new_page
 from tests.e2e.conftest import ARTIFACTS, serve
 from tests.factories import make_settings, seed_catalog
@@ -50,6 +54,10 @@ def live_site(tmp_path: Path, llm_servers: LlamaServers) -> Iterator[tuple[str, 
         engine.dispose()
 
 
+#: A prompt with a formula: the panes draw it as MathML, as the reveal does.
+PROMPT = "Write a haiku about the sea. Rayleigh scattering goes as $\\lambda^{-4}$."
+
+
 def _blind(html: str) -> None:
     for name in NAMES:
         assert name.split("-")[0] not in html, f"{name} visible before the vote"
@@ -78,12 +86,24 @@ def test_live_battle_streams_two_turns_then_votes_by_key(live_site: tuple[str, E
     page.wait_for_selector("#live-form")
     problems = _check(page, "/battle")
 
-    page.fill("#live-message", "Write a haiku about the sea.")
+    page.fill("#live-message", PROMPT)
+    clicked = time.monotonic()
     page.locator("#live-form button[type=submit]").click()
+    for side in ("a", "b"):  # each pane says what it is doing within a second of the submit
+        page.wait_for_selector(f"#conversation-{side} .turn-assistant [data-pane-state]", timeout=1000)
+    assert time.monotonic() - clicked < 1.0
     page.wait_for_selector('.live-battle[data-state="vote"]', timeout=120_000)
     for side in ("a", "b"):
         # data-updates counts every state drawn: the partial ones, then the finished answer.
         assert _updates(page, side) - 1 >= 2, f"pane {side} drew {_updates(page, side)} states"
+        state = page.locator(f"#conversation-{side} [data-pane-state]").last
+        assert state.get_attribute("data-pane-state") == "done"
+        assert re.fullmatch(r"Done · \d+ tokens", state.inner_text().strip())
+    prompt_html = page.locator("#conversation-a .turn-user .md").first.inner_html()
+    assert (
+        "<math" in prompt_html
+        and prompt_html == page.locator("#conversation-b .turn-user .md").first.inner_html()
+    )
     _blind(page.content())
     problems += _check(page, "/battle after a turn")
     page.screenshot(path=str(ARTIFACTS / "live-battle-turn1.png"), full_page=True)
@@ -104,7 +124,20 @@ def test_live_battle_streams_two_turns_then_votes_by_key(live_site: tuple[str, E
     deltas = page.locator(".delta").all_inner_texts()
     assert len(deltas) == 2 and deltas[0].startswith("-") and deltas[1].startswith("+")
     problems += _check(page, "reveal")
+    # The prompt is drawn by one renderer in the panes and on the reveal.
+    assert page.locator(".reveal .prompt .turn-user .md").first.inner_html() == prompt_html
     page.screenshot(path=str(ARTIFACTS / "live-battle-reveal.png"), full_page=True)
+    # N on the reveal of a live battle starts another live battle, on this page.
+    page.locator("#area-heading").focus()
+    page.keyboard.press("n")
+    page.wait_for_url(f"{base}/battle")
+    page.wait_for_selector('.live-battle[data-state="ask"]')
+    assert page.locator("#live-form input[name=token]").count() == 0
+    assert page.locator("#conversation-a .turn").count() == 0
+    page.fill("#live-message", "A riddle, please.")
+    page.locator("#live-form button[type=submit]").click()
+    page.wait_for_selector('.live-battle[data-state="vote"]', timeout=120_000)
+    assert page.locator("#conversation-a .turn").count() == 2
     page.context.close()
     assert errors == []
     assert problems == []

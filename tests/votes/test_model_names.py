@@ -143,3 +143,24 @@ def test_models_add_normalises_and_refuses(url: str) -> None:
     assert code == 0, out
     assert "'ALPHA'" in out and "'alpha'" in out, out
     assert stored_models(url) == ["ALPHA", "alpha"]
+
+
+def test_models_set_and_load_take_names_through_the_same_door(url: str, tmp_path: Path) -> None:
+    """`arena models set` and metadata-only tables of `arena models load` create models too: the same rule,
+    and an alias is a name that must also be long enough to be looked for."""
+    code, out = run("models", "set", "beta\u200b", "--organisation", "Acme", "--database-url", url)
+    assert code == 2 and "U+200B" in out and out.count("\n") == 1, out
+    code, out = run("models", "set", " beta ", "--role", "judge", "--database-url", url)
+    assert code == 0 and out.startswith("beta (new model): role=judge"), out
+    code, out = run("models", "set", "beta", "--alias", "=cmd", "--database-url", url)
+    assert code == 2 and "spreadsheet" in out, out
+    code, out = run("models", "set", "beta", "--alias", "Bb", "--database-url", url)
+    assert code == 2 and "at least 3 characters" in out, out
+    path = tmp_path / "models.toml"
+    path.write_text('[models."gamma\\u200E"]\norganisation = "Acme"\n', encoding="utf-8")  # TOML escape
+    code, out = run("models", "load", str(path), "--database-url", url)
+    assert code == 2 and "U+200E" in out, out
+    path.write_text('[models." gamma "]\norganisation = "Acme"\naliases = ["Gamma Bot"]\n', encoding="utf-8")
+    code, out = run("models", "load", str(path), "--database-url", url)
+    assert code == 0, out
+    assert stored_models(url) == ["beta", "gamma"]

@@ -16,7 +16,7 @@ from typing import Any
 from sqlmodel import Session, select
 
 from votes.models import Model, ModelEndpoint
-from votes.names import model_name
+from votes.names import ModelRole, model_name
 
 __all__ = [
     "EndpointExists",
@@ -75,8 +75,12 @@ def _record(row: ModelEndpoint) -> EndpointRecord:
     )
 
 
-def add_endpoint(*, session: Session, record: EndpointRecord, replace: bool = False) -> bool:
-    """Register ``record`` (and its `Model` if new); returns True when it replaced an existing one.
+def add_endpoint(
+    *, session: Session, record: EndpointRecord, replace: bool = False, role: ModelRole | str | None = None
+) -> bool:
+    """Register ``record`` (and its `Model` if new, a contestant unless ``role`` says otherwise); returns
+    True when it replaced an existing one. The model is made active (a retired one comes back) and given
+    ``role`` when one is given, in the same transaction, so a judge is never a contestant for a moment.
 
     Raises
     ------
@@ -94,8 +98,13 @@ def add_endpoint(*, session: Session, record: EndpointRecord, replace: bool = Fa
     row.api_key_env = record.api_key_env
     row.params = dict(record.params)
     session.add(row)
-    if session.exec(select(Model).where(Model.name == record.name)).first() is None:
-        session.add(Model(name=record.name))
+    model = session.exec(select(Model).where(Model.name == record.name)).first()
+    if model is None:
+        model = Model(name=record.name)
+    model.active = True
+    if role is not None:
+        model.role = ModelRole(role).value
+    session.add(model)
     session.commit()
     return replaced
 
@@ -140,7 +149,8 @@ def set_endpoint_params(*, session: Session, name: str, params: Mapping[str, Any
 
 
 def remove_endpoint(*, session: Session, name: str) -> None:
-    """Forget the endpoint ``name``; its model, answers and votes stay.
+    """Forget the endpoint ``name``; its model, answers and votes stay (retiring the model too is
+    :func:`votes.catalog.roles.retire_model`).
 
     Raises
     ------

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from sqlmodel import Session, select
 
 from votes.models import Model
+from votes.names import model_name
 
 __all__ = ["METADATA_KEYS", "ModelMetadata", "metadata_from_table", "model_metadata", "set_model_metadata"]
 
@@ -112,7 +113,9 @@ def metadata_from_table(name: str, table: Mapping[str, Any]) -> tuple[ModelMetad
 
 def set_model_metadata(session: Session, name: str, metadata: ModelMetadata) -> bool:
     """Write ``metadata`` on the model ``name`` (created if the store does not know it yet, as registering
-    an endpoint does); not committed. Returns whether the model row was created."""
+    an endpoint does); not committed. Returns whether the model row was created. A name that
+    :func:`votes.names.model_name` refuses raises :class:`ValueError`."""
+    name = model_name(name)
     model = session.exec(select(Model).where(Model.name == name)).first()
     created = model is None
     if model is None:

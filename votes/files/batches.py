@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from votes.bulk import gc_paused
-from votes.files.reading import MAX_EXPANDED_BYTES, csv_rows, detect_format, load_json, read_rows
-from votes.files.records import FileFormat, InputError, type_name
+from votes.files.reading import MAX_EXPANDED_BYTES, csv_rows, detect_format, jsonl_rows, read_rows
+from votes.files.records import FileFormat, InputError
 
 __all__ = ["BATCH_ROWS", "arrow_rows", "iter_parquet_batches", "iter_row_batches", "peek_format"]
 
@@ -105,31 +104,11 @@ def iter_row_batches(
             yield fmt, rows[start : start + size]
         return
     with path.open("rb") as raw, _open_text(path, raw, max_expanded) as text:
-        batches = _jsonl_batches(path, text, size) if fmt == "jsonl" else _csv_batches(path, text, size)
+        read = jsonl_rows(path, _lines(text)) if fmt == "jsonl" else csv_rows(path, text)
         try:
-            yield from ((fmt, rows) for rows in batches)
+            yield from ((fmt, batch) for batch in _batched(read, size))
         except UnicodeDecodeError as exc:
             raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-
-
-def _jsonl_batches(path: Path, text: IO[str], size: int) -> Iterator[Rows]:
-    rows: Rows = []
-    for number, line in enumerate(_lines(text), start=1):
-        if not line.strip():
-            continue
-        where = f"line {number}"
-        try:
-            value = load_json(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, where, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(value, dict):
-            raise InputError(path, where, f"expected a JSON object, got {type_name(value)}")
-        rows.append((where, value))
-        if len(rows) >= size:
-            yield rows
-            rows = []
-    if rows:
-        yield rows
 
 
 def _lines(text: IO[str]) -> Iterator[str]:
@@ -144,15 +123,16 @@ def _lines(text: IO[str]) -> Iterator[str]:
         yield rest
 
 
-def _csv_batches(path: Path, text: IO[str], size: int) -> Iterator[Rows]:
-    rows: Rows = []
-    for row in csv_rows(path, text):
-        rows.append(row)
-        if len(rows) >= size:
-            yield rows
-            rows = []
-    if rows:
-        yield rows
+def _batched(rows: Iterable[tuple[str, dict[str, Any]]], size: int) -> Iterator[Rows]:
+    """``rows`` in lists of at most ``size``."""
+    batch: Rows = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _parquet_batches(path: Path, size: int) -> Iterator[Rows]:

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from leaderboard.data import OUTCOME_STRINGS
 from votes.files.fields import RowFields, text_cells
-from votes.files.records import FileFormat, InputError, Message, Refusal, check_columns
+from votes.files.records import FileFormat, InputError, Message, Refusal, RowError, check_columns
 
 __all__ = ["SELF_BATTLE", "BattleRecord", "parse_battles"]
 
@@ -94,7 +94,7 @@ def parse_battles(
             records.append(_parse_battle(fields, allow_self_battles=allow_self_battles))
         except InputError as exc:
             if refused is None:
-                raise
+                raise RowError(path, where, exc.reason) from None
             refused.append(Refusal(where, exc.reason))
     return records
 

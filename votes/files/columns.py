@@ -41,7 +41,7 @@ from votes.files.formats import (
     map_source_rows,
 )
 from votes.files.reading import detect_format, input_chunks, input_sha256, read_input_bytes, read_rows
-from votes.files.records import NAME_MAX, TSTAMP_MAX, InputError, Refusal
+from votes.files.records import NAME_MAX, TSTAMP_MAX, InputError, Refusal, RowError
 from votes.files.selection import BattleColumns, BattleFilter, CodedColumn, record_columns, select_battles
 
 __all__ = ["BattleRead", "read_agreement_columns", "read_battle_columns", "read_battles"]
@@ -395,8 +395,7 @@ def read_battles(
     else:
         mapped = map_source_rows(path, rows, shape, baseline=baseline)
         if mapped.refused and refused is None:
-            first = mapped.refused[0]
-            raise InputError(path, first.where, first.reason)
+            raise RowError.of(path, mapped.refused[0])
         if refused is not None:
             refused.extend(mapped.refused)
         mapped_rows, note, shape = mapped.rows, mapped.note, mapped.source_format
@@ -411,7 +410,7 @@ def read_battles(
         rec = records[int(i)]
         reason = f"model {rec.model_a!r} {SELF_BATTLE}"
         if refused is None:
-            raise InputError(path, rec.where, reason)
+            raise RowError(path, rec.where, reason)
         refused.append(Refusal(rec.where, reason))
     if shape == CLEAN_BATTLE:
         note = SOURCE_FORMATS[CLEAN_BATTLE].note

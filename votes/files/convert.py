@@ -15,7 +15,7 @@ from pathlib import Path
 from votes.files.battle_rows import SELF_BATTLE, BattleRecord, parse_battles
 from votes.files.formats import CLEAN_BATTLE, SourceFormat, detect_source_format, map_source_rows
 from votes.files.reading import read_rows
-from votes.files.records import BATTLE_EXTRA_COLUMNS, FileFormat, InputError, Kind, Refusal
+from votes.files.records import BATTLE_EXTRA_COLUMNS, FileFormat, InputError, Kind, Refusal, RowError
 from votes.files.selection import BattleFilter, keep_mask, record_columns
 from votes.files.writers import write_rows
 
@@ -64,7 +64,7 @@ def select_battle_records(
     if shape not in (None, CLEAN_BATTLE):
         mapped = map_source_rows(path, rows, shape, baseline=baseline)
         if mapped.refused and refused is None:
-            raise InputError(path, mapped.refused[0].where, mapped.refused[0].reason)
+            raise RowError.of(path, mapped.refused[0])
         if refused is not None:
             refused.extend(mapped.refused)
         mapped_rows, note = mapped.rows, mapped.note
@@ -80,7 +80,7 @@ def select_battle_records(
             continue
         reason = f"model {record.model_a!r} {SELF_BATTLE}"
         if refused is None:
-            raise InputError(path, record.where, reason)
+            raise RowError(path, record.where, reason)
         refused.append(Refusal(record.where, reason))
     return out, note, shape, int((~keep).sum())
 

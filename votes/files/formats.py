@@ -68,6 +68,8 @@ def detect_source_format(rows: Sequence[Row]) -> SourceFormat | None:
 
 def hint_for(rows: Sequence[Row]) -> str:
     """What a file that fits no battle shape looks like, for the error message."""
+    if not rows:
+        return "it holds no rows (an empty file has no battles to fit)"
     seen: set[str] = set()
     for _, row in rows[:50]:
         seen.update(row)

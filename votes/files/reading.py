@@ -30,6 +30,7 @@ __all__ = [
     "detect_format",
     "input_chunks",
     "input_sha256",
+    "jsonl_rows",
     "load_json",
     "read_input_bytes",
     "read_rows",
@@ -169,20 +170,24 @@ def read_rows(
 
 
 def _read_jsonl(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
-    rows: list[tuple[str, dict[str, Any]]] = []
-    loads = load_json
-    for number, line in enumerate(text.split("\n"), start=1):
+    return list(jsonl_rows(path, text.split("\n")))
+
+
+def jsonl_rows(path: Path, lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A JSON lines file's objects: ``("line N", object)``, blank lines passed over. ``lines`` are split on
+    ``\\n`` only (a ``\\r`` or a Unicode line separator inside a JSON string is not a line end). Errors name
+    the file and line."""
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"line {number}"
         try:
-            value = loads(line)
+            value = load_json(line)
         except json.JSONDecodeError as exc:
             raise InputError(path, where, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(value, dict):
             raise InputError(path, where, f"expected a JSON object, got {type_name(value)}")
-        rows.append((where, value))
-    return rows
+        yield where, value
 
 
 def _read_json(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -38,6 +38,7 @@ __all__ = [
     "Kind",
     "Message",
     "Refusal",
+    "RowError",
     "canonical_json",
     "check_columns",
     "detect_kind",
@@ -105,6 +106,21 @@ class InputError(ValueError):
         self.where = where
         self.reason = reason
         super().__init__(f"{self.file}: {where}: {reason}" if where else f"{self.file}: {reason}")
+
+
+class RowError(InputError):
+    """One bad row of a file that is otherwise readable: the row a reader given a list of refusals (the
+    commands' ``--skip-invalid``) would leave out and list, raised when it was given none. A command that
+    has the option says so in its message; an unreadable file (bad JSON, a missing column) is a plain
+    :class:`InputError`, which no option skips."""
+
+    def __init__(self, file: str | Path, where: str, reason: str) -> None:
+        super().__init__(file, where, reason)
+
+    @classmethod
+    def of(cls, file: str | Path, refusal: Refusal) -> RowError:
+        """The error of a refused row."""
+        return cls(file, refusal.where, refusal.reason)
 
 
 @dataclass(frozen=True)

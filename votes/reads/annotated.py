@@ -23,7 +23,7 @@ from leaderboard.data import OUTCOME_STRINGS, Outcome, parse_outcome
 from votes.files.columns import read_agreement_columns
 from votes.files.convert import read_battle_records
 from votes.files.records import InputError, Message
-from votes.names import KNOWN_FAMILIES
+from votes.names import JUDGE_LABEL, KNOWN_FAMILIES, is_judge
 from votes.reads.filters import VoteFilter, filter_votes
 from votes.tables import annotator_t, battle_t, model_t, output_t, prompt_t, vote_t
 
@@ -43,17 +43,10 @@ __all__ = [
     "source_aware_filter",
 ]
 
-#: Annotator labels that name an LLM judge: ``judge:<model>`` (arena judge) or ``llm-<model>`` (imports).
-_JUDGE = re.compile(r"^(judge:|llm-)(?P<model>.+)$")
-
-
-def is_judge(label: str) -> bool:
-    return _JUDGE.match(label) is not None
-
 
 def family_of(name: str) -> int | None:
     """Index of the first known model family whose pattern the (judge's or model's) name matches."""
-    judged = _JUDGE.match(name)
+    judged = JUDGE_LABEL.match(name)
     bare = (judged.group("model") if judged else name).lower()
     for index, (pattern, _names) in enumerate(KNOWN_FAMILIES):
         if re.search(pattern, bare):
@@ -302,7 +295,7 @@ def _input_from_columns(cols: dict[str, npt.NDArray[np.object_]]) -> AgreementIn
 
 def judge_model(label: str) -> str | None:
     """The model an LLM judge's label names (``judge:gpt-4o`` -> ``gpt-4o``), None for a human."""
-    judged = _JUDGE.match(label)
+    judged = JUDGE_LABEL.match(label)
     return judged.group("model") if judged else None
 
 

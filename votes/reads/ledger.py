@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +273,24 @@ def _time_cells(
     return whole, fraction
 
 
+def _kept(chunk: StoredChunk, keep: npt.NDArray[np.bool_]) -> StoredChunk:
+    """The votes of ``chunk`` that ``keep`` marks, each column in the form it came in."""
+
+    def taken(values: Any) -> Any:
+        return values[keep] if isinstance(values, np.ndarray) else list(compress(values, keep))
+
+    return StoredChunk(
+        chunk.model_a[keep],
+        chunk.model_b[keep],
+        chunk.annotator[keep],
+        taken(chunk.winner),
+        taken(chunk.time),
+        None if chunk.micro is None else chunk.micro[keep],
+        taken(chunk.weight),
+        taken(chunk.sided),
+    )
+
+
 class LedgerDigest:
     """:func:`ledger_sha256` of the votes a scan reads anyway, built from that scan's chunks
     (:func:`votes.reads.scans.load_battles` hands them over), so publishing reads the votes once.
@@ -310,8 +329,13 @@ class LedgerDigest:
         ]
         return list(said) == ours
 
-    def update(self, chunk: StoredChunk) -> None:
-        """Add the ledger lines of a chunk of votes (in vote-id order)."""
+    def update(self, chunk: StoredChunk, keep: npt.NDArray[np.bool_] | None = None) -> None:
+        """Add the ledger lines of a chunk of votes (in vote-id order); with ``keep``, of the votes it
+        marks alone (so one scan of the votes hashes several boards, each its own votes)."""
+        if keep is not None and not keep.all():
+            if not keep.any():
+                return
+            chunk = _kept(chunk, keep)
         if not self._usable or not len(chunk.time):
             return
         try:

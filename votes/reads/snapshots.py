@@ -15,12 +15,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table, event, func
+from sqlalchemy import Table, event
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, SQLModel, col, select
 
 from votes.dialects import dialect_of
-from votes.models import Battle, Prompt, Snapshot, Vote
+from votes.models import Snapshot
 
 if TYPE_CHECKING:  # the snapshot writer's libraries (pandas) are not needed to guard or record a row
     from leaderboard.snapshot.folder import SnapshotManifest
@@ -36,7 +36,6 @@ __all__ = [
     "list_slices",
     "list_snapshots",
     "snapshot_manifest",
-    "vote_slices",
 ]
 
 IMMUTABLE_MESSAGE = "published snapshots are immutable"
@@ -154,32 +153,6 @@ def list_slices(*, session: Session) -> list[str]:
     """Slices that have at least one published snapshot, ``all`` first."""
     found = set(session.exec(select(Snapshot.slice).distinct()).all())
     return sorted(found, key=lambda s: (s != "all", s))
-
-
-def vote_slices(*, session: Session, min_votes: int = 1) -> list[tuple[str | None, str | None]]:
-    """Category and language boards worth publishing: each (category, None) and (None, language) with
-    at least ``min_votes`` votes, categories first. A battle's own language wins over its prompt's."""
-    vote_battle = (col(Vote.battle_id) == col(Battle.id), col(Battle.prompt_id) == col(Prompt.id))
-    by_category = (
-        select(Prompt.category, func.count())
-        .select_from(Vote)
-        .join(Battle, vote_battle[0])
-        .join(Prompt, vote_battle[1])
-        .where(col(Prompt.category).is_not(None))
-        .group_by(Prompt.category)
-    )
-    language = func.coalesce(Battle.language, Prompt.language)
-    by_language = (
-        select(language, func.count())
-        .select_from(Vote)
-        .join(Battle, vote_battle[0])
-        .outerjoin(Prompt, vote_battle[1])
-        .where(language.is_not(None))
-        .group_by(language)
-    )
-    categories = sorted(str(c) for c, n in session.exec(by_category).all() if n >= min_votes)
-    languages = sorted(str(lang) for lang, n in session.exec(by_language).all() if n >= min_votes)
-    return [(c, None) for c in categories] + [(None, lang) for lang in languages]
 
 
 def snapshot_manifest(row: Snapshot) -> dict[str, Any]:

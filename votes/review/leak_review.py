@@ -36,20 +36,28 @@ class LeakRow:
     n_votes: int
 
 
-def _detector(conn: Connection) -> tuple[LeakDetector, dict[int, str]]:
-    models = conn.execute(select(model_t.c.id, model_t.c.name, model_t.c.organisation)).all()
-    return LeakDetector({name: org for _, name, org in models}), {i: name for i, name, _ in models}
+#: What the detector needs of each model: id, name, organisation, the operator's aliases.
+_ModelNames = tuple[tuple[int, str, str | None, tuple[str, ...]], ...]
+
+
+def _model_names(conn: Connection, ids: Sequence[int] | None = None) -> _ModelNames:
+    stmt = select(model_t.c.id, model_t.c.name, model_t.c.organisation, model_t.c.aliases).order_by(
+        model_t.c.id
+    )
+    if ids is not None:
+        stmt = stmt.where(model_t.c.id.in_(ids))
+    return tuple((int(i), str(n), o, tuple(a or ())) for i, n, o, a in conn.execute(stmt).all())
+
+
+def _detector(models: _ModelNames) -> tuple[LeakDetector, dict[int, str]]:
+    detector = LeakDetector({name: org for _, name, org, _ in models}, {name: a for _, name, _, a in models})
+    return detector, {i: name for i, name, _, _ in models}
 
 
 def texts_leak(conn: Connection, answers: Sequence[tuple[int, str]]) -> list[bool]:
     """For each ``(model_id, text)``: whether the text names that model or its maker (live answers are
     checked this way before their battle may be voted on)."""
-    ids = sorted({m for m, _ in answers})
-    models = conn.execute(
-        select(model_t.c.id, model_t.c.name, model_t.c.organisation).where(model_t.c.id.in_(ids))
-    ).all()
-    detector = LeakDetector({name: org for _, name, org in models})
-    names = {i: name for i, name, _ in models}
+    detector, names = _detector(_model_names(conn, sorted({m for m, _ in answers})))
     return [detector.leaks(names[m], text) for m, text in answers]
 
 
@@ -61,7 +69,7 @@ def _excerpt(text: str, leak: IdentityLeak) -> str:
 
 def find_leaks(conn: Connection) -> list[LeakRow]:
     """Every output whose text names its own model or maker (see :mod:`votes.review.leaks`)."""
-    detector, names = _detector(conn)
+    detector, names = _detector(_model_names(conn))
     rows = conn.execute(
         select(output_t.c.id, output_t.c.model_id, output_t.c.text, prompt_t.c.external_id)
         .join(prompt_t, prompt_t.c.id == output_t.c.prompt_id)
@@ -101,28 +109,38 @@ def find_leaks(conn: Connection) -> list[LeakRow]:
 
 
 class LeakScanner:
-    """Remembers which outputs leak, scanning only outputs it has not seen (outputs never change).
+    """Remembers which outputs leak, scanning only outputs it has not seen (outputs never change), except
+    that a model whose names changed (an alias or organisation set) has all its outputs scanned again.
 
-    Pairing asks :meth:`leaking_output_ids` on every refresh; after the first call it costs one query for
-    new output ids.
+    Pairing asks :meth:`leaking_output_ids` on every refresh; after the first call it costs a read of the
+    model table and one query for new output ids.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last_id = 0
         self._leaking: set[int] = set()
+        self._models: dict[int, tuple[int, str, str | None, tuple[str, ...]]] = {}
 
     def leaking_output_ids(self, conn: Connection) -> frozenset[int]:
         with self._lock:
-            rows = conn.execute(
-                select(output_t.c.id, output_t.c.model_id, output_t.c.text)
-                .where(output_t.c.id > self._last_id)
-                .order_by(output_t.c.id)
-            ).all()
+            models = _model_names(conn)
+            changed = [m[0] for m in models if m[0] in self._models and self._models[m[0]] != m]
+            self._models = {m[0]: m for m in models}
+            columns = (output_t.c.id, output_t.c.model_id, output_t.c.text)
+            rows = list(
+                conn.execute(select(*columns).where(output_t.c.id > self._last_id).order_by(output_t.c.id))
+            )
+            if changed:
+                rows += conn.execute(
+                    select(*columns).where(output_t.c.id <= self._last_id, output_t.c.model_id.in_(changed))
+                ).all()
             if rows:
-                detector, names = _detector(conn)
+                detector, names = _detector(models)
                 for output_id, model_id, text in rows:
                     if detector.leaks(names[model_id], text or ""):
                         self._leaking.add(output_id)
-                self._last_id = max(r[0] for r in rows)
+                    else:
+                        self._leaking.discard(output_id)
+                self._last_id = max(self._last_id, *(r[0] for r in rows))
             return frozenset(self._leaking)

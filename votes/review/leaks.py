@@ -5,22 +5,23 @@ OpenAI" or "I am Claude" tells the annotator who wrote it, and a vote cast knowi
 brand loyalty, not quality. The detector is pure (text in, matches out); pairing uses it to keep such
 outputs out of battles, and :func:`leak_report` lists them for an admin.
 
-Matching is case-insensitive on whole words (a name must not be glued to other letters or digits, so
-"Claude" matches "Sir Claude" and "á la Claude" but not "Claudette"). A model's aliases are its own name
-(with separators optional: ``gpt4`` matches "GPT-4" and "gpt 4"), the leading word of its name
-(``vicuna-13b`` -> "Vicuna"), its organisation, and the names of its family from
-:data:`votes.names.KNOWN_FAMILIES`. Each match records whether it sits in a self-identification phrase ("I am
-...", "developed by ...").
+Matching is case-insensitive on whole words (a name must not be glued to other letters or digits of any
+script, so "Claude" matches "Sir Claude" and "á la Claude" but neither "Claudette" nor "Claudeé"). A
+model's aliases are its own name (with separators optional: ``gpt4`` matches "GPT-4" and "gpt 4"), the
+leading word of its name (``vicuna-13b`` -> "Vicuna"), its organisation, the names of its family from
+:data:`votes.names.KNOWN_FAMILIES`, and the aliases the operator gave it (``arena models set NAME --alias
+ALIAS``). Names shorter than :data:`votes.names.ALIAS_MIN` are never looked for. Each match records
+whether it sits in a self-identification phrase ("I am ...", "developed by ...").
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from votes.names import KNOWN_FAMILIES
+from votes.names import ALIAS_MIN, KNOWN_FAMILIES
 
 __all__ = [
     "GENERIC_WORDS",
@@ -45,7 +46,6 @@ _SELF_CONTEXT = re.compile(
     re.IGNORECASE,
 )
 _SELF_WINDOW = 60
-_MIN_ALIAS_LENGTH = 3
 
 
 @dataclass(frozen=True)
@@ -72,13 +72,14 @@ def _name_pattern(alias: str) -> str:
     return r"[\s\-_.]?".join(re.escape(t) for t in tokens)
 
 
-def model_aliases(name: str, organisation: str | None = None) -> tuple[str, ...]:
-    """The names that give away a model: its name, its leading word, its maker and its family.
+def model_aliases(name: str, organisation: str | None = None, extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """The names that give away a model: its name, its leading word, its maker, its family and the
+    ``extra`` aliases the operator gave it.
 
     Aliases shorter than three characters are dropped (too many accidental matches): a model named "J"
-    or "ab" has no alias of its own, and only its maker or family can give it away.
+    or "ab" has no alias of its own, and only its maker, family or an operator's alias can give it away.
     """
-    aliases = {name}
+    aliases = {name, *extra}
     lead = re.match(r"[A-Za-z]+", name)
     if lead and lead.group(0).lower() not in GENERIC_WORDS:
         aliases.add(lead.group(0))
@@ -89,7 +90,7 @@ def model_aliases(name: str, organisation: str | None = None) -> tuple[str, ...]
         family = re.compile(rf"(?<![a-z])(?:{pattern})")
         if family.search(lowered) or (organisation and family.search(organisation.lower())):
             aliases.update(names)
-    unique = {a.lower(): a for a in sorted(aliases, reverse=True) if len(a) >= _MIN_ALIAS_LENGTH}
+    unique = {a.lower(): a for a in sorted(aliases, reverse=True) if len(a) >= ALIAS_MIN}
     return tuple(sorted(unique.values()))
 
 
@@ -105,7 +106,8 @@ def _compile(aliases: tuple[str, ...]) -> re.Pattern[str]:
     # Longest first, so "Google DeepMind" wins over "Google".
     ordered = sorted(aliases, key=len, reverse=True)
     body = "|".join(_name_pattern(a) for a in ordered)
-    return re.compile(rf"(?<![A-Za-z0-9])(?:{body})(?![A-Za-z0-9])", re.IGNORECASE)
+    # Whole words: not glued to a letter or digit of any script (``[^\W_]``: a word character but "_").
+    return re.compile(rf"(?<![^\W_])(?:{body})(?![^\W_])", re.IGNORECASE)
 
 
 class LeakDetector:
@@ -115,10 +117,14 @@ class LeakDetector:
     ----------
     models : mapping of model name -> organisation (or None)
         The models whose answers will be checked.
+    extra : mapping of model name -> the operator's aliases of it, optional
     """
 
-    def __init__(self, models: Mapping[str, str | None]) -> None:
-        self._aliases = {name: model_aliases(name, org) for name, org in models.items()}
+    def __init__(
+        self, models: Mapping[str, str | None], extra: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
+        extra = extra or {}
+        self._aliases = {name: model_aliases(name, org, extra.get(name, ())) for name, org in models.items()}
 
     def aliases(self, model: str) -> tuple[str, ...]:
         """The aliases looked for in ``model``'s answers."""

@@ -11,6 +11,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from leaderboard.data import Outcome
+from votes.catalog.roles import in_arena
 from votes.models import Battle, GoldBattle, GoldVote, LiveRating, Model, Output, Prompt, RepeatVote, Vote
 from votes.voting.battles import CatalogRow, VoteResult
 from votes.voting.live_battles import catalog_prompt
@@ -18,6 +19,8 @@ from votes.voting.live_battles import catalog_prompt
 __all__ = [
     "BattleView",
     "Standing",
+    "arena_models",
+    "arena_ratings",
     "get_battle_view",
     "live_standings",
     "load_pairing_catalog",
@@ -76,21 +79,23 @@ def live_standings(
     provisional_above: float | None = None,
     provisional_games: int = 0,
 ) -> list[Standing]:
-    """Live rating of every active or rated model, best first; unrated models last, with a NaN rating.
+    """Live rating of every model in the arena (:func:`votes.catalog.roles.in_arena`: neither a judge only
+    nor retired), best first; unrated models last, with a NaN rating.
 
     ``rank_by="conservative"`` ranks by ``rating - 2 deviations`` (the rating where there is no
     deviation); a model whose deviation exceeds ``provisional_above``, or with fewer than
     ``provisional_games`` games, is marked provisional.
     """
     stmt = (
-        select(Model.name, Model.active, LiveRating.rating, LiveRating.games)
+        select(Model.name, LiveRating.rating, LiveRating.games)
         .add_columns(col(LiveRating.updated_at), col(LiveRating.deviation))
         .join(LiveRating, col(LiveRating.model_id) == col(Model.id), isouter=True)
+        .where(in_arena())
         .order_by(col(Model.name))
     )
     rated: list[Standing] = []
     unrated: list[Standing] = []
-    for name, active, rating, games, updated_at, deviation in session.execute(stmt).all():
+    for name, rating, games, updated_at, deviation in session.execute(stmt).all():
         if rating is not None:
             dev = None if deviation is None else float(deviation)
             wide = dev is not None and provisional_above is not None and dev > provisional_above
@@ -105,7 +110,7 @@ def live_standings(
                     provisional=provisional,
                 )
             )
-        elif active:
+        else:
             unrated.append(Standing(model=name, rating=float("nan"), games=0, updated_at=None))
     if rank_by == "conservative":
         return sorted(rated, key=lambda s: (-s.conservative, s.model)) + unrated
@@ -113,7 +118,8 @@ def live_standings(
 
 
 def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
-    """Every (prompt, output, model) of an active model; the pairing policy picks from these.
+    """Every (prompt, output, model) of a model in the arena (active, not a judge only); the pairing
+    policy picks from these.
 
     Live prompts (an annotator's own, answered in a live battle) are not shown to anyone else.
     """
@@ -121,7 +127,7 @@ def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
         select(Output.prompt_id, Output.id, Output.model_id)
         .join(Model, col(Model.id) == col(Output.model_id))
         .join(Prompt, col(Prompt.id) == col(Output.prompt_id))
-        .where(col(Model.active))
+        .where(in_arena())
         .where(catalog_prompt(col(Prompt.source)))
         .order_by(col(Output.prompt_id), col(Output.model_id), col(Output.sample))
     )
@@ -130,6 +136,22 @@ def load_pairing_catalog(*, session: Session) -> list[CatalogRow]:
         for p, o, m in session.exec(stmt).all()
         if o is not None
     ]
+
+
+def arena_models(*, session: Session) -> list[Model]:
+    """The models in the arena (active contestants), by name: the home page's list."""
+    return list(session.exec(select(Model).where(in_arena()).order_by(col(Model.name))).all())
+
+
+def arena_ratings(*, session: Session) -> dict[int, float]:
+    """The live rating of each rated model in the arena, by id: what pairing weighs pairs with (a judge or
+    a retired model keeps its rating, not its place in the design)."""
+    stmt = (
+        select(LiveRating.model_id, LiveRating.rating)
+        .join(Model, col(Model.id) == col(LiveRating.model_id))
+        .where(in_arena())
+    )
+    return {int(m): float(r) for m, r in session.exec(stmt).all()}
 
 
 def pair_vote_counts(*, session: Session) -> dict[tuple[int, int], int]:

@@ -12,10 +12,9 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.commands.board_output import print_whole, whole_row, whole_table
+from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.review.leak_review import find_leaks
 
@@ -79,11 +78,11 @@ def leaks(
         for r in rows:
             typer.echo(json.dumps(dataclasses.asdict(r)))
         return
-    table = Table(title=f"Identity leaks: {len(rows)} output(s)")
-    for column in ("output", "prompt", "model", "names", "self", "votes", "excerpt"):
-        table.add_column(column)
+    columns = ("output", "prompt", "model", "names", "self", "votes", "excerpt")
+    table = whole_table(f"Identity leaks: {len(rows)} output(s)", columns)
     for r in rows:
-        table.add_row(
+        whole_row(
+            table,
             str(r.output_id),
             r.prompt or "",
             r.model,
@@ -92,9 +91,11 @@ def leaks(
             str(r.n_votes),
             r.excerpt,
         )
-    Console().print(table)
+    print_whole(table)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("annotators")(annotators)
-    app.command("leaks")(leaks)
+    app.command(
+        "annotators", epilog=examples("arena annotators --all", "arena annotators --apply --alpha 0.01")
+    )(annotators)
+    app.command("leaks", epilog=examples("arena leaks", "arena leaks --json"))(leaks)

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from arena.cli.options import DatabaseUrlOption
+from arena.cli.options import DatabaseUrlOption, examples
 
 __all__ = ["agreement_command", "register"]
 
@@ -53,4 +53,6 @@ def agreement_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("agreement")(agreement_command)
+    app.command(
+        "agreement", epilog=examples("arena agreement", "arena agreement --from battles.jsonl.gz --json")
+    )(agreement_command)

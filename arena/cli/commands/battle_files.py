@@ -1,6 +1,6 @@
 """Battle files and stored votes on the command line: the shape, filter and format options the commands
-share (one definition each), the filters as a battle filter or a filter on the store, and the refused-rows
-report.
+share (one definition each), the filters' values as one :class:`VoteSelection` (a battle filter or a filter
+on the store), the refused-rows report, and the line that refuses a file.
 
 Light on purpose (typer and the SOURCE_FORMATS table): every command that reads a battles file imports it
 for its options, `--help` included, and `arena db upgrade` with them; a filter's own module is imported
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -46,9 +47,8 @@ __all__ = [
     "SinceOpt",
     "SkipInvalidOpt",
     "UntilOpt",
+    "VoteSelection",
     "as_utc",
-    "battle_filter",
-    "database_filter",
     "names_of",
     "split_format",
     "write_report",
@@ -163,72 +163,71 @@ def as_utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def battle_filter(
-    *,
-    language: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    anony_only: bool = False,
-    models: str | None = None,
-    exclude_models: str | None = None,
-    judge: str | None = None,
-) -> BattleFilter:
-    """The filter options as a :class:`~votes.files.selection.BattleFilter` (times read as UTC)."""
-    from votes.files.selection import BattleFilter  # a file's filter: `arena db upgrade` filters none
+@dataclass(frozen=True, kw_only=True)
+class VoteSelection:
+    """The values of the selection options above as a command gave them: which battles of a file, or which
+    stored votes, it reads. A command fills in the options it has; the others keep every vote."""
 
-    return BattleFilter(
-        language=language,
-        since=as_utc(since),
-        until=as_utc(until),
-        anony_only=anony_only,
-        models=names_of(models),
-        exclude_models=names_of(exclude_models) or (),
-        judge=judge,
-    )
+    category: str | None = None
+    language: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    exclude_flagged: bool = True
+    annotators: str | None = None
+    judge: str | None = None
+    anony_only: bool = False
+    models: str | None = None
+    exclude_models: str | None = None
+    source: str | None = None
+    first_sight: bool = False
+    robust: bool = False
+    ipw: bool = False
 
+    @property
+    def narrows(self) -> bool:
+        """Whether any option but ``exclude_flagged`` is given (that one only keeps out flagged votes)."""
+        return self != VoteSelection(exclude_flagged=self.exclude_flagged)
 
-def database_filter(
-    *,
-    category: str | None = None,
-    language: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    exclude_flagged: bool = True,
-    annotators: str | None = None,
-    judge: str | None = None,
-    anony_only: bool = False,
-    models: str | None = None,
-    exclude_models: str | None = None,
-    source: str | None = None,
-    first_sight: bool = False,
-    robust: bool = False,
-    flagged_weight: float | None = None,
-    ipw: bool = False,
-) -> VoteFilter:
-    """The filter options as a :class:`~votes.reads.filters.VoteFilter` on the stored votes (times read as
-    UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one.
-    ``flagged_weight`` is the ``flagged_votes`` setting (``Settings.flagged_down_weight``)."""
-    from votes.reads.filters import VoteFilter  # the database stack: only what reads the store calls this
+    def file_filter(self) -> BattleFilter:
+        """The options a file's battles carry, as a :class:`~votes.files.selection.BattleFilter` (times
+        read as UTC)."""
+        from votes.files.selection import BattleFilter  # a file's filter: `arena db upgrade` filters none
 
-    chosen = names_of(annotators)
-    if judge is not None:
-        chosen = (*(chosen or ()), judge)
-    return VoteFilter(
-        category=category,
-        language=language,
-        since=as_utc(since),
-        until=as_utc(until),
-        exclude_flagged=exclude_flagged,
-        annotators=chosen or None,
-        anony_only=anony_only,
-        models=names_of(models),
-        exclude_models=names_of(exclude_models) or (),
-        source=source,
-        first_sight=first_sight,
-        robust=robust,
-        flagged_weight=flagged_weight,
-        ipw=ipw,
-    )
+        return BattleFilter(
+            language=self.language,
+            since=as_utc(self.since),
+            until=as_utc(self.until),
+            anony_only=self.anony_only,
+            models=names_of(self.models),
+            exclude_models=names_of(self.exclude_models) or (),
+            judge=self.judge,
+        )
+
+    def store_filter(self, flagged_weight: float | None = None) -> VoteFilter:
+        """The options as a :class:`~votes.reads.filters.VoteFilter` on the stored votes (times read as
+        UTC). ``judge`` is one more annotator label: an imported file's judge is stored as one.
+        ``flagged_weight`` is the ``flagged_votes`` setting (``Settings.flagged_down_weight``)."""
+        from votes.reads.filters import VoteFilter  # the database stack: only what reads the store calls this
+
+        chosen = names_of(self.annotators)
+        if self.judge is not None:
+            chosen = (*(chosen or ()), self.judge)
+        return VoteFilter(
+            category=self.category,
+            language=self.language,
+            since=as_utc(self.since),
+            until=as_utc(self.until),
+            exclude_flagged=self.exclude_flagged,
+            annotators=chosen or None,
+            anony_only=self.anony_only,
+            models=names_of(self.models),
+            exclude_models=names_of(self.exclude_models) or (),
+            source=self.source,
+            first_sight=self.first_sight,
+            robust=self.robust,
+            flagged_weight=flagged_weight,
+            ipw=self.ipw,
+        )
 
 
 def write_report(path: Path, refused: Sequence[Refusal], report: Path | None = None) -> Path:
@@ -243,6 +242,7 @@ def write_report(path: Path, refused: Sequence[Refusal], report: Path | None = N
     return target
 
 
+#: What the refusal of one bad row tells a command with ``--skip-invalid`` to do.
 def split_format(value: str | None) -> tuple[FileFormat | None, SourceFormat | None]:
     """A ``--format`` value of `arena import` or `arena convert`: a file format (jsonl, json, csv, parquet)
     or a battles shape of the SOURCE_FORMATS table; a usage error otherwise."""

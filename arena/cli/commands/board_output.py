@@ -1,4 +1,5 @@
-"""The board on the console: the progress bar of a fit and the summary table.
+"""The board on the console: the progress bar of a fit and the summary table; and the tables of the other
+commands, whose values are never cut.
 
 Shared by `arena recompute`, `arena publish` and `arena snapshots` (:mod:`arena.cli.commands.snapshots`),
 so a board looks the same wherever it is printed; what a fit adds to it (its fitted parameters, the style
@@ -8,18 +9,29 @@ imported here: `arena snapshots list` prints through it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from leaderboard.result import Leaderboard
 
-__all__ = ["SUMMARY_ROWS", "count_text", "err", "out", "progress_bar", "summary_table"]
+__all__ = [
+    "SUMMARY_ROWS",
+    "count_text",
+    "err",
+    "out",
+    "print_whole",
+    "progress_bar",
+    "summary_table",
+    "whole_row",
+    "whole_table",
+]
 
 SUMMARY_ROWS = 20
 err = Console(stderr=True)
@@ -46,8 +58,11 @@ def progress_bar(enabled: bool = True) -> Iterator[Progress]:
             raise
 
 
-def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -> Table:
-    """The top of the board, one screen high."""
+def summary_table(
+    board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS, provisional: Collection[str] = ()
+) -> Table:
+    """The top of the board, one screen high; the models in ``provisional`` (a published board's: too few
+    votes, or an interval still wide) marked as the board pages mark them."""
     table = Table(title=title, title_justify="left")
     for name, justify in (
         ("rank", "right"),
@@ -65,7 +80,7 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
     for i in order[:rows]:
         table.add_row(
             str(board.rank[i]),
-            board.models[i],
+            f"{board.models[i]} (provisional)" if board.models[i] in provisional else board.models[i],
             f"{board.rating[i]:.1f}",
             f"{board.ci_low[i]:.1f}-{board.ci_high[i]:.1f}",
             f"{board.rank_low[i]}-{board.rank_high[i]}",
@@ -80,3 +95,30 @@ def summary_table(board: Leaderboard, *, title: str, rows: int = SUMMARY_ROWS) -
 def count_text(value: float) -> str:
     """A count as an integer when it is whole (summed time weights keep their decimals)."""
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+#: The width a table is printed at into a pipe or a file: wide enough for any row on one line.
+PIPED_WIDTH = 10_000
+
+
+def whole_table(title: str, columns: Sequence[str]) -> Table:
+    """A table whose values are never cut: one too wide for the terminal continues on the next line of its
+    cell (a base URL keeps its port), where rich's default ends it with an ellipsis."""
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def whole_row(table: Table, *cells: str) -> None:
+    """A row of values as they are: a name or a parameter in brackets is text, never rich markup."""
+    table.add_row(*(Text(cell) for cell in cells))
+
+
+def print_whole(table: Table) -> None:
+    """Print a :func:`whole_table` on standard output: at the terminal's width on a terminal, and into a
+    pipe or a file with every row on one line, so that grep finds any value whole."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=PIPED_WIDTH)
+    console.print(table)

@@ -19,11 +19,11 @@ from arena.cli.commands.battle_files import (
     ModelsOpt,
     ReportOpt,
     SkipInvalidOpt,
-    battle_filter,
+    VoteSelection,
     split_format,
     write_report,
 )
-from arena.cli.options import FormatChoice
+from arena.cli.options import FormatChoice, examples, file_error, written_format
 from votes.files.convert import convert_battles
 from votes.files.records import InputError
 
@@ -33,7 +33,10 @@ __all__ = ["register"]
 def convert_command(
     source: Annotated[Path, typer.Argument(help="Battles file of any shape `arena import` reads.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Chatbot Arena battles file to write.")],
-    fmt: Annotated[FormatChoice, typer.Option("--to", help="File format written.")] = FormatChoice.jsonl,
+    fmt: Annotated[
+        FormatChoice | None,
+        typer.Option("--to", help="File format written (default: from the --out name's suffix, else jsonl)."),
+    ] = None,
     shape: Annotated[
         str | None, typer.Option("--format", help="Shape of the input (default: from its columns).")
     ] = None,
@@ -47,29 +50,36 @@ def convert_command(
 ) -> None:
     """Write a battles file as Chatbot Arena battles, weights and unknown sides kept (no database)."""
     _, source_format = split_format(shape)
-    selection = battle_filter(
+    file_format = written_format(out, fmt, option="--to")
+    selection = VoteSelection(
         anony_only=anony_only, models=models, exclude_models=exclude_models, judge=judge
-    )
+    ).file_filter()
     try:
         report = convert_battles(
             source,
             out,
-            fmt=fmt.value,
+            fmt=file_format.value,
             source_format=source_format,
             skip_invalid=skip_invalid,
             filters=selection,
             baseline=baseline,
         )
     except InputError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(file_error(exc), err=True)
         raise typer.Exit(1) from None
     if report.note:
         typer.echo(f"{report.path}: {report.source_format}: {report.note}")
-    typer.echo(f"{out}: {report.n_added} battles from {report.n_rows} rows ({fmt.value})")
+    typer.echo(f"{out}: {report.n_added} battles from {report.n_rows} rows ({file_format.value})")
     if skip_invalid:
         target = write_report(source, report.refused, report_file)
         typer.echo(f"{report.path}: {len(report.refused)} rows refused, listed in {target}")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("convert")(convert_command)
+    app.command(
+        "convert",
+        epilog=examples(
+            "arena convert mt_bench_human_judgments.jsonl --out battles.jsonl",
+            "arena convert alpaca_eval.json --out battles.parquet --to parquet",
+        ),
+    )(convert_command)

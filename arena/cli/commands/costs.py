@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.catalog.costs import TokenUse, UseKind, token_use, total_use
 
@@ -109,4 +109,6 @@ def print_run_costs(engine: Engine, *, kind: UseKind, names: Sequence[str], run_
 
 
 def register(app: typer.Typer) -> None:
-    app.command("costs")(costs_command)
+    app.command("costs", epilog=examples("arena costs --by-run", "arena costs --kind judging --json"))(
+        costs_command
+    )

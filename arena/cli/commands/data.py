@@ -25,11 +25,11 @@ from arena.cli.commands.battle_files import (
     SinceOpt,
     SkipInvalidOpt,
     UntilOpt,
-    battle_filter,
+    VoteSelection,
     split_format,
     write_report,
 )
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.options import DatabaseUrlOption, examples, file_error, settings_for
 from arena.cli.store import open_store
 from arena.settings import live_config
 from votes.files.formats import SOURCE_FORMATS
@@ -84,14 +84,14 @@ def import_command(
     from votes.imports.files import import_file  # the import machinery: `arena db upgrade` needs none
 
     file_format, shape = split_format(fmt)
-    selection = battle_filter(
+    selection = VoteSelection(
         since=since,
         until=until,
         anony_only=anony_only,
         models=models,
         exclude_models=exclude_models,
         judge=judge,
-    )
+    ).file_filter()
     settings = settings_for(database_url)
     engine = open_store(settings, create=True)
     try:
@@ -110,7 +110,7 @@ def import_command(
                     max_expanded=max_expanded if max_expanded is not None else settings.max_expanded_bytes,
                 )
             except InputError as exc:
-                typer.echo(f"error: {exc}", err=True)
+                typer.echo(file_error(exc), err=True)
                 typer.echo("nothing was imported from this file.", err=True)
                 raise typer.Exit(1) from None
             if report.note:
@@ -153,10 +153,15 @@ def demo_command(
     typer.echo(summary)
 
 
-db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+db_app = typer.Typer(help="Database schema.", epilog=examples("arena db upgrade"), no_args_is_help=True)
 
 
-@db_app.command("upgrade")
+@db_app.command(
+    "upgrade",
+    epilog=examples(
+        "arena db upgrade", "arena db upgrade --database-url postgresql://arena@db.internal/arena"
+    ),
+)
 def db_upgrade(database_url: DatabaseUrlOption = None) -> None:
     """Apply pending schema migrations (SQLite is also upgraded automatically on start)."""
     from votes.migrate import upgrade_database  # Alembic: only for the schema, not for import or demo
@@ -167,6 +172,14 @@ def db_upgrade(database_url: DatabaseUrlOption = None) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("import")(import_command)
-    app.command("demo")(demo_command)
+    app.command(
+        "import",
+        epilog=examples(
+            "arena import catalog.jsonl battles.parquet",
+            "arena import battles.jsonl.gz --skip-invalid --report refused.csv",
+        ),
+    )(import_command)
+    app.command("demo", epilog=examples("arena demo --votes 500 --seed 1 --database-url sqlite:///demo.db"))(
+        demo_command
+    )
     app.add_typer(db_app, name="db")

@@ -26,7 +26,9 @@ from arena.cli.commands.battle_files import (
     SinceOpt,
     SkipInvalidOpt,
     UntilOpt,
+    VoteSelection,
 )
+from arena.cli.options import examples
 
 __all__ = ["evaluate", "register"]
 
@@ -131,21 +133,29 @@ def evaluate(
         shape=shape,
         skip_invalid=skip_invalid,
         report_file=report_file,
-        anony_only=anony_only,
-        models=models,
-        exclude_models=exclude_models,
-        judge=judge,
+        selection=VoteSelection(
+            language=language,
+            since=since,
+            until=until,
+            annotators=annotators,
+            judge=judge,
+            anony_only=anony_only,
+            models=models,
+            exclude_models=exclude_models,
+        ),
         baseline=baseline,
         largest_component=largest_component,
         each_component=each_component,
-        language=language,
-        since=since,
-        until=until,
-        annotators=annotators,
         cluster=cluster,
         method=method,
     )
 
 
 def register(app: typer.Typer) -> None:
-    app.command("evaluate")(evaluate)
+    app.command(
+        "evaluate",
+        epilog=examples(
+            "arena evaluate --from battles.jsonl.gz --out evaluation/",
+            "arena evaluate --split time --test-fraction 0.1",
+        ),
+    )(evaluate)

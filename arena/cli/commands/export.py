@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from arena.cli.options import DatabaseUrlOption, FormatChoice, settings_for
+from arena.cli.options import DatabaseUrlOption, FormatChoice, examples, settings_for, written_format
 from arena.cli.store import open_store
 from votes.reads.exports import export_catalog, export_votes
 from votes.reads.filters import VoteFilter
@@ -36,13 +36,17 @@ def export_command(
         ),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="File to write.")],
-    fmt: Annotated[FormatChoice, typer.Option("--format", help="File format.")] = FormatChoice.jsonl,
+    fmt: Annotated[
+        FormatChoice | None,
+        typer.Option("--format", help="File format (default: from the --out name's suffix, else jsonl)."),
+    ] = None,
     category: Annotated[str | None, typer.Option(help="Votes: only this prompt category.")] = None,
     language: Annotated[str | None, typer.Option(help="Votes: only this language.")] = None,
     exclude_flagged: Annotated[bool, typer.Option(help="Votes: leave out flagged annotators.")] = False,
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Export deterministically (export -> import into an empty store -> export gives the same bytes)."""
+    file_format = written_format(out, None if what is ExportWhat.ledger else fmt)
     engine = open_store(settings_for(database_url))
     try:
         if what is ExportWhat.ledger:
@@ -52,13 +56,18 @@ def export_command(
             return
         if what is ExportWhat.votes:
             filters = VoteFilter(category=category, language=language, exclude_flagged=exclude_flagged)
-            n = export_votes(engine, out, fmt=fmt.value, filters=filters)
+            n = export_votes(engine, out, fmt=file_format.value, filters=filters)
         else:
-            n = export_catalog(engine, out, fmt=fmt.value)
+            n = export_catalog(engine, out, fmt=file_format.value)
     finally:
         engine.dispose()
-    typer.echo(f"{out}: {n} {what.value} rows ({fmt.value})")
+    typer.echo(f"{out}: {n} {what.value} rows ({file_format.value})")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("export")(export_command)
+    app.command(
+        "export",
+        epilog=examples(
+            "arena export votes --out votes.jsonl", "arena export ledger --out votes.csv --category coding"
+        ),
+    )(export_command)

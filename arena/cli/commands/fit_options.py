@@ -1,7 +1,9 @@
-"""The fit options recompute and publish share, and the parsing of the two that are not plain values.
+"""The fit options recompute and publish share, their values as one :class:`FitOptions`, and the parsing of
+the two that are not plain values.
 
 Each option is spelled once here (so `arena recompute --help` and `arena publish --help` say the same);
-:func:`arena.cli.commands.runs.fit_request.fit_request` turns their values into the one
+a command hands their values on as one :class:`FitOptions`, which
+:func:`arena.cli.commands.runs.fit_request.fit_request` turns into the one
 :class:`~leaderboard.bt.request.FitRequest` the command hands whole to publishing and the math. This module
 imports no fitting library: the commands' help reads it.
 """
@@ -9,6 +11,7 @@ imports no fitting library: the commands' help reads it.
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +23,7 @@ __all__ = [
     "BothBadOpt",
     "ClusterOpt",
     "FamilyOpt",
+    "FitOptions",
     "HalfLifeOpt",
     "IntervalOpt",
     "LevelOpt",
@@ -81,6 +85,26 @@ RectifyOpt = Annotated[
         "human votes on the battles they share; --interval: its sandwich, or a bootstrap over battles).",
     ),
 ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitOptions:
+    """The values of the fit options above as the command line gave them (not yet checked): what recompute
+    and publish hand on to :func:`arena.cli.commands.runs.fit_request.fit_request`."""
+
+    method: str
+    bootstrap: int
+    seed: int
+    anchor: str | None
+    level: float
+    interval: str
+    half_life: float | None
+    prior: float | None
+    both_bad: str
+    style: str | None
+    family: list[str] | None
+    rectify: str | None
+    cluster: str
 
 
 def parse_anchor(value: str | None) -> tuple[str, float] | None:

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from arena.cli.options import DatabaseUrlOption
+from arena.cli.options import DatabaseUrlOption, examples
 
 __all__ = ["generate_command", "register"]
 
@@ -60,4 +60,10 @@ def generate_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("generate")(generate_command)
+    app.command(
+        "generate",
+        epilog=examples(
+            "arena generate --models llama-8b,gpt-4o-mini --concurrency 8",
+            "arena generate --prompt-file new-prompts.jsonl",
+        ),
+    )(generate_command)

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from sqlmodel import Session
 
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.commands.board_output import print_whole, whole_row, whole_table
+from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.review.gold_review import gold_item_rows
 from votes.voting.gold_items import GoldFileError, add_gold_file, derive_golds
@@ -27,11 +26,12 @@ __all__ = ["gold_app", "register"]
 
 gold_app = typer.Typer(
     help="Gold battles (the right vote known): add from a file, derive from the catalog, list.",
+    epilog=examples("arena gold derive --count 200", "arena gold list"),
     no_args_is_help=True,
 )
 
 
-@gold_app.command("add")
+@gold_app.command("add", epilog=examples("arena gold add golds.jsonl"))
 def gold_add(
     path: Annotated[
         Path, typer.Argument(help="JSONL: one gold per line (kind, prompt, right/wrong or text).")
@@ -63,7 +63,7 @@ def gold_add(
     typer.echo(f"{added} gold(s) added.")
 
 
-@gold_app.command("derive")
+@gold_app.command("derive", epilog=examples("arena gold derive --count 200 --seed 1"))
 def gold_derive(
     count: Annotated[int, typer.Option(min=1, max=100_000, help="How many golds to derive at most.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the choice of answers and corruptions.")] = 0,
@@ -82,7 +82,7 @@ def gold_derive(
     typer.echo(f"{added} gold(s) derived.")
 
 
-@gold_app.command("list")
+@gold_app.command("list", epilog=examples("arena gold list", "arena gold list --json"))
 def gold_list(
     database_url: DatabaseUrlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per gold.")] = False,
@@ -98,12 +98,12 @@ def gold_list(
         for r in rows:
             typer.echo(json.dumps(r.as_dict()))
         return
-    table = Table(title=f"Gold battles: {len(rows)}")
-    for column in ("id", "kind", "detail", "source", "right", "votes", "voted right", "retired"):
-        table.add_column(column)
+    columns = ("id", "kind", "detail", "source", "right", "votes", "voted right", "retired")
+    table = whole_table(f"Gold battles: {len(rows)}", columns)
     for r in rows:
         share = f"{r.n_right / r.n_votes:.2f}" if r.n_votes else "-"
-        table.add_row(
+        whole_row(
+            table,
             str(r.gold_id),
             r.kind,
             r.detail or "",
@@ -113,7 +113,7 @@ def gold_list(
             share,
             r.retired_reason or ("yes" if r.retired else ""),
         )
-    Console().print(table)
+    print_whole(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from arena.cli.options import DatabaseUrlOption
+from arena.cli.options import DatabaseUrlOption, examples
 
 __all__ = ["judge_command", "register"]
 
@@ -62,4 +62,10 @@ def judge_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("judge")(judge_command)
+    app.command(
+        "judge",
+        epilog=examples(
+            "arena judge --judge gpt-4o --baseline gpt-4o-mini",
+            "arena judge --judge gpt-4o --models llama-8b,qwen-7b --sample 200",
+        ),
+    )(judge_command)

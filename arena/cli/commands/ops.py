@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from votes.reads.backup import BackupError, Manifest, backup_database, restore_backup, verify_backup
 
 __all__ = ["backup", "register", "restore"]
@@ -60,5 +60,14 @@ def restore(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("backup")(backup)
-    app.command("restore")(restore)
+    app.command(
+        "backup",
+        epilog=examples(
+            "arena backup /backups/arena-20260101T0300Z",
+            "arena backup --verify /backups/arena-20260101T0300Z",
+        ),
+    )(backup)
+    app.command(
+        "restore",
+        epilog=examples("arena restore /backups/arena-20260101T0300Z --database-url sqlite:///new.db"),
+    )(restore)

@@ -36,6 +36,7 @@ from arena.cli.commands.battle_files import (
     SinceOpt,
     SkipInvalidOpt,
     UntilOpt,
+    VoteSelection,
 )
 from arena.cli.commands.fit_options import (
     AnchorOpt,
@@ -43,6 +44,7 @@ from arena.cli.commands.fit_options import (
     BothBadOpt,
     ClusterOpt,
     FamilyOpt,
+    FitOptions,
     HalfLifeOpt,
     IntervalOpt,
     LevelOpt,
@@ -52,7 +54,7 @@ from arena.cli.commands.fit_options import (
     SeedOpt,
     StyleOpt,
 )
-from arena.cli.options import DatabaseUrlOption
+from arena.cli.options import DatabaseUrlOption, examples
 
 __all__ = ["recompute", "register"]
 
@@ -135,44 +137,54 @@ def recompute(
         source=source,
         counts_file=counts_file,
         database_url=database_url,
-        method=method,
-        bootstrap=bootstrap,
-        seed=seed,
-        anchor=anchor,
-        level=level,
-        interval=interval,
-        half_life=half_life,
-        prior=prior,
-        both_bad=both_bad,
-        category=category,
-        language=language,
-        since=since,
-        until=until,
-        exclude_flagged=exclude_flagged,
-        cluster=cluster,
+        fit=FitOptions(
+            method=method,
+            bootstrap=bootstrap,
+            seed=seed,
+            anchor=anchor,
+            level=level,
+            interval=interval,
+            half_life=half_life,
+            prior=prior,
+            both_bad=both_bad,
+            style=style,
+            family=family,
+            rectify=rectify,
+            cluster=cluster,
+        ),
+        selection=VoteSelection(
+            category=category,
+            language=language,
+            since=since,
+            until=until,
+            exclude_flagged=exclude_flagged,
+            annotators=annotators,
+            judge=judge,
+            anony_only=anony_only,
+            first_sight=first_sight,
+            robust=robust,
+            ipw=ipw,
+            models=models,
+            exclude_models=exclude_models,
+            source=battle_source,
+        ),
         plots=plots,
-        style=style,
         as_json=as_json,
         catalog=catalog,
-        annotators=annotators,
-        battle_source=battle_source,
         shape=shape,
         skip_invalid=skip_invalid,
         report_file=report_file,
-        anony_only=anony_only,
-        first_sight=first_sight,
-        robust=robust,
-        ipw=ipw,
-        models=models,
-        exclude_models=exclude_models,
-        judge=judge,
         baseline=baseline,
         largest_component=largest_component,
         each_component=each_component,
-        family=family,
-        rectify=rectify,
     )
 
 
 def register(app: typer.Typer) -> None:
-    app.command("recompute")(recompute)
+    app.command(
+        "recompute",
+        epilog=examples(
+            "arena recompute --from battles.jsonl.gz --seed 1 --out board/",
+            "arena recompute --language de --annotators all --out board-de/",
+        ),
+    )(recompute)

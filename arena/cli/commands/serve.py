@@ -23,6 +23,7 @@ import typer
 import uvicorn
 from sqlmodel import Session, select
 
+from arena.cli.options import examples
 from arena.logs import log_config
 from arena.settings import Settings, live_config
 from arena.web.connections import guarded_protocol
@@ -45,8 +46,9 @@ def prepare_database(
 ) -> str:
     """Bring the schema up to date; with ``demo``, load demo data into an empty database. Says what it did.
 
-    With ``snapshot_dir`` the demo also gets a first published snapshot, so that `/leaderboard` shows the
-    published board (intervals, rank ranges, plots) and not only the live Elo.
+    With ``snapshot_dir`` the demo also gets its first published boards, as `arena publish` makes them
+    (the overall board and one per category and language), so that `/leaderboard` shows the published
+    boards (intervals, rank ranges, plots) and not only the live Elo.
     """
     from votes.migrate import upgrade_database  # Alembic: `arena vote-writer` starts without it
 
@@ -63,11 +65,11 @@ def prepare_database(
         load_demo(engine, n_votes=demo_votes, seed=seed)
         said = f"demo data loaded ({demo_votes} votes, seed {seed})"
         if snapshot_dir is not None and demo_votes > 0:
-            from arena.publish.snapshots import publish_snapshot  # the fitting stack, only to publish
+            from arena.publish.snapshots import publish_slices  # the fitting stack, only to publish
             from leaderboard.bt.request import FitRequest  # the fitting stack, only to publish
 
-            row = publish_snapshot(engine, snapshot_dir=snapshot_dir, request=FitRequest(random_state=seed))
-            said += f"; published snapshot {row.id} in {snapshot_dir}"
+            rows = publish_slices(engine, snapshot_dir=snapshot_dir, request=FitRequest(random_state=seed))
+            said += f"; published snapshot {rows[0].id} and {len(rows) - 1} more boards in {snapshot_dir}"
         return said
     finally:
         engine.dispose()
@@ -362,5 +364,9 @@ def vote_writer(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
-    app.command("vote-writer")(vote_writer)
+    app.command(
+        "serve", epilog=examples("arena serve --demo", "arena serve --host 0.0.0.0 --port 8080 --workers 4")
+    )(serve)
+    app.command("vote-writer", epilog=examples("arena vote-writer --socket /run/arena/votes.sock"))(
+        vote_writer
+    )

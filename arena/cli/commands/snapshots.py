@@ -18,13 +18,17 @@ from rich.table import Table
 from sqlmodel import Session
 
 from arena.cli.commands.board_output import out, summary_table
-from arena.cli.options import DatabaseUrlOption, settings_for
+from arena.cli.options import DatabaseUrlOption, examples, settings_for
 from arena.cli.store import open_store
 from votes.reads.snapshots import AmbiguousSnapshotError, find_snapshot, list_snapshots, snapshot_manifest
 
 __all__ = ["register", "snapshots_app"]
 
-snapshots_app = typer.Typer(help="Published snapshots: list, show, diff (read only).", no_args_is_help=True)
+snapshots_app = typer.Typer(
+    help="Published snapshots: list, show, diff (read only).",
+    epilog=examples("arena snapshots list", "arena snapshots diff 3f2a9c 8b41d0"),
+    no_args_is_help=True,
+)
 
 
 @contextmanager
@@ -48,7 +52,9 @@ def _find(session: Session, given: str) -> Any:
     return row
 
 
-@snapshots_app.command("list")
+@snapshots_app.command(
+    "list", epilog=examples("arena snapshots list", "arena snapshots list --slice language=de --json")
+)
 def snapshots_list(
     database_url: DatabaseUrlOption = None,
     slice_: Annotated[str | None, typer.Option("--slice", help="all, category=..., language=...")] = None,
@@ -75,7 +81,7 @@ def snapshots_list(
         out.print(f"{m['id']}  votes sha256 {m['votes_sha256']}", soft_wrap=True)
 
 
-@snapshots_app.command("show")
+@snapshots_app.command("show", epilog=examples("arena snapshots show 3f2a9c"))
 def snapshots_show(
     snapshot_id: Annotated[str, typer.Argument(help="Snapshot id, or the start of one that is unique.")],
     database_url: DatabaseUrlOption = None,
@@ -96,7 +102,7 @@ def snapshots_show(
         out.print(f"  {digest}  {name}", soft_wrap=True)
 
 
-@snapshots_app.command("diff")
+@snapshots_app.command("diff", epilog=examples("arena snapshots diff 3f2a9c 8b41d0 --json"))
 def snapshots_diff(
     a: Annotated[str, typer.Argument(help="Older snapshot id (or a unique start of one).")],
     b: Annotated[str, typer.Argument(help="Newer snapshot id (or a unique start of one).")],

@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, Response
 from sqlmodel import Session
 
 from arena.web.routes.deps import SessionDep, StateDep
+from arena.web.routes.snapshots import unpublished_boards
 from leaderboard.snapshot.folder import read_snapshot
 from leaderboard.snapshot.overview import category_overview, overview_csv
 from votes.reads.snapshots import latest_snapshot, list_slices
@@ -39,7 +40,7 @@ def categories_page(request: Request, state: StateDep, db: SessionDep) -> HTMLRe
     cells: dict[str, dict[str, dict[Hashable, Any]]] = {}
     for rec in overview.to_dict(orient="records"):
         cells.setdefault(str(rec["model"]), {})[str(rec["board"])] = rec
-    context = {"boards": names, "cells": cells}
+    context = {"boards": names, "cells": cells, "unpublished": unpublished_boards(db)}
     return state.templates.TemplateResponse(request=request, name="pages/categories.html", context=context)
 
 

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.engine import Engine
-from sqlmodel import col, select
 from starlette.concurrency import run_in_threadpool
 
 from arena.metrics import count_refusal
@@ -30,11 +29,10 @@ from arena.web.routes.deps import (
 )
 from leaderboard.data import OUTCOMES, Outcome, parse_outcome
 from votes.db import read_session
-from votes.models import Model
 from votes.voting.annotators import count_annotator_votes, find_annotator_by_token_hash
 from votes.voting.battles import AlreadyVotedError, VoteError
-from votes.voting.live_battles import live_availability
-from votes.voting.views import BattleView, get_battle_view
+from votes.voting.live_battles import LIVE_SOURCE, live_availability
+from votes.voting.views import BattleView, arena_models, get_battle_view
 
 router = APIRouter(include_in_schema=False)
 
@@ -63,8 +61,14 @@ def _message(
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, state: StateDep, db: SessionDep) -> HTMLResponse:
-    models = db.exec(select(Model).where(col(Model.active)).order_by(col(Model.name))).all()
-    return _render(request, state, "pages/index.html", {"models": models})
+    return _render(request, state, "pages/index.html", {"models": arena_models(session=db)})
+
+
+@router.get("/favicon.ico")
+def favicon() -> RedirectResponse:
+    """The site's icon where a browser looks for it unasked (a page without the link: JSON, a file): the
+    SVG every page links (``/static/favicon.svg``)."""
+    return RedirectResponse("/static/favicon.svg", status_code=301)
 
 
 @router.get("/guidelines", response_class=HTMLResponse)
@@ -167,6 +171,7 @@ async def _reveal(
         "won_side": _WON_SIDE.get(parse_outcome(view.result.winner)),
         "n_votes": n_votes,
         "prompt_lang": language_tag(view.prompt.language),
+        "live": view.prompt.source == LIVE_SOURCE,  # the next battle is a live one too
     }
     return _render(request, state, name, context)
 
@@ -191,7 +196,9 @@ def accept_invite(request: Request, state: StateDep, db: SessionDep, token: str)
 def live_leaderboard(request: Request, state: StateDep, db: SessionDep) -> HTMLResponse:
     standings = state.live_standings(db)
     updated = max((s.updated_at for s in standings if s.updated_at), default=None)
-    availability = sorted(live_availability(db.connection()).values(), key=lambda a: (a.share, a.model))
+    shown = {s.model for s in standings}
+    found = live_availability(db.connection()).values()
+    availability = sorted((a for a in found if a.model in shown), key=lambda a: (a.share, a.model))
     context = {
         "standings": standings,
         "updated": updated,

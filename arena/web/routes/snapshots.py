@@ -8,6 +8,7 @@ snapshot's manifest.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,7 +22,9 @@ from leaderboard.snapshot.dataset_card import CARD_FILE, MODELS_FILE
 from leaderboard.snapshot.figures import FIGURES, plot_files
 from leaderboard.snapshot.files import DATA_FILES, METADATA_FILE, ZIP_FILE
 from leaderboard.snapshot.folder import SnapshotData, read_snapshot, slice_label
+from leaderboard.snapshot.titles import left_off_note, unpublished_note
 from leaderboard.style.board import STYLE_CSV_FILE, STYLE_JSON_FILE, read_style_table
+from votes.catalog.roles import retired_names
 from votes.models import Snapshot
 from votes.reads.snapshots import (
     get_snapshot,
@@ -139,6 +142,7 @@ def _precision(metadata: dict[str, Any]) -> dict[str, Any] | None:
     return {
         "provisional": {str(m) for m in prec["provisional"]},
         "provisional_half_width": prec.get("provisional_half_width"),
+        "provisional_votes": _count(prec.get("provisional_votes")),
         "target_half_width": prec.get("target_half_width"),
         "level": prec.get("level"),
         "board": _count(prec.get("votes_needed_board")),
@@ -204,23 +208,61 @@ def _live(entry: Any) -> dict[str, Any] | None:
     }
 
 
-def _whiskers(rows: list[SnapshotRow]) -> list[dict[str, float]]:
-    """Pixel positions of each row's interval and point on a common scale (inline SVG, no inline CSS)."""
+def _intervals(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the snapshot's intervals are (``metadata.json`` -> ``intervals``: level, method, unit,
+    coverage, fit, ranks), with the level as a whole percentage; None for snapshots made before it."""
+    described = (metadata or {}).get("intervals")
+    if not isinstance(described, dict) or not isinstance(described.get("level"), int | float):
+        return None
+    words = {k: str(v) for k, v in described.items() if isinstance(v, str)}
+    return {**words, "percent": round(100 * float(described["level"]))}
+
+
+def _whiskers(rows: list[SnapshotRow], metadata: dict[str, Any] | None = None) -> list[dict[str, float]]:
+    """Pixel positions of each row's interval and point on a common scale (inline SVG, no inline CSS).
+
+    The scale is that of the models the board measured: a model in too few votes has an interval
+    hundreds of points wide (:func:`leaderboard.bt.intervals.few_vote_floor`), which would shrink every
+    other whisker to a dot; its own is cut at the edges (the numbers beside it say how far it goes)."""
     if not rows:
         return []
-    lo = min(r.ci_low for r in rows)
-    hi = max(r.ci_high for r in rows)
+    parameters = (metadata or {}).get("parameters")
+    few = parameters.get("few_votes") if isinstance(parameters, dict) else None
+    unmeasured = {str(m) for m in few.get("models", ())} if isinstance(few, dict) else set()
+    scaled = [r for r in rows if r.model not in unmeasured] or rows
+    lo = min(r.ci_low for r in scaled)
+    hi = max(r.ci_high for r in scaled)
     span = hi - lo if hi > lo else 1.0
     pad = 6.0
 
     def x(value: float) -> float:
-        return round(pad + (value - lo) / span * (WHISKER_WIDTH - 2 * pad), 1)
+        inside = min(max(value, lo), hi)
+        return round(pad + (inside - lo) / span * (WHISKER_WIDTH - 2 * pad), 1)
 
     return [{"x1": x(r.ci_low), "x2": x(r.ci_high), "cx": x(r.rating)} for r in rows]
 
 
 def _out(row: Snapshot) -> SnapshotOut:
     return SnapshotOut(**snapshot_manifest(row))
+
+
+def overall_metadata(db: SessionDep) -> dict[str, Any] | None:
+    """The metadata of the latest overall board (its ``metadata.json`` alone), which says what the
+    publish found for the other boards; None when there is none or it cannot be read."""
+    row = latest_snapshot(session=db, slice="all")
+    if row is None:
+        return None
+    try:
+        found = json.loads((Path(row.path) / METADATA_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def unpublished_boards(db: SessionDep) -> str | None:
+    """The categories and languages the latest publish found too few votes for, as a sentence."""
+    overall = overall_metadata(db)
+    return None if overall is None else unpublished_note(overall)
 
 
 # ------------------------------------------------------------------------------------------------ pages
@@ -249,15 +291,19 @@ def leaderboard_page(
         "fragility": _fragility(data.metadata) if data is not None and board == "default" else None,
         "precision": _precision(data.metadata) if data is not None else None,
         "rank_changes": changes,
+        "intervals": _intervals(data.metadata if data else None),
         "style_control": data.metadata.get("style_control") if data else None,
         "snapshot": row,
         "metadata": data.metadata if data else None,
         "rows": rows,
-        "whiskers": _whiskers(rows),
+        "whiskers": _whiskers(rows, data.metadata if data is not None else None),
         "whisker_width": WHISKER_WIDTH,
         "slices": list_slices(session=db),
         "chosen": chosen,
         "standings": state.live_standings(db),
+        "retired": retired_names(db.connection()),
+        "left_off": left_off_note(data.metadata) if data is not None else None,
+        "unpublished": unpublished_boards(db),
     }
     return state.templates.TemplateResponse(request=request, name="pages/leaderboard.html", context=context)
 
@@ -320,15 +366,18 @@ def snapshot_page(
         "fragility": _fragility(data.metadata) if data is not None and board == "default" else None,
         "precision": _precision(data.metadata) if data is not None else None,
         "rank_changes": changes,
+        "intervals": _intervals(data.metadata),
         "style_control": data.metadata.get("style_control"),
         "snapshot": row,
         "metadata": data.metadata,
         "rows": rows,
-        "whiskers": _whiskers(rows),
+        "whiskers": _whiskers(rows, data.metadata if data is not None else None),
         "whisker_width": WHISKER_WIDTH,
         "downloads": downloads,
         "figures": figures,
+        "retired": retired_names(db.connection()),
         "fitted": fitted,
+        "left_off": left_off_note(data.metadata),
     }
     return state.templates.TemplateResponse(request=request, name="pages/snapshot.html", context=context)
 

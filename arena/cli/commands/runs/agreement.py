@@ -31,7 +31,7 @@ from votes.reads.annotated import (
 from votes.reads.filters import VoteFilter
 from votes.voting.repeat_votes import SelfAgreement, overall_self_agreement
 
-__all__ = ["run_agreement"]
+__all__ = ["run_agreement", "why_empty"]
 
 #: Annotators listed in the text output (the JSON lists all).
 _SHOWN = 40
@@ -73,7 +73,12 @@ def run_agreement(
         finally:
             engine.dispose()
     if len(read.battles) == 0:
-        typer.echo("no votes with an annotator and a prompt")
+        typer.echo(
+            "no votes with an annotator and a prompt: agreement compares annotators on the same prompt and "
+            "model pair; import battles with a judge and a question_id (or conversations), or collect votes "
+            "on the site first",
+            err=True,
+        )
         raise typer.Exit(1)
     report = agreement_of(read, judges)
     if as_json:
@@ -83,6 +88,8 @@ def run_agreement(
         typer.echo(json.dumps(doc, sort_keys=True, allow_nan=False))
         return
     _print(report)
+    for line in why_empty(report):
+        typer.echo(line)
     if self_agreement is not None:
         s = self_agreement
         typer.echo(
@@ -152,3 +159,48 @@ def _print(report: AgreementReport) -> None:
                 f"{_fmt(r.own_score_reference)} ({r.self_reference})", _fmt(r.self_preference),
             )  # fmt: skip
         console.print(t)
+
+
+def why_empty(report: AgreementReport) -> list[str]:
+    """Why the tables show a count of 0 or no figure ('-') where they do, and what would fill them: a
+    table of zeros said nothing about the reason (two groups that never judged the same comparison, a
+    judge that never saw both orders, a judge without models of its family in the votes)."""
+    lines: list[str] = []
+    for p in report.pairs:
+        both = f"{p.first} and {p.second}"
+        if p.n_with_ties == 0:
+            lines.append(
+                f"{both}: n 0, no comparison judged by both (the same prompt and the same two models); "
+                "judge what the others voted on (`arena judge` over the catalog's prompts and models) or "
+                "import their votes with shared question_ids"
+            )
+        elif p.n_without_ties == 0:
+            lines.append(f"{both}: n w/o 0, every comparison both judged has a tie from one of them")
+    for r in report.judges:
+        if r.n_swapped == 0:
+            lines.append(
+                f"{r.judge}: consistency -, no comparison judged in both orders (`arena judge` judges "
+                "each pair both ways)"
+            )
+        if math.isnan(r.position_elo):
+            lines.append(
+                f"{r.judge}: position -, its votes leave models unconnected, or one only won or only lost"
+            )
+        if not r.own_family:
+            lines.append(
+                f"{r.judge}: self-preference -, no model of its family among the votes (the family is told "
+                "from the judge's name)"
+            )
+        elif r.n_self == 0:
+            lines.append(
+                f"{r.judge}: self-preference n 0, {r.self_reference} judged none of the comparisons of its "
+                f"family's models ({', '.join(r.own_family)}) that it judged"
+            )
+    if report.stats is not None:
+        alone = [a.annotator for a in report.stats.annotators if math.isnan(a.vs_majority.value)]
+        if alone:
+            named = ", ".join(alone[:3]) + (f" and {len(alone) - 3} more" if len(alone) > 3 else "")
+            lines.append(f"vs majority -: {named} judged no comparison that another annotator judged too")
+    if lines:
+        lines.insert(0, "Why some figures are 0 or missing (-):")
+    return lines

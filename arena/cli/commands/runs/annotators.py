@@ -12,9 +12,8 @@ import json
 import math
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from arena.cli.commands.board_output import print_whole, whole_row, whole_table
 from arena.cli.options import settings_for
 from arena.cli.store import open_store
 from arena.settings import live_config
@@ -60,7 +59,7 @@ def run_annotators(
             typer.echo(json.dumps({k: _clean(v) for k, v in dataclasses.asdict(r).items()}))
         typer.echo(json.dumps({"overall": {"self_agreement": overall.as_dict()}}))
         return
-    table = Table(title=f"Annotators ({len(shown)} of {len(rows)} shown)")
+    title = f"Annotators ({len(shown)} of {len(rows)} shown)"
     columns = (
         "id",
         "kind",
@@ -77,10 +76,10 @@ def run_annotators(
         "self (95%)",
         "flagged",
     )
-    for column in (*columns, "reason"):
-        table.add_column(column)
+    table = whole_table(title, (*columns, "reason"))
     for r in shown:
-        table.add_row(
+        whole_row(
+            table,
             str(r.annotator_id),
             r.kind,
             f"{r.n_votes}/{r.n_seen}",
@@ -101,7 +100,7 @@ def run_annotators(
             "yes" if r.flagged else "no",
             r.flag_reason or r.reason or "",
         )
-    Console().print(table)
+    print_whole(table)
     if overall.n_repeat:
         typer.echo(
             f"Self-agreement on repeat battles: {overall.n_agreed} of {overall.n_repeat} "

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from leaderboard.result import Leaderboard
     from leaderboard.snapshot.folder import SnapshotManifest
 
-__all__ = ["board_json", "print_agreement", "print_result", "print_style"]
+__all__ = ["board_json", "interval_text", "print_agreement", "print_result", "print_style"]
 
 
 def board_json(board: Leaderboard, manifest_path: Path, metadata: dict[str, Any]) -> str:
@@ -38,6 +38,9 @@ def print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: flo
         f"({len(board.models)} models, {meta['slice']}, seed {meta['seed']}, {seconds:.1f} s)"
     )
     out.print(summary_table(board, title=title))
+    intervals = interval_text(meta)
+    if intervals:
+        out.print(intervals, soft_wrap=True)
     fitted = meta.get("parameters_fitted") or {}
     for name, value in sorted(fitted.items()):
         low, high = value.get("ci_low"), value.get("ci_high")
@@ -48,6 +51,19 @@ def print_result(board: Leaderboard, manifest: SnapshotManifest, *, seconds: flo
     out.print(f"snapshot {meta['id']} in {manifest.path}", soft_wrap=True)
     out.print(f"votes sha256           {meta['votes_sha256']}", soft_wrap=True)
     out.print(f"leaderboard.csv sha256 {manifest.files['leaderboard.csv']}", soft_wrap=True)
+
+
+def interval_text(meta: dict[str, Any]) -> str | None:
+    """One line on what the intervals are (level, method, unit, marginal), which says too whether
+    ``--cluster auto`` treated the votes as independent; None for metadata without ``intervals``."""
+    described = meta.get("intervals")
+    if not isinstance(described, dict):
+        return None
+    rounds = f", {described['rounds']} rounds" if described.get("rounds") else ""
+    return (
+        f"intervals: {described['level']:.0%} {described['method']}{rounds}, over "
+        f"{escape(str(described['unit']))}; marginal, each model's alone"
+    )
 
 
 def print_agreement(meta: dict[str, Any]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -20,9 +19,10 @@ import typer
 from rich.console import Console
 from sqlmodel import Session
 
-from arena.cli.commands.battle_files import battle_filter, database_filter
+from arena.cli.commands.battle_files import VoteSelection
 from arena.cli.commands.runs.evaluate_report import (
     annotator_positions_text,
+    left_out_text,
     render_table,
     row_dicts,
     verdict_text,
@@ -40,7 +40,7 @@ from leaderboard.evaluation.held_out import (
     has_raters,
     split_battles,
 )
-from leaderboard.evaluation.systems import online_scores, pick_winner
+from leaderboard.evaluation.systems import left_out_rows, online_scores, pick_winner
 from leaderboard.quality.judge_position import judge_positions
 from votes.files.records import InputError
 from votes.reads.filters import VoteFilter
@@ -96,17 +96,10 @@ def run_evaluate(
     shape: str | None,
     skip_invalid: bool,
     report_file: Path | None,
-    anony_only: bool,
-    models: str | None,
-    exclude_models: str | None,
-    judge: str | None,
+    selection: VoteSelection,
     baseline: str | None,
     largest_component: bool,
     each_component: bool,
-    language: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    annotators: str | None,
     cluster: str,
     method: str | None,
 ) -> None:
@@ -117,8 +110,9 @@ def run_evaluate(
         raise typer.BadParameter("expected annotator, prompt or none", param_hint="--cluster")
     if method not in (None, "composite"):
         raise typer.BadParameter(f"unknown method {method!r}; available: composite", param_hint="--method")
-    file_filters = (language, since, until, anony_only, models, exclude_models, judge, baseline, shape, style)
-    if method == "composite" and from_file is not None and any(file_filters):
+    s = selection
+    file_filters = (s.language, s.since, s.until, s.anony_only, s.models, s.exclude_models, s.judge)
+    if method == "composite" and from_file is not None and any((*file_filters, baseline, shape, style)):
         raise typer.BadParameter(
             "--method composite reads a battles file whole (with its judge column): no filters, shape or "
             "style options",
@@ -126,39 +120,13 @@ def run_evaluate(
         )
     labels: tuple[str, ...] | None = None
 
-    def stored_filter() -> VoteFilter:
-        """The filter options as a database filter (the composite's reader and the store's read it)."""
-        return database_filter(
-            language=language,
-            since=since,
-            until=until,
-            annotators=annotators,
-            judge=judge,
-            anony_only=anony_only,
-            models=models,
-            exclude_models=exclude_models,
-        )
-
     try:
         if method == "composite":
-            battles, labels, source = _sourced_votes(
-                from_file,
-                database_url,
-                stored_filter(),
-            )
+            battles, labels, source = _sourced_votes(from_file, database_url, selection.store_filter())
         elif from_file is not None and not style:
-            selection = battle_filter(
-                language=language,
-                since=since,
-                until=until,
-                anony_only=anony_only,
-                models=models,
-                exclude_models=exclude_models,
-                judge=judge,
-            )
             read = read_battle_file(
                 from_file,
-                filters=selection,
+                filters=selection.file_filter(),
                 shape=shape,
                 skip_invalid=skip_invalid,
                 report=report_file,
@@ -171,7 +139,7 @@ def run_evaluate(
             battles = battles_from_file(from_file, catalog=catalog, style=style)
             source = str(from_file)
         else:
-            vote_filter = stored_filter()
+            vote_filter = selection.store_filter()
             engine = open_store(settings_for(database_url))
             try:
                 with Session(engine) as session:
@@ -249,6 +217,7 @@ def _evaluate_part(
     train, test = split_battles(battles, how=how, test_fraction=test_fraction, random_state=seed)
     rows, left_out = _compare(train, test, half_life=half_life, prior_sd=prior)
     rows += online_scores(train, test, rolling=how == "time")
+    unidentified = left_out_text(left_out_rows(train, half_life=half_life, prior_sd=prior))
     if labels is not None:
         rows.append(_composite_row(train, test, labels, source))
     groups = None
@@ -270,11 +239,15 @@ def _evaluate_part(
     title = f"{source}: {len(train)} training / {len(test)} test votes, {how} split, seed {seed}"
     written = [] if out is None else write_out(out, dicts, rows, title)
     if as_json:
+        for line in unidentified:  # the JSON on standard output stays the rows alone
+            typer.echo(line, err=True)
         return dicts
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 190))
     console.print(render_table(rows, title=title))
+    for line in unidentified:
+        console.print(line, soft_wrap=True)
     console.print(verdict_text(verdict))
     if written:
         console.print("Wrote " + ", ".join(str(p) for p in written))

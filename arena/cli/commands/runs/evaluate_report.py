@@ -18,7 +18,15 @@ if TYPE_CHECKING:
     from leaderboard.evaluation.held_out import MethodScore
     from leaderboard.evaluation.systems import Verdict
 
-__all__ = ["N_PLOTTED", "annotator_positions_text", "render_table", "row_dicts", "verdict_text", "write_out"]
+__all__ = [
+    "N_PLOTTED",
+    "annotator_positions_text",
+    "left_out_text",
+    "render_table",
+    "row_dicts",
+    "verdict_text",
+    "write_out",
+]
 
 #: Systems drawn in the calibration plot: the best few by test log-loss (more would not be legible).
 N_PLOTTED = 6
@@ -76,15 +84,31 @@ def render_table(rows: list[MethodScore], *, title: str) -> Table:
 def verdict_text(verdict: Verdict) -> str:
     """One sentence: which system forecasts best and by how much, with the paired interval."""
     return (
-        f"Best: {verdict.winner} (log-loss {verdict.winner_log_loss:.4f}); runner-up {verdict.runner_up} "
-        f"({verdict.runner_up_log_loss:.4f}): {verdict.difference:.4f} nats per vote worse, "
-        f"{verdict.level:.0%} paired bootstrap interval [{verdict.ci_low:.4f}, {verdict.ci_high:.4f}] "
-        f"over {verdict.n_test} test votes."
-    ) + "".join(
-        f"\n  vs {name}: {d:.4f} [{lo:.4f}, {hi:.4f}]"
-        for name, (d, lo, hi) in verdict.margins.items()
-        if name != verdict.runner_up
+        (
+            f"Best: {verdict.winner} (log-loss {verdict.winner_log_loss:.4f}); runner-up {verdict.runner_up} "
+            f"({verdict.runner_up_log_loss:.4f}): {verdict.difference:.4f} nats per vote worse, "
+            f"{verdict.level:.0%} paired bootstrap interval [{verdict.ci_low:.4f}, {verdict.ci_high:.4f}] "
+            f"over {verdict.n_test} test votes."
+        )
+        + "".join(
+            f"\n  vs {name}: {d:.4f} [{lo:.4f}, {hi:.4f}]"
+            for name, (d, lo, hi) in verdict.margins.items()
+            if name != verdict.runner_up
+        )
+        + (
+            "\nThe winner is selected on these test votes (the lowest log-loss among all rows): its "
+            "log-loss is the best of many on the same votes, optimistic for new ones, and the interval "
+            "does not account for that choice."
+        )
     )
+
+
+def left_out_text(left_out: dict[str, str]) -> list[str]:
+    """One line per reason: the rows the training votes cannot identify, left out of the table."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in left_out.items():
+        by_reason.setdefault(why, []).append(name)
+    return [f"Left out ({why}): {', '.join(names)}." for why, names in by_reason.items()]
 
 
 def row_dicts(rows: list[MethodScore], verdict: Verdict, left_out: int) -> list[dict[str, object]]:

@@ -1,8 +1,9 @@
 """The one fit request of recompute's and publish's options: checked before any vote is read, a bad value
 reported on its option.
 
-:func:`fit_request` turns the values of the options :mod:`arena.cli.commands.fit_options` spells into the
-:class:`~leaderboard.bt.request.FitRequest` the command hands whole to publishing and the math.
+:func:`fit_request` turns the values of the options :mod:`arena.cli.commands.fit_options` spells (one
+:class:`~arena.cli.commands.fit_options.FitOptions`) into the :class:`~leaderboard.bt.request.FitRequest`
+the command hands whole to publishing and the math.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import typer
 
 from arena.cli.commands.board_output import err
-from arena.cli.commands.fit_options import parse_anchor, parse_families
+from arena.cli.commands.fit_options import FitOptions, parse_anchor, parse_families
 from leaderboard.bt.request import FitRequest, FitRequestError, ModelOptions
 from leaderboard.style.board import expand_style
 
@@ -28,28 +29,13 @@ REQUEST_OPTIONS = {
 }
 
 
-def fit_request(
-    method: str,
-    bootstrap: int,
-    seed: int,
-    anchor: str | None,
-    level: float,
-    interval: str,
-    *,
-    half_life: float | None = None,
-    prior: float | None = None,
-    both_bad: str = "tie",
-    style: str | None = None,
-    families: list[str] | None = None,
-    rectify: str | None = None,
-    cluster: str = "auto",
-) -> FitRequest:
+def fit_request(options: FitOptions) -> FitRequest:
     """The one :class:`~leaderboard.bt.request.FitRequest` of recompute's and publish's options, checked
     before any vote is read: a bad value is a usage error on its option. An unknown method or interval,
     or a model option the method refuses, is the one-line error (exit status 2) the fit gives it."""
-    if both_bad not in ("tie", "exclude"):
+    if options.both_bad not in ("tie", "exclude"):
         raise typer.BadParameter("expected tie or exclude", param_hint="--both-bad")
-    groups = tuple(g.strip() for g in (style or "").split(",") if g.strip())
+    groups = tuple(g.strip() for g in (options.style or "").split(",") if g.strip())
     if groups:
         try:
             expand_style(groups)
@@ -57,21 +43,21 @@ def fit_request(
             raise typer.BadParameter(str(exc), param_hint="--style") from None
     try:
         return FitRequest(
-            method=method,
-            n_rounds=bootstrap,
-            level=level,
-            interval=interval,
-            anchor=parse_anchor(anchor),
-            random_state=seed,
-            cluster=cluster,
+            method=options.method,
+            n_rounds=options.bootstrap,
+            level=options.level,
+            interval=options.interval,
+            anchor=parse_anchor(options.anchor),
+            random_state=options.seed,
+            cluster=options.cluster,
             model=ModelOptions(
-                half_life=None if half_life is None else half_life * 86_400.0,
-                prior=prior,
-                both_bad="exclude" if both_bad == "exclude" else "tie",
+                half_life=None if options.half_life is None else options.half_life * 86_400.0,
+                prior=options.prior,
+                both_bad="exclude" if options.both_bad == "exclude" else "tie",
             ),
             style=groups,
-            families=parse_families(families),
-            rectify=rectify or "",
+            families=parse_families(options.family),
+            rectify=options.rectify or "",
         )
     except FitRequestError as exc:
         if exc.option not in REQUEST_OPTIONS:  # the method, its interval or model options

@@ -6,17 +6,17 @@ What `arena recompute --from` and `arena evaluate --from` read through; no datab
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import typer
 
+from arena.cli.commands.battle_files import write_report
+from arena.cli.options import file_read_errors
 from leaderboard.battles import Battles, split_components
 from votes.files.columns import BattleRead, read_battles
-from votes.files.records import InputError
 from votes.files.selection import BattleFilter
 
-__all__ = ["pick_components", "read_battle_file"]
+__all__ = ["pick_components", "read_battle_file", "refuse_or_name_parts"]
 
 
 def read_battle_file(
@@ -28,11 +28,13 @@ def read_battle_file(
     report: Path | None = None,
     baseline: str | None = None,
     quiet: bool = False,
+    can_skip: bool = True,
 ) -> BattleRead:
     """Read and select a battles file; a bad file is a one-line error naming file, row and reason
-    (exit 2). With ``skip_invalid`` the refused rows go to a CSV report and a summary is printed (on
+    (exit 2), and a bad row also ``--skip-invalid`` unless the command cannot skip rows here
+    (``can_skip``). With ``skip_invalid`` the refused rows go to a CSV report and a summary is printed (on
     stderr; ``quiet`` prints only errors, for output that must stay machine-readable)."""
-    try:
+    with file_read_errors(path, can_skip=can_skip):
         read = read_battles(
             path,
             filters=filters,
@@ -40,21 +42,10 @@ def read_battle_file(
             skip_invalid=skip_invalid,
             baseline=baseline,
         )
-    except InputError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except OSError as exc:
-        typer.echo(f"error: {path}: cannot read ({exc.strerror or exc})", err=True)
-        raise typer.Exit(2) from None
     if not quiet:
         typer.echo(f"{path}: {read.source_format}: {read.note}", err=True)
     if skip_invalid:
-        target = report or path.with_name(path.name + ".refused.csv")
-        with target.open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["file", "where", "reason"])
-            for r in read.refused:
-                writer.writerow([str(path), r.where, r.reason])
+        target = write_report(path, read.refused, report)
         typer.echo(f"{path}: {len(read.refused)} of {read.n_rows} rows refused, listed in {target}", err=True)
     if len(read.battles) == 0:
         typer.echo(f"error: {path}: no battles left after the filters", err=True)
@@ -69,15 +60,22 @@ def pick_components(battles: Battles, *, largest: bool, each: bool, source: Path
     if len(parts) == 1:
         return parts
     sizes = ", ".join(f"{len(p.models)} models/{len(p)} battles" for p in parts)
-    if not (largest or each):
-        typer.echo(
-            f"error: {source}: the comparison graph has {len(parts)} parts never compared with each other "
-            f"({sizes}); use --largest-component or --each-component",
-            err=True,
-        )
-        raise typer.Exit(1)  # the data, not the command line, is at fault
-    typer.echo(f"{source}: the comparison graph has {len(parts)} parts ({sizes})", err=True)
+    refuse_or_name_parts(source, len(parts), sizes, largest=largest, each=each)
     if largest:
         typer.echo(f"fitting the largest part: {', '.join(parts[0].models[:8])}", err=True)
         return parts[:1]
     return parts
+
+
+def refuse_or_name_parts(source: Path | str, n_parts: int, sizes: str, *, largest: bool, each: bool) -> None:
+    """A comparison graph of ``source`` in ``n_parts`` parts (``sizes`` describes them): an error (exit 1)
+    unless ``largest`` or ``each`` asks for one or all of them; else it says so, on stderr. For a file's
+    battles and the stored votes alike."""
+    if not (largest or each):
+        typer.echo(
+            f"error: {source}: the comparison graph has {n_parts} parts never compared with each other "
+            f"({sizes}); use --largest-component or --each-component",
+            err=True,
+        )
+        raise typer.Exit(1)  # the data, not the command line, is at fault
+    typer.echo(f"{source}: the comparison graph has {n_parts} parts ({sizes})", err=True)

@@ -4,7 +4,7 @@ reads from the store for each part.
 Only a command that reads the store imports this module (`arena publish`, and `arena recompute` without a
 file), so the database stack and the board's reads (:mod:`arena.publish.board_reads`) are imported at its
 top. The filter options become a filter on the store in
-:func:`arena.cli.commands.battle_files.database_filter`.
+:meth:`arena.cli.commands.battle_files.VoteSelection.store_filter`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import typer
 from sqlalchemy.engine import Engine
 
+from arena.cli.commands.runs.from_file import refuse_or_name_parts
 from arena.cli.options import settings_for
 from arena.cli.store import open_store
 from arena.publish.board_reads import (
@@ -59,14 +60,7 @@ def pick_stored_components(
     if len(parts) <= 1:
         return [StoredPart(None, vote_filter, counts)]
     sizes = "; ".join(f"{k}: {len(p)} models ({', '.join(p[:4])})" for k, p in enumerate(parts, 1))
-    if not (largest or each):
-        typer.echo(
-            f"error: the database: the comparison graph has {len(parts)} parts never compared with each "
-            f"other ({sizes}); use --largest-component or --each-component",
-            err=True,
-        )
-        raise typer.Exit(1)  # the data, not the command line, is at fault
-    typer.echo(f"the database: the comparison graph has {len(parts)} parts ({sizes})", err=True)
+    refuse_or_name_parts("the database", len(parts), sizes, largest=largest, each=each)
     chosen = parts[:1] if largest else parts
     return [StoredPart(k, replace(vote_filter, models=p), None) for k, p in enumerate(chosen, 1)]
 

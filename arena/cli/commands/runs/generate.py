@@ -19,13 +19,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from arena.cli.commands.costs import print_run_costs
-from arena.cli.options import echo_failures, settings_for
+from arena.cli.options import echo_failures, file_read_errors, settings_for
 from arena.cli.store import open_store
 from arena.llm.client import EndpointClient, EndpointError
 from arena.llm.generation import GenerationReport, GenerationTask, plan_generation, run_generation
 from arena.llm.registry import config_for
 from votes.catalog.endpoints import EndpointRecord, UnknownEndpoint, get_endpoint, list_endpoints
-from votes.files.records import InputError
+from votes.catalog.roles import ModelState, model_states
+from votes.names import model_name
 
 __all__ = ["run_generate"]
 
@@ -34,23 +35,37 @@ def _import_prompts(engine: Engine, path: Path) -> tuple[str, ...]:
     """Import a prompt file into the catalog (all or nothing, as `arena import`); its prompt ids."""
     from votes.imports.files import import_file  # the import machinery: only with --prompt-file
 
-    try:
+    with file_read_errors(path):
         report = import_file(engine, path, kind="catalog")
-    except InputError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except OSError as exc:
-        typer.echo(f"error: {path}: cannot read ({exc.strerror or exc})", err=True)
-        raise typer.Exit(2) from None
     typer.echo(f"{path}: {len(report.prompt_ids)} prompt(s), {report.n_prompts_added} new in the catalog")
     return report.prompt_ids
 
 
 def _records(engine: Engine, names: list[str] | None) -> list[EndpointRecord]:
+    """The endpoints to answer with: every contestant's in the arena, or those named (each must be one).
+
+    A judge only answers nowhere, and a retired model is not paired, so answers for either would never be
+    shown: left out of the default, refused by name with a line that says what to do.
+    """
     with Session(engine) as session:
+        states = model_states(session)
         if names is None:
-            return list_endpoints(session=session)
-        return [get_endpoint(session=session, name=n) for n in names]
+            return [r for r in list_endpoints(session=session) if _competes(states.get(r.name))]
+        records = [get_endpoint(session=session, name=n) for n in names]
+    for r in records:
+        state = states.get(r.name)
+        if state is not None and not state.role.competes:
+            raise ValueError(
+                f"{r.name} is a judge only and answers in no battle "
+                f"(`arena models set {r.name} --role both` to make it a contestant too)"
+            )
+        if state is not None and not state.active:
+            raise ValueError(f"{r.name} is retired (`arena models set {r.name} --active` to bring it back)")
+    return records
+
+
+def _competes(state: ModelState | None) -> bool:
+    return state is None or (state.active and state.role.competes)
 
 
 async def _run_with_progress(
@@ -91,12 +106,15 @@ def run_generate(
     try:
         prompt_keys = None if prompt_file is None else _import_prompts(engine, prompt_file)
         try:
-            records = _records(engine, models.split(",") if models else None)
+            records = _records(engine, [model_name(n) for n in models.split(",")] if models else None)
+        except ValueError as exc:
+            typer.echo(f"error: --models: {exc}", err=True)
+            raise typer.Exit(2) from None
         except UnknownEndpoint as exc:
             typer.echo(f"error: no endpoint named {exc.args[0]!r} (see `arena models list`)", err=True)
             raise typer.Exit(2) from None
         if not records:
-            typer.echo("error: no endpoints registered (`arena models add`)", err=True)
+            typer.echo("error: no contestant has an endpoint (see `arena models add`)", err=True)
             raise typer.Exit(2)
         tasks = plan_generation(
             engine,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import typer
@@ -31,9 +32,35 @@ from arena.llm.judging import (
 from arena.llm.registry import config_for
 from leaderboard.composite.agreement import position_report, vote_scores
 from votes.catalog.endpoints import UnknownEndpoint, get_endpoint, set_endpoint_params
+from votes.catalog.roles import ModelState, model_states
+from votes.names import model_name
 from votes.reads.annotated import annotated_battles
 
 __all__ = ["run_judge"]
+
+
+def _check_roles(
+    states: Mapping[str, ModelState], judge: str, models: str | None, baseline: str | None
+) -> None:
+    """Refuse a judge that is a contestant only, or a retired one, and a compared model that only judges.
+
+    Judging used to take any registered endpoint, so a judge was registered as a contestant and competed
+    too; the store's upgrade made every model that had judged a judge (or both), and a model registered
+    since says its role (``arena models add J --role judge``), so refusing costs no existing judge anything
+    and keeps a contestant from judging its rivals unnoticed.
+    """
+    state = states.get(judge)
+    if state is not None and not state.role.judges:
+        raise ValueError(
+            f"{judge} is a contestant, not a judge: `arena models set {judge} --role judge` (or --role both, "
+            "to keep it in battles) lets it judge"
+        )
+    if state is not None and not state.active:
+        raise ValueError(f"{judge} is retired (`arena models set {judge} --active` to judge with it again)")
+    for name in [*(models.split(",") if models else []), *([baseline] if baseline else [])]:
+        other = states.get(name)
+        if other is not None and not other.role.competes:
+            raise ValueError(f"{name} is a judge only: its answers are not compared (--models, --baseline)")
 
 
 def run_judge(
@@ -63,10 +90,15 @@ def run_judge(
     try:
         with Session(engine) as session:
             try:
-                record = get_endpoint(session=session, name=judge)
+                record = get_endpoint(session=session, name=model_name(judge))
+                _check_roles(model_states(session), record.name, models, baseline)
             except UnknownEndpoint:
                 typer.echo(f"error: no endpoint named {judge!r} (see `arena models list`)", err=True)
                 raise typer.Exit(2) from None
+            except ValueError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(2) from None
+        judge = record.name
         with engine.connect() as conn:
             tasks = plan_judging(
                 conn, judge=judge, template=chosen, models=models.split(",") if models else None,

@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 import typer
 
-from arena.cli.commands.battle_files import as_utc, battle_filter, database_filter
+from arena.cli.commands.battle_files import VoteSelection
 from arena.cli.commands.board_output import err, progress_bar
+from arena.cli.commands.fit_options import FitOptions
 from arena.cli.commands.runs.board_report import board_json, print_result
 from arena.cli.commands.runs.fit_request import fit_request
 from arena.cli.commands.runs.from_file import pick_components, read_battle_file
@@ -97,64 +98,24 @@ def run_recompute(
     source: Path | None,
     counts_file: Path | None,
     database_url: str | None,
-    method: str,
-    bootstrap: int,
-    seed: int,
-    anchor: str | None,
-    level: float,
-    interval: str,
-    half_life: float | None,
-    prior: float | None,
-    both_bad: str,
-    category: str | None,
-    language: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    exclude_flagged: bool,
-    cluster: str,
+    fit: FitOptions,
+    selection: VoteSelection,
     plots: bool,
-    style: str | None,
     as_json: bool,
     catalog: Path | None,
-    annotators: str | None,
-    battle_source: str | None,
     shape: str | None,
     skip_invalid: bool,
     report_file: Path | None,
-    anony_only: bool,
-    first_sight: bool,
-    robust: bool,
-    ipw: bool,
-    models: str | None,
-    exclude_models: str | None,
-    judge: str | None,
     baseline: str | None,
     largest_component: bool,
     each_component: bool,
-    family: list[str] | None,
-    rectify: str | None,
 ) -> None:
     """What `arena recompute` does with its options (:func:`arena.cli.commands.recompute.recompute`)."""
     command_line_process()
-    request = fit_request(
-        method,
-        bootstrap,
-        seed,
-        anchor,
-        level,
-        interval,
-        half_life=half_life,
-        prior=prior,
-        both_bad=both_bad,
-        style=style,
-        families=family,
-        rectify=rectify,
-        cluster=cluster,
-    )
+    request = fit_request(fit)
     battles = None
     agreement = None
     model_info: dict[str, dict[str, Any]] = {}
-    since, until = as_utc(since), as_utc(until)
     started = time.perf_counter()
     # Batch work on arrays and plain values: the cyclic collector would only walk them (votes.collector).
     with progress_bar(not as_json) as bar, gc_paused():
@@ -177,14 +138,8 @@ def run_recompute(
                 out_dir,
                 parts,
                 time_bucket(request),
-                narrowed=(source, category, language, since, until, models, exclude_models, judge, baseline)
-                != (None,) * 9
-                or battle_source is not None
-                or annotators is not None
-                or anony_only
-                or first_sight
-                or robust
-                or ipw
+                narrowed=(source, baseline) != (None, None)
+                or selection.narrows
                 or skip_invalid
                 or largest_component
                 or each_component
@@ -193,44 +148,38 @@ def run_recompute(
             origin = str(counts_file)
             filters: dict[str, Any] = {"format": "counts"}
         elif source is not None:
-            if category is not None:
+            if selection.category is not None:
                 raise typer.BadParameter("a battles file has no categories; use the database")
-            if first_sight:
+            if selection.first_sight:
                 raise typer.BadParameter(
                     "a battles file does not say what each annotator saw revealed; use the database",
                     param_hint="--first-sight",
                 )
-            if robust:
+            if selection.robust:
                 raise typer.BadParameter(
                     "a battles file has no stored honest weights; use the database", param_hint="--robust"
                 )
-            if ipw:
+            if selection.ipw:
                 raise typer.BadParameter(
                     "a battles file logs no pair probabilities; put inverse-propensity weights in its weight"
                     " column, or use the database",
                     param_hint="--ipw",
                 )
-            selection = battle_filter(
-                language=language,
-                since=since,
-                until=until,
-                anony_only=anony_only,
-                models=models,
-                exclude_models=exclude_models,
-                judge=judge,
-            )
-            narrowed = (language, since, until, models, exclude_models, judge, baseline) != (None,) * 7
+            file_filter = selection.file_filter()
+            asked = selection.language, selection.since, selection.until, selection.models, selection.judge
+            narrowed = (*asked, selection.exclude_models, baseline) != (None,) * 7
             if request.style and (
-                narrowed or anony_only or skip_invalid or largest_component or each_component
+                narrowed or selection.anony_only or skip_invalid or largest_component or each_component
             ):
                 raise typer.BadParameter("--style on a file fits every vote in it; filter the file first")
             read = read_battle_file(
                 source,
-                filters=selection,
+                filters=file_filter,
                 shape=shape,
                 skip_invalid=skip_invalid,
                 report=report_file,
                 baseline=baseline,
+                can_skip=not request.style,  # a styled fit reads every row: --skip-invalid is refused
             )
             components = pick_components(
                 read.battles, largest=largest_component, each=each_component, source=source
@@ -257,7 +206,7 @@ def run_recompute(
                     part_judges[folder] = part
             origin = str(source)
             filters = {
-                **selection.as_metadata(),
+                **file_filter.as_metadata(),
                 "format": read.source_format,
                 "format_note": read.note,
                 "largest_component": largest_component,
@@ -269,23 +218,7 @@ def run_recompute(
 
             if skip_invalid or shape is not None or baseline is not None:
                 raise typer.BadParameter("--skip-invalid, --format and --baseline are for a file (--from)")
-            vote_filter = database_filter(
-                category=category,
-                language=language,
-                since=since,
-                until=until,
-                exclude_flagged=exclude_flagged,
-                annotators=annotators,
-                judge=judge,
-                anony_only=anony_only,
-                models=models,
-                exclude_models=exclude_models,
-                source=battle_source,
-                first_sight=first_sight,
-                robust=robust,
-                flagged_weight=settings_for(database_url).flagged_down_weight,
-                ipw=ipw,
-            )
+            vote_filter = selection.store_filter(settings_for(database_url).flagged_down_weight)
             model_info, stored_parts = from_store.read_stored_parts(
                 out_dir,
                 vote_filter,
@@ -325,7 +258,7 @@ def run_recompute(
                     request=request,
                     clusters=clustered,
                     votes_digest=votes_digest,
-                    spec=SliceSpec(category=category, language=language),
+                    spec=SliceSpec(category=selection.category, language=selection.language),
                     filters={
                         k: v.isoformat() if isinstance(v, datetime) else v for k, v in part_filters.items()
                     },
