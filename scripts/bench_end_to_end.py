@@ -158,12 +158,17 @@ def warm_bytecode(tree: Path, work: Path, args: argparse.Namespace) -> None:
         )
 
 
-def _publish(url: str, snapshot_dir: Path, args: argparse.Namespace) -> list[str]:
-    """``arena publish`` of the store at ``url`` into ``snapshot_dir``, with the run's rounds and seed."""
+def _publish(tree: Path, url: str, snapshot_dir: Path, args: argparse.Namespace) -> list[str]:
+    """``arena publish`` of the store at ``url`` into ``snapshot_dir``, with the run's rounds and seed: the
+    overall board alone, as every tree publishes it (a tree whose publish makes every category and language
+    board by default is asked for the overall one with ``--no-slices``)."""
+    command = tree / "arena" / "cli" / "commands" / "publish.py"
+    one_board = ["--no-slices"] if command.is_file() and "--no-slices" in command.read_text() else []
     return _arena(
         "publish",
         *("--database-url", url, "--snapshot-dir", str(snapshot_dir)),
         *("--bootstrap", str(args.rounds), "--seed", str(args.seed)),
+        *one_board,
     )
 
 
@@ -230,7 +235,7 @@ def arena_paths(tree: Path, data: Path, work: Path, args: argparse.Namespace, ta
             runs["import_pg"] = import_postgres(data, env, args)
     if "publish" not in args.skip and imported:
         for _ in range(args.publish_repeat):
-            run = run_child(_publish(url, work / f"snap-{tag}", args), env=env, timeout=args.timeout)
+            run = run_child(_publish(tree, url, work / f"snap-{tag}", args), env=env, timeout=args.timeout)
             print(f"[{tag}] publish run: {run.seconds:.2f} s, peak {run.peak_mb:.0f} MB", file=sys.stderr)
             if run.status != 0 or "publish" not in runs or run.seconds < runs["publish"].seconds:
                 runs["publish"] = run
@@ -254,7 +259,7 @@ def store_paths(tree: Path, data: Path, args: argparse.Namespace, tag: str) -> d
         print(f"[{tag}] import_10m: {runs['import_10m'].seconds:.2f} s", file=sys.stderr, flush=True)
         if runs["import_10m"].status == 0:
             runs["publish_10m"] = run_child(
-                _publish(url, args.workdir / f"snap10-{tag}", args), env=env, timeout=args.timeout
+                _publish(tree, url, args.workdir / f"snap10-{tag}", args), env=env, timeout=args.timeout
             )
             print(f"[{tag}] publish_10m: {runs['publish_10m'].seconds:.2f} s", file=sys.stderr, flush=True)
     finally:

@@ -116,7 +116,10 @@ def test_snapshot_page_in_browser(server: tuple[str, list[str]], browser: object
     assert re.fullmatch(
         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\+00:00", published.get_attribute("datetime") or ""
     )
-    method = page.locator(".facts dd", has_text="rounds")
+    # the Method entry (the Intervals entry names the rounds too)
+    method = page.locator(
+        "xpath=//dl[contains(@class, 'facts')]/dt[normalize-space()='Method']/following-sibling::dd[1]"
+    )
     # how many line boxes the word "rounds" spans (two when the line broke inside it)
     rounds_lines = (
         "e => { const t = e.firstChild; const i = t.textContent.indexOf('rounds'); const r = "

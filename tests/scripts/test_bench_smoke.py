@@ -266,7 +266,10 @@ def test_bench_end_to_end_imports_into_postgres_beside_sqlite(
     )
     assert fig["import_pg_1m_s"] > 0 and fig["import_pg_1m_peak_mb"] > 0
     assert fig["import_1m_s"] > 0
-    assert scratch_databases() == before
+    # a scratch database named for a process still running is another benchmark's (another test run on
+    # the same server), not one this run left behind
+    left = {name for name in scratch_databases() - before if not Path(f"/proc/{name.split('_')[3]}").exists()}
+    assert left == set()
 
 
 def test_bench_rater_ability_small_run_compares_both_fits() -> None:

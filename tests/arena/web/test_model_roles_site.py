@@ -134,10 +134,11 @@ def test_a_model_removed_leaves_the_running_site(
     home, board, api = _page_models(client)
     assert gone not in home | board | api and NAMES[1] not in home | board | api
     assert home == {*CONTESTANTS[1:], NAMES[0]}
-    # A live battle needs two contestants with endpoints: one is left, so none starts, at once.
-    csrf = open_battle_page(client)
-    refused = stream_turn(client, "Anyone there?", csrf)
-    assert refused.status == 503 and fakes[NAMES[0]].n_requests == 0
+    # A live battle needs two contestants with endpoints: one is left, so the page says so at once and
+    # offers no prompt to send, and no endpoint is asked.
+    page = client.get("/battle")
+    assert page.status_code == 200 and 'data-state="unavailable"' in page.text
+    assert 'name="csrf_token"' not in page.text and fakes[NAMES[0]].n_requests == 0
     # Pairing holds its catalog for ``ttl_s`` (10 s on a running site): its next refresh drops the model.
     state.pairing.ttl_s = 0.0
     state.pairing.refresh()
